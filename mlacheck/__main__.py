@@ -1,0 +1,3 @@
+from mlacheck.cli import main
+
+main()

@@ -1,0 +1,123 @@
+"""The facade: one call runs the embedded scenario (warm-up, then traffic) under capture and analyses it."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlacheck import __version__
+from mlacheck.analysis import Analysis, analyse
+from mlacheck.capture import FamilyCapture
+from mlacheck.environment import detect_environment, distribution_version, import_tokenspeed_mla
+from mlacheck.errors import MlacheckError
+from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
+from mlacheck.rules import FamilyRule, load_rules
+from mlacheck.scenario.dispatch import FP8, ReplacedLaunch, dispatch, empty_tensors
+from mlacheck.scenario.presets import model_preset
+from mlacheck.scenario.traffic import PROFILES, make_workload, prefill_calls
+from mlacheck.scenario.warmup import resolve_warmup, run_warmup
+
+PREFILL_FAMILY = "tokenspeed_mla.prefill"
+KV_CACHE_DTYPE = "float8_e4m3fn"  # tokenspeed_mla's backends require an FP8 KV cache
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    model: str = "deepseek-v3"
+    tp: int = 1
+    profile: str = "tokenspeed"
+    warmup: str = "library"
+    arch: str = "auto"
+    compile: str = "real"
+    rules: Path | None = None
+    trace: Path | None = None
+    requests: int = 8
+    seed: int = 0
+
+
+@dataclass
+class CheckResult:
+    header: dict
+    analysis: Analysis
+    strict: bool = False
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if self.analysis.failed(self.strict) else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.verdict == "fail" else 0
+
+
+def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
+    """Warm up, send the traffic through tokenspeed_mla's dispatch, and analyse what the cache saw."""
+    if options.profile not in PROFILES:
+        raise MlacheckError(f"--profile {options.profile}: choose one of {', '.join(PROFILES)}")
+    if options.compile not in ("real", "skip"):
+        raise MlacheckError(f"--compile {options.compile}: choose real or skip")
+    rules = load_rules(options.rules)
+    _require_prefill_rule(rules, options.rules)
+    model = model_preset(options.model, options.tp)
+    environment = detect_environment(options.arch)
+    if options.compile == "skip" and environment.mode == "execute":
+        raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
+    package = import_tokenspeed_mla()
+    warmup = resolve_warmup(options.warmup)
+    calls = prefill_calls(options.profile, make_workload(options.requests, options.seed))
+    launch = None if environment.mode == "execute" else ReplacedLaunch()
+    memory = MemorySink()
+    sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
+    sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__, "started": time.time()})
+    captures = [FamilyCapture(rule.family, sink, options.compile, launch and launch.stand_in) for rule in rules]
+    timings = {}
+    try:
+        for capture in captures:
+            capture.install()
+        started = time.perf_counter()
+        run_warmup(warmup, {"q_dtype": FP8, "d_qk": model.d_qk, "d_v": model.d_v, "num_heads": model.num_heads,
+                            "enable_pdl": environment.enable_pdl, "target_arch": environment.target_arch})
+        timings["warmup_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        device = "cpu" if environment.mode == "dry" else "cuda"
+        for call in calls:
+            tensors = empty_tensors(call, model, device)
+            try:
+                dispatch(package.tokenspeed_mla_prefill, call, tensors, model, environment.enable_pdl, environment.mode == "dry")
+            except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
+                raise MlacheckError(
+                    f"tokenspeed_mla_prefill failed in {environment.mode} mode on {environment.device or 'the CPU'} "
+                    f"(target {environment.target_arch}): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                ) from None
+        timings["traffic_s"] = time.perf_counter() - started
+    finally:
+        for capture in reversed(captures):
+            capture.remove()
+        sink.close()
+    context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE,
+               "d_qk": str(model.d_qk), "d_v": str(model.d_v)}
+    header = {
+        "mlacheck_version": __version__,
+        "tokenspeed_mla_version": distribution_version("tokenspeed-mla"),
+        "target_arch": environment.target_arch,
+        "mode": environment.mode,
+        "device": environment.device,
+        "compile_policy": options.compile,
+        "model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
+        "warmup": warmup.label,
+        "profile": options.profile,
+        "requests": options.requests, "seed": options.seed, "prefill_calls": len(calls),
+        "launches_replaced": None if launch is None else launch.launches,
+    }
+    return CheckResult(header, analyse(memory.events, rules, context), strict, timings)
+
+
+def _require_prefill_rule(rules: list[FamilyRule], path: Path | None) -> None:
+    if not any(rule.family.name == PREFILL_FAMILY for rule in rules):
+        raise MlacheckError(
+            f"{path}: the scenario drives tokenspeed_mla prefill, but no rule file declares family {PREFILL_FAMILY!r}; "
+            "add it (copy the bundled rules/tokenspeed_mla_prefill.toml)"
+        )

@@ -1,0 +1,104 @@
+"""The command line: parse, call the library, print. Exit 0 clean, 1 findings, 2 bad input or environment."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mlacheck import __version__
+from mlacheck.errors import MlacheckError
+
+app = typer.Typer(
+    help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+
+class Profile(str, Enum):
+    tokenspeed = "tokenspeed"
+    sglang = "sglang"
+
+
+class CompilePolicy(str, Enum):
+    real = "real"
+    skip = "skip"
+
+
+@app.command()
+def run(
+    model: Annotated[str, typer.Option(help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size: divides the model's heads.")] = 1,
+    profile: Annotated[Profile, typer.Option(help="Traffic pattern: whose prefill calls to replay.")] = Profile.tokenspeed,
+    warmup: Annotated[str, typer.Option(help="Compile path under test: library, none, PATH.py:FUNC or pkg.module:FUNC.")] = "library",
+    arch: Annotated[str, typer.Option(help="Target arch: auto, sm_100a, sm_103a or sm_107a.")] = "auto",
+    compile: Annotated[CompilePolicy, typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only.")] = CompilePolicy.real,
+    rules: Annotated[Optional[Path], typer.Option(help="A rule file or folder that replaces the bundled rules.")] = None,
+    requests: Annotated[int, typer.Option(help="Requests in the seeded workload.")] = 8,
+    seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
+    trace: Annotated[Optional[Path], typer.Option(help="Also write the event trace (JSONL) here.")] = None,
+    strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
+) -> None:
+    """Run the embedded scenario: warm-up, then traffic through tokenspeed_mla's dispatch; report mismatches."""
+    from mlacheck.check import CheckOptions, run_check
+    from mlacheck.report.json_report import write_json
+    from mlacheck.report.terminal import render
+
+    options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed)
+    result = _guard(lambda: run_check(options, strict))
+    render(result, console)
+    if json_path is not None:
+        _guard(lambda: write_json(result, json_path))
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("rules")
+def list_rules(
+    rules: Annotated[Optional[Path], typer.Option(help="A rule file or folder instead of the bundled rules.")] = None,
+) -> None:
+    """List the finding codes and the kernel families the rule files declare."""
+    from mlacheck.registry import RULES
+    from mlacheck.rules import load_rules
+
+    codes = Table(title="Finding codes", title_justify="left", header_style="bold")
+    for column in ("code", "name", "severity", "what", "fix"):
+        codes.add_column(column)
+    for rule in RULES.values():
+        codes.add_row(rule.code, rule.name, rule.severity.value, rule.summary, rule.hint)
+    console.print(codes)
+    families = Table(title="Kernel families", title_justify="left", header_style="bold")
+    for column in ("family", "cache", "key fields", "checked against", "contracts", "file"):
+        families.add_column(column)
+    for rule in _guard(lambda: load_rules(rules)):
+        family = rule.family
+        families.add_row(family.name, f"{family.module}.{family.cache}", ", ".join(family.key_fields),
+                         f"{family.distribution} {family.checked_versions}", str(len(rule.contract)), rule.source)
+    console.print(families)
+
+
+@app.command()
+def version() -> None:
+    """Print mlacheck's version."""
+    console.print(f"mlacheck {__version__}")
+
+
+def _guard(action):
+    """Run a library call; its MlacheckError becomes one line on stderr and exit code 2."""
+    try:
+        return action()
+    except MlacheckError as exc:
+        errors.print(f"mlacheck: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(MlacheckError.exit_code) from None
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,66 @@
+"""Every finding code in one table: `mlacheck rules`, the report and the README read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    why: str
+    hint: str
+
+
+RULES: dict[str, Rule] = {
+    r.code: r
+    for r in (
+        Rule(
+            "MLA001",
+            "serving-path-compile",
+            Severity.ERROR,
+            "A dispatched variant was not precompiled: it compiles on the serving path.",
+            "One CuTe DSL compile takes seconds to minutes; inside a request it can stall the "
+            "scheduler past its watchdog (300 s in SGLang).",
+            "Precompile this key in the warm-up: make the warm-up compute the key the way the dispatch does.",
+        ),
+        Rule(
+            "MLA002",
+            "dead-warmup",
+            Severity.WARNING,
+            "A precompiled variant was never dispatched: its compile time is wasted.",
+            "Dead warm-up lengthens start-up and usually means the warm-up and the dispatch disagree on a field.",
+            "Drop this variant from the warm-up, or fix the field in which it differs from what is dispatched.",
+        ),
+        Rule(
+            "MLA003",
+            "field-contract",
+            Severity.ERROR,
+            "A key field breaks a constraint that the family's rule file declares.",
+            "Such a variant is wrong for the deployment (e.g. bf16 q against an FP8 KV cache) even if it is cached.",
+            "Make the field what the contract requires where the key is computed.",
+        ),
+        Rule(
+            "MLA004",
+            "stale-rule",
+            Severity.ERROR,
+            "The observed key or the installed library does not match what the rule file was checked against.",
+            "A rule that names the wrong fields or versions reports wrong diffs, or none.",
+            "Re-check the rule file against the installed library and update key_fields or checked_versions.",
+        ),
+    )
+}
+
+
+def finding_rule(code: str) -> Rule:
+    """The registry entry of a finding code."""
+    return RULES[code]

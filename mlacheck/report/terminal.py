@@ -1,0 +1,106 @@
+"""The rich terminal report: header, one variant table per kernel family, findings, verdict."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from mlacheck.analysis import FamilyResult, Finding
+from mlacheck.check import CheckResult
+from mlacheck.registry import Severity
+
+MODE_NOTES = {
+    "execute": "kernels launch on the device",
+    "trace": "the library's dispatch runs on the device; the kernel launch is replaced and counted",
+    "dry": "no CUDA device: the library's dispatch runs up to its cache lookup; nothing launches",
+}
+STATUS_STYLES = {"ok": "green", "serving-path compile": "bold red", "dead warm-up": "yellow", "not compiled": "dim"}
+SEVERITY_STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "yellow"}
+
+
+def render(result: CheckResult, console: Console) -> None:
+    console.print(_header(result.header))
+    for family in result.analysis.families:
+        console.print(_variant_table(family))
+    if result.analysis.findings:
+        console.print(_findings(result.analysis.findings))
+    for error in result.analysis.internal_errors:
+        console.print(Text(f"internal error in capture (the program went on): {error}", style="magenta"))
+    console.print(_verdict(result))
+
+
+def _header(header: dict) -> Panel:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows = [
+        ("mlacheck", f"{header['mlacheck_version']}   tokenspeed_mla {header['tokenspeed_mla_version']}"),
+        ("target arch", header["target_arch"]),
+        ("mode", f"{header['mode']}: {MODE_NOTES[header['mode']]}" + (f" ({header['device']})" if header["device"] else "")),
+        ("compile", "real (cute.compile, timed)" if header["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
+        ("model", f"{header['model']}  tp={header['tp']}: {header['num_heads']} heads, d_qk={header['d_qk']}, d_v={header['d_v']}"),
+        ("warm-up", header["warmup"]),
+        ("traffic", f"{header['profile']} profile: {header['requests']} requests (seed {header['seed']}), {header['prefill_calls']} prefill calls"),
+    ]
+    for name, value in rows:
+        grid.add_row(name, value)
+    return Panel(grid, title="mlacheck report", title_align="left")
+
+
+def _variant_table(family: FamilyResult) -> Table:
+    """Fields that every variant shares go in the caption; the columns are the fields that vary."""
+    varying = [name for name in family.key_fields if len({v.key.get(name) for v in family.variants}) > 1]
+    shared = [name for name in family.key_fields if name not in varying and family.variants]
+    caption = ", ".join(f"{name}={family.variants[0].key.get(name, '—')}" for name in shared)
+    table = Table(title=f"{family.name}  ({family.version or 'version unknown'})", title_justify="left",
+                  caption=f"every variant: {caption}" if caption else None, caption_justify="left", header_style="bold")
+    for name in varying:
+        table.add_column(name)
+    for name in ("precompiled", "compiled by", "dispatches", "status"):
+        table.add_column(name, justify="right" if name == "dispatches" else "left", overflow="fold")
+    for variant in family.variants:
+        if variant.precompiled:
+            precompiled = f"yes, {variant.compile_s:.1f} s" if variant.compile_s is not None else "yes"
+        else:
+            precompiled = "no"
+        status = variant.status
+        if variant.serving_path_compile and variant.serving_path_compile_s is not None:
+            status += f" ({variant.serving_path_compile_s:.1f} s stall)"
+        table.add_row(
+            *(variant.key.get(name, "—") for name in varying),
+            precompiled, variant.compiled_by or "—", str(variant.dispatches),
+            Text(status, style=STATUS_STYLES[variant.status]),
+        )
+    return table
+
+
+def _findings(findings: list[Finding]) -> Group:
+    parts = [Text("Findings", style="bold")]
+    for finding in findings:
+        line = Text()
+        line.append(f"{finding.code} {finding.name} ", style=SEVERITY_STYLES[finding.severity])
+        line.append(f"[{finding.severity.value}] ", style="dim")
+        line.append(finding.message)
+        parts.append(line)
+        for name, (precompiled, dispatched) in finding.diff.items():
+            parts.append(Text(f"    diff {name}: precompiled {precompiled} → dispatched {dispatched}", style="cyan"))
+        parts.append(Text(f"    fix: {finding.hint}", style="dim"))
+    return Group(*parts)
+
+
+def _verdict(result: CheckResult) -> Text:
+    errors = sum(f.severity is Severity.ERROR for f in result.analysis.findings)
+    warnings = len(result.analysis.findings) - errors
+    stall = sum(v.serving_path_compile_s or 0.0 for f in result.analysis.families for v in f.variants if v.serving_path_compile)
+    wasted = sum(v.compile_s or 0.0 for f in result.analysis.families for v in f.variants if v.status == "dead warm-up")
+    text = Text()
+    text.append("verdict: ")
+    text.append(result.verdict.upper(), style="bold red" if result.verdict == "fail" else "bold green")
+    text.append(f"  {errors} error(s), {warnings} warning(s)" + (" (strict: warnings fail)" if result.strict else ""))
+    if stall:
+        text.append(f"; {stall:.1f} s of serving-path compile")
+    if wasted:
+        text.append(f"; {wasted:.1f} s of warm-up wasted")
+    return text

@@ -1,0 +1,102 @@
+"""Dispatch: feed the traffic's prefill calls through tokenspeed_mla's own `tokenspeed_mla_prefill`.
+
+The library computes the key from the tensors and looks it up in its cache; what happens at the launch
+depends on the mode: `execute` launches the compiled kernel, `trace` and `dry` get a `ReplacedLaunch`
+from the recording cache instead (see capture.LaunchPolicy). Dry mode (no CUDA device) also needs two
+things that only the launch uses: the library moves cum_seq_lens to CUDA before the lookup (given a
+host tensor that reports is_cuda, it keeps it) and enters a CUDA stream context after it (set to a null
+context for the duration of the call, then restored). Nothing of the library's own code is patched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from mlacheck.scenario.presets import ModelPreset
+from mlacheck.scenario.traffic import PrefillCall
+
+FP8 = torch.float8_e4m3fn
+
+
+class ReplacedLaunch:
+    """What a dispatch gets instead of the compiled kernel when the device cannot run it: counts launches."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def stand_in(self, kernel: object) -> ReplacedLaunch:
+        """The capture's launch policy: every dispatch gets this object in place of `kernel`."""
+        return self
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        self.launches += 1
+
+
+class _HostCumSeqLens(torch.Tensor):
+    """Dry mode only: host cum_seq_lens that report is_cuda, so the library keeps them instead of moving them."""
+
+    @property
+    def is_cuda(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class CallTensors:
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    cum_q: torch.Tensor
+    cum_kv: torch.Tensor
+
+
+def empty_tensors(call: PrefillCall, model: ModelPreset, device: str) -> CallTensors:
+    """FP8 q/k/v of the call's shapes (MLA prefill attends with h_k == h_q); dry mode computes nothing, so unfilled."""
+    total_q, total_kv, heads = sum(call.q_lens), sum(call.kv_lens), model.num_heads
+    return CallTensors(
+        torch.empty(total_q, heads, model.d_qk, dtype=FP8, device=device),
+        torch.empty(total_kv, heads, model.d_qk, dtype=FP8, device=device),
+        torch.empty(total_kv, heads, model.d_v, dtype=FP8, device=device),
+        cumulative(call.q_lens, device),
+        cumulative(call.kv_lens, device),
+    )
+
+
+def cumulative(lens: tuple[int, ...], device: str) -> torch.Tensor:
+    return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+
+
+@contextlib.contextmanager
+def _dry_stream() -> Iterator[None]:
+    import tvm_ffi
+
+    original = tvm_ffi.use_torch_stream
+    tvm_ffi.use_torch_stream = contextlib.nullcontext
+    try:
+        yield
+    finally:
+        tvm_ffi.use_torch_stream = original
+
+
+def dispatch(prefill, call: PrefillCall, tensors: CallTensors, model: ModelPreset, enable_pdl: bool, dry: bool):
+    """One tokenspeed_mla_prefill call, as SGLang's and TokenSpeed's backends make it."""
+    cum_q, cum_kv = tensors.cum_q, tensors.cum_kv
+    if dry:
+        cum_q, cum_kv = cum_q.as_subclass(_HostCumSeqLens), cum_kv.as_subclass(_HostCumSeqLens)
+    with _dry_stream() if dry else contextlib.nullcontext():
+        return prefill(
+            tensors.q, tensors.k, tensors.v,
+            seq_lens=torch.tensor(call.kv_lens, dtype=torch.int32, device=tensors.q.device),
+            cum_seq_lens=cum_kv,
+            max_seq_len=max(call.kv_lens),
+            batch_size=len(call.q_lens),
+            softmax_scale=model.softmax_scale,
+            is_causal=call.is_causal,
+            return_lse=call.return_lse,
+            cum_seq_lens_q=cum_q,
+            max_seq_len_q=max(call.q_lens),
+            enable_pdl=enable_pdl,
+        )
