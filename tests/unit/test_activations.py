@@ -94,20 +94,22 @@ def test_metrics_of_identical_outputs_are_exact() -> None:
 
     metrics = compare_outputs(out, lse, out.clone(), lse.clone())
 
-    assert metrics == AccuracyMetrics(max_abs_err=0.0, max_rel_err=0.0, cosine_similarity=pytest.approx(1.0, abs=1e-12), lse_max_abs_err=0.0)
+    assert metrics == AccuracyMetrics(
+        max_abs_err=0.0, max_rel_err=0.0, cosine_similarity=pytest.approx(1.0, abs=1e-12), lse_max_abs_err=0.0
+    )
 
 
 def test_metrics_of_perturbed_outputs() -> None:
-    ref = torch.ones(2, 1, 2)
+    ref = torch.full((2, 1, 2), 2.0)
     out = ref.clone()
-    out[0, 0, 0] = 1.5
+    out[0, 0, 0] = 2.5
     lse = torch.zeros(2, 1)
 
     metrics = compare_outputs(out, lse + 0.25, ref, lse)
 
     assert metrics.max_abs_err == pytest.approx(0.5)
-    assert metrics.max_rel_err == pytest.approx(0.5)
-    assert metrics.cosine_similarity == pytest.approx(4.5 / math.sqrt(4 * 5.25))
+    assert metrics.max_rel_err == pytest.approx(0.25)
+    assert metrics.cosine_similarity == pytest.approx(17 / (4 * math.sqrt(18.25)))
     assert metrics.lse_max_abs_err == pytest.approx(0.25)
 
 
@@ -137,3 +139,17 @@ def test_fp8_accuracy_cost_is_small_but_not_zero() -> None:
         *reference_prefill(acts.q.float(), k.float(), acts.v.float(), cu, cu, scale, True),
     )
     assert exact.max_abs_err == 0 and exact.lse_max_abs_err == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_library_quantize_on_cuda_matches_torch_path() -> None:
+    cpu = make_activations(300, 600, 4, seed=10)
+    cuda = make_activations(300, 600, 4, seed=10, device="cuda")
+
+    expected = quantize_kv_fp8(cpu.k_nope, cpu.k_pe, cpu.v)
+    k8, v8 = quantize_kv_fp8(cuda.k_nope, cuda.k_pe, cuda.v)
+
+    assert k8.is_cuda and torch.equal(_bits(k8.cpu()), _bits(expected[0]))
+    assert torch.equal(_bits(v8.cpu()), _bits(expected[1]))
+    assert torch.equal(_bits(quantize_q_fp8(cuda.q).cpu()), _bits(quantize_q_fp8(cpu.q)))

@@ -142,3 +142,16 @@ def test_rejects_mismatched_offsets() -> None:
         reference_prefill(q, k, v, [0, 3], [0, 4], SCALE, False)
     with pytest.raises(ValueError, match="multiple of h_k"):
         reference_prefill(q, _randn(4, 3, 8, seed=27), _randn(4, 3, 4, seed=28), [0, 4], [0, 4], SCALE, False)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu() -> None:
+    q, k, v = _randn(20, 8, 24, seed=29), _randn(26, 2, 24, seed=30), _randn(26, 2, 16, seed=31)
+    cu_q, cu_kv = [0, 8, 8, 20], [0, 8, 14, 26]
+    cpu = reference_prefill(q, k, v, cu_q, cu_kv, SCALE, is_causal=True)
+
+    cuda = reference_prefill(q.cuda(), k.cuda(), v.cuda(), torch.tensor(cu_q).cuda(), cu_kv, SCALE, is_causal=True)
+
+    assert cuda[0].device.type == "cuda" and cuda[1].device.type == "cuda"
+    torch.testing.assert_close((cuda[0].cpu(), cuda[1].cpu()), cpu, rtol=1e-5, atol=1e-5)
