@@ -104,8 +104,8 @@ def check_unit_scales(k_scale: float, v_scale: float) -> None:
     """Raise ValueError unless both FP8 scales are exactly 1.0.
 
     tokenspeed_mla_prefill takes no dequantization scales: it passes ``Float32(1.0)`` as the
-    kernel's ``scale_output`` (mla_prefill.py) and uses softmax_scale as given, so FP8 K/V quantized
-    with another scale would give silently wrong outputs and LSE.
+    kernel's ``scale_output`` (mla_prefill.py:421) and uses softmax_scale as given, so FP8 K/V
+    quantized with another scale would give silently wrong outputs and LSE.
     """
     for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
         if float(scale) != 1.0:
@@ -116,7 +116,7 @@ def check_unit_scales(k_scale: float, v_scale: float) -> None:
 
 
 def _check_fp8_range(name: str, x: torch.Tensor) -> None:
-    """Raise ValueError if x would saturate in float8_e4m3fn (where CUDA and CPU casts may differ)."""
+    """Raise ValueError if x is past the float8_e4m3fn range, which a scale-1.0 cast silently saturates."""
     peak = x.abs().max().item() if x.numel() else 0.0
     if peak > FP8_MAX:
         raise ValueError(f"{name} reaches {peak:g}, past the FP8 e4m3 maximum {FP8_MAX:g}")

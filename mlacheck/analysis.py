@@ -98,6 +98,7 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
     findings = []
     for result in families:
         findings += _family_findings(by_family[result.name], result, context)
+    findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
     return Analysis(families, findings, internal_errors)
 
 

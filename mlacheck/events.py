@@ -46,7 +46,10 @@ class JsonlSink:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise MlacheckError(f"{path}: cannot write the event trace: {exc}") from None
 
     def write(self, event: dict) -> None:
         os.write(self._fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())

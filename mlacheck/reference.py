@@ -5,18 +5,24 @@ Conventions read from tokenspeed_mla 2.0.4 (`fmha.py`, `fmha_helpers.py`, `mla_p
 LSE: natural log with the softmax scale included, ``lse = ln(sum_j exp(softmax_scale * q.k_j))``.
     fmha.py:2959-2960 writes ``log(row_sum) + scale_softmax * row_max``; row_sum sums
     ``exp2((s - row_max) * scale_softmax_log2 + p_fp8_prescale_log2)`` (fmha.py:2202-2205) and
-    mla_prefill.py passes ``scale_softmax_log2 = softmax_scale * log2(e)``. The FP8 pre-scale offset
-    is never subtracted (``p_fp8_prescale_lse_correction``, fmha.py:315, is unused), which is
-    harmless here: mla_prefill.py sets ``enable_skip_correction=True``, so ``rescale_threshold = 8``
-    (fmha.py:307) and ``p_fp8_prescale_log2 = floor(log2(448) - 8) = 0`` (fmha.py:311-313).
+    mla_prefill.py:391 passes ``scale_softmax_log2 = softmax_scale * log2(e)``. The FP8 pre-scale
+    offset is never subtracted (``p_fp8_prescale_lse_correction``, fmha.py:315, is unused), which is
+    harmless here: mla_prefill.py:119 sets ``enable_skip_correction=True``, so
+    ``rescale_threshold = 8`` (fmha.py:307) and ``p_fp8_prescale_log2 = floor(log2(448) - 8) = 0``
+    (fmha.py:311-313).
 
 Causal: bottom-right aligned. ``is_causal`` selects WINDOW_MASK_INFERENCE with ``window_right=0``
-    (mla_prefill.py), which masks key j for query i when ``j > i + (kv_len - q_len)``
-    (fmha_helpers.py:1038-1054). With ``q_len == kv_len`` this is the ordinary causal mask.
+    (mla_prefill.py:106, 404; "the end of q is aligned with the end of k", fmha_helpers.py:386),
+    which masks key j for query i when ``j > i + (kv_len - q_len)`` (fmha_helpers.py:1039-1054).
+    With ``q_len == kv_len`` this is the ordinary causal mask.
 
-Empty rows: a request with ``kv_len == 0`` gets ``out = 0, lse = -inf`` (fmha.py:2772-2844). The
-    reference also gives this to query rows that a causal mask leaves no key (``q_len > kv_len``);
-    the kernel's output for such rows is not specified by its source.
+Empty rows: a request with ``kv_len == 0`` gets ``out = 0, lse = -inf`` (fmha.py:1430, 2772-2844).
+    The reference also gives this to query rows that a causal mask leaves without keys
+    (``q_len > kv_len``); the kernel's output for such rows is not specified by its source.
+
+Not modelled: the kernel rounds the probabilities P to FP8 before the P.V product
+(fmha.py:1770-1880) while its row sums stay in float32, so its output differs from this reference
+by more than the FP8 rounding of q/k/v alone.
 """
 
 from __future__ import annotations

@@ -105,9 +105,11 @@ def test_fp8_inputs_are_dequantized_with_scales() -> None:
     q, k, v = _randn(4, 2, 8, seed=16), _randn(4, 2, 8, seed=17), _randn(4, 2, 4, seed=18)
     q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
 
-    out, lse = reference_prefill(q8, k8, v8, [0, 4], [0, 4], SCALE, True, q_scale=2.0, k_scale=0.5, v_scale=3.0)
+    cu = [0, 4]
 
-    expected = reference_prefill(q8.float() * 2.0, k8.float() * 0.5, v8.float() * 3.0, [0, 4], [0, 4], SCALE, True)
+    out, lse = reference_prefill(q8, k8, v8, cu, cu, SCALE, True, q_scale=2.0, k_scale=0.5, v_scale=3.0)
+
+    expected = reference_prefill(q8.float() * 2.0, k8.float() * 0.5, v8.float() * 3.0, cu, cu, SCALE, True)
     torch.testing.assert_close((out, lse), expected)
 
 
@@ -151,7 +153,8 @@ def test_cuda_matches_cpu() -> None:
     cu_q, cu_kv = [0, 8, 8, 20], [0, 8, 14, 26]
     cpu = reference_prefill(q, k, v, cu_q, cu_kv, SCALE, is_causal=True)
 
-    cuda = reference_prefill(q.cuda(), k.cuda(), v.cuda(), torch.tensor(cu_q).cuda(), cu_kv, SCALE, is_causal=True)
+    cu_q_cuda = torch.tensor(cu_q, device="cuda")
+    cuda = reference_prefill(q.cuda(), k.cuda(), v.cuda(), cu_q_cuda, cu_kv, SCALE, is_causal=True)
 
     assert cuda[0].device.type == "cuda" and cuda[1].device.type == "cuda"
     torch.testing.assert_close((cuda[0].cpu(), cuda[1].cpu()), cpu, rtol=1e-5, atol=1e-5)
