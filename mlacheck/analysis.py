@@ -25,6 +25,9 @@ class Variant:
     compiled_by: str | None = None
     serving_path_compile: bool = False
     serving_path_compile_s: float | None = None
+    tokens: int = 0
+    fp8_cost: dict[str, float] | None = None
+    numerics: dict[str, float] | None = None
 
     @property
     def status(self) -> str:
@@ -85,7 +88,7 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
             internal_errors.append(f"{event['where']}: {event['message']}")
         elif kind == "family":
             versions[event["family"]] = event["version"]
-        elif kind in ("compile", "dispatch") and event["family"] in variants:
+        elif kind in ("compile", "dispatch", "numerics") and event["family"] in variants:
             table = variants[event["family"]]
             key = tuple(event["key"])
             variant = table.get(key) or table.setdefault(key, Variant(_named(by_family[event["family"]], key)))
@@ -105,6 +108,10 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
 def _apply(variant: Variant, event: dict) -> None:
     if event["type"] == "dispatch":
         variant.dispatches += 1
+    elif event["type"] == "numerics":
+        variant.tokens += event["tokens"]
+        variant.fp8_cost = worst(variant.fp8_cost, event["fp8_cost"])
+        variant.numerics = worst(variant.numerics, event["kernel"])
     elif event["phase"] == "dispatch":
         variant.serving_path_compile = True
         variant.serving_path_compile_s = event["seconds"]
@@ -112,6 +119,14 @@ def _apply(variant: Variant, event: dict) -> None:
         variant.precompiled = True
         variant.compile_s = event["seconds"]
         variant.compiled_by = event["site"]
+
+
+def worst(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float] | None:
+    """Per metric the worse of two: the larger error, the smaller cosine similarity (NaN wins)."""
+    if old is None or new is None:
+        return old or new
+    pick = {name: (min if name == "cosine_similarity" else max) for name in new}
+    return {name: new[name] if new[name] != new[name] else pick[name](old[name], new[name]) for name in new}
 
 
 def _named(rule: FamilyRule, key: tuple) -> Key:
@@ -139,7 +154,18 @@ def _family_findings(rule: FamilyRule, result: FamilyResult, context: dict[str, 
         elif variant.precompiled and variant.dispatches == 0:
             findings.append(_dead_warmup_finding(family.name, variant))
         findings += _contract_findings(rule, variant, context)
+        if rule.numerics is not None and variant.numerics is not None:
+            findings += _numerics_findings(rule, variant)
     return findings
+
+
+def _numerics_findings(rule: FamilyRule, variant: Variant) -> list[Finding]:
+    breaches = rule.numerics.breaches(variant.numerics)
+    if not breaches:
+        return []
+    return [Finding("MLA005", rule.family.name, variant.key,
+                    f"{_key_text(variant.key)}: the kernel's output against the reference on the same FP8 inputs: "
+                    + "; ".join(breaches), finding_rule("MLA005").hint)]
 
 
 def _version_findings(rule: FamilyRule, result: FamilyResult) -> list[Finding]:

@@ -23,8 +23,8 @@ from mlacheck.errors import MlacheckError
 from mlacheck.events import EventSink
 from mlacheck.rules import Family
 
-LaunchPolicy = Callable[[object], object]
-"""Maps the compiled kernel a dispatch looked up to what the dispatch gets back (to replace the launch)."""
+LaunchPolicy = Callable[[list[str], object], object]
+"""Maps (key, compiled kernel) of a dispatch's lookup to what the dispatch gets back and launches."""
 
 
 def field_string(value: object) -> str:
@@ -162,7 +162,7 @@ class FamilyCapture:
             if not self._in_dispatch(frame):
                 return value
             self.sink.write({"type": "dispatch", "family": self.family.name, "key": self._strings(key)})
-            return value if self.launch is None else self.launch(value)
+            return value if self.launch is None else self.launch(self._strings(key), value)
         except Exception as exc:  # noqa: BLE001
             self._internal_error("lookup", exc)
             return value

@@ -14,9 +14,10 @@ from mlacheck.environment import detect_environment, distribution_version, impor
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
 from mlacheck.rules import FamilyRule, load_rules
-from mlacheck.scenario.dispatch import FP8, ReplacedLaunch, dispatch, empty_tensors
+from mlacheck.scenario.dispatch import FP8
 from mlacheck.scenario.presets import model_preset
-from mlacheck.scenario.traffic import PROFILES, make_workload, prefill_calls
+from mlacheck.scenario.prefill_run import Launcher, run_traffic
+from mlacheck.scenario.traffic import PROFILES, make_workload
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
 PREFILL_FAMILY = "tokenspeed_mla.prefill"
@@ -67,12 +68,12 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
     package = import_tokenspeed_mla()
     warmup = resolve_warmup(options.warmup)
-    calls = prefill_calls(options.profile, make_workload(options.requests, options.seed))
-    launch = None if environment.mode == "execute" else ReplacedLaunch()
+    workload = make_workload(options.requests, options.seed)
+    launcher = Launcher(execute=environment.mode == "execute")
     memory = MemorySink()
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
     sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__, "started": time.time()})
-    captures = [FamilyCapture(rule.family, sink, options.compile, launch and launch.stand_in) for rule in rules]
+    captures = [FamilyCapture(rule.family, sink, options.compile, launcher.stand_in) for rule in rules]
     timings = {}
     try:
         for capture in captures:
@@ -82,16 +83,14 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
                             "enable_pdl": environment.enable_pdl, "target_arch": environment.target_arch})
         timings["warmup_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        device = "cpu" if environment.mode == "dry" else "cuda"
-        for call in calls:
-            tensors = empty_tensors(call, model, device)
-            try:
-                dispatch(package.tokenspeed_mla_prefill, call, tensors, model, environment.enable_pdl, environment.mode == "dry")
-            except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
-                raise MlacheckError(
-                    f"tokenspeed_mla_prefill failed in {environment.mode} mode on {environment.device or 'the CPU'} "
-                    f"(target {environment.target_arch}): {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                ) from None
+        try:
+            stats = run_traffic(package.tokenspeed_mla_prefill, workload, options.profile, model, environment.mode,
+                                environment.enable_pdl, launcher, sink, PREFILL_FAMILY, options.seed)
+        except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
+            raise MlacheckError(
+                f"tokenspeed_mla_prefill failed in {environment.mode} mode on {environment.device or 'the CPU'} "
+                f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
+            ) from None
         timings["traffic_s"] = time.perf_counter() - started
     finally:
         for capture in reversed(captures):
@@ -109,8 +108,8 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
         "model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
         "warmup": warmup.label,
         "profile": options.profile,
-        "requests": options.requests, "seed": options.seed, "prefill_calls": len(calls),
-        "launches_replaced": None if launch is None else launch.launches,
+        "requests": options.requests, "seed": options.seed, "prefill_calls": stats.prefill_calls,
+        "tokens": stats.tokens, "launches": launcher.launches, "merge_max_abs_err": stats.merge_max_abs_err,
     }
     return CheckResult(header, analyse(memory.events, rules, context), strict, timings)
 
@@ -121,3 +120,8 @@ def _require_prefill_rule(rules: list[FamilyRule], path: Path | None) -> None:
             f"{path}: the scenario drives tokenspeed_mla prefill, but no rule file declares family {PREFILL_FAMILY!r}; "
             "add it (copy the bundled rules/tokenspeed_mla_prefill.toml)"
         )
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else "(no message)"

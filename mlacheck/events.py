@@ -6,6 +6,7 @@ Event types (every event has "type"; the first event of a trace is "run" and car
 - compile:        {"type", "family", "key", "phase", "seconds", "site"}  a variant entered the cache
                   (phase "precompile" outside any dispatch call, "dispatch" inside one)
 - dispatch:       {"type", "family", "key"}                           a dispatch call looked a variant up
+- numerics:       {"type", "family", "key", "tokens", "fp8_cost", "kernel"}  one prefill call's accuracy (GPU modes)
 - internal_error: {"type", "where", "message"}                        capture failed; the program went on
 """
 
@@ -19,7 +20,7 @@ from typing import Protocol
 from mlacheck.errors import MlacheckError
 
 FORMAT_VERSION = 1
-EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "internal_error"})
+EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "numerics", "internal_error"})
 
 
 class EventSink(Protocol):

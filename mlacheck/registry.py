@@ -57,6 +57,14 @@ RULES: dict[str, Rule] = {
             "A rule that names the wrong fields or versions reports wrong diffs, or none.",
             "Re-check the rule file against the installed library and update key_fields or checked_versions.",
         ),
+        Rule(
+            "MLA005",
+            "numerics",
+            Severity.ERROR,
+            "A launched variant's output is further from the reference than the rule file's tolerance.",
+            "A variant that compiles and launches can still compute the wrong attention (a wrong mask, scale or LSE).",
+            "Compare the variant's compile arguments with the dispatch's inputs; check the kernel on these shapes.",
+        ),
     )
 }
 

@@ -73,11 +73,31 @@ class Contract(_Strict):
         return self.equals if self.equals_context is None else context.get(self.equals_context)
 
 
+class Numerics(_Strict):
+    """How far a launched kernel's output may be from the reference on the same inputs (MLA005)."""
+
+    max_rel_err: float
+    min_cosine: float
+    lse_max_abs_err: float
+
+    def breaches(self, metrics: dict[str, float]) -> list[str]:
+        """The metrics beyond tolerance, as readable phrases (NaN counts as beyond)."""
+        out = []
+        if not metrics["max_rel_err"] <= self.max_rel_err:
+            out.append(f"max relative error {metrics['max_rel_err']:.3g} > {self.max_rel_err}")
+        if not metrics["cosine_similarity"] >= self.min_cosine:
+            out.append(f"cosine similarity {metrics['cosine_similarity']:.6f} < {self.min_cosine}")
+        if not metrics["lse_max_abs_err"] <= self.lse_max_abs_err:
+            out.append(f"LSE max abs error {metrics['lse_max_abs_err']:.3g} > {self.lse_max_abs_err}")
+        return out
+
+
 class FamilyRule(_Strict):
     """One rule file."""
 
     family: Family
     contract: list[Contract] = []
+    numerics: Numerics | None = None
     source: str = ""
 
     @model_validator(mode="after")

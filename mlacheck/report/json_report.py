@@ -10,7 +10,7 @@ from mlacheck.errors import MlacheckError
 
 FORMAT_VERSION = 1
 SCENARIO_FIELDS = ("model", "tp", "num_heads", "d_qk", "d_v", "warmup", "profile", "requests", "seed",
-                   "prefill_calls", "launches_replaced")
+                   "prefill_calls", "tokens", "launches", "merge_max_abs_err")
 
 
 def report_dict(result: CheckResult) -> dict:
@@ -41,6 +41,9 @@ def report_dict(result: CheckResult) -> dict:
                         "compiled_by": variant.compiled_by,
                         "serving_path_compile_s": variant.serving_path_compile_s,
                         "status": variant.status,
+                        "tokens": variant.tokens,
+                        "fp8_cost": variant.fp8_cost,
+                        "numerics": variant.numerics,
                     }
                     for variant in family.variants
                 ],

@@ -42,8 +42,12 @@ def _header(header: dict) -> Panel:
         ("compile", "real (cute.compile, timed)" if header["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
         ("model", f"{header['model']}  tp={header['tp']}: {header['num_heads']} heads, d_qk={header['d_qk']}, d_v={header['d_v']}"),
         ("warm-up", header["warmup"]),
-        ("traffic", f"{header['profile']} profile: {header['requests']} requests (seed {header['seed']}), {header['prefill_calls']} prefill calls"),
+        ("traffic", f"{header['profile']} profile: {header['requests']} requests (seed {header['seed']}), "
+                    f"{header['prefill_calls']} prefill calls, {header['tokens']} query tokens, {header['launches']} launches"
+                    + (" (replaced)" if header["mode"] != "execute" else "")),
     ]
+    if header["merge_max_abs_err"] is not None:
+        rows.append(("chunked prefix", f"merged by LSE vs one-shot attention: max abs error {header['merge_max_abs_err']:.2e}"))
     for name, value in rows:
         grid.add_row(name, value)
     return Panel(grid, title="mlacheck report", title_align="left")
@@ -58,8 +62,10 @@ def _variant_table(family: FamilyResult) -> Table:
                   caption=f"every variant: {caption}" if caption else None, caption_justify="left", header_style="bold")
     for name in varying:
         table.add_column(name)
-    for name in ("precompiled", "compiled by", "dispatches", "status"):
-        table.add_column(name, justify="right" if name == "dispatches" else "left", overflow="fold")
+    measured = [name for name, present in (("FP8 cost", any(v.fp8_cost for v in family.variants)),
+                                           ("kernel vs reference", any(v.numerics for v in family.variants))) if present]
+    for name in ("precompiled", "compiled by", "dispatches", "tokens", *measured, "status"):
+        table.add_column(name, justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
     for variant in family.variants:
         if variant.precompiled:
             precompiled = f"yes, {variant.compile_s:.1f} s" if variant.compile_s is not None else "yes"
@@ -70,10 +76,19 @@ def _variant_table(family: FamilyResult) -> Table:
             status += f" ({variant.serving_path_compile_s:.1f} s stall)"
         table.add_row(
             *(variant.key.get(name, "—") for name in varying),
-            precompiled, variant.compiled_by or "—", str(variant.dispatches),
+            precompiled, variant.compiled_by or "—", str(variant.dispatches), str(variant.tokens),
+            *(_metrics(metrics) for metrics, name in ((variant.fp8_cost, "FP8 cost"), (variant.numerics, "kernel vs reference"))
+              if name in measured),
             Text(status, style=STATUS_STYLES[variant.status]),
         )
     return table
+
+
+def _metrics(metrics: dict[str, float] | None) -> str:
+    if metrics is None:
+        return "—"
+    return (f"cos {metrics['cosine_similarity']:.5f}, rel {metrics['max_rel_err']:.2e}, "
+            f"LSE {metrics['lse_max_abs_err']:.2e}")
 
 
 def _findings(findings: list[Finding]) -> Group:

@@ -105,7 +105,8 @@ def test_skip_policy_records_keys_without_compiling_and_leaves_no_stand_in(synth
 def test_launch_policy_replaces_only_what_dispatch_gets(synthetic_rule, synthetic):
     calls = []
 
-    def stand_in(kernel):
+    def stand_in(key, kernel):
+        assert key == ["fp8", "True"]
         return lambda x: calls.append(x) or "replaced"
 
     results = []

@@ -1,0 +1,134 @@
+"""The traffic run: every prefill call of the workload through tokenspeed_mla's dispatch, in any mode.
+
+All three modes share this path; they differ only at the launch (`Launcher`). On a CUDA device the
+inputs are realistic bf16 activations, q cast to FP8 and K/V packed and quantized by the library's own
+`mla_kv_pack_quantize_fp8`; each call's output and LSE come from the kernel (execute) or from mlacheck's
+FP32 reference (trace), and a request with a prefix merges its extend pass and prefix chunks by LSE.
+Each call writes a `numerics` event: tokens, the FP8 accuracy cost (reference on FP8 inputs vs on the
+original bf16 inputs) and, in execute mode, the kernel against the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from mlacheck.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
+from mlacheck.events import EventSink
+from mlacheck.reference import merge_by_lse, reference_prefill
+from mlacheck.scenario.dispatch import CallTensors, cumulative, dispatch, empty_tensors
+from mlacheck.scenario.presets import ModelPreset
+from mlacheck.scenario.traffic import PROFILES, PrefillCall, Request, Workload
+
+
+class Launcher:
+    """The launch policy of every mode: notes the key of each dispatch and counts launches; only
+    execute mode calls the compiled kernel."""
+
+    def __init__(self, execute: bool) -> None:
+        self.execute = execute
+        self.launches = 0
+        self.last_key: list[str] | None = None
+
+    def stand_in(self, key: list[str], kernel: object):
+        self.last_key = key
+
+        def launch(*args: object, **kwargs: object) -> object:
+            self.launches += 1
+            return kernel(*args, **kwargs) if self.execute else None
+
+        return launch
+
+
+@dataclass
+class RequestInputs:
+    """One request's bf16 activations and their FP8 forms; K/V rows are [prefix..., new tokens...]."""
+
+    prefix_len: int
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    q8: torch.Tensor
+    k8: torch.Tensor
+    v8: torch.Tensor
+
+
+def request_inputs(request: Request, model: ModelPreset, seed: int, device: str) -> RequestInputs:
+    acts = make_activations(request.extend_len, request.prefix_len + request.extend_len, model.num_heads,
+                            model.d_qk, model.d_v, seed=seed, device=device)
+    k8, v8 = quantize_kv_fp8(acts.k_nope, acts.k_pe, acts.v)
+    return RequestInputs(request.prefix_len, acts.q, acts.k, acts.v, quantize_q_fp8(acts.q), k8, v8)
+
+
+def _kv_rows(inputs: RequestInputs, call: PrefillCall, index: int) -> slice:
+    start = call.kv_starts[index] + (inputs.prefix_len if call.kind == "extend" else 0)
+    return slice(start, start + call.kv_lens[index])
+
+
+def call_tensors(batch: list[RequestInputs], call: PrefillCall, fp8: bool) -> CallTensors:
+    """The call's ragged q/k/v (FP8 or the original bf16) with its cumulative lengths."""
+    q = torch.cat([r.q8 if fp8 else r.q for r in batch])
+    rows = [_kv_rows(r, call, i) for i, r in enumerate(batch)]
+    k = torch.cat([(r.k8 if fp8 else r.k)[s] for r, s in zip(batch, rows)])
+    v = torch.cat([(r.v8 if fp8 else r.v)[s] for r, s in zip(batch, rows)])
+    device = q.device.type
+    return CallTensors(q, k, v, cumulative(call.q_lens, device), cumulative(call.kv_lens, device))
+
+
+@dataclass
+class TrafficStats:
+    prefill_calls: int = 0
+    tokens: int = 0
+    merge_max_abs_err: float | None = None  # chunked-prefix merge vs one-shot attention (GPU modes)
+
+
+def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, mode: str, enable_pdl: bool,
+                launcher: Launcher, sink: EventSink, family: str, seed: int) -> TrafficStats:
+    """Send the workload's prefill calls through `prefill` and write a `numerics` event per call (GPU modes)."""
+    stats = TrafficStats()
+    make_calls = PROFILES[profile]
+    for number, batch in enumerate(workload.batches):
+        calls = make_calls(batch, workload.chunk_capacity)
+        stats.prefill_calls += len(calls)
+        stats.tokens += sum(sum(call.q_lens) for call in calls)
+        if mode == "dry":
+            for call in calls:
+                dispatch(prefill, call, empty_tensors(call, model, "cpu"), model, enable_pdl, dry=True)
+            continue
+        inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, "cuda") for i, r in enumerate(batch)]
+        merged = None
+        for call in calls:
+            out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode)
+            merged = (out, lse) if merged is None else merge_by_lse(*merged, out, lse)
+        error = _merge_error(merged, inputs, model)
+        stats.merge_max_abs_err = max(stats.merge_max_abs_err or 0.0, error)
+    return stats
+
+
+def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode):
+    fp8 = call_tensors(inputs, call, fp8=True)
+    result = dispatch(prefill, call, fp8, model, enable_pdl, dry=False)
+    reference = reference_prefill(fp8.q, fp8.k, fp8.v, fp8.cum_q, fp8.cum_kv, model.softmax_scale, call.is_causal)
+    bf16 = call_tensors(inputs, call, fp8=False)
+    original = reference_prefill(bf16.q, bf16.k, bf16.v, bf16.cum_q, bf16.cum_kv, model.softmax_scale, call.is_causal)
+    kernel = None
+    out, lse = reference
+    if mode == "execute":
+        out, lse = result if call.return_lse else (result, reference[1])
+        kernel = asdict(compare_outputs(out, lse, *reference))
+    sink.write({"type": "numerics", "family": family, "key": launcher.last_key, "tokens": sum(call.q_lens),
+                "fp8_cost": asdict(compare_outputs(*reference, *original)), "kernel": kernel})
+    return out.float(), lse.float()
+
+
+def _merge_error(merged, inputs: list[RequestInputs], model: ModelPreset) -> float:
+    """Max abs difference of the merged chunked-prefix output from one-shot attention over [prefix + new]."""
+    q = torch.cat([r.q8 for r in inputs])
+    k = torch.cat([r.k8 for r in inputs])
+    v = torch.cat([r.v8 for r in inputs])
+    q_lens = tuple(r.q8.shape[0] for r in inputs)
+    kv_lens = tuple(r.k8.shape[0] for r in inputs)
+    device = q.device.type
+    one_shot, _ = reference_prefill(q, k, v, cumulative(q_lens, device), cumulative(kv_lens, device), model.softmax_scale, True)
+    return (merged[0] - one_shot).abs().max().item() if one_shot.numel() else 0.0

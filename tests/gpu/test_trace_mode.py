@@ -1,0 +1,44 @@
+"""On a CUDA device that cannot run sm_100a (the H200): trace mode end to end, and execute mode's launch
+attempted under a faked capability."""
+
+import pytest
+import torch
+
+from tests.integration.cli import run_cli
+
+pytestmark = [pytest.mark.gpu, pytest.mark.compile]
+
+
+def test_default_run_in_trace_mode_is_clean_with_fp8_cost(tmp_path):
+    result = run_cli("run", "--requests", "6", tmp_path=tmp_path)
+    assert result.code == 0, result.stdout + result.stderr
+    report = result.report
+    assert report["mode"] == "trace" and report["findings"] == []
+    assert report["scenario"]["launches"] == report["scenario"]["prefill_calls"] > 0
+    assert report["scenario"]["merge_max_abs_err"] < 1e-3
+    for variant in report["families"][0]["variants"]:
+        assert variant["tokens"] > 0
+        assert 0.9 < variant["fp8_cost"]["cosine_similarity"] < 1.0
+        assert variant["numerics"] is None
+
+
+def test_sglang_bf16_warmup_in_trace_mode(tmp_path):
+    result = run_cli("run", "--requests", "6", "--profile", "sglang", "--warmup",
+                     "tests/fixtures/sglang_warmup.py:bf16_warmup", tmp_path=tmp_path)
+    assert result.code == 1, result.stdout + result.stderr
+    findings = result.report["findings"]
+    serving = [f for f in findings if f["code"] == "MLA001"]
+    assert len(serving) == 3 and all(f["diff"] == {"q_dtype": ["bfloat16", "float8_e4m3fn"]} for f in serving)
+    assert len([f for f in findings if f["code"] == "MLA002"]) == 3
+
+
+def test_execute_mode_launch_on_a_device_that_cannot_run_it_fails_in_one_line(monkeypatch):
+    from mlacheck.check import CheckOptions, run_check
+    from mlacheck.errors import MlacheckError
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    with pytest.raises(MlacheckError) as error:
+        run_check(CheckOptions(requests=2))
+    message = str(error.value)
+    assert "execute mode" in message and "\n" not in message
+    assert torch.ones(4, device="cuda").sum().item() == 4  # the CUDA context is still usable
