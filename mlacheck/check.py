@@ -85,7 +85,8 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
         started = time.perf_counter()
         try:
             stats = run_traffic(package.tokenspeed_mla_prefill, workload, options.profile, model, environment.mode,
-                                environment.enable_pdl, launcher, sink, PREFILL_FAMILY, options.seed)
+                                environment.enable_pdl, launcher, sink, PREFILL_FAMILY, options.seed,
+                                device="cpu" if environment.mode == "dry" else "cuda")
         except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
             raise MlacheckError(
                 f"tokenspeed_mla_prefill failed in {environment.mode} mode on {environment.device or 'the CPU'} "

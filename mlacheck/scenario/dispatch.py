@@ -1,8 +1,7 @@
 """Dispatch: feed the traffic's prefill calls through tokenspeed_mla's own `tokenspeed_mla_prefill`.
 
 The library computes the key from the tensors and looks it up in its cache; what happens at the launch
-depends on the mode: `execute` launches the compiled kernel, `trace` and `dry` get a `ReplacedLaunch`
-from the recording cache instead (see capture.LaunchPolicy). Dry mode (no CUDA device) also needs two
+is the capture's launch policy (prefill_run.Launcher: only execute mode calls the kernel). Dry mode (no CUDA device) also needs two
 things that only the launch uses: the library moves cum_seq_lens to CUDA before the lookup (given a
 host tensor that reports is_cuda, it keeps it) and enters a CUDA stream context after it (set to a null
 context for the duration of the call, then restored). Nothing of the library's own code is patched.
@@ -20,20 +19,6 @@ from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.traffic import PrefillCall
 
 FP8 = torch.float8_e4m3fn
-
-
-class ReplacedLaunch:
-    """What a dispatch gets instead of the compiled kernel when the device cannot run it: counts launches."""
-
-    def __init__(self) -> None:
-        self.launches = 0
-
-    def stand_in(self, kernel: object) -> ReplacedLaunch:
-        """The capture's launch policy: every dispatch gets this object in place of `kernel`."""
-        return self
-
-    def __call__(self, *args: object, **kwargs: object) -> None:
-        self.launches += 1
 
 
 class _HostCumSeqLens(torch.Tensor):

@@ -84,7 +84,7 @@ class TrafficStats:
 
 
 def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, mode: str, enable_pdl: bool,
-                launcher: Launcher, sink: EventSink, family: str, seed: int) -> TrafficStats:
+                launcher: Launcher, sink: EventSink, family: str, seed: int, device: str = "cuda") -> TrafficStats:
     """Send the workload's prefill calls through `prefill` and write a `numerics` event per call (GPU modes)."""
     stats = TrafficStats()
     make_calls = PROFILES[profile]
@@ -96,7 +96,7 @@ def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, m
             for call in calls:
                 dispatch(prefill, call, empty_tensors(call, model, "cpu"), model, enable_pdl, dry=True)
             continue
-        inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, "cuda") for i, r in enumerate(batch)]
+        inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
         merged = None
         for call in calls:
             out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode)
