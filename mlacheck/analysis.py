@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
 from packaging.specifiers import SpecifierSet
@@ -25,6 +25,7 @@ class Variant:
     compiled_by: str | None = None
     serving_path_compile: bool = False
     serving_path_compile_s: float | None = None
+    serving_path_site: str | None = None
     tokens: int = 0
     fp8_cost: dict[str, float] | None = None
     numerics: dict[str, float] | None = None
@@ -47,6 +48,8 @@ class Finding:
     hint: str
     nearest: Key | None = None
     diff: dict[str, list[str]] = field(default_factory=dict)
+    site: str | None = None
+    process: dict | None = None
 
     @property
     def name(self) -> str:
@@ -76,11 +79,20 @@ class Analysis:
         return any(strict or finding.severity is Severity.ERROR for finding in self.findings)
 
 
-def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]) -> Analysis:
-    """Turn a trace into per-family variants and findings."""
+PER_PROCESS = ("MLA001", "MLA002")
+"""Each process has its own compile cache: these findings are per process, the others per variant."""
+
+
+def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str],
+            processes: list[dict] | None = None) -> Analysis:
+    """Turn a trace into per-family variants and findings.
+
+    Events may carry "proc", an index into `processes` (one trace file each); each process's cache is
+    analysed on its own and the variant tables are merged by key.
+    """
     by_family = {rule.family.name: rule for rule in rules}
     versions: dict[str, str | None] = {}
-    variants: dict[str, dict[tuple, Variant]] = {name: {} for name in by_family}
+    tables: dict[int | None, dict[str, dict[tuple, Variant]]] = {}
     internal_errors = []
     for event in events:
         kind = event["type"]
@@ -88,21 +100,54 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
             internal_errors.append(f"{event['where']}: {event['message']}")
         elif kind == "family":
             versions[event["family"]] = event["version"]
-        elif kind in ("compile", "dispatch", "numerics") and event["family"] in variants:
-            table = variants[event["family"]]
+        elif kind in ("compile", "dispatch", "numerics") and event["family"] in by_family:
+            table = tables.setdefault(event.get("proc"), {}).setdefault(event["family"], {})
             key = tuple(event["key"])
             variant = table.get(key) or table.setdefault(key, Variant(_named(by_family[event["family"]], key)))
             _apply(variant, event)
-    families = [
-        FamilyResult(name, rule.family.key_fields, versions.get(name), list(variants[name].values()))
-        for name, rule in by_family.items()
-        if name in versions
-    ]
-    findings = []
-    for result in families:
-        findings += _family_findings(by_family[result.name], result, context)
+    names = [name for name in by_family if name in versions]
+    findings: list[Finding] = []
+    for name in names:
+        findings += _version_findings(by_family[name], versions[name])
+    seen: set[tuple] = set()
+    for proc, families in tables.items():
+        process = processes[proc] if processes is not None and proc is not None else None
+        for name, table in families.items():
+            for finding in _family_findings(by_family[name], list(table.values()), context):
+                identity = (finding.code, name, tuple(finding.key.items()))
+                if finding.code in PER_PROCESS:
+                    finding.process = process
+                elif identity in seen:
+                    continue
+                seen.add(identity)
+                findings.append(finding)
     findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
+    families = [FamilyResult(name, by_family[name].family.key_fields, versions[name],
+                             _merged([families.get(name, {}) for families in tables.values()]))
+                for name in names]
     return Analysis(families, findings, internal_errors)
+
+
+def _merged(tables: list[dict[tuple, Variant]]) -> list[Variant]:
+    """One variant table from several processes' tables: counts add up, flags are any-of."""
+    merged: dict[tuple, Variant] = {}
+    for table in tables:
+        for key, variant in table.items():
+            into = merged.get(key)
+            if into is None:
+                merged[key] = replace(variant)
+                continue
+            into.dispatches += variant.dispatches
+            into.tokens += variant.tokens
+            into.fp8_cost = worst(into.fp8_cost, variant.fp8_cost)
+            into.numerics = worst(into.numerics, variant.numerics)
+            if variant.precompiled and not into.precompiled:
+                into.precompiled, into.compile_s, into.compiled_by = True, variant.compile_s, variant.compiled_by
+            if variant.serving_path_compile:
+                into.serving_path_compile = True
+                into.serving_path_compile_s = max(into.serving_path_compile_s or 0.0, variant.serving_path_compile_s or 0.0) or None
+                into.serving_path_site = into.serving_path_site or variant.serving_path_site
+    return list(merged.values())
 
 
 def _apply(variant: Variant, event: dict) -> None:
@@ -115,6 +160,7 @@ def _apply(variant: Variant, event: dict) -> None:
     elif event["phase"] == "dispatch":
         variant.serving_path_compile = True
         variant.serving_path_compile_s = event["seconds"]
+        variant.serving_path_site = event["site"]
     elif not variant.precompiled:
         variant.precompiled = True
         variant.compile_s = event["seconds"]
@@ -134,11 +180,11 @@ def _named(rule: FamilyRule, key: tuple) -> Key:
     return {name or f"field{index}": value for index, (name, value) in enumerate(zip_longest(names, key, fillvalue=None)) if value is not None}
 
 
-def _family_findings(rule: FamilyRule, result: FamilyResult, context: dict[str, str]) -> list[Finding]:
+def _family_findings(rule: FamilyRule, variants: list[Variant], context: dict[str, str]) -> list[Finding]:
     family = rule.family
-    findings = _version_findings(rule, result)
+    findings = []
     well_formed = []
-    for variant in result.variants:
+    for variant in variants:
         if len(variant.key) != len(family.key_fields):
             findings.append(Finding(
                 "MLA004", family.name, variant.key,
@@ -168,18 +214,18 @@ def _numerics_findings(rule: FamilyRule, variant: Variant) -> list[Finding]:
                     + "; ".join(breaches), finding_rule("MLA005").hint)]
 
 
-def _version_findings(rule: FamilyRule, result: FamilyResult) -> list[Finding]:
+def _version_findings(rule: FamilyRule, version: str | None) -> list[Finding]:
     family = rule.family
     try:
-        inside = result.version is not None and Version(result.version) in SpecifierSet(family.checked_versions)
+        inside = version is not None and Version(version) in SpecifierSet(family.checked_versions)
     except InvalidVersion:
         inside = False
     if inside:
         return []
     return [Finding(
         "MLA004", family.name, {},
-        f"installed {family.distribution} {result.version} lies outside the versions this rule was checked against ({family.checked_versions})",
-        f"re-check {rule.source} against {family.distribution} {result.version} and widen checked_versions",
+        f"installed {family.distribution} {version} lies outside the versions this rule was checked against ({family.checked_versions})",
+        f"re-check {rule.source} against {family.distribution} {version} and widen checked_versions",
     )]
 
 
@@ -206,14 +252,14 @@ def _serving_path_finding(family: str, variant: Variant, precompiled: list[Varia
         hint = "make the warm-up compile " + ", ".join(f"{name}={new}" for name, (_, new) in diff.items()) + " as the dispatch does"
     return Finding("MLA001", family, variant.key,
                    f"{_key_text(variant.key)} compiled on the serving path: {stall} in the first request that dispatched it; {closest}",
-                   hint, nearest, diff)
+                   hint, nearest, diff, site=variant.serving_path_site)
 
 
 def _dead_warmup_finding(family: str, variant: Variant) -> Finding:
     wasted = f"{variant.compile_s:.1f} s of compile wasted" if variant.compile_s is not None else "its compile time is wasted"
     return Finding("MLA002", family, variant.key,
                    f"{_key_text(variant.key)} was precompiled at {variant.compiled_by} but never dispatched: {wasted}",
-                   finding_rule("MLA002").hint)
+                   finding_rule("MLA002").hint, site=variant.compiled_by)
 
 
 def _contract_findings(rule: FamilyRule, variant: Variant, context: dict[str, str]) -> list[Finding]:
@@ -230,6 +276,7 @@ def _contract_findings(rule: FamilyRule, variant: Variant, context: dict[str, st
             f"{role} {_key_text(variant.key)}: {contract.field} is {actual}, the contract requires {expected}"
             + (f" where {where}" if where else "") + (f": {contract.why}" if contract.why else ""),
             f"make {contract.field}={expected} where the key is computed",
+            site=variant.compiled_by or variant.serving_path_site,
         ))
     return findings
 

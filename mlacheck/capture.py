@@ -152,14 +152,18 @@ class FamilyCapture:
         try:
             timed = self._compile_seconds.pop(id(value), None)
             seconds = timed[1] if timed is not None and timed[0] is value else None
-            phase = "dispatch" if self._in_dispatch(frame) else "precompile"
-            self._write_compile(key, phase, seconds, call_site(frame))
+            dispatch_frame = self._dispatch_frame(frame)
+            if dispatch_frame is None:
+                self._write_compile(key, "precompile", seconds, call_site(frame))
+            else:  # the site of a serving-path compile is the line that called the dispatch function
+                caller = dispatch_frame.f_back
+                self._write_compile(key, "dispatch", seconds, call_site(caller) if caller else None)
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self._internal_error("insert", exc)
 
     def on_lookup(self, key: object, value: object, frame: FrameType) -> object:
         try:
-            if not self._in_dispatch(frame):
+            if self._dispatch_frame(frame) is None:
                 return value
             self.sink.write({"type": "dispatch", "family": self.family.name, "key": self._strings(key)})
             return value if self.launch is None else self.launch(self._strings(key), value)
@@ -168,13 +172,14 @@ class FamilyCapture:
             return value
 
     # -- helpers --------------------------------------------------------------------------------------
-    def _in_dispatch(self, frame: FrameType | None) -> bool:
+    def _dispatch_frame(self, frame: FrameType | None) -> FrameType | None:
+        """The innermost frame of a dispatch function on the stack, or None outside any dispatch call."""
         codes = self._dispatch_codes
         while frame is not None:
             if frame.f_code in codes:
-                return True
+                return frame
             frame = frame.f_back
-        return False
+        return None
 
     def _strings(self, key: object) -> list[str]:
         strings = self._key_strings.get(key)
@@ -182,7 +187,7 @@ class FamilyCapture:
             strings = self._key_strings[key] = key_strings(key)
         return strings
 
-    def _write_compile(self, key: object, phase: str, seconds: float | None, site: str) -> None:
+    def _write_compile(self, key: object, phase: str, seconds: float | None, site: str | None) -> None:
         self.sink.write({"type": "compile", "family": self.family.name, "key": self._strings(key),
                          "phase": phase, "seconds": seconds, "site": site})
 

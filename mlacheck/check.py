@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,16 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.verdict == "fail" else 0
+        """1 on failing findings; else an observed program's own failure (128 + N for signal N); else 0."""
+        if self.verdict == "fail":
+            return 1
+        program = self.header.get("program") or {}
+        for run in program.get("runs", [program]):
+            if run.get("signal"):
+                return 128 + signal.Signals[run["signal"]].value
+            if run.get("exit_code"):
+                return run["exit_code"]
+        return 0
 
 
 def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:

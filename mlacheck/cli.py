@@ -47,14 +47,42 @@ def run(
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
     trace: Annotated[Optional[Path], typer.Option(help="Also write the event trace (JSONL) here.")] = None,
     strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
+    run_dir: Annotated[Optional[Path], typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")] = None,
+    command: Annotated[Optional[list[str]], typer.Argument(help="Program mode: after --, a command to run and observe.")] = None,
 ) -> None:
-    """Run the embedded scenario: warm-up, then traffic through tokenspeed_mla's dispatch; report mismatches."""
+    """Run the embedded scenario (warm-up, then traffic through tokenspeed_mla's dispatch), or with
+    `-- COMMAND`, run a program and observe every Python process it starts; report mismatches."""
+    if command:
+        from mlacheck.program.runner import run_program
+        from mlacheck.program.runs import program_result
+
+        run = _guard(lambda: run_program(command, run_dir, rules, compile.value))
+        errors.print(f"mlacheck: run folder {run.path}", markup=False, highlight=False)
+        _finish(_guard(lambda: program_result([run.path], rules, strict)), json_path)
     from mlacheck.check import CheckOptions, run_check
+
+    options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed)
+    _finish(_guard(lambda: run_check(options, strict)), json_path)
+
+
+@app.command()
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders of program-mode runs (e.g. one per node).")],
+    rules: Annotated[Optional[Path], typer.Option(help="Rules to analyse with (default: those saved in the first run folder).")] = None,
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
+    strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
+) -> None:
+    """Re-render and merge saved program-mode runs."""
+    from mlacheck.program.runs import program_result
+
+    _finish(_guard(lambda: program_result(run_dirs, rules, strict)), json_path)
+
+
+def _finish(result, json_path: Optional[Path]) -> None:
+    """Print the report, write the requested files, exit with the result's code."""
     from mlacheck.report.json_report import write_json
     from mlacheck.report.terminal import render
 
-    options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed)
-    result = _guard(lambda: run_check(options, strict))
     render(result, console)
     if json_path is not None:
         _guard(lambda: write_json(result, json_path))

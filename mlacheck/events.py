@@ -1,13 +1,16 @@
 """The trace: one event per line (JSONL), versioned; every event passes through one `EventSink.write`.
 
 Event types (every event has "type"; the first event of a trace is "run" and carries "format_version"):
-- run:            {"type", "format_version", "pid", "mlacheck_version", "started"}
+- run:            {"type", "format_version", "pid", "mlacheck_version", "started"}; in program mode also
+                  "host", "ppid", "argv", "rank" (RANK, else LOCAL_RANK, else null), "cute_dsl_arch"
 - family:         {"type", "family", "version", "key_fields"}        a family's hooks were installed
 - compile:        {"type", "family", "key", "phase", "seconds", "site"}  a variant entered the cache
                   (phase "precompile" outside any dispatch call, "dispatch" inside one)
 - dispatch:       {"type", "family", "key"}                           a dispatch call looked a variant up
 - numerics:       {"type", "family", "key", "tokens", "fp8_cost", "kernel"}  one prefill call's accuracy (GPU modes)
 - internal_error: {"type", "where", "message"}                        capture failed; the program went on
+- exit:           {"type", "rank"}                                    the process ended normally (rank from
+                  torch.distributed when it was initialized)
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Protocol
 from mlacheck.errors import MlacheckError
 
 FORMAT_VERSION = 1
-EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "numerics", "internal_error"})
+EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "numerics", "internal_error", "exit"})
 
 
 class EventSink(Protocol):
@@ -46,11 +49,17 @@ class JsonlSink:
     """Appends one JSON line per event with a single os.write, so a killed process loses at most that line."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self._fd = -1
+        self.reopen(path)
+
+    def reopen(self, path: Path) -> None:
+        """Write to another file from now on (a forked child gets its own trace)."""
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as exc:
             raise MlacheckError(f"{path}: cannot write the event trace: {exc}") from None
+        self.close()
+        self.path, self._fd = path, fd
 
     def write(self, event: dict) -> None:
         os.write(self._fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())

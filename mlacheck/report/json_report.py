@@ -26,7 +26,9 @@ def report_dict(result: CheckResult) -> dict:
         "mlacheck_version": header["mlacheck_version"],
         "device": header["device"],
         "strict": result.strict,
-        "scenario": {name: header[name] for name in SCENARIO_FIELDS},
+        "scenario": {name: header[name] for name in SCENARIO_FIELDS} if header["mode"] != "program" else None,
+        "program": header.get("program"),
+        "processes": header.get("processes", []),
         "families": [
             {
                 "name": family.name,
@@ -61,6 +63,8 @@ def report_dict(result: CheckResult) -> dict:
                 "diff": finding.diff,
                 "message": finding.message,
                 "hint": finding.hint,
+                "site": finding.site,
+                "process": finding.process,
             }
             for finding in analysis.findings
         ],

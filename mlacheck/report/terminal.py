@@ -15,6 +15,7 @@ MODE_NOTES = {
     "execute": "kernels launch on the device",
     "trace": "the library's dispatch runs on the device; the kernel launch is replaced and counted",
     "dry": "no CUDA device: the library's dispatch runs up to its cache lookup; nothing launches",
+    "program": "a program's own dispatches, observed in each of its Python processes; nothing replaced",
 }
 STATUS_STYLES = {"ok": "green", "serving-path compile": "bold red", "dead warm-up": "yellow", "not compiled": "dim"}
 SEVERITY_STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "yellow"}
@@ -37,9 +38,18 @@ def _header(header: dict) -> Panel:
     grid.add_column()
     rows = [
         ("mlacheck", f"{header['mlacheck_version']}   tokenspeed_mla {header['tokenspeed_mla_version']}"),
-        ("target arch", header["target_arch"]),
+        ("target arch", header["target_arch"] or "not set (CUTE_DSL_ARCH unset in the program)"),
         ("mode", f"{header['mode']}: {MODE_NOTES[header['mode']]}" + (f" ({header['device']})" if header["device"] else "")),
         ("compile", "real (cute.compile, timed)" if header["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
+    ]
+    rows += _program_rows(header) if header["mode"] == "program" else _scenario_rows(header)
+    for name, value in rows:
+        grid.add_row(name, value)
+    return Panel(grid, title="mlacheck report", title_align="left")
+
+
+def _scenario_rows(header: dict) -> list[tuple[str, str]]:
+    rows = [
         ("model", f"{header['model']}  tp={header['tp']}: {header['num_heads']} heads, d_qk={header['d_qk']}, d_v={header['d_v']}"),
         ("warm-up", header["warmup"]),
         ("traffic", f"{header['profile']} profile: {header['requests']} requests (seed {header['seed']}), "
@@ -48,9 +58,25 @@ def _header(header: dict) -> Panel:
     ]
     if header["merge_max_abs_err"] is not None:
         rows.append(("chunked prefix", f"merged by LSE vs one-shot attention: max abs error {header['merge_max_abs_err']:.2e}"))
-    for name, value in rows:
-        grid.add_row(name, value)
-    return Panel(grid, title="mlacheck report", title_align="left")
+    return rows
+
+
+def _program_rows(header: dict) -> list[tuple[str, str]]:
+    program = header["program"]
+    runs = program.get("runs", [program])
+    ended = []
+    for run in runs:
+        command = " ".join(run.get("command") or ["?"])
+        status = (f"killed by {run['signal']}" if run.get("signal") else "unfinished (no meta.json)" if run.get("unfinished")
+                  else f"exit code {run.get('exit_code')}")
+        ended.append(f"{command}: {status}")
+    processes = header["processes"]
+    described = ", ".join(
+        f"pid {p['pid']}" + (f" rank {p['rank']}" if p["rank"] is not None else "")
+        + ("" if p["exited"] else " (did not exit normally)") + (" (trace cut short)" if p["truncated"] else "")
+        for p in processes
+    )
+    return [("program", "\n".join(ended)), ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace")]
 
 
 def _variant_table(family: FamilyResult) -> Table:
@@ -98,6 +124,9 @@ def _findings(findings: list[Finding]) -> Group:
         line.append(f"{finding.code} {finding.name} ", style=SEVERITY_STYLES[finding.severity])
         line.append(f"[{finding.severity.value}] ", style="dim")
         line.append(finding.message)
+        if finding.process is not None:
+            rank = finding.process.get("rank")
+            line.append(f" [pid {finding.process['pid']}{f', rank {rank}' if rank is not None else ''}]", style="cyan")
         parts.append(line)
         for name, (precompiled, dispatched) in finding.diff.items():
             parts.append(Text(f"    diff {name}: precompiled {precompiled} → dispatched {dispatched}", style="cyan"))

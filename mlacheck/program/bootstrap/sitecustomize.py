@@ -1,0 +1,32 @@
+"""mlacheck program mode. This folder is on PYTHONPATH only for the processes of one `mlacheck run -- ...`;
+Python imports this file at interpreter start. It starts the capture agent, then runs the
+sitecustomize that it shadows, if there is one further along sys.path."""
+
+import os
+import sys
+
+
+def _start_agent():
+    try:
+        from mlacheck.program.agent import start_from_environment
+
+        start_from_environment()
+    except Exception as exc:  # noqa: BLE001 - the program runs on, unobserved
+        sys.stderr.write(f"mlacheck: capture is off in process {os.getpid()}: {type(exc).__name__}: {exc}\n")
+
+
+def _run_shadowed_sitecustomize():
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        candidate = os.path.join(entry or os.getcwd(), "sitecustomize.py")
+        if os.path.abspath(entry or os.getcwd()) != here and os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_mlacheck_shadowed_sitecustomize", candidate)
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            return
+
+
+if os.environ.get("MLACHECK_RUN_DIR"):
+    _start_agent()
+_run_shadowed_sitecustomize()

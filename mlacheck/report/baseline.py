@@ -1,0 +1,104 @@
+"""Finding fingerprints and the baseline: known findings are marked and no longer fail the run.
+
+A fingerprint hashes what identifies a finding across runs and machines: its code, family, key and
+the rank of the process it came from; never the pid, timings, sites or message text. Two findings
+that share all of these (e.g. two contracts broken by one variant) are told apart by occurrence
+order, so `report_fingerprints` is the one to use on a whole report.
+
+A baseline file is either a JSON report written earlier (its findings are fingerprinted again) or
+`{"format_version": 1, "fingerprints": [...]}` as `write_baseline` writes it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+from mlacheck.errors import MlacheckError
+from mlacheck.report.common import is_new, severity
+
+FINGERPRINT_SCHEME = "mlacheck/v1"
+BASELINE_FORMAT_VERSION = 1
+
+
+def fingerprint(finding: dict, occurrence: int = 0) -> str:
+    """32 hex digits of sha256 over code, family, sorted key items, rank (and the occurrence when > 0)."""
+    process = finding.get("process") or {}
+    identity = [
+        FINGERPRINT_SCHEME,
+        finding.get("code"),
+        finding.get("family"),
+        sorted([str(name), str(value)] for name, value in (finding.get("key") or {}).items()),
+        process.get("rank"),
+    ]
+    if occurrence:
+        identity.append(occurrence)
+    payload = json.dumps(identity, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+def report_fingerprints(findings: list[dict]) -> list[str]:
+    """One fingerprint per finding, in order; the n-th repeat of an identity gets occurrence n."""
+    seen: dict[str, int] = {}
+    result = []
+    for finding in findings:
+        base = fingerprint(finding)
+        result.append(fingerprint(finding, seen.get(base, 0)))
+        seen[base] = seen.get(base, 0) + 1
+    return result
+
+
+def baseline_fingerprints(baseline: dict, source: str | None = None) -> set[str]:
+    """The fingerprints a baseline holds: a report's findings, or a {"fingerprints": [...]} list."""
+    if isinstance(baseline, dict) and isinstance(baseline.get("fingerprints"), list):
+        if all(isinstance(item, str) for item in baseline["fingerprints"]):
+            return set(baseline["fingerprints"])
+    elif isinstance(baseline, dict) and isinstance(baseline.get("findings"), list):
+        if all(isinstance(item, dict) and "code" in item and "family" in item for item in baseline["findings"]):
+            return set(report_fingerprints(baseline["findings"]))
+    raise MlacheckError(f"--baseline{' ' + source if source else ''}: neither an mlacheck JSON report nor a "
+                        '{"fingerprints": [...]} file; write one with --output json:PATH')
+
+
+def load_baseline(path: Path) -> dict:
+    """Read and check a baseline file; a missing, unreadable or malformed one is a one-line MlacheckError."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MlacheckError(f"--baseline {path}: cannot read it: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MlacheckError(f"--baseline {path}: not JSON: {exc}".replace("\n", " ")) from None
+    baseline_fingerprints(data, str(path))
+    return data
+
+
+def apply_baseline(report: dict, baseline: dict, source: str | None = None) -> dict:
+    """A copy of the report whose findings carry "fingerprint" and "baselined", with the verdict recomputed.
+
+    The verdict fails only on a finding the baseline does not hold that is an error (any such finding
+    when the report is strict). The copy also gets "baseline": {"baselined": N, "new": M}.
+    """
+    known = baseline_fingerprints(baseline, source)
+    result = copy.deepcopy(report)
+    findings = result.get("findings") or []
+    for finding, print_ in zip(findings, report_fingerprints(findings)):
+        finding["fingerprint"] = print_
+        finding["baselined"] = print_ in known
+    strict = bool(result.get("strict"))
+    failing = [f for f in findings if is_new(f) and (strict or severity(f) == "error")]
+    result["verdict"] = "fail" if failing else "pass"
+    result["baseline"] = {"baselined": sum(1 for f in findings if not is_new(f)),
+                          "new": sum(1 for f in findings if is_new(f))}
+    return result
+
+
+def write_baseline(report: dict, path: Path) -> None:
+    """Write {"format_version": 1, "fingerprints": [...]} of every finding in the report."""
+    fingerprints = report_fingerprints(report.get("findings") or [])
+    text = json.dumps({"format_version": BASELINE_FORMAT_VERSION, "fingerprints": fingerprints}, indent=2) + "\n"
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise MlacheckError(f"baseline file {path}: cannot write it: {exc.strerror or exc}") from None

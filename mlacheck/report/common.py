@@ -1,0 +1,66 @@
+"""Helpers the CI formats share, all over the JSON report dict: key text, sites, severities, counts."""
+
+from __future__ import annotations
+
+from mlacheck.registry import RULES
+
+
+def key_text(key: dict, order: list[str] | None = None) -> str:
+    """`field=value, ...` in the family's key_fields order (then any other fields in the key's own order)."""
+    names = [name for name in (order or []) if name in key] + [name for name in key if name not in (order or [])]
+    return ", ".join(f"{name}={key[name]}" for name in names)
+
+
+def severity(finding: dict) -> str:
+    """"error" or "warning": the finding's own, else the registry's for its code."""
+    if finding.get("severity"):
+        return finding["severity"]
+    rule = RULES.get(finding.get("code", ""))
+    return rule.severity.value if rule else "error"
+
+
+def is_new(finding: dict) -> bool:
+    """False only for a finding that a baseline marked as already known."""
+    return not finding.get("baselined", False)
+
+
+def parse_site(site: str | None) -> tuple[str, int | None] | None:
+    """"path:line" -> (path, line); a site without a usable line -> (site, None); no site -> None."""
+    if not site:
+        return None
+    path, sep, line = site.rpartition(":")
+    if sep and path and line.isdigit() and int(line) > 0:
+        return path, int(line)
+    return site, None
+
+
+def process_text(finding: dict) -> str:
+    """"rank R (pid P)" / "pid P" for a finding from one process of several; "" otherwise."""
+    process = finding.get("process") or {}
+    parts = [f"rank {process['rank']}" if process.get("rank") is not None else "",
+             f"pid {process['pid']}" if process.get("pid") is not None else ""]
+    if parts[0] and parts[1]:
+        return f"{parts[0]} ({parts[1]})"
+    return parts[0] or parts[1]
+
+
+def family_key_fields(report: dict) -> dict[str, list[str]]:
+    """Family name -> its key_fields."""
+    return {family["name"]: list(family.get("key_fields") or []) for family in report.get("families") or []}
+
+
+def counts(report: dict) -> dict[str, int]:
+    """Findings by state: new errors, new warnings, baselined."""
+    findings = report.get("findings") or []
+    return {
+        "errors": sum(1 for f in findings if is_new(f) and severity(f) == "error"),
+        "warnings": sum(1 for f in findings if is_new(f) and severity(f) == "warning"),
+        "baselined": sum(1 for f in findings if not is_new(f)),
+    }
+
+
+def summary_line(report: dict) -> str:
+    """"FAIL: 6 error(s), 3 warning(s)" with ", N baselined" when a baseline applied."""
+    n = counts(report)
+    line = f"{str(report.get('verdict', '?')).upper()}: {n['errors']} error(s), {n['warnings']} warning(s)"
+    return line + (f", {n['baselined']} baselined" if n["baselined"] else "")

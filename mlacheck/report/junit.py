@@ -1,0 +1,91 @@
+"""JUnit XML: one testcase per kernel variant, so CI test views list what failed and why.
+
+Layout: <testsuites> holding one <testsuite name="mlacheck">. Each variant of each family is a
+<testcase classname=FAMILY name="field=value, ...">; each new error finding on it is a
+<failure type=CODE message=MESSAGE> (text: message, diff, fix). Warnings, and findings a baseline
+marked, are lines of the testcase's <system-out> (every JUnit reader shows it; <skipped> would
+hide a variant that did run). A finding matching no variant (MLA004's version finding has key {})
+is a testcase of its own, named "CODE name". `failures` counts failed testcases, `tests` all of
+them. Run facts are suite <properties>; internal capture errors are the suite's <system-err>.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from mlacheck.report.common import family_key_fields, is_new, key_text, process_text, severity, summary_line
+
+PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "tokenspeed_mla_version", "mlacheck_version", "device")
+
+
+def to_junit(report: dict) -> str:
+    """The report as a JUnit XML document (UTF-8 text with an XML declaration)."""
+    fields = family_key_fields(report)
+    cases: list[tuple[str, str, list[dict]]] = []
+    by_variant: dict[tuple, list[dict]] = {}
+    for family in report.get("families") or []:
+        for variant in family.get("variants") or []:
+            findings: list[dict] = []
+            by_variant[(family["name"], _key_id(variant.get("key") or {}))] = findings
+            cases.append((family["name"], key_text(variant.get("key") or {}, fields.get(family["name"])), findings))
+    for finding in report.get("findings") or []:
+        home = by_variant.get((finding.get("family"), _key_id(finding.get("key") or {})))
+        if home is not None:
+            home.append(finding)
+        else:
+            cases.append((finding.get("family") or "mlacheck", f"{finding.get('code')} {finding.get('name', '')}".strip(),
+                          [finding]))
+
+    suites = ET.Element("testsuites", name="mlacheck")
+    suite = ET.SubElement(suites, "testsuite", name="mlacheck")
+    properties = ET.SubElement(suite, "properties")
+    for name in PROPERTIES:
+        if report.get(name) is not None:
+            ET.SubElement(properties, "property", name=name, value=str(report[name]))
+    program = report.get("program")
+    if program:
+        ET.SubElement(properties, "property", name="program", value=" ".join(program.get("command") or []))
+    failed = 0
+    for classname, name, findings in cases:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        failures = [f for f in findings if is_new(f) and severity(f) == "error"]
+        for finding in failures:
+            failure = ET.SubElement(case, "failure", message=finding.get("message", ""), type=finding.get("code", ""))
+            failure.text = _details(finding)
+        notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
+        if notes:
+            ET.SubElement(case, "system-out").text = "\n".join(notes)
+        failed += bool(failures)
+    errors = report.get("internal_errors") or []
+    if errors:
+        ET.SubElement(suite, "system-err").text = "\n".join(f"internal error in capture: {e}" for e in errors)
+    for element in (suites, suite):
+        element.set("tests", str(len(cases)))
+        element.set("failures", str(failed))
+        element.set("errors", "0")
+    suite.set("skipped", "0")
+    ET.SubElement(properties, "property", name="summary", value=summary_line(report))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _key_id(key: dict) -> frozenset:
+    return frozenset((str(name), str(value)) for name, value in key.items())
+
+
+def _label(finding: dict) -> str:
+    state = "baselined " if not is_new(finding) else ""
+    where = process_text(finding)
+    return (f"{finding.get('code')} {finding.get('name', '')} [{state}{severity(finding)}]"
+            + (f" {where}" if where else ""))
+
+
+def _details(finding: dict) -> str:
+    lines = [_label(finding), finding.get("message", "")]
+    if finding.get("site"):
+        lines.append(f"at {finding['site']}")
+    for name, (old, new) in (finding.get("diff") or {}).items():
+        lines.append(f"diff {name}: precompiled {old} -> dispatched {new}")
+    if finding.get("hint"):
+        lines.append(f"fix: {finding['hint']}")
+    return "\n".join(lines)
