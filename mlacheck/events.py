@@ -10,7 +10,7 @@ Event types (every event has "type"; the first event of a trace is "run" and car
 - numerics:       {"type", "family", "key", "tokens", "fp8_cost", "kernel"}  one prefill call's accuracy (GPU modes)
 - internal_error: {"type", "where", "message"}                        capture failed; the program went on
 - exit:           {"type", "rank"}                                    the process ended normally (rank from
-                  torch.distributed when it was initialized)
+                  torch.distributed when it was initialized, else from RANK / LOCAL_RANK at exit)
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class Agent:
         if os.getpid() != self._pid or self._finder not in sys.meta_path:
             return
         sys.meta_path.remove(self._finder)
-        self._safely(lambda: self.sink.write({"type": "exit", "rank": _distributed_rank()}))
+        self._safely(lambda: self.sink.write({"type": "exit", "rank": _distributed_rank() if _distributed_rank() is not None else _environment_rank()}))
         for captures in self.captures.values():
             for capture in captures:
                 self._safely(capture.remove)

@@ -23,9 +23,9 @@ def run_cli(*args: str, tmp_path: Path | None = None, env_extra: dict | None = N
     json_path = None
     if tmp_path is not None and args and args[0] == "run":
         json_path = tmp_path / "report.json"
-        args = (*args, "--json", str(json_path))
-    env = {**os.environ, "COLUMNS": "160", **(env_extra or {})}
-    env.pop("CUTE_DSL_ARCH", None)
+        args = (args[0], "--json", str(json_path), *args[1:])  # before any `-- COMMAND`
+    env = {name: value for name, value in os.environ.items() if name != "CUTE_DSL_ARCH"}
+    env.update({"COLUMNS": "160", **(env_extra or {})})
     done = subprocess.run([sys.executable, "-m", "mlacheck", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=900)
     report = json.loads(json_path.read_text()) if json_path is not None and json_path.exists() else None

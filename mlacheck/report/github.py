@@ -1,0 +1,71 @@
+"""GitHub Actions: workflow-command annotations on stdout and a Markdown job summary.
+
+Each new finding is one `::error` / `::warning` line titled "CODE name", with file= and line= from
+its site when it has one. Findings a baseline marked get no annotation (the summary lists them).
+Internal capture errors are `::warning` lines. The summary is the Markdown report, appended to the
+file named by GITHUB_STEP_SUMMARY.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TextIO
+
+from mlacheck.errors import MlacheckError
+from mlacheck.report.common import is_new, parse_site, severity
+from mlacheck.report.markdown import to_markdown
+
+
+def escape_data(text: str) -> str:
+    """A command's message: % -> %25, CR -> %0D, LF -> %0A."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A command's property value: as the message, and also : -> %3A, , -> %2C."""
+    return escape_data(text).replace(",", "%2C")
+
+
+def command(level: str, message: str, **properties: object) -> str:
+    """`::level key=value,...::message`, properties that are None left out."""
+    given = ",".join(f"{name}={escape_property(str(value))}" for name, value in properties.items() if value is not None)
+    return f"::{level}{' ' + given if given else ''}::{escape_data(message)}"
+
+
+def annotation(finding: dict) -> str:
+    """One finding as an ::error / ::warning line."""
+    site = parse_site(finding.get("site"))
+    file, line = site if site else (None, None)
+    message = finding.get("message", "")
+    if finding.get("hint"):
+        message += f"\nfix: {finding['hint']}"
+    level = "error" if severity(finding) == "error" else "warning"
+    title = f"{finding.get('code', '')} {finding.get('name', '')}".strip()
+    return command(level, message, file=file, line=line, title=title)
+
+
+def to_github(report: dict) -> str:
+    """The annotation lines for the report's new findings and internal errors."""
+    lines = [annotation(finding) for finding in report.get("findings") or [] if is_new(finding)]
+    lines += [command("warning", f"internal error in capture (the program went on): {error}", title="mlacheck internal error")
+              for error in report.get("internal_errors") or []]
+    return "".join(line + "\n" for line in lines)
+
+
+def github_summary_markdown(report: dict) -> str:
+    """The job summary: the Markdown report."""
+    return to_markdown(report)
+
+
+def write_github(report: dict, stream: TextIO, environ: Mapping[str, str] | None = None) -> None:
+    """Print the annotations to stream; append the summary to $GITHUB_STEP_SUMMARY when it is set."""
+    stream.write(to_github(report))
+    stream.flush()
+    summary = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(github_summary_markdown(report) + "\n")
+        except OSError as exc:
+            raise MlacheckError(f"GITHUB_STEP_SUMMARY={summary}: cannot append the job summary: {exc.strerror or exc}") from None

@@ -1,0 +1,99 @@
+"""SARIF 2.1.0 for code-scanning uploads: one run, the registry's codes as rules, one result per finding.
+
+A result is located at the finding's "site" ("path:line": the engine line for MLA001, where the dead
+variant was precompiled for MLA002); a finding without one has no locations. partialFingerprints
+"mlacheck/v1" carries the baseline fingerprint; a report that went through a baseline also gets
+baselineState "new" / "unchanged". Internal capture errors are tool execution notifications.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath, PureWindowsPath
+from urllib.parse import quote
+
+from mlacheck.registry import RULES
+from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
+from mlacheck.report.common import parse_site, severity
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+RUN_PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "tokenspeed_mla_version", "device", "strict",
+                  "scenario", "program", "processes", "baseline")
+
+
+def to_sarif(report: dict) -> dict:
+    """The report as a SARIF 2.1.0 log (a dict; json.dumps it)."""
+    rules = list(RULES.values())
+    index = {rule.code: position for position, rule in enumerate(rules)}
+    findings = report.get("findings") or []
+    results = [_result(finding, print_, index) for finding, print_ in zip(findings, report_fingerprints(findings))]
+    errors = report.get("internal_errors") or []
+    invocation = {"executionSuccessful": not errors}
+    if errors:
+        invocation["toolExecutionNotifications"] = [{"level": "error", "message": {"text": f"internal error in capture: {e}"}}
+                                                    for e in errors]
+    driver = {
+        "name": "mlacheck",
+        "rules": [
+            {
+                "id": rule.code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.summary},
+                "fullDescription": {"text": rule.why},
+                "help": {"text": rule.hint},
+                "defaultConfiguration": {"level": rule.severity.value},
+            }
+            for rule in rules
+        ],
+    }
+    if report.get("mlacheck_version"):
+        driver["version"] = str(report["mlacheck_version"])
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": driver},
+            "invocations": [invocation],
+            "results": results,
+            "properties": {name: report[name] for name in RUN_PROPERTIES if report.get(name) is not None},
+        }],
+    }
+
+
+def _result(finding: dict, print_: str, index: dict[str, int]) -> dict:
+    text = finding.get("message", "")
+    if finding.get("hint"):
+        text += f"\nfix: {finding['hint']}"
+    result = {
+        "ruleId": finding.get("code", ""),
+        "level": severity(finding),
+        "message": {"text": text},
+        "locations": _locations(finding.get("site")),
+        "partialFingerprints": {FINGERPRINT_SCHEME: print_},
+        "properties": {name: finding[name] for name in ("family", "key", "nearest", "diff", "process")
+                       if finding.get(name) is not None},
+    }
+    if finding.get("code") in index:
+        result["ruleIndex"] = index[finding["code"]]
+    if "baselined" in finding:
+        result["baselineState"] = "unchanged" if finding["baselined"] else "new"
+    return result
+
+
+def _locations(site: str | None) -> list[dict]:
+    parsed = parse_site(site)
+    if parsed is None:
+        return []
+    path, line = parsed
+    physical: dict = {"artifactLocation": {"uri": path_uri(path)}}
+    if line is not None:
+        physical["region"] = {"startLine": line}
+    return [{"physicalLocation": physical}]
+
+
+def path_uri(path: str) -> str:
+    """A relative path as a relative URI reference (forward slashes, percent-quoted); an absolute one as file://."""
+    if PureWindowsPath(path).drive:
+        return PureWindowsPath(path).as_uri()
+    if path.startswith("/"):
+        return PurePosixPath(path).as_uri()
+    return quote(path.replace("\\", "/"))

@@ -1,0 +1,123 @@
+"""Program mode through the real CLI: backend-like programs in one process and in several."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from tests.integration.cli import ROOT, run_cli
+
+RULES = str(ROOT / "tests" / "fixtures" / "synthetic.toml")
+BACKEND = str(ROOT / "tests" / "fixtures" / "programs" / "backend.py")
+ENV = {"PYTHONPATH": str(ROOT)}
+
+
+def observe(tmp_path, *program_args, rules=RULES):
+    run_dir = tmp_path / "run"
+    result = run_cli("run", "--rules", rules, "--run-dir", str(run_dir), "--", sys.executable, BACKEND, *program_args,
+                     tmp_path=tmp_path, env_extra=ENV)
+    return result, run_dir
+
+
+def serving(report):
+    return sorted((f["key"]["dtype"], f["key"]["causal"], f["process"]["rank"]) for f in report["findings"] if f["code"] == "MLA001")
+
+
+def test_one_process_backend(tmp_path):
+    result, run_dir = observe(tmp_path)
+    assert result.code == 1, result.stdout + result.stderr
+    report = result.report
+    assert report["mode"] == "program" and report["program"]["exit_code"] == 0
+    assert serving(report) == [("fp8", "False", 0)]
+    [finding] = report["findings"]
+    line = next(n for n, text in enumerate(open(BACKEND), 1) if "not precompiled: a serving-path compile" in text)
+    assert finding["site"].endswith(f"backend.py:{line}")  # the line that called dispatch
+    assert [p["rank"] for p in report["processes"]] == [0] and report["processes"][0]["exited"]
+    assert "backend done" in result.stdout
+    assert (run_dir / "meta.json").exists() and len(list(run_dir.glob("trace-*.jsonl"))) == 1
+
+
+def test_spawned_workers_compile_on_the_serving_path_in_their_own_rank(tmp_path):
+    result, _ = observe(tmp_path, "spawn", "2")
+    assert result.code == 1, result.stdout + result.stderr
+    assert serving(result.report) == [("fp8", "False", 0), ("fp8", "True", 1), ("fp8", "True", 2)]
+    # every Python process is observed, multiprocessing's resource tracker too (it inherits RANK=1)
+    assert {p["rank"] for p in result.report["processes"]} == {0, 1, 2}
+
+
+def test_forked_workers_inherit_the_warm_cache(tmp_path):
+    result, run_dir = observe(tmp_path, "fork", "2")
+    assert result.code == 1, result.stdout + result.stderr
+    assert serving(result.report) == [("fp8", "False", 0)]
+    assert len(list(run_dir.glob("trace-*.jsonl"))) == 3  # each forked child writes its own trace
+    [variant] = [v for v in result.report["families"][0]["variants"] if v["key"]["causal"] == "True"]
+    assert variant["dispatches"] == 3
+
+
+def test_python_subprocess_is_observed(tmp_path):
+    result, _ = observe(tmp_path, "subprocess")
+    keys = serving(result.report)
+    assert ("bf16", "True", 0) in [(d, c, 0) for d, c, _ in keys] and len(keys) == 2
+    assert len(result.report["processes"]) == 2
+
+
+def test_crash_is_reported_with_the_program_exit_code(tmp_path):
+    result, _ = observe(tmp_path, "crash")
+    assert result.code == 1
+    assert result.report["program"]["exit_code"] == 1
+    assert "RuntimeError: backend crashed" in result.stderr
+    assert serving(result.report) == [("fp8", "False", 0)]
+
+
+def test_sigkill_keeps_what_was_recorded(tmp_path):
+    result, run_dir = observe(tmp_path, "kill")
+    assert result.report["program"]["signal"] == "SIGKILL" and result.code == 1
+    # killed before its exit event, the process's rank is what RANK said at start: unset here
+    assert serving(result.report) == [("fp8", "False", None)]
+    assert not result.report["processes"][0]["exited"]
+    again = run_cli("report", str(run_dir), "--json", str(tmp_path / "again.json"))
+    assert again.code == 1
+    assert serving(json.loads((tmp_path / "again.json").read_text())) == serving(result.report)
+
+
+def test_clean_program_passes_through_its_exit_code(tmp_path):
+    program = tmp_path / "clean.py"
+    program.write_text("from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('fp8',), causal=(True, False))\n"
+                       "k.dispatch(1, 'fp8', True); k.dispatch(1, 'fp8', False)\nraise SystemExit(3)\n")
+    result = run_cli("run", "--rules", RULES, "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(program),
+                     tmp_path=tmp_path, env_extra=ENV)
+    assert result.code == 3 and result.report["verdict"] == "pass" and result.report["findings"] == []
+
+
+def test_missing_command_is_one_line(tmp_path):
+    result = run_cli("run", "--rules", RULES, "--run-dir", str(tmp_path / "run"), "--", "no-such-program-xyz")
+    assert result.code == 2 and "no-such-program-xyz" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_environment_is_left_as_it_was(tmp_path):
+    before = os.environ.get("PYTHONPATH")
+    observe(tmp_path)
+    assert os.environ.get("PYTHONPATH") == before
+    import site
+
+    for folder in site.getsitepackages():
+        assert not [name for name in os.listdir(folder) if "mlacheck" in name and name.endswith(".pth") and "editable" not in name and "__editable__" not in name]
+
+
+@pytest.mark.compile
+def test_real_tokenspeed_mla_program_without_cuda_fails_on_its_own_and_is_reported(tmp_path):
+    program = tmp_path / "engine.py"
+    program.write_text(
+        "import os, torch, tokenspeed_mla\n"
+        "tokenspeed_mla.warmup_compile_prefill(q_dtype=torch.float8_e4m3fn, d_qk=192, d_v=128, enable_pdl=True)\n"
+        "q = torch.zeros(4, 16, 192).to(torch.float8_e4m3fn); kv = torch.zeros(4, 16, 192).to(torch.float8_e4m3fn)\n"
+        "cu = torch.tensor([0, 4], dtype=torch.int32)\n"
+        "tokenspeed_mla.tokenspeed_mla_prefill(q, kv, kv[..., :128], cu[1:], cu, 4, 1, 0.1, True, False, enable_pdl=True)\n")
+    result = run_cli("run", "--compile", "skip", "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(program),
+                     tmp_path=tmp_path, env_extra={"CUTE_DSL_ARCH": "sm_100a"})
+    report = result.report
+    assert report["program"]["exit_code"] == 1 and "Traceback" in result.stderr  # the program's own failure
+    variants = report["families"][0]["variants"]
+    assert len(variants) == 2 and all(v["precompiled"] and v["dispatches"] == 0 for v in variants)
+    assert report["target_arch"] == "sm_100a"

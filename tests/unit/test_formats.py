@@ -1,0 +1,378 @@
+"""CI output formats and the baseline over real reports (the CLI, --compile skip) and a hand-made one.
+
+The real report is the SGLang bf16 warm-up: 3 MLA001, 3 MLA003 (errors), 3 MLA002 (warnings) over 6 variants.
+The SARIF schema is the OASIS 2.1.0 one, vendored (tests/fixtures/sarif-schema-2.1.0.README says from where).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from mlacheck.errors import MlacheckError
+from mlacheck.registry import RULES
+from mlacheck.report.baseline import (apply_baseline, fingerprint, load_baseline, report_fingerprints,
+                                      write_baseline)
+from mlacheck.report.formats import parse_output, write_outputs
+from mlacheck.report.github import escape_property, to_github, write_github
+from mlacheck.report.junit import to_junit
+from mlacheck.report.markdown import to_markdown
+from mlacheck.report.sarif import to_sarif
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "tests" / "fixtures" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+FAMILY = "tokenspeed_mla.prefill"
+
+
+@pytest.fixture(scope="module")
+def real_reports(tmp_path_factory):
+    """Two independent CLI runs of the same scenario, in parallel: their JSON reports."""
+    out = tmp_path_factory.mktemp("reports")
+    env = {**os.environ, "COLUMNS": "160"}
+    env.pop("CUTE_DSL_ARCH", None)
+    runs = []
+    for index in range(2):
+        path = out / f"report{index}.json"
+        command = [sys.executable, "-m", "mlacheck", "run", "--compile", "skip", "--profile", "sglang",
+                   "--warmup", "tests/fixtures/sglang_warmup.py:bf16_warmup", "--json", str(path)]
+        runs.append((path, subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            text=True)))
+    reports = []
+    for path, process in runs:
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 1, stderr[-2000:]
+        reports.append(json.loads(path.read_text()))
+    return reports
+
+
+@pytest.fixture
+def real(real_reports):
+    return copy.deepcopy(real_reports[0])
+
+
+def hand_made() -> dict:
+    """A minimal report of tomorrow's shape: a site, a process, a program, a keyless finding, awkward text."""
+    key = {"q_dtype": "float8_e4m3fn", "is_causal": "True"}
+    return {
+        "format_version": 1, "verdict": "fail", "mode": "dry", "target_arch": "sm_100a", "compile_policy": "skip",
+        "tokenspeed_mla_version": "2.0.4", "mlacheck_version": "0.1.0", "device": None, "strict": False,
+        "scenario": {"model": "deepseek-v3", "tp": 8, "warmup": "engine.py:warm|up", "profile": "sglang"},
+        "program": {"command": ["python", "-m", "sglang.launch_server", "--tp", "8"], "exit_code": 0, "signal": None},
+        "processes": [{"pid": 4242, "rank": 3, "trace": "/tmp/t.jsonl", "truncated": False}],
+        "families": [{
+            "name": FAMILY, "version": "2.0.4", "key_fields": ["q_dtype", "is_causal"],
+            "variants": [
+                {"key": key, "precompiled": False, "compile_s": None, "dispatches": 2, "compiled_by": None,
+                 "serving_path_compile_s": 41.5, "status": "serving-path compile"},
+                {"key": {"q_dtype": "bf|16", "is_causal": "True"}, "precompiled": True, "compile_s": 3.9, "dispatches": 0,
+                 "compiled_by": "engine/warmup.py:17", "serving_path_compile_s": None, "status": "dead warm-up"},
+            ],
+        }],
+        "findings": [
+            {"code": "MLA001", "name": "serving-path-compile", "severity": "error", "family": FAMILY, "key": key,
+             "nearest": {"q_dtype": "bf|16", "is_causal": "True"}, "diff": {"q_dtype": ["bf|16", "float8_e4m3fn"]},
+             "message": "100% of requests stalled\nsecond line", "hint": "warm up fp8",
+             "site": "engine/backend.py:42", "process": {"pid": 4242, "rank": 3}},
+            {"code": "MLA004", "name": "stale-rule", "severity": "error", "family": FAMILY, "key": {}, "nearest": None,
+             "diff": {}, "message": "installed tokenspeed-mla 9.0 lies outside the checked versions", "hint": "re-check",
+             "site": None, "process": None},
+            {"code": "MLA002", "name": "dead-warmup", "severity": "warning", "family": FAMILY,
+             "key": {"q_dtype": "bf|16", "is_causal": "True"}, "nearest": None, "diff": {},
+             "message": "precompiled but never dispatched", "hint": "drop it", "site": "engine/warmup.py:17"},
+        ],
+        "internal_errors": ["capture: a write through an old reference"],
+    }
+
+
+# fingerprints
+
+
+def test_fingerprints_are_stable_across_runs_and_distinct_within_one(real_reports):
+    first, second = (report_fingerprints(report["findings"]) for report in real_reports)
+    assert len(first) == 9
+    assert first == second
+    assert len(set(first)) == 9
+    assert all(len(value) == 32 and int(value, 16) >= 0 for value in first)
+
+
+def test_fingerprint_ignores_pid_message_site_and_timings_but_not_identity():
+    finding = hand_made()["findings"][0]
+    base = fingerprint(finding)
+    noise = {**finding, "message": "other", "site": "x.py:1", "hint": "h", "process": {"pid": 1, "rank": 3},
+             "key": dict(reversed(list(finding["key"].items())))}
+    assert fingerprint(noise) == base
+    assert fingerprint({**finding, "process": {"pid": 4242, "rank": 4}}) != base
+    assert fingerprint({**finding, "code": "MLA003"}) != base
+    assert fingerprint({**finding, "key": {**finding["key"], "is_causal": "False"}}) != base
+    assert fingerprint({**finding, "family": "other"}) != base
+
+
+def test_repeated_identities_get_distinct_fingerprints():
+    finding = hand_made()["findings"][0]
+    prints = report_fingerprints([finding, {**finding, "message": "another contract"}])
+    assert prints[0] == fingerprint(finding)
+    assert prints[0] != prints[1]
+
+
+# junit
+
+
+def test_junit_real_report_one_testcase_per_variant_failures_per_error(real):
+    root = ET.fromstring(to_junit(real))
+    [suite] = root.findall("testsuite")
+    assert suite.get("name") == "mlacheck"
+    cases = suite.findall("testcase")
+    assert len(cases) == 6 == int(suite.get("tests")) == int(root.get("tests"))
+    assert {case.get("classname") for case in cases} == {FAMILY}
+    failures = [failure for case in cases for failure in case.findall("failure")]
+    errors = [f for f in real["findings"] if f["severity"] == "error"]
+    assert sorted((f.get("type"), f.get("message")) for f in failures) == sorted((f["code"], f["message"]) for f in errors)
+    assert int(suite.get("failures")) == sum(1 for case in cases if case.find("failure") is not None) == 6
+    outs = "\n".join(case.findtext("system-out") or "" for case in cases)
+    assert outs.count("MLA002 dead-warmup [warning]") == 3
+    names = {case.get("name") for case in cases}
+    assert ("q_dtype=float8_e4m3fn, d_qk=192, d_v=128, is_causal=False, return_lse=True, enable_pdl=True, "
+            "enable_ex2_emulation=False") in names
+
+
+def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
+    root = ET.fromstring(to_junit(hand_made()))
+    suite = root.find("testsuite")
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    assert set(cases) == {"q_dtype=float8_e4m3fn, is_causal=True", "q_dtype=bf|16, is_causal=True", "MLA004 stale-rule"}
+    assert cases["MLA004 stale-rule"].find("failure").get("type") == "MLA004"
+    assert cases["q_dtype=float8_e4m3fn, is_causal=True"].find("failure").get("message") == "100% of requests stalled\nsecond line"
+    assert cases["q_dtype=bf|16, is_causal=True"].find("failure") is None
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert "a write through an old reference" in suite.findtext("system-err")
+
+
+# sarif
+
+
+def _validate(log: dict) -> None:
+    jsonschema.Draft4Validator.check_schema(SCHEMA)
+    jsonschema.Draft4Validator(SCHEMA).validate(log)
+
+
+def test_sarif_validates_against_the_official_schema(real):
+    for report in (real, hand_made(), apply_baseline(real, real)):
+        _validate(json.loads(json.dumps(to_sarif(report))))
+
+
+def test_sarif_schema_check_can_fail(real):
+    log = to_sarif(real)
+    log["runs"][0]["results"][0]["level"] = "fatal"
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(log)
+
+
+def test_sarif_rules_results_and_fingerprints(real_reports):
+    logs = [to_sarif(report) for report in real_reports]
+    run = logs[0]["runs"][0]
+    assert logs[0]["version"] == "2.1.0"
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "mlacheck" and driver["version"] == real_reports[0]["mlacheck_version"]
+    assert [rule["id"] for rule in driver["rules"]] == list(RULES)
+    assert driver["rules"][1]["defaultConfiguration"]["level"] == "warning"
+    assert driver["rules"][0]["help"]["text"] == RULES["MLA001"].hint
+    results = run["results"]
+    assert [(r["ruleId"], r["level"]) for r in results] == [(f["code"], f["severity"]) for f in real_reports[0]["findings"]]
+    for result, finding in zip(results, real_reports[0]["findings"]):
+        if finding.get("site"):
+            path, line = finding["site"].rsplit(":", 1)
+            assert result["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": path},
+                                                                 "region": {"startLine": int(line)}}}]
+        else:
+            assert result["locations"] == []
+    assert all(driver["rules"][r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+    prints = [[r["partialFingerprints"]["mlacheck/v1"] for r in log["runs"][0]["results"]] for log in logs]
+    assert prints[0] == prints[1] and len(set(prints[0])) == 9
+
+
+def test_sarif_location_from_site():
+    results = to_sarif(hand_made())["runs"][0]["results"]
+    assert results[0]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "engine/backend.py"},
+                                                             "region": {"startLine": 42}}}]
+    assert results[1]["locations"] == []
+    assert results[0]["properties"]["process"] == {"pid": 4242, "rank": 3}
+
+
+# github
+
+
+def test_github_annotation_escapes_and_locates():
+    lines = to_github(hand_made()).splitlines()
+    assert lines[0] == ("::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile::"
+                        "100%25 of requests stalled%0Asecond line%0Afix: warm up fp8")
+    assert lines[1].startswith("::error title=MLA004 stale-rule::installed")
+    assert lines[2].startswith("::warning file=engine/warmup.py,line=17,title=MLA002 dead-warmup::")
+    assert lines[3].startswith("::warning title=mlacheck internal error::")
+    assert len(lines) == 4
+    assert escape_property("a,b:c%d\r\n") == "a%2Cb%3Ac%25d%0D%0A"
+
+
+def test_github_real_report_one_line_per_finding(real):
+    lines = to_github(real).splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["::error"] * 6 + ["::warning"] * 3
+    for line, finding in zip(lines, real["findings"]):
+        title = f"title={finding['code']} {finding['name']}::"
+        if finding.get("site"):
+            path, number = finding["site"].rsplit(":", 1)
+            assert f" file={path},line={number},{title}" in line
+        else:
+            assert f" {title}" in line and "file=" not in line
+    assert all("\n" not in line and "\r" not in line for line in lines)
+
+
+def test_write_github_appends_the_step_summary(tmp_path, real):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    stream = io.StringIO()
+    write_github(real, stream, {"GITHUB_STEP_SUMMARY": str(summary)})
+    assert stream.getvalue() == to_github(real)
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## mlacheck FAIL")
+    assert all(code in text for code in ("MLA001", "MLA002", "MLA003"))
+    untouched = tmp_path / "none.md"
+    write_github(real, io.StringIO(), {})
+    assert not untouched.exists()
+    with pytest.raises(MlacheckError, match="GITHUB_STEP_SUMMARY"):
+        write_github(real, io.StringIO(), {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
+
+
+# markdown
+
+
+def test_markdown_lists_every_finding_and_escapes_pipes(real):
+    text = to_markdown(real)
+    assert text.startswith("## mlacheck FAIL: 6 error(s), 3 warning(s)\n")
+    for finding in real["findings"]:
+        assert f"**{finding['code']}** {finding['name']} [{finding['severity']}]" in text
+    assert text.count("- diff `q_dtype`: precompiled `bfloat16` → dispatched `float8_e4m3fn`") == 3
+    assert "| float8_e4m3fn | False | True | no | — | 3 | serving-path compile |" in text
+    assert "every variant: `d_qk=192`" in text
+
+    made = to_markdown(hand_made())
+    assert "| bf\\|16 | yes, 3.9 s | engine/warmup.py:17 | 0 | dead warm-up |" in made
+    assert "| warm-up | engine.py:warm\\|up |" in made
+    assert "`python -m sglang.launch_server --tp 8` (exit code 0)" in made
+    assert "| float8_e4m3fn | no | — | 2 | serving-path compile (41.5 s stall) |" in made
+    assert "rank 3 (pid 4242), at `engine/backend.py:42`: 100% of requests stalled second line" in made
+    for line in made.splitlines():
+        if line.startswith("| bf"):
+            assert line.replace("\\|", "").count("|") == 6
+
+
+# outputs
+
+
+def test_parse_output():
+    assert parse_output("sarif:out/r.sarif") == ("sarif", Path("out/r.sarif"))
+    assert parse_output("github:-") == ("github", None)
+    assert parse_output("junit:C:/r.xml") == ("junit", Path("C:/r.xml"))
+    for spec, words in (("xml:r.xml", "unknown format 'xml'"), ("sarif", "FORMAT:PATH"), ("json:", "FORMAT:PATH")):
+        with pytest.raises(MlacheckError) as caught:
+            parse_output(spec)
+        assert str(caught.value).startswith(f"--output {spec}: ") and words in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
+def test_write_outputs_writes_every_format(tmp_path, real):
+    paths = {fmt: tmp_path / f"r.{fmt}" for fmt in ("json", "junit", "sarif", "markdown")}
+    stdout = io.StringIO()
+    summary = tmp_path / "summary.md"
+    write_outputs(real, [f"{fmt}:{path}" for fmt, path in paths.items()] + ["github:-"], stdout,
+                  {"GITHUB_STEP_SUMMARY": str(summary)})
+    assert json.loads(paths["json"].read_text()) == real
+    assert ET.parse(paths["junit"]).getroot().find("testsuite").get("failures") == "6"
+    _validate(json.loads(paths["sarif"].read_text()))
+    assert paths["markdown"].read_text() == to_markdown(real)
+    assert stdout.getvalue() == to_github(real)
+    assert summary.read_text() == to_markdown(real) + "\n"
+
+
+def test_write_outputs_checks_every_spec_before_writing_and_names_an_unwritable_one(tmp_path, real):
+    first = tmp_path / "first.xml"
+    with pytest.raises(MlacheckError, match="unknown format 'pdf'"):
+        write_outputs(real, [f"junit:{first}", "pdf:x.pdf"], io.StringIO(), {})
+    assert not first.exists()
+    spec = f"sarif:{tmp_path / 'missing' / 'r.sarif'}"
+    with pytest.raises(MlacheckError) as caught:
+        write_outputs(real, [spec], io.StringIO(), {})
+    assert str(caught.value).startswith(f"--output {spec}: cannot write") and "\n" not in str(caught.value)
+
+
+# baseline
+
+
+def test_same_report_as_baseline_passes_and_marks_everything(real):
+    before = copy.deepcopy(real)
+    result = apply_baseline(real, real)
+    assert real == before
+    assert result["verdict"] == "pass"
+    assert all(finding["baselined"] for finding in result["findings"])
+    assert result["baseline"] == {"baselined": 9, "new": 0}
+    assert to_github(result) == ""
+    suite = ET.fromstring(to_junit(result)).find("testsuite")
+    assert suite.get("failures") == "0" and suite.get("tests") == "6"
+    assert {r["baselineState"] for r in to_sarif(result)["runs"][0]["results"]} == {"unchanged"}
+    assert "PASS: 0 error(s), 0 warning(s), 9 baselined" in to_markdown(result)
+
+
+def test_finding_missing_from_the_baseline_is_new_and_fails(real_reports):
+    current, older = copy.deepcopy(real_reports[0]), copy.deepcopy(real_reports[1])
+    dropped = older["findings"].pop(1)
+    assert dropped["code"] == "MLA001"
+    result = apply_baseline(current, older)
+    new = [finding for finding in result["findings"] if not finding["baselined"]]
+    assert [(f["code"], f["key"]) for f in new] == [(dropped["code"], dropped["key"])]
+    assert result["verdict"] == "fail"
+    assert to_github(result).count("::error") == 1
+    assert ET.fromstring(to_junit(result)).find("testsuite").get("failures") == "1"
+
+
+def test_new_warning_fails_only_when_strict(real):
+    older = copy.deepcopy(real)
+    older["findings"] = [f for f in older["findings"] if f["code"] != "MLA002"]
+    assert apply_baseline(real, older)["verdict"] == "pass"
+    assert apply_baseline({**real, "strict": True}, older)["verdict"] == "fail"
+    assert apply_baseline({**real, "strict": True}, real)["verdict"] == "pass"
+
+
+def test_baseline_file_round_trip_and_both_shapes(tmp_path, real):
+    path = tmp_path / "baseline.json"
+    write_baseline(real, path)
+    data = load_baseline(path)
+    assert data["format_version"] == 1 and len(data["fingerprints"]) == 9
+    assert apply_baseline(real, data)["verdict"] == "pass"
+    data["fingerprints"] = data["fingerprints"][1:]
+    assert apply_baseline(real, data)["verdict"] == "fail"
+    report_path = tmp_path / "report.json"
+    report_path.write_text(json.dumps(real))
+    assert apply_baseline(real, load_baseline(report_path))["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "cannot read it"),
+    ("{not json", "not JSON"),
+    ('{"fingerprints": [1, 2]}', "neither an mlacheck JSON report"),
+    ('[]', "neither an mlacheck JSON report"),
+])
+def test_broken_baseline_is_one_line_naming_the_file(tmp_path, content, words):
+    path = tmp_path / "baseline.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(MlacheckError) as caught:
+        load_baseline(path)
+    message = str(caught.value)
+    assert message.startswith(f"--baseline {path}: ") and words in message and "\n" not in message
