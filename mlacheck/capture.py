@@ -99,6 +99,7 @@ class FamilyCapture:
         self._dispatch_codes: frozenset = frozenset()
         self._compile_seconds: dict[int, tuple[object, float]] = {}
         self._key_strings: dict[object, list[str]] = {}
+        self._dispatch_events: dict[object, dict] = {}
 
     # -- install / remove -------------------------------------------------------------------------
     def install(self) -> None:
@@ -165,7 +166,10 @@ class FamilyCapture:
         try:
             if self._dispatch_frame(frame) is None:
                 return value
-            self.sink.write({"type": "dispatch", "family": self.family.name, "key": self._strings(key)})
+            event = self._dispatch_events.get(key)
+            if event is None:
+                event = self._dispatch_events[key] = {"type": "dispatch", "family": self.family.name, "key": self._strings(key)}
+            self.sink.write_cached(event)
             return value if self.launch is None else self.launch(self._strings(key), value)
         except Exception as exc:  # noqa: BLE001
             self._internal_error("lookup", exc)

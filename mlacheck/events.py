@@ -29,6 +29,9 @@ EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "numerics", "in
 class EventSink(Protocol):
     def write(self, event: dict) -> None: ...
 
+    def write_cached(self, event: dict) -> None:
+        """Write an event object that the caller reuses unchanged (a sink may cache its encoding)."""
+
     def close(self) -> None: ...
 
 
@@ -41,6 +44,8 @@ class MemorySink:
     def write(self, event: dict) -> None:
         self.events.append(event)
 
+    write_cached = write
+
     def close(self) -> None:
         pass
 
@@ -50,6 +55,7 @@ class JsonlSink:
 
     def __init__(self, path: Path) -> None:
         self._fd = -1
+        self._encoded: dict[int, tuple[dict, bytes]] = {}
         self.reopen(path)
 
     def reopen(self, path: Path) -> None:
@@ -62,7 +68,13 @@ class JsonlSink:
         self.path, self._fd = path, fd
 
     def write(self, event: dict) -> None:
-        os.write(self._fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
+        os.write(self._fd, _encode(event))
+
+    def write_cached(self, event: dict) -> None:
+        cached = self._encoded.get(id(event))
+        if cached is None or cached[0] is not event:
+            cached = self._encoded[id(event)] = (event, _encode(event))
+        os.write(self._fd, cached[1])
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -80,9 +92,17 @@ class TeeSink:
         for sink in self.sinks:
             sink.write(event)
 
+    def write_cached(self, event: dict) -> None:
+        for sink in self.sinks:
+            sink.write_cached(event)
+
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
+
+
+def _encode(event: dict) -> bytes:
+    return (json.dumps(event, separators=(",", ":")) + "\n").encode()
 
 
 def read_trace(path: Path) -> tuple[list[dict], bool]:

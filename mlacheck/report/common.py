@@ -11,6 +11,11 @@ def key_text(key: dict, order: list[str] | None = None) -> str:
     return ", ".join(f"{name}={key[name]}" for name in names)
 
 
+def key_id(key: dict) -> frozenset:
+    """A key as a hashable value that ignores field order."""
+    return frozenset((str(name), str(value)) for name, value in key.items())
+
+
 def severity(finding: dict) -> str:
     """"error" or "warning": the finding's own, else the registry's for its code."""
     if finding.get("severity"):

@@ -32,14 +32,14 @@ def parse_output(spec: str) -> tuple[str, Path | None]:
     return fmt, None if path == "-" else Path(path)
 
 
-def render(report: dict, fmt: str) -> str:
-    """The report as text in one format (github: the annotation lines only)."""
+def render(report: dict, fmt: str, sarif_anchor: str | None = None) -> str:
+    """The report as text in one format (github: the annotation lines only; sarif_anchor: see to_sarif)."""
     if fmt == "json":
         return json.dumps(report, indent=2) + "\n"
     if fmt == "junit":
         return to_junit(report)
     if fmt == "sarif":
-        return json.dumps(to_sarif(report), indent=2) + "\n"
+        return json.dumps(to_sarif(report, sarif_anchor), indent=2) + "\n"
     if fmt == "github":
         return to_github(report)
     if fmt == "markdown":
@@ -48,7 +48,7 @@ def render(report: dict, fmt: str) -> str:
 
 
 def write_outputs(report: dict, specs: Iterable[str], stdout: TextIO | None = None,
-                  environ: Mapping[str, str] | None = None) -> None:
+                  environ: Mapping[str, str] | None = None, sarif_anchor: str | None = None) -> None:
     """Write the report once per spec; github also appends the job summary to $GITHUB_STEP_SUMMARY."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
@@ -58,13 +58,13 @@ def write_outputs(report: dict, specs: Iterable[str], stdout: TextIO | None = No
                 if fmt == "github":
                     write_github(report, stdout, environ)
                 else:
-                    stdout.write(render(report, fmt))
+                    stdout.write(render(report, fmt, sarif_anchor))
                     stdout.flush()
             else:
                 with path.open("w", encoding="utf-8") as handle:
                     if fmt == "github":
                         write_github(report, handle, environ)
                     else:
-                        handle.write(render(report, fmt))
+                        handle.write(render(report, fmt, sarif_anchor))
         except OSError as exc:
             raise MlacheckError(f"--output {spec}: cannot write {path or 'stdout'}: {exc.strerror or exc}") from None

@@ -1,9 +1,9 @@
 """GitHub Actions: workflow-command annotations on stdout and a Markdown job summary.
 
-Each new finding is one `::error` / `::warning` line titled "CODE name", with file= and line= from
-its site when it has one. Findings a baseline marked get no annotation (the summary lists them).
-Internal capture errors are `::warning` lines. The summary is the Markdown report, appended to the
-file named by GITHUB_STEP_SUMMARY.
+Each new finding is one `::error` / `::warning` line titled "CODE name" (plus "[rank R (pid P)]"
+for a finding from one process of several), with file= and line= from its site when it has one.
+Findings a baseline marked get no annotation (the summary lists them). Internal capture errors are
+`::warning` lines. The summary is the Markdown report, appended to the file named by GITHUB_STEP_SUMMARY.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import is_new, parse_site, severity
+from mlacheck.report.common import is_new, parse_site, process_text, severity
 from mlacheck.report.markdown import to_markdown
 
 
@@ -24,7 +24,7 @@ def escape_data(text: str) -> str:
 
 def escape_property(text: str) -> str:
     """A command's property value: as the message, and also : -> %3A, , -> %2C."""
-    return escape_data(text).replace(",", "%2C")
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def command(level: str, message: str, **properties: object) -> str:
@@ -42,6 +42,8 @@ def annotation(finding: dict) -> str:
         message += f"\nfix: {finding['hint']}"
     level = "error" if severity(finding) == "error" else "warning"
     title = f"{finding.get('code', '')} {finding.get('name', '')}".strip()
+    if process_text(finding):
+        title += f" [{process_text(finding)}]"
     return command(level, message, file=file, line=line, title=title)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from mlacheck.report.common import family_key_fields, is_new, key_text, process_text, severity, summary_line
+from mlacheck.report.common import family_key_fields, is_new, key_id, key_text, process_text, severity, summary_line
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "tokenspeed_mla_version", "mlacheck_version", "device")
 
@@ -26,10 +26,10 @@ def to_junit(report: dict) -> str:
     for family in report.get("families") or []:
         for variant in family.get("variants") or []:
             findings: list[dict] = []
-            by_variant[(family["name"], _key_id(variant.get("key") or {}))] = findings
+            by_variant[(family["name"], key_id(variant.get("key") or {}))] = findings
             cases.append((family["name"], key_text(variant.get("key") or {}, fields.get(family["name"])), findings))
     for finding in report.get("findings") or []:
-        home = by_variant.get((finding.get("family"), _key_id(finding.get("key") or {})))
+        home = by_variant.get((finding.get("family"), key_id(finding.get("key") or {})))
         if home is not None:
             home.append(finding)
         else:
@@ -67,10 +67,6 @@ def to_junit(report: dict) -> str:
     ET.SubElement(properties, "property", name="summary", value=summary_line(report))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _key_id(key: dict) -> frozenset:
-    return frozenset((str(name), str(value)) for name, value in key.items())
 
 
 def _label(finding: dict) -> str:

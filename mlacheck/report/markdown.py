@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from mlacheck.report.common import is_new, key_text, process_text, severity, summary_line
+from mlacheck.report.common import is_new, process_text, severity, summary_line
 
 
 def cell(value: object) -> str:

@@ -1,7 +1,10 @@
 """SARIF 2.1.0 for code-scanning uploads: one run, the registry's codes as rules, one result per finding.
 
 A result is located at the finding's "site" ("path:line": the engine line for MLA001, where the dead
-variant was precompiled for MLA002); a finding without one has no locations. partialFingerprints
+variant was precompiled for MLA002), else where its variant was precompiled ("compiled_by"), else at
+`anchor` when one is given, else nowhere (locations []). The schema allows that, but GitHub code
+scanning rejects a whole log holding an unlocated result, so an uploader should pass an anchor
+(e.g. the rule file or the warm-up's file) when MLA004's version finding may occur. partialFingerprints
 "mlacheck/v1" carries the baseline fingerprint; a report that went through a baseline also gets
 baselineState "new" / "unchanged". Internal capture errors are tool execution notifications.
 """
@@ -13,19 +16,25 @@ from urllib.parse import quote
 
 from mlacheck.registry import RULES
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import parse_site, severity
+from mlacheck.report.common import key_id, parse_site, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "tokenspeed_mla_version", "device", "strict",
                   "scenario", "program", "processes", "baseline")
 
 
-def to_sarif(report: dict) -> dict:
-    """The report as a SARIF 2.1.0 log (a dict; json.dumps it)."""
+def to_sarif(report: dict, anchor: str | None = None) -> dict:
+    """The report as a SARIF 2.1.0 log (a dict; json.dumps it); anchor ("path[:line]") locates site-less findings."""
     rules = list(RULES.values())
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
-    results = [_result(finding, print_, index) for finding, print_ in zip(findings, report_fingerprints(findings))]
+    compiled_by = {(family["name"], key_id(variant.get("key") or {})): variant.get("compiled_by")
+                   for family in report.get("families") or [] for variant in family.get("variants") or []}
+    results = []
+    for finding, print_ in zip(findings, report_fingerprints(findings)):
+        site = (finding.get("site") or compiled_by.get((finding.get("family"), key_id(finding.get("key") or {})))
+                or anchor)
+        results.append(_result(finding, print_, index, site))
     errors = report.get("internal_errors") or []
     invocation = {"executionSuccessful": not errors}
     if errors:
@@ -59,7 +68,7 @@ def to_sarif(report: dict) -> dict:
     }
 
 
-def _result(finding: dict, print_: str, index: dict[str, int]) -> dict:
+def _result(finding: dict, print_: str, index: dict[str, int], site: str | None) -> dict:
     text = finding.get("message", "")
     if finding.get("hint"):
         text += f"\nfix: {finding['hint']}"
@@ -67,7 +76,7 @@ def _result(finding: dict, print_: str, index: dict[str, int]) -> dict:
         "ruleId": finding.get("code", ""),
         "level": severity(finding),
         "message": {"text": text},
-        "locations": _locations(finding.get("site")),
+        "locations": _locations(site),
         "partialFingerprints": {FINGERPRINT_SCHEME: print_},
         "properties": {name: finding[name] for name in ("family", "key", "nearest", "diff", "process")
                        if finding.get(name) is not None},

@@ -156,6 +156,23 @@ def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
     assert "a write through an old reference" in suite.findtext("system-err")
 
 
+def test_program_mode_report_per_process_findings():
+    report = hand_made()
+    report.update(mode="program", scenario=None)
+    other = {**report["findings"][0], "process": {"pid": 4243, "rank": 4}, "site": None}
+    report["findings"].insert(1, other)
+    prints = report_fingerprints(report["findings"])
+    assert len(set(prints)) == 4
+    suite = ET.fromstring(to_junit(report)).find("testsuite")
+    [case] = [c for c in suite.findall("testcase") if c.get("name") == "q_dtype=float8_e4m3fn, is_causal=True"]
+    assert [f.get("type") for f in case.findall("failure")] == ["MLA001", "MLA001"]
+    assert "rank 4 (pid 4243)" in case.findall("failure")[1].text
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert "| mode | program |" in to_markdown(report)
+    _validate(to_sarif(report))
+    assert to_github(report).splitlines()[1].startswith("::error title=MLA001 serving-path-compile [rank 4 (pid 4243)]::")
+
+
 # sarif
 
 
@@ -187,9 +204,11 @@ def test_sarif_rules_results_and_fingerprints(real_reports):
     assert driver["rules"][0]["help"]["text"] == RULES["MLA001"].hint
     results = run["results"]
     assert [(r["ruleId"], r["level"]) for r in results] == [(f["code"], f["severity"]) for f in real_reports[0]["findings"]]
+    compiled_by = {json.dumps(v["key"], sort_keys=True): v["compiled_by"] for v in real_reports[0]["families"][0]["variants"]}
     for result, finding in zip(results, real_reports[0]["findings"]):
-        if finding.get("site"):
-            path, line = finding["site"].rsplit(":", 1)
+        site = finding.get("site") or compiled_by[json.dumps(finding["key"], sort_keys=True)]
+        if site:
+            path, line = site.rsplit(":", 1)
             assert result["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": path},
                                                                  "region": {"startLine": int(line)}}}]
         else:
@@ -207,12 +226,24 @@ def test_sarif_location_from_site():
     assert results[0]["properties"]["process"] == {"pid": 4242, "rank": 3}
 
 
+def test_sarif_site_less_findings_fall_back_to_compiled_by_then_anchor():
+    report = hand_made()
+    report["findings"][2]["site"] = None
+    report["families"][0]["variants"][1]["compiled_by"] = "engine/other warmup.py:9"
+    results = to_sarif(report, anchor="rules/prefill.toml")["runs"][0]["results"]
+    assert results[1]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "rules/prefill.toml"}}}]
+    assert results[2]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "engine/other%20warmup.py"},
+                                                             "region": {"startLine": 9}}}]
+    assert all(result["locations"] for result in results)
+    _validate(to_sarif(report, anchor="/abs/rules.toml:3"))
+
+
 # github
 
 
 def test_github_annotation_escapes_and_locates():
     lines = to_github(hand_made()).splitlines()
-    assert lines[0] == ("::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile::"
+    assert lines[0] == ("::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile [rank 3 (pid 4242)]::"
                         "100%25 of requests stalled%0Asecond line%0Afix: warm up fp8")
     assert lines[1].startswith("::error title=MLA004 stale-rule::installed")
     assert lines[2].startswith("::warning file=engine/warmup.py,line=17,title=MLA002 dead-warmup::")
