@@ -52,8 +52,11 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        """1 on failing findings; else an observed program's own failure (128 + N for signal N); else 0."""
-        if self.verdict == "fail":
+        return self.exit_code_for(self.verdict)
+
+    def exit_code_for(self, verdict: str) -> int:
+        """1 on a failing verdict; else an observed program's own failure (128 + N for signal N); else 0."""
+        if verdict == "fail":
             return 1
         program = self.header.get("program") or {}
         for run in program.get("runs", [program]):

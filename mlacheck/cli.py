@@ -47,6 +47,8 @@ def run(
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
     trace: Annotated[Optional[Path], typer.Option(help="Also write the event trace (JSONL) here.")] = None,
     strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
+    output: Annotated[Optional[list[str]], typer.Option(help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout); repeatable.")] = None,
+    baseline: Annotated[Optional[Path], typer.Option(help="A saved JSON report or baseline: its findings show as known and do not fail.")] = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")] = None,
     command: Annotated[Optional[list[str]], typer.Argument(help="Program mode: after --, a command to run and observe.")] = None,
 ) -> None:
@@ -58,11 +60,11 @@ def run(
 
         run = _guard(lambda: run_program(command, run_dir, rules, compile.value))
         errors.print(f"mlacheck: run folder {run.path}", markup=False, highlight=False)
-        _finish(_guard(lambda: program_result([run.path], rules, strict)), json_path)
+        _finish(_guard(lambda: program_result([run.path], rules, strict)), json_path, output, baseline)
     from mlacheck.check import CheckOptions, run_check
 
     options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed)
-    _finish(_guard(lambda: run_check(options, strict)), json_path)
+    _finish(_guard(lambda: run_check(options, strict)), json_path, output, baseline)
 
 
 @app.command()
@@ -71,22 +73,56 @@ def report(
     rules: Annotated[Optional[Path], typer.Option(help="Rules to analyse with (default: those saved in the first run folder).")] = None,
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
     strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
+    output: Annotated[Optional[list[str]], typer.Option(help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout); repeatable.")] = None,
+    baseline: Annotated[Optional[Path], typer.Option(help="A saved JSON report or baseline: its findings show as known and do not fail.")] = None,
 ) -> None:
-    """Re-render and merge saved program-mode runs."""
+    """Re-render and merge saved program-mode runs (e.g. one per node of a multi-node job)."""
     from mlacheck.program.runs import program_result
 
-    _finish(_guard(lambda: program_result(run_dirs, rules, strict)), json_path)
+    _finish(_guard(lambda: program_result(run_dirs, rules, strict)), json_path, output, baseline)
 
 
-def _finish(result, json_path: Optional[Path]) -> None:
-    """Print the report, write the requested files, exit with the result's code."""
-    from mlacheck.report.json_report import write_json
+@app.command()
+def manifest(
+    source: Annotated[list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the warm-up manifest (JSON).")],
+    rules: Annotated[Optional[Path], typer.Option(help="Rules (default: a run folder's saved rules, else the bundled rules).")] = None,
+) -> None:
+    """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
+    from mlacheck.manifest import load_report, manifest as make_manifest, write_manifest
+    from mlacheck.program.runs import program_result
+    from mlacheck.report.json_report import report_dict
+    from mlacheck.rules import load_rules
+
+    def build() -> dict:
+        if len(source) == 1 and source[0].is_file():
+            return make_manifest(load_report(source[0]), load_rules(rules))
+        result = program_result(source, rules)
+        saved = source[0] / "rules"
+        return make_manifest(report_dict(result), load_rules(rules if rules is not None else saved))
+
+    data = _guard(build)
+    _guard(lambda: write_manifest(data, output))
+    count = sum(len(family["variants"]) for family in data["families"])
+    console.print(f"mlacheck: wrote {count} dispatched variant(s) to {output}")
+
+
+def _finish(result, json_path: Optional[Path], outputs: Optional[list[str]], baseline: Optional[Path]) -> None:
+    """Print the report, write the requested files, exit: 1 on new failing findings, else the program's status."""
+    from mlacheck.report.baseline import apply_baseline, load_baseline
+    from mlacheck.report.formats import parse_output, write_outputs
+    from mlacheck.report.json_report import report_dict
     from mlacheck.report.terminal import render
 
-    render(result, console)
-    if json_path is not None:
-        _guard(lambda: write_json(result, json_path))
-    raise typer.Exit(result.exit_code)
+    specs = [*(outputs or []), *([f"json:{json_path}"] if json_path is not None else [])]
+    for spec in specs:
+        _guard(lambda: parse_output(spec))
+    report = report_dict(result)
+    if baseline is not None:
+        report = _guard(lambda: apply_baseline(report, load_baseline(baseline), str(baseline)))
+    render(result, console, report)
+    _guard(lambda: write_outputs(report, specs))
+    raise typer.Exit(result.exit_code_for(report["verdict"]))
 
 
 @app.command("rules")

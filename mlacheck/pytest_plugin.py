@@ -72,7 +72,9 @@ class MlacheckSession:
             self.run = RunDir.create(Path(run_dir_option) if run_dir_option else None)
             self.run.save_rules(rules)
         except MlacheckError as exc:
-            raise pytest.UsageError(f"--mlacheck: {exc}") from None
+            # the messages name the CLI's flags; name this plugin's instead
+            message = str(exc).replace("--run-dir ", "--mlacheck-run-dir ").replace("--rules ", "--mlacheck-rules ")
+            raise pytest.UsageError(f"mlacheck: {message}") from None
         self.started = time.time()
         self.agent = Agent(self.run.path, rules, self.compile_policy)
         self.agent.start()

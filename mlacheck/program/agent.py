@@ -94,6 +94,8 @@ class Agent:
             self._safely(capture.install)
 
     def _after_fork(self) -> None:
+        if self._finder not in sys.meta_path:  # stopped: a later fork is not observed
+            return
         self._pid = os.getpid()
         self._safely(lambda: (self.sink.reopen(trace_path(self.run_dir, self._pid)), self._write_run_event()))
 

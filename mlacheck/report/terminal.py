@@ -21,15 +21,17 @@ STATUS_STYLES = {"ok": "green", "serving-path compile": "bold red", "dead warm-u
 SEVERITY_STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "yellow"}
 
 
-def render(result: CheckResult, console: Console) -> None:
+def render(result: CheckResult, console: Console, report: dict | None = None) -> None:
+    """Print the report; `report` (the JSON report dict, possibly baselined) gives the verdict and known findings."""
+    known = [bool(f.get("baselined")) for f in report["findings"]] if report else [False] * len(result.analysis.findings)
     console.print(_header(result.header))
     for family in result.analysis.families:
         console.print(_variant_table(family))
     if result.analysis.findings:
-        console.print(_findings(result.analysis.findings))
+        console.print(_findings(result.analysis.findings, known))
     for error in result.analysis.internal_errors:
         console.print(Text(f"internal error in capture (the program went on): {error}", style="magenta"))
-    console.print(_verdict(result))
+    console.print(_verdict(result, report["verdict"] if report else result.verdict, sum(known)))
 
 
 def _header(header: dict) -> Panel:
@@ -117,10 +119,12 @@ def _metrics(metrics: dict[str, float] | None) -> str:
             f"LSE {metrics['lse_max_abs_err']:.2e}")
 
 
-def _findings(findings: list[Finding]) -> Group:
+def _findings(findings: list[Finding], known: list[bool]) -> Group:
     parts = [Text("Findings", style="bold")]
-    for finding in findings:
+    for finding, in_baseline in zip(findings, known):
         line = Text()
+        if in_baseline:
+            line.append("known (in the baseline) ", style="dim")
         line.append(f"{finding.code} {finding.name} ", style=SEVERITY_STYLES[finding.severity])
         line.append(f"[{finding.severity.value}] ", style="dim")
         line.append(finding.message)
@@ -134,15 +138,16 @@ def _findings(findings: list[Finding]) -> Group:
     return Group(*parts)
 
 
-def _verdict(result: CheckResult) -> Text:
+def _verdict(result: CheckResult, verdict: str, known: int) -> Text:
     errors = sum(f.severity is Severity.ERROR for f in result.analysis.findings)
     warnings = len(result.analysis.findings) - errors
     stall = sum(v.serving_path_compile_s or 0.0 for f in result.analysis.families for v in f.variants if v.serving_path_compile)
     wasted = sum(v.compile_s or 0.0 for f in result.analysis.families for v in f.variants if v.status == "dead warm-up")
     text = Text()
     text.append("verdict: ")
-    text.append(result.verdict.upper(), style="bold red" if result.verdict == "fail" else "bold green")
-    text.append(f"  {errors} error(s), {warnings} warning(s)" + (" (strict: warnings fail)" if result.strict else ""))
+    text.append(verdict.upper(), style="bold red" if verdict == "fail" else "bold green")
+    text.append(f"  {errors} error(s), {warnings} warning(s)" + (f", {known} known from the baseline" if known else "")
+                + (" (strict: warnings fail)" if result.strict else ""))
     if stall:
         text.append(f"; {stall:.1f} s of serving-path compile")
     if wasted:
