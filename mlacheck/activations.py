@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import torch
 
-from mlacheck.reference import reference_prefill
 
 ROPE_DIM = 64  # MLA's rope part of the QK head dim, one k_pe shared by all heads
 FP8_MAX = torch.finfo(torch.float8_e4m3fn).max  # 448
@@ -175,21 +174,3 @@ def compare_outputs(
     ref_lse = ref_lse.to(torch.float64)
     lse_err = torch.where(lse == ref_lse, torch.zeros_like(lse), (lse - ref_lse).abs())
     return AccuracyMetrics(max_abs, max_rel, cosine, _max(lse_err))
-
-
-def fp8_accuracy_cost(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_fp8: torch.Tensor,
-    k_fp8: torch.Tensor,
-    v_fp8: torch.Tensor,
-    cu_seqlens_q: Sequence[int] | torch.Tensor,
-    cu_seqlens_kv: Sequence[int] | torch.Tensor,
-    softmax_scale: float,
-    is_causal: bool,
-) -> AccuracyMetrics:
-    """What FP8 inputs cost: reference attention on q_fp8/k_fp8/v_fp8 against reference on bf16 q/k/v."""
-    ref = reference_prefill(q, k, v, cu_seqlens_q, cu_seqlens_kv, softmax_scale, is_causal)
-    fp8 = reference_prefill(q_fp8, k_fp8, v_fp8, cu_seqlens_q, cu_seqlens_kv, softmax_scale, is_causal)
-    return compare_outputs(*fp8, *ref)

@@ -1,1 +1,2 @@
-"""Reporters: each turns a CheckResult into one output format; none of them analyses anything."""
+"""Reporters: the terminal report reads the analysis; every file format reads the JSON report dict.
+None of them analyses anything."""

@@ -101,9 +101,3 @@ PROFILES: dict[str, Callable[[tuple[Request, ...], int], list[PrefillCall]]] = {
     "tokenspeed": tokenspeed_profile,
     "sglang": sglang_profile,
 }
-
-
-def prefill_calls(profile: str, workload: Workload) -> list[PrefillCall]:
-    """Every prefill call the profile makes for the workload, in order."""
-    make_calls = PROFILES[profile]
-    return [call for batch in workload.batches for call in make_calls(batch, workload.chunk_capacity)]

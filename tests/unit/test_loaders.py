@@ -9,7 +9,7 @@ from mlacheck.errors import MlacheckError
 from mlacheck.events import JsonlSink, read_trace
 from mlacheck.registry import RULES
 from mlacheck.rules import bundled_rules_dir, load_rules
-from mlacheck.scenario.traffic import Request, make_workload, prefill_calls, prefix_chunks, sglang_profile, tokenspeed_profile
+from mlacheck.scenario.traffic import Request, make_workload, prefix_chunks, sglang_profile, tokenspeed_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +98,7 @@ def test_workload_is_seeded_and_has_batches_with_and_without_prefix():
     assert first.requests == 16
     assert not any(r.prefix_len for r in first.batches[0])
     assert any(r.prefix_len for batch in first.batches[1:] for r in batch)
-    assert {c.return_lse for c in prefill_calls("sglang", first)} == {True, False}
+    assert {c.return_lse for batch in first.batches for c in sglang_profile(batch, first.chunk_capacity)} == {True, False}
 
 
 def test_readme_lists_every_finding_code_from_the_registry():
