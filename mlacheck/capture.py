@@ -96,7 +96,7 @@ class FamilyCapture:
         self._module = None
         self._original_cache: dict | None = None
         self._original_compile = None
-        self._dispatch_codes: frozenset = frozenset()
+        self._dispatch_code_ids: frozenset[int] = frozenset()
         self._compile_seconds: dict[int, tuple[object, float]] = {}
         self._key_strings: dict[object, list[str]] = {}
         self._dispatch_events: dict[object, dict] = {}
@@ -112,7 +112,8 @@ class FamilyCapture:
         if isinstance(cache, RecordingCache):
             raise MlacheckError(f"{family.name}: {family.module}.{family.cache} is already being recorded; install mlacheck once per process")
         compile_function = self._attribute(module, family.compile)
-        self._dispatch_codes = frozenset(inspect.unwrap(self._attribute(module, name)).__code__ for name in family.dispatch)
+        # by id: hashing a code object hashes its bytecode and constants on every lookup
+        self._dispatch_code_ids = frozenset(id(inspect.unwrap(self._attribute(module, name)).__code__) for name in family.dispatch)
         self.sink.write({"type": "family", "family": family.name, "version": self._installed_version(), "key_fields": family.key_fields})
         self._module, self._original_cache, self._original_compile = module, cache, compile_function
         recording = RecordingCache(cache, self)
@@ -178,9 +179,9 @@ class FamilyCapture:
     # -- helpers --------------------------------------------------------------------------------------
     def _dispatch_frame(self, frame: FrameType | None) -> FrameType | None:
         """The innermost frame of a dispatch function on the stack, or None outside any dispatch call."""
-        codes = self._dispatch_codes
+        code_ids = self._dispatch_code_ids
         while frame is not None:
-            if frame.f_code in codes:
+            if id(frame.f_code) in code_ids:
                 return frame
             frame = frame.f_back
         return None
