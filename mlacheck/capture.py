@@ -67,7 +67,7 @@ class RecordingCache(dict):
         self._capture = capture
 
     def __setitem__(self, key: object, value: object) -> None:
-        super().__setitem__(key, value)
+        dict.__setitem__(self, key, value)
         self._capture.on_insert(key, value, sys._getframe(1))
 
     def setdefault(self, key: object, default: object = None) -> object:
@@ -76,8 +76,7 @@ class RecordingCache(dict):
         return self[key]
 
     def __getitem__(self, key: object) -> object:
-        value = super().__getitem__(key)
-        return self._capture.on_lookup(key, value, sys._getframe(1))
+        return self._capture.on_lookup(key, dict.__getitem__(self, key), sys._getframe(1))
 
     def get(self, key: object, default: object = None) -> object:
         if not super().__contains__(key):
@@ -165,13 +164,14 @@ class FamilyCapture:
 
     def on_lookup(self, key: object, value: object, frame: FrameType) -> object:
         try:
-            if self._dispatch_frame(frame) is None:
+            # the hot path: a dispatch function looking its variant up itself
+            if id(frame.f_code) not in self._dispatch_code_ids and self._dispatch_frame(frame.f_back) is None:
                 return value
             event = self._dispatch_events.get(key)
             if event is None:
                 event = self._dispatch_events[key] = {"type": "dispatch", "family": self.family.name, "key": self._strings(key)}
             self.sink.write_cached(event)
-            return value if self.launch is None else self.launch(self._strings(key), value)
+            return value if self.launch is None else self.launch(event["key"], value)
         except Exception as exc:  # noqa: BLE001
             self._internal_error("lookup", exc)
             return value

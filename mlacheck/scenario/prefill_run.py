@@ -30,15 +30,16 @@ class Launcher:
         self.execute = execute
         self.launches = 0
         self.last_key: list[str] | None = None
+        self._kernel: object = None
 
     def stand_in(self, key: list[str], kernel: object):
-        self.last_key = key
+        """The capture's launch policy: the dispatch gets `launch`, which knows the kernel it stands for."""
+        self.last_key, self._kernel = key, kernel
+        return self.launch
 
-        def launch(*args: object, **kwargs: object) -> object:
-            self.launches += 1
-            return kernel(*args, **kwargs) if self.execute else None
-
-        return launch
+    def launch(self, *args: object, **kwargs: object) -> object:
+        self.launches += 1
+        return self._kernel(*args, **kwargs) if self.execute else None
 
 
 @dataclass
