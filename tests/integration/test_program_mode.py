@@ -121,3 +121,37 @@ def test_real_tokenspeed_mla_program_without_cuda_fails_on_its_own_and_is_report
     variants = report["families"][0]["variants"]
     assert len(variants) == 2 and all(v["precompiled"] and v["dispatches"] == 0 for v in variants)
     assert report["target_arch"] == "sm_100a"
+
+
+def test_report_merges_runs_of_several_nodes(tmp_path):
+    observe(tmp_path / "node0")
+    observe(tmp_path / "node1", "spawn", "1")
+    merged = run_cli("report", str(tmp_path / "node0" / "run"), str(tmp_path / "node1" / "run"),
+                     "--json", str(tmp_path / "merged.json"))
+    assert merged.code == 1, merged.stdout + merged.stderr
+    report = json.loads((tmp_path / "merged.json").read_text())
+    assert len(report["program"]["runs"]) == 2
+    assert serving(report) == [("fp8", "False", 0), ("fp8", "False", 0), ("fp8", "True", 1)]
+    [variant] = [v for v in report["families"][0]["variants"] if v["key"]["causal"] == "False"]
+    assert variant["dispatches"] == 2
+
+
+def test_corrupt_trace_is_one_line_and_exit_2(tmp_path):
+    _, run_dir = observe(tmp_path)
+    [trace] = run_dir.glob("trace-*.jsonl")
+    lines = trace.read_text().splitlines(keepends=True)
+    trace.write_text(lines[0] + "garbage\n" + "".join(lines[1:]))
+    result = run_cli("report", str(run_dir))
+    assert result.code == 2 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "corrupt trace line" in line and trace.name in line
+
+
+def test_truncated_last_line_is_read_as_truncated(tmp_path):
+    _, run_dir = observe(tmp_path)
+    [trace] = run_dir.glob("trace-*.jsonl")
+    trace.write_text(trace.read_text() + '{"type": "dispatch", "fam')
+    result = run_cli("report", str(run_dir), "--json", str(tmp_path / "r.json"))
+    assert result.code == 1, result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["processes"][0]["truncated"] and serving(report) == [("fp8", "False", 0)]
