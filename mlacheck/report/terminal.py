@@ -90,9 +90,10 @@ def _variant_table(family: FamilyResult) -> Table:
                   caption=f"every variant: {caption}" if caption else None, caption_justify="left", header_style="bold")
     for name in varying:
         table.add_column(name)
-    measured = [name for name, present in (("FP8 cost", any(v.fp8_cost for v in family.variants)),
+    measured = [name for name, present in (("tokens", any(v.tokens for v in family.variants)),
+                                           ("FP8 cost", any(v.fp8_cost for v in family.variants)),
                                            ("kernel vs reference", any(v.numerics for v in family.variants))) if present]
-    for name in ("precompiled", "compiled by", "dispatches", "tokens", *measured, "status"):
+    for name in ("precompiled", "compiled by", "dispatches", *measured, "status"):
         table.add_column(name, justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
     for variant in family.variants:
         if variant.precompiled:
@@ -104,9 +105,9 @@ def _variant_table(family: FamilyResult) -> Table:
             status += f" ({variant.serving_path_compile_s:.1f} s stall)"
         table.add_row(
             *(variant.key.get(name, "—") for name in varying),
-            precompiled, variant.compiled_by or "—", str(variant.dispatches), str(variant.tokens),
-            *(_metrics(metrics) for metrics, name in ((variant.fp8_cost, "FP8 cost"), (variant.numerics, "kernel vs reference"))
-              if name in measured),
+            precompiled, variant.compiled_by or "—", str(variant.dispatches),
+            *(value for value, name in ((str(variant.tokens), "tokens"), (_metrics(variant.fp8_cost), "FP8 cost"),
+                                         (_metrics(variant.numerics), "kernel vs reference")) if name in measured),
             Text(status, style=STATUS_STYLES[variant.status]),
         )
     return table
