@@ -1,0 +1,51 @@
+"""Mode and target arch from the device, with only the device's answers faked (no CUDA here)."""
+
+import pytest
+import torch
+
+from mlacheck.check import CheckOptions, run_check
+from mlacheck.environment import detect_environment
+from mlacheck.errors import MlacheckError
+
+
+@pytest.fixture
+def device(monkeypatch):
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+
+    def fake(capability):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a test device")
+
+    yield fake
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+
+
+@pytest.mark.parametrize("capability, arch, mode, target", [
+    ((9, 0), "auto", "trace", "sm_100a"),
+    ((10, 0), "auto", "execute", "sm_100a"),
+    ((10, 3), "auto", "execute", "sm_103a"),
+    ((10, 7), "auto", "execute", "sm_107a"),
+    ((10, 3), "sm_100a", "trace", "sm_100a"),  # an sm_100a binary does not run on sm_103
+])
+def test_mode_and_target_follow_the_device(device, capability, arch, mode, target):
+    import os
+
+    device(capability)
+    environment = detect_environment(arch)
+    assert (environment.mode, environment.target_arch) == (mode, target)
+    assert os.environ["CUTE_DSL_ARCH"] == target
+    assert environment.enable_pdl
+
+
+def test_no_device_is_dry_mode_on_sm_100a(monkeypatch):
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    environment = detect_environment("auto")
+    assert (environment.mode, environment.target_arch, environment.device) == ("dry", "sm_100a", None)
+
+
+def test_compile_skip_is_refused_in_execute_mode(device):
+    device((10, 0))
+    with pytest.raises(MlacheckError, match="refused in execute mode"):
+        run_check(CheckOptions(compile="skip"))
