@@ -57,7 +57,7 @@ def main() -> None:
         with_mlacheck = loop_seconds(observed(folder / "cost", "1", "100000"))
         print(f"100000 dispatches: loop {plain:.3f} s without, {with_mlacheck:.3f} s with mlacheck: ratio "
               f"{with_mlacheck / plain:.2f}, +{(with_mlacheck - plain) / 100000 * 1e6:.2f} us per dispatch "
-              f"(a tokenspeed_mla_prefill dispatch costs about 75 us of host time on the H200)")
+              f"(a tokenspeed_mla_prefill dispatch costs about 100 us of host time on the H200)")
 
 
 if __name__ == "__main__":
