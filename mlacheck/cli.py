@@ -23,6 +23,14 @@ console = Console()
 errors = Console(stderr=True)
 
 
+JsonOption = Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")]
+StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
+OutputOption = Annotated[Optional[list[str]], typer.Option(
+    help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout); repeatable.")]
+BaselineOption = Annotated[Optional[Path], typer.Option(
+    help="A saved JSON report or baseline: its findings show as known and do not fail.")]
+
+
 class Profile(str, Enum):
     tokenspeed = "tokenspeed"
     sglang = "sglang"
@@ -44,11 +52,11 @@ def run(
     rules: Annotated[Optional[Path], typer.Option(help="A rule file or folder that replaces the bundled rules.")] = None,
     requests: Annotated[int, typer.Option(help="Requests in the seeded workload.")] = 8,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
+    json_path: JsonOption = None,
     trace: Annotated[Optional[Path], typer.Option(help="Also write the event trace (JSONL) here.")] = None,
-    strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
-    output: Annotated[Optional[list[str]], typer.Option(help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout); repeatable.")] = None,
-    baseline: Annotated[Optional[Path], typer.Option(help="A saved JSON report or baseline: its findings show as known and do not fail.")] = None,
+    strict: StrictOption = False,
+    output: OutputOption = None,
+    baseline: BaselineOption = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")] = None,
     command: Annotated[Optional[list[str]], typer.Argument(help="Program mode: after --, a command to run and observe.")] = None,
 ) -> None:
@@ -71,10 +79,10 @@ def run(
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="Run folders of program-mode runs (e.g. one per node).")],
     rules: Annotated[Optional[Path], typer.Option(help="Rules to analyse with (default: those saved in the first run folder).")] = None,
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")] = None,
-    strict: Annotated[bool, typer.Option(help="Warnings fail the run too.")] = False,
-    output: Annotated[Optional[list[str]], typer.Option(help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout); repeatable.")] = None,
-    baseline: Annotated[Optional[Path], typer.Option(help="A saved JSON report or baseline: its findings show as known and do not fail.")] = None,
+    json_path: JsonOption = None,
+    strict: StrictOption = False,
+    output: OutputOption = None,
+    baseline: BaselineOption = None,
 ) -> None:
     """Re-render and merge saved program-mode runs (e.g. one per node of a multi-node job)."""
     from mlacheck.program.runs import program_result
