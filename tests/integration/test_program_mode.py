@@ -46,6 +46,12 @@ def test_spawned_workers_compile_on_the_serving_path_in_their_own_rank(tmp_path)
     assert {p["rank"] for p in result.report["processes"]} == {0, 1, 2}
 
 
+def test_torch_multiprocessing_workers_are_observed(tmp_path):
+    result, _ = observe(tmp_path, "torch", "2")
+    assert result.code == 1, result.stdout + result.stderr
+    assert serving(result.report) == [("fp8", "False", 0), ("fp8", "True", 1), ("fp8", "True", 2)]
+
+
 def test_forked_workers_inherit_the_warm_cache(tmp_path):
     result, run_dir = observe(tmp_path, "fork", "2")
     assert result.code == 1, result.stdout + result.stderr
