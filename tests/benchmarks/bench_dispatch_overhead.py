@@ -4,7 +4,7 @@ Same tensors, the launch a no-op both ways (without capture a no-op sits in the 
 capture the trace-mode Launcher stands in). Blocks alternate A B B A so that drift does not favour either
 side; the figure is the median over block pairs of (with / without). Target: <= 1.02.
 On a CUDA device it runs in trace mode; without one, in dry mode on the CPU.
-Usage: python benchmarks/bench_dispatch_overhead.py [pairs] [calls per block]
+Usage: python tests/benchmarks/bench_dispatch_overhead.py [pairs] [calls per block]
 """
 
 import gc

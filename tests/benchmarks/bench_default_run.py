@@ -2,7 +2,7 @@
 
 Prints: skip vs real (target: skip <= 0.2 x real) and real vs its floor, the sum of its own compile
 times plus the import of torch + tokenspeed_mla + mlacheck (target: real <= 1.15 x floor + 5 s).
-Usage: python benchmarks/bench_default_run.py [extra `mlacheck run` options]
+Usage: python tests/benchmarks/bench_default_run.py [extra `mlacheck run` options]
 """
 
 import json

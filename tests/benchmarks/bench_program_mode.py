@@ -3,7 +3,7 @@
 2. the same with worker 3 SIGKILLed half-way: its events up to the kill are all there.
 3. one process x 100 000 dispatches with and without mlacheck: the dispatch loop's time as a ratio, and
    the microseconds mlacheck adds per dispatch.
-Usage (from the repository root): python benchmarks/bench_program_mode.py
+Usage (from the repository root): python tests/benchmarks/bench_program_mode.py
 """
 
 import os
@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "tests" / "fixtures" / "synthetic.toml"
 PROGRAM = ROOT / "tests" / "fixtures" / "programs" / "dispatch_loop.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -1,7 +1,7 @@
 """Reference prefill throughput (tokens/s) on the default workload, so users know what --requests costs.
 
 Times mlacheck's FP32 reference over every prefill call of the default workload (tokenspeed profile),
-FP8 inputs, on the CUDA device. Usage: python benchmarks/bench_reference.py [requests]
+FP8 inputs, on the CUDA device. Usage: python tests/benchmarks/bench_reference.py [requests]
 """
 
 import sys

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# mlacheck's own pure dependencies that the GPU machine's image may lack (pydantic, packaging, pytest),
+# as Python 3.12 wheels in .device-wheels/extra with an install script; carry that folder beside half b:
+#   bash .device-wheels/b/install.sh && bash .device-wheels/extra/install.sh && source /root/gpu-env.sh && ...
+# Run from the project root, after ../shared/device/stage-wheels.sh.
+set -euo pipefail
+dest=.device-wheels/extra
+mkdir -p "$dest"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
+  pydantic pydantic-core annotated-types typing-inspection typing-extensions packaging pytest iniconfig pluggy
+cat > "$dest/install.sh" <<'INSTALL'
+#!/usr/bin/env bash
+# On the GPU machine: install the wheels the image lacks into /tmp/site-extra, never over the image's own.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p /tmp/site-extra
+for wheel in "$here"/*.whl; do
+  name=$(basename "$wheel" | cut -d- -f1 | tr _ -)
+  python3 -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$name" 2>/dev/null \
+    || python3 -m pip install -q --no-index --no-deps --target /tmp/site-extra "$wheel"
+done
+echo "export PYTHONPATH=\$PYTHONPATH:/tmp/site-extra" >> /root/gpu-env.sh
+INSTALL
+du -sh "$dest"
