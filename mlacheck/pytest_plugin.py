@@ -104,7 +104,8 @@ class MlacheckSession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from mlacheck.errors import MlacheckError
         from mlacheck.program.runs import program_result
-        from mlacheck.report.json_report import write_json
+        from mlacheck.report.formats import write_outputs
+        from mlacheck.report.json_report import report_dict
 
         self._finish_recording()
         try:
@@ -115,7 +116,7 @@ class MlacheckSession:
             })
             self.result = program_result([self.run.path], self.rules_path, self.strict)
             if self.json_path is not None:
-                write_json(self.result, self.json_path)
+                write_outputs(report_dict(self.result), [f"json:{self.json_path}"])
         except (MlacheckError, OSError) as exc:
             self.error = str(exc)
         failing = self.error is not None or (self.result is not None and self.result.verdict == "fail")

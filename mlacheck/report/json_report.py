@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from mlacheck.check import CheckResult
-from mlacheck.errors import MlacheckError
 
 FORMAT_VERSION = 1
 SCENARIO_FIELDS = ("model", "tp", "num_heads", "d_qk", "d_v", "warmup", "profile", "requests", "seed",
@@ -70,10 +66,3 @@ def report_dict(result: CheckResult) -> dict:
         ],
         "internal_errors": analysis.internal_errors,
     }
-
-
-def write_json(result: CheckResult, path: Path) -> None:
-    try:
-        path.write_text(json.dumps(report_dict(result), indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise MlacheckError(f"--json {path}: cannot write the report: {exc}") from None
