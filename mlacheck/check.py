@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck import __version__
@@ -44,7 +44,6 @@ class CheckResult:
     header: dict
     analysis: Analysis
     strict: bool = False
-    timings: dict = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -87,15 +86,11 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
     sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__, "started": time.time()})
     captures = [FamilyCapture(rule.family, sink, options.compile, launcher.stand_in) for rule in rules]
-    timings = {}
     try:
         for capture in captures:
             capture.install()
-        started = time.perf_counter()
         run_warmup(warmup, {"q_dtype": FP8, "d_qk": model.d_qk, "d_v": model.d_v, "num_heads": model.num_heads,
                             "enable_pdl": environment.enable_pdl, "target_arch": environment.target_arch})
-        timings["warmup_s"] = time.perf_counter() - started
-        started = time.perf_counter()
         try:
             stats = run_traffic(package.tokenspeed_mla_prefill, workload, options.profile, model, environment.mode,
                                 environment.enable_pdl, launcher, sink, PREFILL_FAMILY, options.seed,
@@ -105,7 +100,6 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
                 f"tokenspeed_mla_prefill failed in {environment.mode} mode on {environment.device or 'the CPU'} "
                 f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
             ) from None
-        timings["traffic_s"] = time.perf_counter() - started
     finally:
         for capture in reversed(captures):
             capture.remove()
@@ -125,7 +119,7 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
         "requests": options.requests, "seed": options.seed, "prefill_calls": stats.prefill_calls,
         "tokens": stats.tokens, "launches": launcher.launches, "merge_max_abs_err": stats.merge_max_abs_err,
     }
-    return CheckResult(header, analyse(memory.events, rules, context), strict, timings)
+    return CheckResult(header, analyse(memory.events, rules, context), strict)
 
 
 def _require_prefill_rule(rules: list[FamilyRule], path: Path | None) -> None:
