@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import zip_longest
 
 from packaging.specifiers import SpecifierSet
@@ -93,6 +93,7 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
     by_family = {rule.family.name: rule for rule in rules}
     versions: dict[str, str | None] = {}
     tables: dict[int | None, dict[str, dict[tuple, Variant]]] = {}
+    merged: dict[str, dict[tuple, Variant]] = {}
     internal_errors = []
     for event in events:
         kind = event["type"]
@@ -101,10 +102,12 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
         elif kind == "family":
             versions[event["family"]] = event["version"]
         elif kind in ("compile", "dispatch", "numerics") and event["family"] in by_family:
-            table = tables.setdefault(event.get("proc"), {}).setdefault(event["family"], {})
+            # once into the process's own table, once into the table of all processes
             key = tuple(event["key"])
-            variant = table.get(key) or table.setdefault(key, Variant(_named(by_family[event["family"]], key)))
-            _apply(variant, event)
+            for table in (tables.setdefault(event.get("proc"), {}).setdefault(event["family"], {}),
+                          merged.setdefault(event["family"], {})):
+                variant = table.get(key) or table.setdefault(key, Variant(_named(by_family[event["family"]], key)))
+                _apply(variant, event)
     names = [name for name in by_family if name in versions]
     findings: list[Finding] = []
     for name in names:
@@ -122,32 +125,9 @@ def analyse(events: list[dict], rules: list[FamilyRule], context: dict[str, str]
                 seen.add(identity)
                 findings.append(finding)
     findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
-    families = [FamilyResult(name, by_family[name].family.key_fields, versions[name],
-                             _merged([families.get(name, {}) for families in tables.values()]))
+    families = [FamilyResult(name, by_family[name].family.key_fields, versions[name], list(merged.get(name, {}).values()))
                 for name in names]
     return Analysis(families, findings, internal_errors)
-
-
-def _merged(tables: list[dict[tuple, Variant]]) -> list[Variant]:
-    """One variant table from several processes' tables: counts add up, flags are any-of."""
-    merged: dict[tuple, Variant] = {}
-    for table in tables:
-        for key, variant in table.items():
-            into = merged.get(key)
-            if into is None:
-                merged[key] = replace(variant)
-                continue
-            into.dispatches += variant.dispatches
-            into.tokens += variant.tokens
-            into.fp8_cost = worst(into.fp8_cost, variant.fp8_cost)
-            into.numerics = worst(into.numerics, variant.numerics)
-            if variant.precompiled and not into.precompiled:
-                into.precompiled, into.compile_s, into.compiled_by = True, variant.compile_s, variant.compiled_by
-            if variant.serving_path_compile:
-                into.serving_path_compile = True
-                into.serving_path_compile_s = max(into.serving_path_compile_s or 0.0, variant.serving_path_compile_s or 0.0) or None
-                into.serving_path_site = into.serving_path_site or variant.serving_path_site
-    return list(merged.values())
 
 
 def _apply(variant: Variant, event: dict) -> None:
@@ -157,10 +137,11 @@ def _apply(variant: Variant, event: dict) -> None:
         variant.tokens += event["tokens"]
         variant.fp8_cost = worst(variant.fp8_cost, event["fp8_cost"])
         variant.numerics = worst(variant.numerics, event["kernel"])
-    elif event["phase"] == "dispatch":
+    elif event["phase"] == "dispatch":  # the longest stall, and the site of the first
         variant.serving_path_compile = True
-        variant.serving_path_compile_s = event["seconds"]
-        variant.serving_path_site = event["site"]
+        if event["seconds"] is not None:
+            variant.serving_path_compile_s = max(variant.serving_path_compile_s or 0.0, event["seconds"])
+        variant.serving_path_site = variant.serving_path_site or event["site"]
     elif not variant.precompiled:
         variant.precompiled = True
         variant.compile_s = event["seconds"]
