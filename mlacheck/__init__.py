@@ -1,3 +1,16 @@
 """mlacheck: checks that a serving engine's kernel warm-up covers what its runtime dispatches."""
 
 __version__ = "0.1.0"
+
+
+def serving_started() -> None:
+    """Mark that serving starts now in this process: every compile before this is warm-up, whatever the stack.
+
+    Does nothing unless the process is observed (`mlacheck run -- ...`, `pytest --mlacheck`); imports nothing.
+    """
+    import sys
+
+    agent_module = sys.modules.get("mlacheck.program.agent")
+    agent = agent_module.current() if agent_module is not None else None
+    if agent is not None:
+        agent.serving_started("mlacheck.serving_started()")

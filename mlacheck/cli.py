@@ -1,14 +1,21 @@
-"""The command line: parse, call the library, print. Exit 0 clean, 1 findings, 2 bad input or environment."""
+"""The command line: parse, call the library, print. Exit 0 clean, 1 findings, 2 bad input, environment or an
+incomplete check; with `-- COMMAND`, otherwise the program's own status.
+
+Every error is one line on stderr (`mlacheck: error: ...`), typer's usage errors included; nothing a user
+wrote is read as rich markup.
+"""
 
 from __future__ import annotations
 
+import gc
+import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from mlacheck import __version__
 from mlacheck.errors import MlacheckError
@@ -19,16 +26,23 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True)
+
+
+def _console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, emoji=False, highlight=False)
 
 
 JsonOption = Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")]
 StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
 OutputOption = Annotated[Optional[list[str]], typer.Option(
-    help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout); repeatable.")]
+    help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable.")]
 BaselineOption = Annotated[Optional[Path], typer.Option(
     help="A saved JSON report or baseline: its findings show as known and do not fail.")]
+AllowIncompleteOption = Annotated[bool, typer.Option(
+    help="An incomplete check (nothing observed, dispatches that died before their lookup) does not exit 2.")]
+ContextOption = Annotated[Optional[list[str]], typer.Option(
+    help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable.")]
+RulesOption = Annotated[Optional[Path], typer.Option(help="A rule file or folder that replaces the bundled rules.")]
 
 
 class Profile(str, Enum):
@@ -41,126 +55,149 @@ class CompilePolicy(str, Enum):
     skip = "skip"
 
 
+SCENARIO_ONLY = ("model", "tp", "profile", "warmup", "requests", "seed", "trace")
+PROGRAM_ONLY = ("run_dir", "dry", "serving_start")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        _console().print(f"mlacheck {__version__}", markup=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
+                                          help="Print mlacheck's version and exit.")] = False,
+) -> None:
+    """Checks that a serving engine's kernel warm-up covers what its runtime dispatches."""
+
+
 @app.command()
 def run(
+    ctx: typer.Context,
     model: Annotated[str, typer.Option(help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
     tp: Annotated[int, typer.Option(help="Tensor-parallel size: divides the model's heads.")] = 1,
     profile: Annotated[Profile, typer.Option(help="Traffic pattern: whose prefill calls to replay.")] = Profile.tokenspeed,
     warmup: Annotated[str, typer.Option(help="Compile path under test: library, none, PATH.py:FUNC or pkg.module:FUNC.")] = "library",
     arch: Annotated[str, typer.Option(help="Target arch: auto, sm_100a, sm_103a or sm_107a.")] = "auto",
     compile: Annotated[CompilePolicy, typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only.")] = CompilePolicy.real,
-    rules: Annotated[Optional[Path], typer.Option(help="A rule file or folder that replaces the bundled rules.")] = None,
+    rules: RulesOption = None,
     requests: Annotated[int, typer.Option(help="Requests in the seeded workload.")] = 8,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
     json_path: JsonOption = None,
     trace: Annotated[Optional[Path], typer.Option(help="Also write the event trace (JSONL) here.")] = None,
     strict: StrictOption = False,
+    allow_incomplete: AllowIncompleteOption = False,
+    context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")] = None,
+    dry: Annotated[bool, typer.Option(help="Program mode: the watched dispatches run past their lookup without the target GPU; nothing launches.")] = False,
+    serving_start: Annotated[Optional[list[str]], typer.Option(
+        help="Program mode: MODULE:QUALNAME[@return], a function whose call (or return) marks serving start; repeatable.")] = None,
+    num_sms: Annotated[Optional[int], typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")] = None,
     command: Annotated[Optional[list[str]], typer.Argument(help="Program mode: after --, a command to run and observe.")] = None,
 ) -> None:
-    """Run the embedded scenario (warm-up, then traffic through tokenspeed_mla's dispatch), or with
+    """Run the embedded scenario (warm-up, then traffic through the kernels' own dispatch), or with
     `-- COMMAND`, run a program and observe every Python process it starts; report mismatches."""
+    given = {name for name in ctx.params if ctx.get_parameter_source(name).name in ("COMMANDLINE", "ENVIRONMENT")}
+    refused = sorted(given & set(SCENARIO_ONLY if command else PROGRAM_ONLY))
+    if refused:
+        where = "a program (-- COMMAND)" if command else "the embedded scenario (they need -- COMMAND)"
+        _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
+    specs, parsed_context, known, source = _inputs(output, json_path, context, baseline)
     if command:
-        from mlacheck.program.runner import run_program
-        from mlacheck.program.runs import program_result
+        from mlacheck.program.session import observe_program
 
-        run = _guard(lambda: run_program(command, run_dir, rules, compile.value))
-        errors.print(f"mlacheck: run folder {run.path}", markup=False, highlight=False)
-        _finish(_guard(lambda: program_result([run.path], rules, strict)), json_path, output, baseline)
-    from mlacheck.check import CheckOptions, run_check
+        report = _guard(lambda: observe_program(command, run_dir, rules, compile.value, dry, arch, num_sms, serving_start,
+                                                parsed_context, strict, allow_incomplete, known, source,
+                                                on_start=lambda path: _console(True).print(f"mlacheck: run folder {path}",
+                                                                                           markup=False)))
+    else:
+        from mlacheck.scenario.check import CheckOptions, run_check
 
-    options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed)
-    _finish(_guard(lambda: run_check(options, strict)), json_path, output, baseline)
+        options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed, num_sms)
+        report = _guard(lambda: run_check(options, strict, allow_incomplete, known, source, parsed_context))
+    _finish(report, specs)
 
 
 @app.command()
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders of program-mode runs (e.g. one per node).")],
-    rules: Annotated[Optional[Path], typer.Option(help="Rules to analyse with (default: those saved in the first run folder).")] = None,
+    sources: Annotated[list[Path], typer.Argument(help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report.")],
+    rules: Annotated[Optional[Path], typer.Option(help="Rules to analyse with (default: those saved in the run folders).")] = None,
     json_path: JsonOption = None,
     strict: StrictOption = False,
+    allow_incomplete: AllowIncompleteOption = False,
+    context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
 ) -> None:
-    """Re-render and merge saved program-mode runs (e.g. one per node of a multi-node job)."""
-    from mlacheck.program.runs import program_result
+    """Re-render and merge saved program-mode runs, or re-render a saved JSON report."""
+    from mlacheck.report.saved import report_from_sources
 
-    _finish(_guard(lambda: program_result(run_dirs, rules, strict)), json_path, output, baseline)
+    specs, parsed_context, known, source = _inputs(output, json_path, context, baseline)
+    _finish(_guard(lambda: report_from_sources(sources, rules, strict, allow_incomplete, parsed_context, known, source)), specs)
 
 
 @app.command()
 def manifest(
-    source: Annotated[list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")],
+    sources: Annotated[list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the warm-up manifest (JSON).")],
-    rules: Annotated[Optional[Path], typer.Option(help="Rules (default: a run folder's saved rules, else the bundled rules).")] = None,
+    rules: Annotated[Optional[Path], typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
-    from mlacheck.manifest import load_report, manifest as make_manifest, write_manifest
-    from mlacheck.program.runs import program_result
-    from mlacheck.report.json_report import report_dict
+    from mlacheck.manifest import manifest as make_manifest, write_manifest
+    from mlacheck.report.saved import report_from_sources
     from mlacheck.rules import load_rules
 
     def build() -> dict:
-        if len(source) == 1 and source[0].is_file():
-            return make_manifest(load_report(source[0]), load_rules(rules))
-        result = program_result(source, rules)
-        saved = source[0] / "rules"
-        return make_manifest(report_dict(result), load_rules(rules if rules is not None else saved))
+        saved = report_from_sources(sources, rules, allow_incomplete=True)
+        rule_path = rules if rules is not None else (sources[0] / "rules" if sources[0].is_dir() else None)
+        return make_manifest(saved, load_rules(rule_path))
 
     data = _guard(build)
     _guard(lambda: write_manifest(data, output))
     count = sum(len(family["variants"]) for family in data["families"])
-    console.print(f"mlacheck: wrote {count} dispatched variant(s) to {output}")
-
-
-def _finish(result, json_path: Optional[Path], outputs: Optional[list[str]], baseline: Optional[Path]) -> None:
-    """Print the report, write the requested files, exit: 1 on new failing findings, else the program's status."""
-    from mlacheck.report.baseline import apply_baseline, load_baseline
-    from mlacheck.report.formats import parse_output, write_outputs
-    from mlacheck.report.json_report import report_dict
-    from mlacheck.report.terminal import render
-
-    specs = [*(outputs or []), *([f"json:{json_path}"] if json_path is not None else [])]
-    for spec in specs:
-        _guard(lambda: parse_output(spec))
-    report = report_dict(result)
-    if baseline is not None:
-        report = _guard(lambda: apply_baseline(report, load_baseline(baseline), str(baseline)))
-    render(result, console, report)
-    _guard(lambda: write_outputs(report, specs))
-    raise typer.Exit(result.exit_code_for(report["verdict"]))
+    _console().print(f"mlacheck: wrote {count} dispatched variant(s) to {output}", markup=False)
 
 
 @app.command("rules")
 def list_rules(
-    rules: Annotated[Optional[Path], typer.Option(help="A rule file or folder instead of the bundled rules.")] = None,
+    rules: RulesOption = None,
+    fingerprints: Annotated[bool, typer.Option(help="Also print the fingerprint of each family's key functions as installed.")] = False,
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
-    from mlacheck.registry import RULES
-    from mlacheck.rules import load_rules
+    from mlacheck.report.rules_table import print_rules
 
-    codes = Table(title="Finding codes", title_justify="left", header_style="bold")
-    for column in ("code", "name", "severity", "what", "fix"):
-        codes.add_column(column)
-    for rule in RULES.values():
-        codes.add_row(rule.code, rule.name, rule.severity.value, rule.summary, rule.hint)
-    console.print(codes)
-    families = Table(title="Kernel families", title_justify="left", header_style="bold")
-    for column in ("family", "cache", "key fields", "checked against", "contracts", "file"):
-        families.add_column(column)
-    for rule in _guard(lambda: load_rules(rules)):
-        family = rule.family
-        families.add_row(family.name, f"{family.module}.{family.cache}", ", ".join(family.key_fields),
-                         f"{family.distribution} {family.checked_versions}", str(len(rule.contract)), rule.source)
-    console.print(families)
+    _guard(lambda: print_rules(_console(), rules, fingerprints))
 
 
 @app.command()
 def version() -> None:
     """Print mlacheck's version."""
-    console.print(f"mlacheck {__version__}")
+    _console().print(f"mlacheck {__version__}", markup=False)
+
+
+def _finish(report, specs: list[tuple[str, Optional[Path]]]) -> None:
+    """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code."""
+    from mlacheck.report.formats import write_outputs
+    from mlacheck.report.terminal import render
+
+    render(report, _console(stderr=any(path is None for _, path in specs)))
+    _guard(lambda: write_outputs(report, specs))
+    raise typer.Exit(report.exit_code)
+
+
+def _inputs(output: Optional[list[str]], json_path: Optional[Path], context: Optional[list[str]],
+            baseline: Optional[Path]) -> tuple[list, dict[str, str], Optional[set[str]], Optional[str]]:
+    """The options every reporting command shares, checked before anything runs."""
+    from mlacheck.context import parse_context
+    from mlacheck.report.baseline import known_findings
+    from mlacheck.report.formats import output_specs
+
+    specs = _guard(lambda: output_specs([*(output or []), *([f"json:{json_path}"] if json_path is not None else [])]))
+    return specs, _guard(lambda: parse_context(context)), *_guard(lambda: known_findings(baseline))
 
 
 def _guard(action):
@@ -168,9 +205,33 @@ def _guard(action):
     try:
         return action()
     except MlacheckError as exc:
-        errors.print(f"mlacheck: error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(MlacheckError.exit_code) from None
+        _fail(str(exc))
+
+
+def _fail(message: str) -> None:
+    _console(stderr=True).print(f"mlacheck: error: {message}", markup=False, soft_wrap=True)
+    raise typer.Exit(MlacheckError.exit_code)
 
 
 def main() -> None:
-    app()
+    """The `mlacheck` entry point. A short-lived process: collections during the imports are put off (the heap is
+    frozen after them), and the interpreter's teardown is skipped once the output is flushed."""
+    gc.disable()
+    code = 0
+    try:
+        result = app(standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except Exception as exc:  # noqa: BLE001 - typer's usage errors; anything else is a bug shown as one line too
+        if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
+            _console(stderr=True).print(f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False,
+                                        soft_wrap=True)
+            code = 2
+        elif type(exc).__name__ == "Abort":
+            code = 130
+        else:
+            raise
+    except KeyboardInterrupt:
+        code = 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

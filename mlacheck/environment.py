@@ -14,6 +14,22 @@ TARGET_ARCHES = {(10, 0): "sm_100a", (10, 3): "sm_103a", (10, 7): "sm_107a"}
 
 MODES = ("execute", "trace", "dry")
 
+FLAGSHIP_SMS = {"sm_100a": (148, "B200")}
+"""The SM count of each target arch's flagship GPU, which the decode key depends on (through split_kv)."""
+
+
+def flagship_sm_count(arch: str) -> int:
+    """The target arch's flagship SM count; arches without a known flagship get B200's (pass --num-sms)."""
+    return FLAGSHIP_SMS.get(arch, FLAGSHIP_SMS["sm_100a"])[0]
+
+
+def sm_count_label(arch: str, num_sms: int | None) -> str:
+    """How the report names the SM count in use."""
+    if num_sms is not None:
+        return f"{num_sms} (--num-sms)"
+    count, gpu = FLAGSHIP_SMS.get(arch, (None, None))
+    return f"{count} ({gpu}, the {arch} flagship)" if count else f"{flagship_sm_count(arch)} (assumed, B200's: pass --num-sms)"
+
 
 @dataclass(frozen=True)
 class Environment:

@@ -2,11 +2,12 @@
 
 The pytest process gets an in-process agent, and every Python subprocess that a test starts gets one
 through the bootstrap folder on PYTHONPATH (set for the session, restored at its end). At the end of the
-session the run folder is analysed; error findings (or any finding, with --mlacheck-strict) fail a
-session whose tests passed, and the terminal summary gets an "mlacheck" section.
+session the run folder is analysed into the same report model as `mlacheck run`; a session whose tests
+passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
+and the terminal summary gets an "mlacheck" section.
 
 Registered through the `pytest11` entry point, so this module is imported by every pytest run: it
-imports nothing of mlacheck (torch, pydantic, rich) until --mlacheck is given.
+imports nothing of mlacheck (pydantic, rich) until --mlacheck is given.
 """
 
 from __future__ import annotations
@@ -18,21 +19,37 @@ from pathlib import Path
 import pytest
 
 PLUGIN_NAME = "mlacheck-session"
+FLAG_NAMES = {"--run-dir ": "--mlacheck-run-dir=", "--rules ": "--mlacheck-rules=", "--output ": "--mlacheck-output=",
+              "--baseline ": "--mlacheck-baseline=", "--context ": "--mlacheck-context=", "--num-sms ": "--mlacheck-num-sms=",
+              "--serving-start ": "--mlacheck-serving-start="}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mlacheck", "mlacheck: JIT-kernel warm-up vs runtime dispatch")
     group.addoption("--mlacheck", action="store_true", default=False,
                     help="Observe the session's kernel compile caches (this process and its Python subprocesses); "
-                         "error findings fail the session.")
-    group.addoption("--mlacheck-rules", metavar="PATH", default=None,
-                    help="A rule file or folder that replaces the bundled rules.")
+                         "error findings, or a check that saw nothing, fail the session.")
+    group.addoption("--mlacheck-rules", metavar="PATH", default=None, help="A rule file or folder that replaces the bundled rules.")
     group.addoption("--mlacheck-run-dir", metavar="PATH", default=None,
                     help="The run folder, new or empty (default mlacheck-runs/<time>-<pid>).")
-    group.addoption("--mlacheck-strict", action="store_true", default=False,
-                    help="Warnings fail the session too.")
-    group.addoption("--mlacheck-json", metavar="PATH", default=None,
-                    help="Also write the JSON report here.")
+    group.addoption("--mlacheck-compile", choices=("real", "skip"), default="real",
+                    help="real: compile and time every variant; skip: record keys only (kernels then cannot launch).")
+    group.addoption("--mlacheck-dry", action="store_true", default=False,
+                    help="The watched dispatches run past their lookup without the target GPU; nothing launches.")
+    group.addoption("--mlacheck-num-sms", metavar="N", type=int, default=None,
+                    help="With --mlacheck-dry: the target GPU's SM count (default: the target arch's flagship).")
+    group.addoption("--mlacheck-context", metavar="KEY=VALUE", action="append", default=[],
+                    help="A run-context value that contracts read (kv_cache_dtype, d_qk, ...); repeatable.")
+    group.addoption("--mlacheck-serving-start", metavar="MODULE:QUALNAME[@return]", action="append", default=[],
+                    help="A function whose call (or return) marks serving start; repeatable.")
+    group.addoption("--mlacheck-output", metavar="FORMAT:PATH", action="append", default=[],
+                    help="Also write the report as FORMAT (json, junit, sarif, github, markdown) to PATH; repeatable.")
+    group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
+    group.addoption("--mlacheck-baseline", metavar="PATH", default=None,
+                    help="A saved JSON report or baseline: its findings show as known and do not fail.")
+    group.addoption("--mlacheck-strict", action="store_true", default=False, help="Warnings fail the session too.")
+    group.addoption("--mlacheck-allow-incomplete", action="store_true", default=False,
+                    help="A check that saw nothing to compare does not fail the session.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,25 +59,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(MlacheckSession(config), PLUGIN_NAME)
 
 
+def _usage_error(message: str) -> pytest.UsageError:
+    """The library's one-line message, naming this plugin's options instead of the CLI's."""
+    for flag, option in FLAG_NAMES.items():
+        message = message.replace(flag, option)
+    return pytest.UsageError(f"mlacheck: {message}")
+
+
 class MlacheckSession:
     """The state of one observed session; registered on the plugin manager, so its hooks run too."""
 
     def __init__(self, config: pytest.Config) -> None:
         from mlacheck.errors import MlacheckError
         from mlacheck.program.agent import ENV_RUN_DIR, Agent
-        from mlacheck.program.rundir import RunDir
         from mlacheck.program.runner import observed_environment
-        from mlacheck.rules import load_rules
+        from mlacheck.program.session import prepare_run
 
         self.config = config
-        self.compile_policy = "real"
-        self.strict = bool(config.getoption("mlacheck_strict"))
-        rules_option = config.getoption("mlacheck_rules")
-        run_dir_option = config.getoption("mlacheck_run_dir")
-        json_option = config.getoption("mlacheck_json")
-        self.rules_path = Path(rules_option) if rules_option else None
-        self.json_path = Path(json_option) if json_option else None
-        self.result = None
+        option = config.getoption
+        self.rules_path = Path(option("mlacheck_rules")) if option("mlacheck_rules") else None
+        self.compile_policy, self.dry = option("mlacheck_compile"), bool(option("mlacheck_dry"))
+        self.report = None
         self.error: str | None = None
         self.failed_session = False
         if os.environ.get(ENV_RUN_DIR):
@@ -68,22 +87,28 @@ class MlacheckSession:
                 f"--mlacheck: this pytest is already observed ({ENV_RUN_DIR}={os.environ[ENV_RUN_DIR]}, e.g. under "
                 "`mlacheck run -- pytest`); use one of the two")
         try:
-            rules = load_rules(self.rules_path)
-            self.run = RunDir.create(Path(run_dir_option) if run_dir_option else None)
-            self.run.save_rules(rules)
+            from mlacheck.context import parse_context
+            from mlacheck.report.baseline import known_findings
+            from mlacheck.report.formats import output_specs
+
+            outputs = list(option("mlacheck_output")) + ([f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else [])
+            self.specs = output_specs(outputs)
+            self.context = parse_context(option("mlacheck_context"), "--mlacheck-context")
+            self.known, self.baseline_source = known_findings(Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None)
+            serving_start = list(option("mlacheck_serving_start"))
+            self.run, capture_config, environment = prepare_run(
+                Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None, self.rules_path,
+                self.compile_policy, self.dry, "auto", option("mlacheck_num_sms"), serving_start)
         except MlacheckError as exc:
-            # the messages name the CLI's flags; name this plugin's instead
-            message = str(exc).replace("--run-dir ", "--mlacheck-run-dir ").replace("--rules ", "--mlacheck-rules ")
-            raise pytest.UsageError(f"mlacheck: {message}") from None
+            raise _usage_error(str(exc)) from None
         self.started = time.time()
-        self.agent = Agent(self.run.path, rules, self.compile_policy)
-        self.agent.start()
         self._saved_environment: dict[str, str | None] = {}
-        observed = observed_environment(self.run, self.compile_policy, dict(os.environ))
-        for name, value in observed.items():
+        for name, value in {**environment, **observed_environment(self.run, dict(os.environ), serving_start)}.items():
             if os.environ.get(name) != value:
                 self._saved_environment[name] = os.environ.get(name)
                 os.environ[name] = value
+        self.agent = Agent(self.run.path, capture_config)
+        self.agent.start()
 
     def _restore_environment(self) -> None:
         for name, value in self._saved_environment.items():
@@ -103,26 +128,28 @@ class MlacheckSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from mlacheck.errors import MlacheckError
-        from mlacheck.program.runs import program_result
+        from mlacheck.program.runs import program_report
         from mlacheck.report.formats import write_outputs
-        from mlacheck.report.json_report import report_dict
 
         self._finish_recording()
+        option = self.config.getoption
         try:
             self.run.write_meta({
-                "command": ["pytest", *self.config.invocation_params.args], "started": self.started,
-                "ended": time.time(), "compile_policy": self.compile_policy, "exit_code": int(session.exitstatus),
-                "signal": None,
+                "command": ["pytest", *self.config.invocation_params.args], "started": self.started, "ended": time.time(),
+                "compile_policy": self.compile_policy, "dry": self.dry, "exit_code": int(session.exitstatus), "signal": None,
             })
-            self.result = program_result([self.run.path], self.rules_path, self.strict)
-            if self.json_path is not None:
-                write_outputs(report_dict(self.result), [f"json:{self.json_path}"])
-        except (MlacheckError, OSError) as exc:
+            self.report = program_report([self.run.path], self.rules_path, bool(option("mlacheck_strict")),
+                                         bool(option("mlacheck_allow_incomplete")), self.context, self.known,
+                                         self.baseline_source)
+            write_outputs(self.report, self.specs)
+        except MlacheckError as exc:
             self.error = str(exc)
-        failing = self.error is not None or (self.result is not None and self.result.verdict == "fail")
-        if failing and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED if self.error is None else pytest.ExitCode.USAGE_ERROR
-            self.failed_session = True
+        if session.exitstatus == pytest.ExitCode.OK:
+            if self.error is not None:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            elif self.report.verdict != "pass":
+                session.exitstatus = self.report.exit_code
+            self.failed_session = session.exitstatus != pytest.ExitCode.OK
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self._finish_recording()  # a session that ended before sessionfinish: still leave the environment as it was
@@ -134,35 +161,33 @@ class MlacheckSession:
         if self.error is not None:
             write(f"mlacheck error: {self.error}", red=True, bold=True)
             return
-        result = self.result
-        if result is None:
+        report = self.report
+        if report is None:
             write("no analysis: the session ended before mlacheck could read the run folder", yellow=True)
             return
-        from mlacheck.registry import Severity
-
         verbose = self.config.getoption("verbose") > 0
-        for finding in result.analysis.findings:
-            error = finding.severity is Severity.ERROR
-            line = f"{finding.code} {finding.name} [{finding.severity.value}] {finding.message}"
-            if finding.process is not None:
+        for finding in report.findings:
+            error = finding.severity == "error"
+            line = f"{'known: ' if finding.baselined else ''}{finding.code} {finding.name} [{finding.severity}] {finding.message}"
+            if finding.process:
                 rank = finding.process.get("rank")
                 line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
-            write(line, red=error, yellow=not error)
+            write(line, red=error and not finding.baselined, yellow=not error)
             if verbose:
                 write(f"    fix: {finding.hint}")
-        for message in result.analysis.internal_errors:
+        for reason in report.incomplete:
+            write(f"incomplete: {reason}", purple=True)
+        for line in report.not_checked:
+            write(f"not checked: {line}")
+        for message in report.internal_errors:
             write(f"internal error in capture (the program went on): {message}", purple=True)
-        errors = sum(f.severity is Severity.ERROR for f in result.analysis.findings)
-        warnings = len(result.analysis.findings) - errors
-        variants = [v for family in result.analysis.families for v in family.variants]
-        counts = (f"{errors} error(s), {warnings} warning(s)" + (" (strict: warnings fail)" if result.strict else "")
-                  + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
-                  f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(result.header['processes'])} process(es)")
-        verdict = result.verdict.upper()
-        write(f"verdict: {verdict}  {counts}", red=verdict == "FAIL", green=verdict == "PASS", bold=True)
+        variants = [v for family in report.families for v in family.variants]
+        write(f"verdict: {report.verdict.upper()}  {report.counts.errors} error(s), {report.counts.warnings} warning(s)"
+              + (f", {report.counts.baselined} known from the baseline" if report.counts.baselined else "")
+              + (" (strict: warnings fail)" if report.strict else "") + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
+              f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)",
+              red=report.verdict == "fail", green=report.verdict == "pass", purple=report.verdict == "incomplete", bold=True)
         if self.failed_session:
-            write("the session fails on these findings, though its tests passed", red=True)
-        if result.analysis.findings:
+            write(f"the session fails on mlacheck's verdict ({report.exit_reason}), though its tests passed", red=True)
+        if report.findings:
             write(f"full report: mlacheck report {self.run.path}")
-        if self.json_path is not None:
-            write(f"JSON report: {self.json_path}")

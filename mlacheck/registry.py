@@ -65,6 +65,15 @@ RULES: dict[str, Rule] = {
             "A variant that compiles and launches can still compute the wrong attention (a wrong mask, scale or LSE).",
             "Compare the variant's compile arguments with the dispatch's inputs; check the kernel on these shapes.",
         ),
+        Rule(
+            "MLA006",
+            "key-spelling",
+            Severity.ERROR,
+            "One variant was compiled twice, under two spellings of the same functools-cached call.",
+            "functools.cache keys on how a call is spelled: f(a, b) and f(a=a, b=b) are two entries, so a warm-up "
+            "that spells it differently from the dispatch compiles a variant the dispatch never hits.",
+            "Spell the warm-up's call exactly as the dispatch does (the same arguments by keyword, in the same order).",
+        ),
     )
 }
 

@@ -1,11 +1,17 @@
 """The agent: capture inside an observed process, started at interpreter start (bootstrap/sitecustomize.py)
-or by the pytest plugin. It installs a family's hooks when the family's module is imported, writes this
-process's own trace, gives a forked child a trace of its own, and never raises into the program."""
+or by the pytest plugin.
+
+It installs a family's hooks when the family's module is imported, marks serving start where the rules
+(or the program, through `mlacheck.serving_started()` or MLACHECK_SERVING_START) say it starts, writes
+this process's own trace, gives a forked child a trace of its own, and never raises into the program.
+It imports no rule schema, no torch and no kernel library: the run folder's capture.json says what to do.
+"""
 
 from __future__ import annotations
 
 import atexit
 import importlib.abc
+import json
 import os
 import socket
 import sys
@@ -13,14 +19,16 @@ import time
 from pathlib import Path
 
 from mlacheck import __version__
-from mlacheck.capture import FamilyCapture
+from mlacheck.capture.family import FamilyCapture
+from mlacheck.capture.spec import CapturePolicy, CaptureSpec, ServingStart
+from mlacheck.capture.stack import frame_site
 from mlacheck.events import FORMAT_VERSION, JsonlSink
-from mlacheck.program.rundir import trace_path
-from mlacheck.rules import FamilyRule, load_rules
+from mlacheck.program.rundir import CAPTURE_CONFIG, trace_path
 
 ENV_RUN_DIR = "MLACHECK_RUN_DIR"
-ENV_RULES = "MLACHECK_RULES"
-ENV_COMPILE = "MLACHECK_COMPILE"
+ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
+
+_current: Agent | None = None
 
 
 class _LoaderWithHook(importlib.abc.Loader):
@@ -58,53 +66,122 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 
 
 class Agent:
-    """Capture for one process tree's worth of processes: one trace file per process in `run_dir`."""
+    """Capture for one process: one trace file in `run_dir`, named by pid."""
 
-    def __init__(self, run_dir: Path, rules: list[FamilyRule], compile_policy: str = "real") -> None:
+    def __init__(self, run_dir: Path, config: dict) -> None:
         self.run_dir = run_dir
+        self.policy = CapturePolicy(**config.get("policy", {}))
         self.sink = JsonlSink(trace_path(run_dir, os.getpid()))
         self.captures: dict[str, list[FamilyCapture]] = {}
-        for rule in rules:
-            self.captures.setdefault(rule.family.module, []).append(FamilyCapture(rule.family, self.sink, compile_policy))
-        self._finder = _PostImportFinder(set(self.captures), self._installed)
+        for data in config["families"]:
+            spec = CaptureSpec.from_json(data)
+            self.captures.setdefault(spec.module, []).append(FamilyCapture(spec, self.sink, self.policy))
+        self.serving_starts = [ServingStart(**data) for data in config.get("serving_starts", [])]
+        self.serving_starts += _from_environment(os.environ.get(ENV_SERVING_START, ""))
+        self.engines = [(engine["name"], engine["module"]) for engine in config.get("engines", [])]
+        watched = set(self.captures) | {start.module for start in self.serving_starts}
+        self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
+        self._serving = False
+        self._forked_from: int | None = None
 
     def start(self) -> None:
+        global _current
+        _current = self
         self._write_run_event()
         sys.meta_path.insert(0, self._finder)
-        for name in self.captures:
+        for name in list(self._finder.modules):
             if name in sys.modules:
-                self._installed(sys.modules[name])
+                self._imported(sys.modules[name])
         os.register_at_fork(after_in_child=self._after_fork)
         atexit.register(self.stop)
 
-    def stop(self) -> None:
-        """Remove the hooks and close the trace with an `exit` event (normal interpreter exit only)."""
+    def stop(self, how: str = "exit") -> None:
+        """Remove the hooks and close the trace with the final counts and an `exit` event."""
         if os.getpid() != self._pid or self._finder not in sys.meta_path:
             return
         sys.meta_path.remove(self._finder)
-        self._safely(lambda: self.sink.write({"type": "exit", "rank": _distributed_rank() if _distributed_rank() is not None else _environment_rank()}))
+        self._safely(lambda: self._write_context())
         for captures in self.captures.values():
             for capture in captures:
                 self._safely(capture.remove)
+        self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how}))
         self.sink.close()
 
-    def _installed(self, module) -> None:
+    def serving_started(self, how: str) -> None:
+        """Serving starts now in this process (the first mark counts; later ones are ignored)."""
+        if self._serving or os.getpid() != self._pid:
+            return
+        self._serving = True
+        self._safely(lambda: self.sink.write({"type": "serving_start", "how": how, "site": _caller_site()}))
+        for captures in self.captures.values():
+            for capture in captures:
+                if capture.installed:
+                    self._safely(capture.serving_started)
+
+    def _imported(self, module) -> None:
         for capture in self.captures.get(module.__name__, []):
             self._safely(capture.install)
+        for start in self.serving_starts:
+            if start.module == module.__name__:
+                self._safely(lambda: self._mark_at(module, start))
+        if module.__name__ in self.captures:
+            self._safely(self._write_context)
+
+    def _mark_at(self, module, start: ServingStart) -> None:
+        owner_path, _, attribute = start.qualname.rpartition(".")
+        owner = module
+        for part in filter(None, owner_path.split(".")):
+            owner = getattr(owner, part)
+        function = getattr(owner, attribute)
+        how = f"{start.module}:{start.qualname} {'returned' if start.at == 'return' else 'called'}"
+        agent = self
+
+        def marked(*args, **kwargs):
+            if start.at == "call":
+                agent.serving_started(how)
+            result = function(*args, **kwargs)
+            if start.at == "return":
+                agent.serving_started(how)
+            return result
+
+        marked.__wrapped__ = function
+        setattr(owner, attribute, marked)
 
     def _after_fork(self) -> None:
         if self._finder not in sys.meta_path:  # stopped: a later fork is not observed
             return
-        self._pid = os.getpid()
-        self._safely(lambda: (self.sink.reopen(trace_path(self.run_dir, self._pid)), self._write_run_event()))
+        self._forked_from, self._pid = self._pid, os.getpid()
+
+        def child() -> None:
+            self.sink.reopen(trace_path(self.run_dir, self._pid))
+            self._write_run_event()
+            for captures in self.captures.values():
+                for capture in captures:
+                    if capture.installed:
+                        capture.after_fork()
+            real_exit = os._exit
+
+            def _exit(code: int) -> None:  # multiprocessing's fork children leave this way, past atexit
+                self.stop(how="os._exit")
+                real_exit(code)
+
+            os._exit = _exit
+
+        self._safely(child)
 
     def _write_run_event(self) -> None:
         self.sink.write({
             "type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "ppid": os.getppid(),
             "host": socket.gethostname(), "mlacheck_version": __version__, "started": time.time(),
             "argv": list(sys.argv), "rank": _environment_rank(), "cute_dsl_arch": os.environ.get("CUTE_DSL_ARCH"),
+            "forked_from": self._forked_from,
         })
+
+    def _write_context(self) -> None:
+        engine = next((name for name, module in self.engines if module in sys.modules), None)
+        values = {"target_arch": os.environ.get("CUTE_DSL_ARCH"), "engine": engine}
+        self.sink.write({"type": "context", "values": {k: v for k, v in values.items() if v is not None}})
 
     def _safely(self, action) -> None:
         try:
@@ -116,6 +193,28 @@ class Agent:
                 sys.stderr.write(f"mlacheck: capture error in process {os.getpid()}: {exc}\n")
 
 
+def current() -> Agent | None:
+    """The agent of this process, if it is observed."""
+    return _current
+
+
+def _from_environment(value: str) -> list[ServingStart]:
+    starts = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        function, _, at = item.partition("@")
+        module, _, qualname = function.partition(":")
+        if module and qualname:
+            starts.append(ServingStart(module, qualname, "return" if at == "return" else "call", "environment"))
+    return starts
+
+
+def _caller_site() -> str | None:
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_globals.get("__name__") or "").startswith("mlacheck"):
+        frame = frame.f_back
+    return frame_site(frame) if frame is not None else None
+
+
 def _environment_rank() -> int | None:
     for name in ("RANK", "LOCAL_RANK"):
         value = os.environ.get(name, "")
@@ -124,12 +223,14 @@ def _environment_rank() -> int | None:
     return None
 
 
-def _distributed_rank() -> int | None:
+def _rank() -> int | None:
     distributed = sys.modules.get("torch.distributed")
     try:
-        return distributed.get_rank() if distributed is not None and distributed.is_initialized() else None
+        if distributed is not None and distributed.is_initialized():
+            return distributed.get_rank()
     except Exception:  # noqa: BLE001
-        return None
+        pass
+    return _environment_rank()
 
 
 def start_from_environment() -> Agent | None:
@@ -137,7 +238,7 @@ def start_from_environment() -> Agent | None:
     run_dir = os.environ.get(ENV_RUN_DIR)
     if not run_dir:
         return None
-    rules = load_rules(Path(os.environ[ENV_RULES]) if os.environ.get(ENV_RULES) else None)
-    agent = Agent(Path(run_dir), rules, os.environ.get(ENV_COMPILE, "real"))
+    config = json.loads((Path(run_dir) / CAPTURE_CONFIG).read_text(encoding="utf-8"))
+    agent = Agent(Path(run_dir), config)
     agent.start()
     return agent

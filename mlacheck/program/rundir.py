@@ -1,4 +1,5 @@
-"""The run folder of a program-mode run: one trace per process, the rule files used, and meta.json."""
+"""The run folder of a program-mode run: one trace per process, what capture does (capture.json), the rule
+files used, meta.json, and a note per Python process that could not be observed."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
-from mlacheck.rules import FamilyRule
 
 TRACE_GLOB = "trace-*.jsonl"
+UNOBSERVED_GLOB = "unobserved-*.txt"
+CAPTURE_CONFIG = "capture.json"
 
 
 def trace_path(run_dir: Path, pid: int) -> Path:
@@ -36,7 +38,7 @@ class RunDir:
         """A new folder: the given one (must be empty or new), or mlacheck-runs/<UTC time>-<pid>."""
         if path is None:
             path = Path("mlacheck-runs") / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-        if path.exists() and any(path.iterdir()):
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
             raise MlacheckError(f"--run-dir {path}: not empty; give a new folder so that runs do not mix")
         try:
             (path / "rules").mkdir(parents=True, exist_ok=True)
@@ -44,10 +46,11 @@ class RunDir:
             raise MlacheckError(f"--run-dir {path}: cannot create it: {exc}") from None
         return cls(path.resolve())
 
-    def save_rules(self, rules: list[FamilyRule]) -> None:
-        """Copy the rule files in, so that `mlacheck report` analyses with the same rules later."""
-        for rule in rules:
-            shutil.copy(rule.source, self.rules_dir / Path(rule.source).name)
+    def save(self, rule_sources: list[str], capture_config: dict) -> None:
+        """Copy the rule files in (`mlacheck report` analyses with them later) and write what capture does."""
+        for source in rule_sources:
+            shutil.copy(source, self.rules_dir / Path(source).name)
+        (self.path / CAPTURE_CONFIG).write_text(json.dumps(capture_config, indent=1) + "\n", encoding="utf-8")
 
     def write_meta(self, meta: dict) -> None:
         self.meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -62,4 +65,8 @@ class RunDir:
             raise MlacheckError(f"{self.meta_path}: unreadable run metadata: {exc}") from None
 
     def traces(self) -> list[Path]:
-        return sorted(self.path.glob(TRACE_GLOB), key=lambda p: p.stat().st_mtime_ns)
+        return sorted(self.path.glob(TRACE_GLOB), key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+    def unobserved(self) -> list[str]:
+        """One line per Python process whose bootstrap could not start the agent."""
+        return [path.read_text(encoding="utf-8", errors="replace").strip() for path in sorted(self.path.glob(UNOBSERVED_GLOB))]

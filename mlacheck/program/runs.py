@@ -1,66 +1,113 @@
-"""Read run folders back: every process's trace merged into one analysis, with per-process attribution."""
+"""Read run folders back: every process's trace merged into one analysis, with per-process attribution.
+
+Runs recorded under different rule files are analysed with the union of their rules; a family that two
+runs declare differently is refused in one line, and a family recorded without any rule is reported as
+not checked, never dropped. Imports nothing of torch or of a kernel library.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlacheck import __version__
 from mlacheck.analysis import analyse
-from mlacheck.check import CheckResult
-from mlacheck.environment import distribution_version
 from mlacheck.errors import MlacheckError
 from mlacheck.events import read_trace
 from mlacheck.program.rundir import RunDir
-from mlacheck.rules import load_rules
+from mlacheck.report.model import Report, build_report
+from mlacheck.rules import RuleSet, load_rules
 
 
 @dataclass
 class LoadedRuns:
-    events: list[dict]
-    processes: list[dict]
-    programs: list[dict]
+    events: list[dict] = field(default_factory=list)
+    processes: list[dict] = field(default_factory=list)
+    programs: list[dict] = field(default_factory=list)
+    bad_lines: list[str] = field(default_factory=list)
+    unobserved: list[str] = field(default_factory=list)
+    policy: dict = field(default_factory=dict)
 
 
 def load_runs(paths: list[Path]) -> LoadedRuns:
     """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`)."""
-    events, processes, programs = [], [], []
+    resolved = [path.resolve() for path in paths]
+    twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
+    if twice is not None:
+        raise MlacheckError(f"{twice}: given twice; pass each run folder once")
+    loaded = LoadedRuns()
     for path in paths:
         if not path.is_dir():
-            raise MlacheckError(f"{path}: no such run folder; pass the --run-dir of an mlacheck run")
+            raise MlacheckError(f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)")
         run = RunDir(path)
         meta = run.read_meta()
-        programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
-        for trace in run.traces():
-            trace_events, truncated = read_trace(trace)
-            if not trace_events:
+        loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
+        loaded.unobserved += run.unobserved()
+        for trace_file in run.traces():
+            trace = read_trace(trace_file)
+            loaded.bad_lines += trace.bad_lines
+            if not trace.events:
                 continue
-            first = trace_events[0]
-            exit_rank = next((e["rank"] for e in trace_events if e["type"] == "exit"), None)
-            proc = len(processes)
-            processes.append({
-                "pid": first.get("pid"), "host": first.get("host"), "rank": exit_rank if exit_rank is not None else first.get("rank"),
-                "argv": first.get("argv"), "trace": str(trace), "truncated": truncated,
-                "exited": any(e["type"] == "exit" for e in trace_events), "events": len(trace_events),
+            first = trace.events[0]
+            exit_event = next((e for e in trace.events if e["type"] == "exit"), None)
+            proc = len(loaded.processes)
+            loaded.processes.append({
+                "pid": first.get("pid"), "host": first.get("host"),
+                "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
+                "argv": first.get("argv"), "trace": str(trace_file), "truncated": trace.truncated,
+                "exited": exit_event is not None, "forked_from": first.get("forked_from"), "events": len(trace.events),
+                "format_version": trace.format_version,
             })
-            for event in trace_events:
+            for event in trace.events:
                 event["proc"] = proc
-            events += trace_events
-    return LoadedRuns(events, processes, programs)
+            loaded.events += trace.events
+    return loaded
 
 
-def program_result(paths: list[Path], rules_path: Path | None = None, strict: bool = False) -> CheckResult:
-    """Analyse saved runs: the rules given, else the rule files saved in the first run folder."""
+def run_rules(paths: list[Path]) -> RuleSet:
+    """The union of the rule files saved in the run folders; a family declared differently by two runs is refused."""
+    files: dict[str, tuple[str, Path]] = {}
+    for path in paths:
+        for rule_file in sorted(RunDir(path).rules_dir.glob("*.toml")):
+            digest = hashlib.sha256(rule_file.read_bytes()).hexdigest()
+            earlier = files.setdefault(rule_file.name, (digest, path))
+            if earlier[0] != digest:
+                raise MlacheckError(f"{rule_file.name}: runs {earlier[1]} and {path} were recorded under different versions "
+                                    "of this rule file; report them separately, or pass --rules to analyse both with one")
+    if not files:
+        raise MlacheckError(f"{paths[0]}: no saved rule files in its rules/ folder; pass --rules")
+    folder = next(path for path in paths if any(RunDir(path).rules_dir.glob("*.toml")))
+    rules = load_rules(RunDir(folder).rules_dir)
+    for path in paths:
+        if path != folder:
+            rules = _union(rules, load_rules(RunDir(path).rules_dir))
+    return rules
+
+
+def _union(first: RuleSet, second: RuleSet) -> RuleSet:
+    sources = {Path(file.source).name for file in first.files}
+    return RuleSet(first.files + [file for file in second.files if Path(file.source).name not in sources])
+
+
+def program_report(paths: list[Path], rules_path: Path | None = None, strict: bool = False, allow_incomplete: bool = False,
+                   context: dict[str, str] | None = None, known: set[str] | None = None,
+                   baseline_source: str | None = None) -> Report:
+    """Analyse saved runs: the rules given, else the rule files saved in the run folders."""
     loaded = load_runs(paths)
-    rules = load_rules(rules_path if rules_path is not None else RunDir(paths[0]).rules_dir)
-    arch = next((e.get("cute_dsl_arch") for e in loaded.events if e["type"] == "run" and e.get("cute_dsl_arch")), None)
-    context = {"target_arch": arch} if arch else {}
-    header = {
-        "mlacheck_version": __version__,
-        "tokenspeed_mla_version": distribution_version("tokenspeed-mla"),
-        "target_arch": arch, "mode": "program", "device": None, "compile_policy": loaded.programs[0].get("compile_policy", "real"),
+    rules = load_rules(rules_path) if rules_path is not None else run_rules(paths)
+    analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes))
+    declared = {rule.family.name for rule in rules.families}
+    recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - declared)
+    analysis.incomplete += [f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules "
+                            "with its rule file" for name in recorded]
+    arch = next((e["values"]["target_arch"] for e in reversed(loaded.events)
+                 if e["type"] == "context" and e["values"].get("target_arch")), None)
+    arch = arch or next((e.get("cute_dsl_arch") for e in loaded.events if e["type"] == "run" and e.get("cute_dsl_arch")), None)
+    compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
+    facts = {
+        "mode": "program", "target_arch": (context or {}).get("target_arch", arch), "compile_policy": compile_policy,
+        "mlacheck_version": __version__, "device": None, "bad_lines": loaded.bad_lines,
         "program": loaded.programs[0] if len(loaded.programs) == 1 else {"runs": loaded.programs},
-        "processes": loaded.processes,
-        "run_dirs": [str(path) for path in paths],
     }
-    return CheckResult(header, analyse(loaded.events, rules, context, loaded.processes), strict)
+    return build_report(analysis, facts, loaded.processes, strict, allow_incomplete, known, baseline_source)

@@ -6,18 +6,18 @@ that share all of these (e.g. two contracts broken by one variant) are told apar
 order, so `report_fingerprints` is the one to use on a whole report.
 
 A baseline file is either a JSON report written earlier (its findings are fingerprinted again) or
-`{"format_version": 1, "fingerprints": [...]}` as `write_baseline` writes it.
+`{"format_version": 1, "fingerprints": [...]}` as `write_baseline` writes it. The report model
+(`report.model.decide`) marks the findings a baseline holds and leaves them out of the verdict.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import is_new, severity
+from mlacheck.keys import value_text
 
 FINGERPRINT_SCHEME = "mlacheck/v1"
 BASELINE_FORMAT_VERSION = 1
@@ -30,7 +30,7 @@ def fingerprint(finding: dict, occurrence: int = 0) -> str:
         FINGERPRINT_SCHEME,
         finding.get("code"),
         finding.get("family"),
-        sorted([str(name), str(value)] for name, value in (finding.get("key") or {}).items()),
+        sorted([str(name), value_text(value)] for name, value in (finding.get("key") or {}).items()),
         process.get("rank"),
     ]
     if occurrence:
@@ -74,26 +74,6 @@ def load_baseline(path: Path) -> dict:
     return data
 
 
-def apply_baseline(report: dict, baseline: dict, source: str | None = None) -> dict:
-    """A copy of the report whose findings carry "fingerprint" and "baselined", with the verdict recomputed.
-
-    The verdict fails only on a finding the baseline does not hold that is an error (any such finding
-    when the report is strict). The copy also gets "baseline": {"baselined": N, "new": M}.
-    """
-    known = baseline_fingerprints(baseline, source)
-    result = copy.deepcopy(report)
-    findings = result.get("findings") or []
-    for finding, print_ in zip(findings, report_fingerprints(findings)):
-        finding["fingerprint"] = print_
-        finding["baselined"] = print_ in known
-    strict = bool(result.get("strict"))
-    failing = [f for f in findings if is_new(f) and (strict or severity(f) == "error")]
-    result["verdict"] = "fail" if failing else "pass"
-    result["baseline"] = {"baselined": sum(1 for f in findings if not is_new(f)),
-                          "new": sum(1 for f in findings if is_new(f))}
-    return result
-
-
 def write_baseline(report: dict, path: Path) -> None:
     """Write {"format_version": 1, "fingerprints": [...]} of every finding in the report."""
     fingerprints = report_fingerprints(report.get("findings") or [])
@@ -102,3 +82,10 @@ def write_baseline(report: dict, path: Path) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise MlacheckError(f"baseline file {path}: cannot write it: {exc.strerror or exc}") from None
+
+
+def known_findings(path: Path | None) -> tuple[set[str] | None, str | None]:
+    """The fingerprints of a --baseline file and its name for the report; (None, None) without one."""
+    if path is None:
+        return None, None
+    return baseline_fingerprints(load_baseline(path), str(path)), str(path)

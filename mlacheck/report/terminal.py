@@ -1,4 +1,8 @@
-"""The rich terminal report: header, one variant table per kernel family, findings, verdict."""
+"""The rich terminal report: header, one variant table per kernel family, findings, what was not seen, verdict.
+
+It renders the report's JSON form, as every other format does; every piece of text is a `Text` (never
+markup), so paths, commands and function names print as they are.
+"""
 
 from __future__ import annotations
 
@@ -7,150 +11,186 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mlacheck.analysis import FamilyResult, Finding
-from mlacheck.check import CheckResult
-from mlacheck.registry import Severity
+from mlacheck.keys import spelling_text, value_text
+from mlacheck.report.model import Report
 
 MODE_NOTES = {
     "execute": "kernels launch on the device",
     "trace": "the library's dispatch runs on the device; the kernel launch is replaced and counted",
-    "dry": "no CUDA device: the library's dispatch runs up to its cache lookup; nothing launches",
-    "program": "a program's own dispatches, observed in each of its Python processes; nothing replaced",
+    "dry": "no CUDA device: the library's dispatch runs up to and past its cache lookup; nothing launches",
+    "program": "a program's own dispatches, observed in each of its Python processes",
 }
-STATUS_STYLES = {"ok": "green", "serving-path compile": "bold red", "dead warm-up": "yellow", "not compiled": "dim"}
-SEVERITY_STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "yellow"}
+STATUS_STYLES = {"ok": "green", "captured": "green", "serving-path compile": "bold red", "dead warm-up": "yellow",
+                 "unverified": "magenta", "not compiled": "dim"}
+SEVERITY_STYLES = {"error": "bold red", "warning": "yellow"}
+VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 
 
-def render(result: CheckResult, console: Console, report: dict | None = None) -> None:
-    """Print the report; `report` (the JSON report dict, possibly baselined) gives the verdict and known findings."""
-    known = [bool(f.get("baselined")) for f in report["findings"]] if report else [False] * len(result.analysis.findings)
-    console.print(_header(result.header))
-    for family in result.analysis.families:
+def render(report: Report | dict, console: Console) -> None:
+    """Print the whole report."""
+    data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    console.print(_header(data))
+    for family in data["families"]:
         console.print(_variant_table(family))
-    if result.analysis.findings:
-        console.print(_findings(result.analysis.findings, known))
-    for error in result.analysis.internal_errors:
+        for note in family.get("notes") or []:
+            console.print(Text(f"note: {note}", style="dim"))
+    if data["findings"]:
+        console.print(_findings(data["findings"]))
+    for reason in data.get("incomplete") or []:
+        console.print(Text(f"incomplete: {reason}", style="magenta"))
+    for line in data.get("not_checked") or []:
+        console.print(Text(f"not checked: {line}", style="dim"))
+    for line in data.get("bad_lines") or []:
+        console.print(Text(f"unreadable trace line skipped (the rest of its trace was read): {line}", style="magenta"))
+    for error in data.get("internal_errors") or []:
         console.print(Text(f"internal error in capture (the program went on): {error}", style="magenta"))
-    console.print(_verdict(result, report["verdict"] if report else result.verdict, sum(known)))
+    console.print(_verdict(data))
 
 
-def _header(header: dict) -> Panel:
+def _header(data: dict) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
+    versions = "   ".join(f"{name} {version}" for name, version in (data.get("versions") or {}).items())
+    mode = data["mode"]
     rows = [
-        ("mlacheck", f"{header['mlacheck_version']}   tokenspeed_mla {header['tokenspeed_mla_version']}"),
-        ("target arch", header["target_arch"] or "not set (CUTE_DSL_ARCH unset in the program)"),
-        ("mode", f"{header['mode']}: {MODE_NOTES[header['mode']]}" + (f" ({header['device']})" if header["device"] else "")),
-        ("compile", "real (cute.compile, timed)" if header["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
+        ("mlacheck", f"{data['mlacheck_version']}" + (f"   {versions}" if versions else "")),
+        ("target arch", data["target_arch"] or "not set (CUTE_DSL_ARCH unset in the program)"),
+        ("mode", f"{mode}: {MODE_NOTES.get(mode, '')}" + (f" ({data['device']})" if data.get("device") else "")),
+        ("compile", "real (cute.compile, timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
     ]
-    rows += _program_rows(header) if header["mode"] == "program" else _scenario_rows(header)
+    rows += _program_rows(data) if mode == "program" else _scenario_rows(data.get("scenario") or {}, mode)
     for name, value in rows:
-        grid.add_row(name, value)
+        grid.add_row(Text(name), Text(value))
     return Panel(grid, title="mlacheck report", title_align="left")
 
 
-def _scenario_rows(header: dict) -> list[tuple[str, str]]:
-    rows = [
-        ("model", f"{header['model']}  tp={header['tp']}: {header['num_heads']} heads, d_qk={header['d_qk']}, d_v={header['d_v']}"),
-        ("warm-up", header["warmup"]),
-        ("traffic", f"{header['profile']} profile: {header['requests']} requests (seed {header['seed']}), "
-                    f"{header['prefill_calls']} prefill calls, {header['tokens']} query tokens, {header['launches']} launches"
-                    + (" (replaced)" if header["mode"] != "execute" else "")),
-    ]
-    if header["merge_max_abs_err"] is not None:
-        rows.append(("chunked prefix", f"merged by LSE vs one-shot attention: max abs error {header['merge_max_abs_err']:.2e}"))
+def _scenario_rows(scenario: dict, mode: str) -> list[tuple[str, str]]:
+    rows = [("model", f"{scenario.get('model')}  tp={scenario.get('tp')}: {scenario.get('num_heads')} heads, "
+                      f"d_qk={scenario.get('d_qk')}, d_v={scenario.get('d_v')}"),
+            ("warm-up", str(scenario.get("warmup")))]
+    if scenario.get("prefill_calls") is not None:
+        rows.append(("prefill traffic", f"{scenario.get('profile')} profile: {scenario.get('requests')} requests "
+                                        f"(seed {scenario.get('seed')}), {scenario.get('prefill_calls')} prefill calls, "
+                                        f"{scenario.get('tokens')} query tokens"))
+    for name in ("decode", "sm count", "launches"):
+        if scenario.get(name.replace(" ", "_")) is not None:
+            rows.append((name, str(scenario[name.replace(" ", "_")]) + (" (replaced)" if name == "launches" and mode != "execute" else "")))
+    if scenario.get("merge_max_abs_err") is not None:
+        rows.append(("chunked prefix", f"merged by LSE vs one-shot attention: max abs error {scenario['merge_max_abs_err']:.2e}"))
     return rows
 
 
-def _program_rows(header: dict) -> list[tuple[str, str]]:
-    program = header["program"]
-    runs = program.get("runs", [program])
+def _program_rows(data: dict) -> list[tuple[str, str]]:
+    program = data.get("program") or {}
     ended = []
-    for run in runs:
+    for run in program.get("runs", [program]):
         command = " ".join(run.get("command") or ["?"])
         status = (f"killed by {run['signal']}" if run.get("signal") else "unfinished (no meta.json)" if run.get("unfinished")
                   else f"exit code {run.get('exit_code')}")
+        if run.get("forwarded"):
+            status += f" (mlacheck got {', '.join(run['forwarded'])} and passed it on)"
         ended.append(f"{command}: {status}")
-    processes = header["processes"]
+    processes = data.get("processes") or []
     described = ", ".join(
-        f"pid {p['pid']}" + (f" rank {p['rank']}" if p["rank"] is not None else "")
-        + ("" if p["exited"] else " (did not exit normally)") + (" (trace cut short)" if p["truncated"] else "")
-        for p in processes
-    )
+        f"pid {p['pid']}" + (f" rank {p['rank']}" if p.get("rank") is not None else "")
+        + (f" (forked from {p['forked_from']})" if p.get("forked_from") else "")
+        + ("" if p.get("exited") else " (did not exit normally)") + (" (trace cut short)" if p.get("truncated") else "")
+        for p in processes)
     return [("program", "\n".join(ended)), ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace")]
 
 
-def _variant_table(family: FamilyResult) -> Table:
+def _variant_table(family: dict) -> Table:
     """Fields that every variant shares go in the caption; the columns are the fields that vary."""
-    varying = [name for name in family.key_fields if len({v.key.get(name) for v in family.variants}) > 1]
-    shared = [name for name in family.key_fields if name not in varying and family.variants]
-    caption = ", ".join(f"{name}={family.variants[0].key.get(name, '—')}" for name in shared)
-    table = Table(title=f"{family.name}  ({family.version or 'version unknown'})", title_justify="left",
-                  caption=f"every variant: {caption}" if caption else None, caption_justify="left", header_style="bold")
+    variants = family["variants"]
+    fields = family.get("key_fields") or (list(variants[0]["key"]) if variants else [])
+    fields = fields + [name for v in variants for name in v["key"] if name not in fields]
+    varying = [name for name in fields if len({value_text(v["key"].get(name)) for v in variants}) > 1]
+    shared = [name for name in fields if name not in varying and variants and name in variants[0]["key"]]
+    spelled = len({spelling_text(v.get("spelling")) for v in variants}) > 1
+    caption = ", ".join(f"{name}={value_text(variants[0]['key'][name])}" for name in shared)
+    title = f"{family['name']}  ({family.get('version') or 'version unknown'})"
+    if family.get("dispatch_calls"):
+        title += f"  {family['dispatch_calls']} dispatch call(s)"
+    table = Table(title=Text(title), title_justify="left", header_style="bold", caption_justify="left",
+                  caption=Text(f"every variant: {caption}") if caption else None)
     for name in varying:
-        table.add_column(name)
-    measured = [name for name, present in (("tokens", any(v.tokens for v in family.variants)),
-                                           ("FP8 cost", any(v.fp8_cost for v in family.variants)),
-                                           ("kernel vs reference", any(v.numerics for v in family.variants))) if present]
+        table.add_column(Text(name))
+    if spelled:
+        table.add_column("spelled")
+    measured = [name for name, present in (("tokens", any(v.get("tokens") for v in variants)),
+                                           ("FP8 cost", any(v.get("fp8_cost") for v in variants)),
+                                           ("kernel vs reference", any(v.get("numerics") for v in variants))) if present]
     for name in ("precompiled", "compiled by", "dispatches", *measured, "status"):
         table.add_column(name, justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
-    for variant in family.variants:
-        if variant.precompiled:
-            precompiled = f"yes, {variant.compile_s:.1f} s" if variant.compile_s is not None else "yes"
+    for variant in variants:
+        if variant["precompiled"]:
+            how = {"capture": "captured", "preexisting": "before mlacheck", "inherited": "inherited (fork)"}.get(
+                variant.get("compile_phase"), "yes")
+            precompiled = how + (f", {variant['compile_s']:.1f} s" if variant.get("compile_s") is not None else "")
         else:
             precompiled = "no"
-        status = variant.status
-        if variant.serving_path_compile and variant.serving_path_compile_s is not None:
-            status += f" ({variant.serving_path_compile_s:.1f} s stall)"
+        status = variant["status"]
+        if variant.get("serving_path_compile_s") is not None:
+            status += f" ({variant['serving_path_compile_s']:.1f} s stall)"
+        dispatches = ("≥" if variant.get("dispatches_at_least") else "") + str(variant["dispatches"])
         table.add_row(
-            *(variant.key.get(name, "—") for name in varying),
-            precompiled, variant.compiled_by or "—", str(variant.dispatches),
-            *(value for value, name in ((str(variant.tokens), "tokens"), (_metrics(variant.fp8_cost), "FP8 cost"),
-                                         (_metrics(variant.numerics), "kernel vs reference")) if name in measured),
-            Text(status, style=STATUS_STYLES[variant.status]),
+            *(Text(value_text(variant["key"].get(name))) for name in varying),
+            *([Text(spelling_text(variant.get("spelling")))] if spelled else []),
+            Text(precompiled), Text(variant.get("compiled_by") or "—"), Text(dispatches),
+            *(Text(value) for value, name in ((str(variant.get("tokens")), "tokens"), (_metrics(variant.get("fp8_cost")), "FP8 cost"),
+                                              (_metrics(variant.get("numerics")), "kernel vs reference")) if name in measured),
+            Text(status, style=STATUS_STYLES.get(variant["status"], "")),
         )
     return table
 
 
-def _metrics(metrics: dict[str, float] | None) -> str:
+def _metrics(metrics: dict | None) -> str:
     if metrics is None:
         return "—"
-    return (f"cos {metrics['cosine_similarity']:.5f}, rel {metrics['max_rel_err']:.2e}, "
-            f"LSE {metrics['lse_max_abs_err']:.2e}")
+    lse = metrics.get("lse_max_abs_err")
+    return (f"cos {metrics['cosine_similarity']:.5f}, rel {metrics['max_rel_err']:.2e}"
+            + (f", LSE {lse:.2e}" if lse is not None else ""))
 
 
-def _findings(findings: list[Finding], known: list[bool]) -> Group:
+def _findings(findings: list[dict]) -> Group:
     parts = [Text("Findings", style="bold")]
-    for finding, in_baseline in zip(findings, known):
+    for finding in findings:
         line = Text()
-        if in_baseline:
+        if finding.get("baselined"):
             line.append("known (in the baseline) ", style="dim")
-        line.append(f"{finding.code} {finding.name} ", style=SEVERITY_STYLES[finding.severity])
-        line.append(f"[{finding.severity.value}] ", style="dim")
-        line.append(finding.message)
-        if finding.process is not None:
-            rank = finding.process.get("rank")
-            line.append(f" [pid {finding.process['pid']}{f', rank {rank}' if rank is not None else ''}]", style="cyan")
+        line.append(f"{finding['code']} {finding['name']} ", style=SEVERITY_STYLES[finding["severity"]])
+        line.append(f"[{finding['severity']}] ", style="dim")
+        line.append(finding["message"])
+        process = finding.get("process")
+        if process:
+            rank = process.get("rank")
+            line.append(f" [pid {process.get('pid')}{f', rank {rank}' if rank is not None else ''}]", style="cyan")
         parts.append(line)
-        for name, (precompiled, dispatched) in finding.diff.items():
-            parts.append(Text(f"    diff {name}: precompiled {precompiled} → dispatched {dispatched}", style="cyan"))
-        parts.append(Text(f"    fix: {finding.hint}", style="dim"))
+        for name, (old, new) in (finding.get("diff") or {}).items():
+            driven = finding.get("drivers", {}).get(name)
+            parts.append(Text(f"    diff {name}: precompiled {value_text(old)} → dispatched {value_text(new)}"
+                              + (f"  (follows {', '.join(driven)})" if driven else ""), style="cyan"))
+        if finding.get("site"):
+            parts.append(Text(f"    at {finding['site']}", style="dim"))
+        parts.append(Text(f"    fix: {finding['hint']}", style="dim"))
     return Group(*parts)
 
 
-def _verdict(result: CheckResult, verdict: str, known: int) -> Text:
-    errors = sum(f.severity is Severity.ERROR for f in result.analysis.findings)
-    warnings = len(result.analysis.findings) - errors
-    stall = sum(v.serving_path_compile_s or 0.0 for f in result.analysis.families for v in f.variants if v.serving_path_compile)
-    wasted = sum(v.compile_s or 0.0 for f in result.analysis.families for v in f.variants if v.status == "dead warm-up")
-    text = Text()
-    text.append("verdict: ")
-    text.append(verdict.upper(), style="bold red" if verdict == "fail" else "bold green")
-    text.append(f"  {errors} error(s), {warnings} warning(s)" + (f", {known} known from the baseline" if known else "")
-                + (" (strict: warnings fail)" if result.strict else ""))
+def _verdict(data: dict) -> Text:
+    counts = data["counts"]
+    variants = [v for family in data["families"] for v in family["variants"]]
+    stall = sum(v.get("serving_path_compile_s") or 0.0 for v in variants)
+    wasted = sum(v.get("compile_s") or 0.0 for v in variants if v["status"] == "dead warm-up")
+    text = Text("verdict: ")
+    text.append(data["verdict"].upper(), style=VERDICT_STYLES[data["verdict"]])
+    text.append(f"  {counts['errors']} error(s), {counts['warnings']} warning(s)"
+                + (f", {counts['baselined']} known from the baseline" if counts["baselined"] else "")
+                + (" (strict: warnings fail)" if data.get("strict") else ""))
     if stall:
         text.append(f"; {stall:.1f} s of serving-path compile")
     if wasted:
         text.append(f"; {wasted:.1f} s of warm-up wasted")
+    text.append(f" — {data['exit_reason']}", style="bold")
     return text
+

@@ -1,16 +1,13 @@
 """Dispatch: feed the traffic's prefill calls through tokenspeed_mla's own `tokenspeed_mla_prefill`.
 
 The library computes the key from the tensors and looks it up in its cache; what happens at the launch
-is the capture's launch policy (prefill_run.Launcher: only execute mode calls the kernel). Dry mode (no CUDA device) also needs two
-things that only the launch uses: the library moves cum_seq_lens to CUDA before the lookup (given a
-host tensor that reports is_cuda, it keeps it) and enters a CUDA stream context after it (set to a null
-context for the duration of the call, then restored). Nothing of the library's own code is patched.
+is the capture's launch policy (prefill_run.Launcher: only execute mode calls the kernel). In dry mode
+the capture puts the rule file's stand-ins in place around each call (host cum_seq_lens, a null CUDA
+stream context); nothing of the library's own code is patched.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -19,14 +16,6 @@ from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.traffic import PrefillCall
 
 FP8 = torch.float8_e4m3fn
-
-
-class _HostCumSeqLens(torch.Tensor):
-    """Dry mode only: host cum_seq_lens that report is_cuda, so the library keeps them instead of moving them."""
-
-    @property
-    def is_cuda(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True)
@@ -54,34 +43,18 @@ def cumulative(lens: tuple[int, ...], device: str) -> torch.Tensor:
     return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
 
 
-@contextlib.contextmanager
-def _dry_stream() -> Iterator[None]:
-    import tvm_ffi
-
-    original = tvm_ffi.use_torch_stream
-    tvm_ffi.use_torch_stream = contextlib.nullcontext
-    try:
-        yield
-    finally:
-        tvm_ffi.use_torch_stream = original
-
-
-def dispatch(prefill, call: PrefillCall, tensors: CallTensors, model: ModelPreset, enable_pdl: bool, dry: bool):
+def dispatch(prefill, call: PrefillCall, tensors: CallTensors, model: ModelPreset, enable_pdl: bool):
     """One tokenspeed_mla_prefill call, as SGLang's and TokenSpeed's backends make it."""
-    cum_q, cum_kv = tensors.cum_q, tensors.cum_kv
-    if dry:
-        cum_q, cum_kv = cum_q.as_subclass(_HostCumSeqLens), cum_kv.as_subclass(_HostCumSeqLens)
-    with _dry_stream() if dry else contextlib.nullcontext():
-        return prefill(
-            tensors.q, tensors.k, tensors.v,
-            seq_lens=torch.tensor(call.kv_lens, dtype=torch.int32, device=tensors.q.device),
-            cum_seq_lens=cum_kv,
-            max_seq_len=max(call.kv_lens),
-            batch_size=len(call.q_lens),
-            softmax_scale=model.softmax_scale,
-            is_causal=call.is_causal,
-            return_lse=call.return_lse,
-            cum_seq_lens_q=cum_q,
-            max_seq_len_q=max(call.q_lens),
-            enable_pdl=enable_pdl,
-        )
+    return prefill(
+        tensors.q, tensors.k, tensors.v,
+        seq_lens=torch.tensor(call.kv_lens, dtype=torch.int32, device=tensors.q.device),
+        cum_seq_lens=tensors.cum_kv,
+        max_seq_len=max(call.kv_lens),
+        batch_size=len(call.q_lens),
+        softmax_scale=model.softmax_scale,
+        is_causal=call.is_causal,
+        return_lse=call.return_lse,
+        cum_seq_lens_q=tensors.cum_q,
+        max_seq_len_q=max(call.q_lens),
+        enable_pdl=enable_pdl,
+    )

@@ -14,32 +14,31 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from mlacheck.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
+from mlacheck.scenario.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
 from mlacheck.events import EventSink
-from mlacheck.reference import merge_by_lse, reference_prefill
+from mlacheck.scenario.reference import merge_by_lse, reference_prefill
 from mlacheck.scenario.dispatch import CallTensors, cumulative, dispatch, empty_tensors
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.traffic import PROFILES, PrefillCall, Request, Workload
 
 
 class Launcher:
-    """The launch policy of every mode: notes the key of each dispatch and counts launches; only
-    execute mode calls the compiled kernel."""
+    """The launch policy of every mode: one stand-in per variant notes the key of each launch and counts it;
+    only execute mode calls the compiled kernel."""
 
     def __init__(self, execute: bool) -> None:
         self.execute = execute
         self.launches = 0
-        self.last_key: list[str] | None = None
-        self._kernel: object = None
+        self.last_key: dict | None = None
 
-    def stand_in(self, key: list[str], kernel: object):
-        """The capture's launch policy: the dispatch gets `launch`, which knows the kernel it stands for."""
-        self.last_key, self._kernel = key, kernel
-        return self.launch
+    def stand_in(self, key: dict, kernel: object):
+        """The capture's launch policy: what the dispatch gets instead of `kernel` (made once per variant)."""
+        def launch(*args: object, **kwargs: object) -> object:
+            self.launches += 1
+            self.last_key = key
+            return kernel(*args, **kwargs) if self.execute else None
 
-    def launch(self, *args: object, **kwargs: object) -> object:
-        self.launches += 1
-        return self._kernel(*args, **kwargs) if self.execute else None
+        return launch
 
 
 @dataclass
@@ -95,7 +94,7 @@ def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, m
         stats.tokens += sum(sum(call.q_lens) for call in calls)
         if mode == "dry":
             for call in calls:
-                dispatch(prefill, call, empty_tensors(call, model, "cpu"), model, enable_pdl, dry=True)
+                dispatch(prefill, call, empty_tensors(call, model, "cpu"), model, enable_pdl)
             continue
         inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
         merged = None
@@ -109,7 +108,7 @@ def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, m
 
 def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode):
     fp8 = call_tensors(inputs, call, fp8=True)
-    result = dispatch(prefill, call, fp8, model, enable_pdl, dry=False)
+    result = dispatch(prefill, call, fp8, model, enable_pdl)
     reference = reference_prefill(fp8.q, fp8.k, fp8.v, fp8.cum_q, fp8.cum_kv, model.softmax_scale, call.is_causal)
     bf16 = call_tensors(inputs, call, fp8=False)
     original = reference_prefill(bf16.q, bf16.k, bf16.v, bf16.cum_q, bf16.cum_kv, model.softmax_scale, call.is_causal)

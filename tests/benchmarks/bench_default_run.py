@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-IMPORT = "import torch, mlacheck.cli, mlacheck.check, tokenspeed_mla.mla_prefill"
+IMPORT = "import torch, mlacheck.cli, mlacheck.scenario.check, tokenspeed_mla.mla_prefill"
 
 
 def timed(command: list[str]) -> float:

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from mlacheck.reference import reference_prefill
+from mlacheck.scenario.reference import reference_prefill
 from mlacheck.scenario.prefill_run import call_tensors, request_inputs
 from mlacheck.scenario.presets import model_preset
 from mlacheck.scenario.traffic import make_workload, tokenspeed_profile

@@ -158,7 +158,7 @@ def test_child_process_dispatches():
     pytest_pid, child_pid = map(int, (inner.path / "pids.txt").read_text().split())
     report = json.loads((inner.path / "report.json").read_text())
     [finding] = [f for f in report["findings"] if f["code"] == "MLA001"]
-    assert finding["key"] == {"dtype": "bf16", "causal": "True"}
+    assert finding["key"] == {"dtype": "bf16", "causal": True}
     assert finding["process"]["pid"] == child_pid != pytest_pid
     assert sorted(p["pid"] for p in report["processes"]) == sorted([pytest_pid, child_pid])
     assert f"[pid {child_pid}]" in line_starting(section(result), "MLA001 ")
@@ -175,7 +175,7 @@ def test_json_report_holds_the_finding(inner):
     report = json.loads((inner.path / "report.json").read_text())
     assert report["verdict"] == "fail" and report["mode"] == "program"
     assert [(f["code"], f["key"]) for f in report["findings"] if f["severity"] == "error"] == [
-        ("MLA001", {"dtype": "fp8", "causal": "False"})]
+        ("MLA001", {"dtype": "fp8", "causal": False})]
     assert report["program"]["command"][0] == "pytest"
     # the default run folder: mlacheck-runs/<time>-<pid> under the session's working folder
     [run_dir] = list((inner.path / "mlacheck-runs").iterdir())
@@ -205,4 +205,4 @@ def test_a_used_run_folder_is_refused(inner):
     (inner.path / "run" / "trace-1.jsonl").write_text("")
     result = run(inner, *OBSERVE, "--mlacheck-run-dir=run")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.text
-    assert "--mlacheck-run-dir run: not empty" in result.text
+    assert "--mlacheck-run-dir=run: not empty" in result.text

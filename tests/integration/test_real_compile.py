@@ -21,10 +21,10 @@ def test_default_run_is_clean(tmp_path):
     assert report["findings"] == []
     [family] = report["families"]
     variants = {(v["key"]["is_causal"], v["key"]["return_lse"]): v for v in family["variants"]}
-    assert set(variants) == {("True", "True"), ("False", "True")}
+    assert set(variants) == {(True, True), (False, True)}
     for variant in variants.values():
         assert variant["precompiled"] and variant["dispatches"] > 0 and variant["compile_s"] > 0.5
-        assert variant["key"]["q_dtype"] == FP8 and variant["key"]["enable_pdl"] == "True"
+        assert variant["key"]["q_dtype"] == FP8 and variant["key"]["enable_pdl"] is True
         assert variant["compiled_by"].startswith("tokenspeed_mla/mla_prefill.py:")
     assert "PASS" in result.stdout
 
@@ -35,8 +35,8 @@ def test_sglang_profile_compiles_causal_without_lse_on_the_serving_path(tmp_path
     report = result.report
     assert [f["code"] for f in report["findings"]] == ["MLA001"]
     [serving] = report["findings"]
-    assert (serving["key"]["is_causal"], serving["key"]["return_lse"]) == ("True", "False")
-    assert serving["nearest"]["return_lse"] == "True" and serving["diff"] == {"return_lse": ["True", "False"]}
+    assert (serving["key"]["is_causal"], serving["key"]["return_lse"]) == (True, False)
+    assert serving["nearest"]["return_lse"] is True and serving["diff"] == {"return_lse": [True, False]}
     [variant] = [v for v in report["families"][0]["variants"] if v["key"] == serving["key"]]
     assert variant["serving_path_compile_s"] > 0.5 and not variant["precompiled"]
     assert "MLA001 serving-path-compile" in result.stdout

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from mlacheck.activations import (
+from mlacheck.scenario.activations import (
     ROPE_DIM,
     AccuracyMetrics,
     check_unit_scales,
@@ -12,7 +12,7 @@ from mlacheck.activations import (
     quantize_kv_fp8,
     quantize_q_fp8,
 )
-from mlacheck.reference import reference_prefill
+from mlacheck.scenario.reference import reference_prefill
 
 FP8 = torch.float8_e4m3fn
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mlacheck.check import CheckOptions, run_check
+from mlacheck.scenario.check import CheckOptions, run_check
 from mlacheck.environment import detect_environment
 from mlacheck.errors import MlacheckError
 

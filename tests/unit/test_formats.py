@@ -20,12 +20,12 @@ import pytest
 
 from mlacheck.errors import MlacheckError
 from mlacheck.registry import RULES
-from mlacheck.report.baseline import (apply_baseline, fingerprint, load_baseline, report_fingerprints,
-                                      write_baseline)
-from mlacheck.report.formats import parse_output, write_outputs
+from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints, write_baseline
+from mlacheck.report.formats import output_specs, parse_output, write_outputs
 from mlacheck.report.github import escape_property, to_github, write_github
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
+from mlacheck.report.model import Report, decide
 from mlacheck.report.sarif import to_sarif
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +91,12 @@ def hand_made() -> dict:
         ],
         "internal_errors": ["capture: a write through an old reference"],
     }
+
+
+def apply_baseline(report: dict, baseline: dict) -> dict:
+    """The report decided again with the baseline's findings known, as `mlacheck report --baseline` does."""
+    decided = decide(Report.model_validate(report), report.get("strict", False), known=baseline_fingerprints(baseline))
+    return decided.model_dump(mode="json")
 
 
 # fingerprints
@@ -322,7 +328,7 @@ def test_write_outputs_writes_every_format(tmp_path, real):
     paths = {fmt: tmp_path / f"r.{fmt}" for fmt in ("json", "junit", "sarif", "markdown")}
     stdout = io.StringIO()
     summary = tmp_path / "summary.md"
-    write_outputs(real, [f"{fmt}:{path}" for fmt, path in paths.items()] + ["github:-"], stdout,
+    write_outputs(real, output_specs([f"{fmt}:{path}" for fmt, path in paths.items()] + ["github:-"]), stdout,
                   {"GITHUB_STEP_SUMMARY": str(summary)})
     assert json.loads(paths["json"].read_text()) == real
     assert ET.parse(paths["junit"]).getroot().find("testsuite").get("failures") == "6"
@@ -332,15 +338,17 @@ def test_write_outputs_writes_every_format(tmp_path, real):
     assert summary.read_text() == to_markdown(real) + "\n"
 
 
-def test_write_outputs_checks_every_spec_before_writing_and_names_an_unwritable_one(tmp_path, real):
+def test_every_spec_is_checked_before_anything_is_written(tmp_path, real):
     first = tmp_path / "first.xml"
     with pytest.raises(MlacheckError, match="unknown format 'pdf'"):
-        write_outputs(real, [f"junit:{first}", "pdf:x.pdf"], io.StringIO(), {})
+        output_specs([f"junit:{first}", "pdf:x.pdf"])
     assert not first.exists()
-    spec = f"sarif:{tmp_path / 'missing' / 'r.sarif'}"
+    missing = tmp_path / "missing" / "r.sarif"
     with pytest.raises(MlacheckError) as caught:
-        write_outputs(real, [spec], io.StringIO(), {})
-    assert str(caught.value).startswith(f"--output {spec}: cannot write") and "\n" not in str(caught.value)
+        output_specs([f"sarif:{missing}"])
+    assert str(caught.value).startswith(f"--output {missing}: cannot write") and "\n" not in str(caught.value)
+    with pytest.raises(MlacheckError, match="only one document can go to stdout"):
+        output_specs(["json:-", "sarif:-"])
 
 
 # baseline
@@ -352,7 +360,7 @@ def test_same_report_as_baseline_passes_and_marks_everything(real):
     assert real == before
     assert result["verdict"] == "pass"
     assert all(finding["baselined"] for finding in result["findings"])
-    assert result["baseline"] == {"baselined": 9, "new": 0}
+    assert result["baseline"] == {"source": None, "baselined": 9, "new": 0}
     assert to_github(result) == ""
     suite = ET.fromstring(to_junit(result)).find("testsuite")
     assert suite.get("failures") == "0" and suite.get("tests") == "6"

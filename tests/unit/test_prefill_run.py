@@ -2,7 +2,7 @@
 and answers with the reference, so slicing, numerics events and the chunked-prefix merge are checked."""
 
 from mlacheck.events import MemorySink
-from mlacheck.reference import reference_prefill
+from mlacheck.scenario.reference import reference_prefill
 from mlacheck.scenario.prefill_run import Launcher, run_traffic
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.traffic import make_workload

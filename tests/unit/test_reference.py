@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mlacheck import reference
-from mlacheck.reference import causal_mask, merge_by_lse, reference_prefill
+from mlacheck.scenario import reference
+from mlacheck.scenario.reference import causal_mask, merge_by_lse, reference_prefill
 
 SCALE = 0.125
 

@@ -1,6 +1,7 @@
 """mlacheck program mode. This folder is on PYTHONPATH only for the processes of one `mlacheck run -- ...`;
 Python imports this file at interpreter start. It starts the capture agent, then runs the
-sitecustomize that it shadows, if there is one further along sys.path."""
+sitecustomize that it shadows, if there is one further along sys.path. A process whose agent cannot
+start runs on unobserved, and says so in the run folder (the report then cannot pass)."""
 
 import os
 import sys
@@ -12,7 +13,14 @@ def _start_agent():
 
         start_from_environment()
     except Exception as exc:  # noqa: BLE001 - the program runs on, unobserved
-        sys.stderr.write(f"mlacheck: capture is off in process {os.getpid()}: {type(exc).__name__}: {exc}\n")
+        line = f"pid {os.getpid()} ({sys.executable}): {type(exc).__name__}: {exc}"
+        sys.stderr.write(f"mlacheck: capture is off in process {line}\n")
+        try:
+            path = os.path.join(os.environ["MLACHECK_RUN_DIR"], f"unobserved-{os.getpid()}.txt")
+            with open(path, "w", encoding="utf-8") as note:
+                note.write(line + "\n")
+        except OSError:
+            pass
 
 
 def _run_shadowed_sitecustomize():

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck import __version__
-from mlacheck.analysis import Analysis, analyse
-from mlacheck.capture import FamilyCapture
-from mlacheck.environment import detect_environment, distribution_version, import_tokenspeed_mla
+from mlacheck.analysis import analyse
+from mlacheck.capture import CapturePolicy, FamilyCapture
+from mlacheck.environment import detect_environment, flagship_sm_count, import_tokenspeed_mla
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
-from mlacheck.rules import FamilyRule, load_rules
+from mlacheck.report.model import Report, build_report
+from mlacheck.rules import RuleSet, load_rules
 from mlacheck.scenario.dispatch import FP8
 from mlacheck.scenario.presets import model_preset
 from mlacheck.scenario.prefill_run import Launcher, run_traffic
@@ -37,36 +37,11 @@ class CheckOptions:
     trace: Path | None = None
     requests: int = 8
     seed: int = 0
+    num_sms: int | None = None
 
 
-@dataclass
-class CheckResult:
-    header: dict
-    analysis: Analysis
-    strict: bool = False
-
-    @property
-    def verdict(self) -> str:
-        return "fail" if self.analysis.failed(self.strict) else "pass"
-
-    @property
-    def exit_code(self) -> int:
-        return self.exit_code_for(self.verdict)
-
-    def exit_code_for(self, verdict: str) -> int:
-        """1 on a failing verdict; else an observed program's own failure (128 + N for signal N); else 0."""
-        if verdict == "fail":
-            return 1
-        program = self.header.get("program") or {}
-        for run in program.get("runs", [program]):
-            if run.get("signal"):
-                return 128 + signal.Signals[run["signal"]].value
-            if run.get("exit_code"):
-                return run["exit_code"]
-        return 0
-
-
-def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
+def run_check(options: CheckOptions, strict: bool = False, allow_incomplete: bool = False, known: set[str] | None = None,
+              baseline_source: str | None = None, context: dict[str, str] | None = None) -> Report:
     """Warm up, send the traffic through tokenspeed_mla's dispatch, and analyse what the cache saw."""
     if options.profile not in PROFILES:
         raise MlacheckError(f"--profile {options.profile}: choose one of {', '.join(PROFILES)}")
@@ -85,7 +60,10 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
     memory = MemorySink()
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
     sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__, "started": time.time()})
-    captures = [FamilyCapture(rule.family, sink, options.compile, launcher.stand_in) for rule in rules]
+    policy = CapturePolicy(compile=options.compile, replace_launch=environment.mode != "execute",
+                           dry=environment.mode == "dry", target_arch=environment.target_arch,
+                           num_sms=options.num_sms or flagship_sm_count(environment.target_arch))
+    captures = [FamilyCapture(spec, sink, policy, launcher.stand_in) for spec in rules.capture_specs()]
     try:
         for capture in captures:
             capture.install()
@@ -103,27 +81,24 @@ def run_check(options: CheckOptions, strict: bool = False) -> CheckResult:
     finally:
         for capture in reversed(captures):
             capture.remove()
+        sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()
-    context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE,
-               "d_qk": str(model.d_qk), "d_v": str(model.d_v)}
-    header = {
-        "mlacheck_version": __version__,
-        "tokenspeed_mla_version": distribution_version("tokenspeed-mla"),
-        "target_arch": environment.target_arch,
-        "mode": environment.mode,
-        "device": environment.device,
-        "compile_policy": options.compile,
+    context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE, "engine": options.profile,
+               "d_qk": str(model.d_qk), "d_v": str(model.d_v), "num_heads": str(model.num_heads), **(context or {})}
+    scenario = {
         "model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
-        "warmup": warmup.label,
-        "profile": options.profile,
-        "requests": options.requests, "seed": options.seed, "prefill_calls": stats.prefill_calls,
-        "tokens": stats.tokens, "launches": launcher.launches, "merge_max_abs_err": stats.merge_max_abs_err,
+        "warmup": warmup.label, "profile": options.profile, "requests": options.requests, "seed": options.seed,
+        "prefill_calls": stats.prefill_calls, "tokens": stats.tokens, "launches": launcher.launches,
+        "merge_max_abs_err": stats.merge_max_abs_err,
     }
-    return CheckResult(header, analyse(memory.events, rules, context), strict)
+    facts = {"mode": environment.mode, "target_arch": environment.target_arch, "compile_policy": options.compile,
+             "mlacheck_version": __version__, "device": environment.device, "scenario": scenario}
+    return build_report(analyse(memory.events, rules, context), facts, strict=strict, allow_incomplete=allow_incomplete,
+                        known=known, baseline_source=baseline_source)
 
 
-def _require_prefill_rule(rules: list[FamilyRule], path: Path | None) -> None:
-    if not any(rule.family.name == PREFILL_FAMILY for rule in rules):
+def _require_prefill_rule(rules: RuleSet, path: Path | None) -> None:
+    if rules.family(PREFILL_FAMILY) is None:
         raise MlacheckError(
             f"{path}: the scenario drives tokenspeed_mla prefill, but no rule file declares family {PREFILL_FAMILY!r}; "
             "add it (copy the bundled rules/tokenspeed_mla_prefill.toml)"

@@ -1,0 +1,124 @@
+"""Analysis: events + rule files + the run's context in, variants, findings and what was not seen out.
+
+No I/O, no formatting, and nothing of torch or of a kernel library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
+from mlacheck.analysis.findings import (Finding, contract_findings, dead_warmup_finding, key_layout_findings,
+                                        numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings)
+from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
+from mlacheck.keys import key_identity
+from mlacheck.registry import Severity
+from mlacheck.rules import RuleSet
+
+__all__ = ["Analysis", "FamilyResult", "Finding", "Variant", "analyse"]
+
+
+@dataclass
+class FamilyResult:
+    name: str
+    key_fields: list[str]
+    versions: list[str | None]
+    variants: list[Variant]  # every process merged
+    dispatch_calls: int = 0
+    died_before_lookup: int = 0
+    notes: list[str] = field(default_factory=list)
+    field_drivers: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str | None:
+        return self.versions[0] if self.versions else None
+
+
+@dataclass
+class Analysis:
+    families: list[FamilyResult]
+    findings: list[Finding]
+    internal_errors: list[str]
+    incomplete: list[str] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
+    contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
+
+    def failed(self, strict: bool = False) -> bool:
+        """True when an error finding exists (or, with strict, any finding)."""
+        return any(strict or finding.severity is Severity.ERROR for finding in self.findings)
+
+
+def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None = None,
+            unobserved: list[str] | None = None, observed: int | None = None) -> Analysis:
+    """Turn the events of one or more traces (tagged "proc") into per-family variants and findings.
+
+    `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
+    what each process showed; `observed` is how many processes wrote a trace (None: this process).
+    """
+    tables, facts = build_tables(events)
+    by_family: dict[str, list[ProcessFamily]] = {}
+    for (proc, name), table in tables.items():
+        if rules.family(name) is not None:
+            by_family.setdefault(name, []).append(table)
+    findings: list[Finding] = []
+    families: list[FamilyResult] = []
+    not_checked: set[str] = set()
+    contexts = {proc: fact.context for proc, fact in facts.items()}
+    for rule in rules.families:
+        name = rule.family.name
+        family_tables = by_family.get(name)
+        if not family_tables:
+            continue
+        mark_unverified(family_tables)
+        observed_code = sorted({(t.version, t.fingerprint) for t in family_tables if t.version or t.fingerprint},
+                               key=str) or [(None, None)]
+        stale, notes = stale_rule_findings(rule, observed_code)
+        findings += stale
+        merged = merge(family_tables)
+        findings += key_layout_findings(rule, merged)
+        findings += _per_process(rule, family_tables, merged)
+        seen: set[tuple] = set()
+        for table in family_tables:
+            run_context = {**rule.context, **facts[table.proc].context, **(context or {})}
+            for contract in rule.contract:
+                missing = [need for need in contract.needs() if need not in run_context]
+                if missing:
+                    not_checked.add(f"{name}: the {contract.field} contract needs {', '.join(missing)} "
+                                    "(give --context " + " ".join(f"{m}=..." for m in missing) + ")")
+            for variant in table.variants.values():
+                for finding in contract_findings(rule, variant, run_context) + numerics_findings(rule, variant):
+                    identity = (finding.code, key_identity(finding.key), finding.message)
+                    if identity not in seen:
+                        seen.add(identity)
+                        findings.append(finding)
+        families.append(FamilyResult(
+            name, list(rule.family.key_fields), sorted({t.version for t in family_tables}, key=str), merged,
+            sum(t.dispatch_calls for t in family_tables), sum(t.died_before_lookup for t in family_tables), notes,
+            {field_name: note.varies_with for field_name, note in rule.fields.items() if note.varies_with}))
+    findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
+    watched = [rule.family.module for rule in rules.families]
+    internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
+    incomplete = incomplete_reasons(by_family, watched, len(facts) if observed is None else observed, unobserved or [])
+    return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
+
+
+def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant]) -> list[Finding]:
+    """MLA001 and MLA006 per process; MLA002 per process that dispatched the family, else for the run as a whole."""
+    findings = []
+    dispatched_anywhere = {v.identity for v in merged if v.dispatches or v.captured}
+    reported: set[tuple] = set()
+    for table in tables:
+        judged_here = table.lookups > 0
+        for variant in table.variants.values():
+            if len(variant.key) != len(rule.family.key_fields):
+                continue
+            if variant.serving_path_compile:
+                findings.append(serving_path_finding(rule, table, variant))
+            elif variant.status == "dead warm-up":
+                if judged_here:
+                    findings.append(dead_warmup_finding(rule, variant, table.proc))
+                elif variant.identity not in dispatched_anywhere and variant.identity not in reported:
+                    reported.add(variant.identity)
+                    findings.append(dead_warmup_finding(rule, variant, table.proc, " by any process"))
+        findings += spelling_findings(rule, table)
+    return findings

@@ -1,0 +1,58 @@
+"""What a run did not see: the reasons its verdict cannot be a pass, and the variants nothing could check.
+
+A check that saw nothing, or could not compare, never passes: no watched family loaded, a family whose
+warm-up no dispatch ever reached, dispatch calls that died before their lookup, processes that ran
+unobserved. Precompiled variants that such dispatches could have hit are "unverified", not dead warm-up.
+"""
+
+from __future__ import annotations
+
+from mlacheck.analysis.tables import ProcessFamily
+
+
+def mark_unverified(tables: list[ProcessFamily]) -> None:
+    """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came."""
+    looked_up = any(table.lookups for table in tables)
+    for table in tables:
+        if table.died_before_lookup or not looked_up:
+            for variant in table.variants.values():
+                if variant.precompiled and not variant.dispatches and not variant.captured:
+                    variant.unverified = True
+
+
+def incomplete_reasons(family_tables: dict[str, list[ProcessFamily]], watched: list[str], observed: int,
+                       unobserved: list[str]) -> list[str]:
+    """One line per reason the run cannot pass."""
+    reasons = [f"a Python process ran unobserved: {line}" for line in unobserved]
+    if observed == 0:
+        return reasons + ["no Python process was observed (the program started none, or none could import mlacheck)"]
+    if not family_tables:
+        return reasons + [f"no observed process loaded a watched kernel family ({', '.join(watched)}): nothing was checked"]
+    used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
+    if not any(t.lookups for tables in used.values() for t in tables):
+        names = ", ".join(sorted(used or family_tables))
+        reasons.append(f"{names}: loaded, but no dispatch call reached the cache lookup: the warm-up was never compared "
+                       "with a dispatch")
+    for name, tables in sorted(used.items()):
+        precompiled = sum(v.precompiled for t in tables for v in t.variants.values())
+        if precompiled and not any(t.lookups for t in tables) and any(t.lookups for ts in used.values() for t in ts):
+            reasons.append(f"{name}: {precompiled} variant(s) precompiled, but no dispatch reached its cache lookup")
+        for function, died, calls, error in _died(tables):
+            reasons.append(f"{name}: {died} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
+                           "they checked nothing")
+    return reasons
+
+
+def _died(tables: list[ProcessFamily]) -> list[tuple[str, int, int, str]]:
+    out = []
+    functions = sorted({name.partition("!")[0] for t in tables for name in t.calls} | {e["function"] for t in tables for e in t.errors})
+    for function in functions:
+        died = sum(t.calls.get(f"{function}!before", 0) for t in tables)
+        died = died or sum(1 for t in tables for e in t.errors if e["function"] == function and not e["reached_lookup"])
+        if not died:
+            continue
+        calls = max(sum(t.calls.get(function, 0) for t in tables), died)
+        first = next((e for t in tables for e in t.errors if e["function"] == function and not e["reached_lookup"]), None)
+        error = "the error line was lost" if first is None else f"{first['error']}: {first['message']}".rstrip(": ")
+        out.append((function, died, calls, error))
+    return out

@@ -1,0 +1,181 @@
+"""Findings: what the variant tables break, code by code (the registry says what each code means)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlacheck.analysis.tables import ProcessFamily, Variant
+from mlacheck.keys import Key, JsonValue, key_text, spelling_text, value_text
+from mlacheck.registry import Severity, finding_rule
+from mlacheck.rules import RuleFile
+
+
+@dataclass
+class Finding:
+    code: str
+    family: str
+    key: Key
+    message: str
+    hint: str
+    nearest: Key | None = None
+    diff: dict[str, list[JsonValue]] = field(default_factory=dict)
+    drivers: dict[str, list[str]] = field(default_factory=dict)  # diff field -> what drives it
+    site: str | None = None
+    stack: list[str] = field(default_factory=list)
+    proc: int | None = None  # the process it came from (per-process codes)
+
+    @property
+    def name(self) -> str:
+        return finding_rule(self.code).name
+
+    @property
+    def severity(self) -> Severity:
+        return finding_rule(self.code).severity
+
+
+def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
+    """The precompiled key with the fewest differing fields (first in compile order on a tie) and the diff."""
+    best: tuple[Key | None, dict[str, list[JsonValue]]] = (None, {})
+    for candidate in precompiled:
+        diff = {name: [candidate.key.get(name), value] for name, value in variant.key.items()
+                if candidate.key.get(name) != value}
+        if best[0] is None or len(diff) < len(best[1]):
+            best = (candidate.key, diff)
+    return best
+
+
+def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant) -> Finding:
+    """MLA001: a variant compiled inside a dispatch call while serving."""
+    family = rule.family
+    precompiled = [v for v in table.variants.values() if v.precompiled]
+    nearest, diff = nearest_precompiled(variant, precompiled)
+    drivers = {name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with}
+    stall = (f"a {variant.serving_path_compile_s:.1f} s stall" if variant.serving_path_compile_s is not None
+             else "a stall (not measured: --compile skip)")
+    text = key_text(variant.key, family.key_fields)
+    if nearest is None:
+        closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
+    else:
+        closest = "the nearest precompiled variant differs in " + ", ".join(
+            f"{name} (precompiled {value_text(old)}, dispatched {value_text(new)}"
+            + (f"; follows {', '.join(drivers[name])}" if name in drivers else "") + ")" for name, (old, new) in diff.items())
+        if drivers and len(drivers) == len(diff):
+            driven = sorted({what for names in drivers.values() for what in names})
+            hint = (f"the warm-up did not cover the {', '.join(driven)} of this dispatch: warm up (capture) that "
+                    f"{' / '.join(driven)}, or precompile " + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items()))
+        else:
+            hint = "make the warm-up compile " + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items()) + " as the dispatch does"
+    return Finding("MLA001", family.name, variant.key,
+                   f"{text} compiled on the serving path: {stall} in the first call that dispatched it; {closest}",
+                   hint, nearest, diff, drivers, variant.serving_path_site, variant.serving_path_stack, table.proc)
+
+
+def dead_warmup_finding(rule: RuleFile, variant: Variant, proc: int | None, elsewhere: str = "") -> Finding:
+    """MLA002: a precompiled variant that nothing dispatched."""
+    wasted = f"{variant.compile_s:.1f} s of compile wasted" if variant.compile_s is not None else "its compile time is wasted"
+    return Finding("MLA002", rule.family.name, variant.key,
+                   f"{key_text(variant.key, rule.family.key_fields)} was precompiled at {variant.compiled_by} but never "
+                   f"dispatched{elsewhere}: {wasted}", finding_rule("MLA002").hint, site=variant.compiled_by, proc=proc)
+
+
+def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str]) -> list[Finding]:
+    """MLA003: key fields that break the rule file's contracts where the context says they apply."""
+    findings = []
+    for contract in rule.contract:
+        expected = contract.expected(context)
+        actual = value_text(variant.key.get(contract.field))
+        if expected is None or not contract.applies(context) or actual == expected:
+            continue
+        where = ", ".join(f"{name}={context[name]}" for name in contract.when)
+        role = "precompiled" if variant.precompiled else "dispatched"
+        findings.append(Finding(
+            "MLA003", rule.family.name, variant.key,
+            f"{role} {key_text(variant.key, rule.family.key_fields)}: {contract.field} is {actual}, the contract "
+            f"requires {expected}" + (f" where {where}" if where else "") + (f": {contract.why}" if contract.why else ""),
+            f"make {contract.field}={expected} where the key is computed",
+            site=variant.compiled_by or variant.serving_path_site or variant.first_dispatch_site))
+    return findings
+
+
+def spelling_findings(rule: RuleFile, table: ProcessFamily) -> list[Finding]:
+    """MLA006: one key's field values cached under two spellings of a functools key: compiled twice."""
+    by_values: dict[tuple, list[Variant]] = {}
+    for variant in table.variants.values():
+        if variant.spelling is not None and (variant.precompiled or variant.serving_path_compile):
+            by_values.setdefault(variant.identity[0], []).append(variant)
+    findings = []
+    for variants in by_values.values():
+        if len(variants) < 2:
+            continue
+        first, second = variants[0], variants[1]
+        def described(v: Variant) -> str:
+            site = v.compiled_by if v.precompiled else v.serving_path_site
+            phase = v.compile_phase if v.precompiled else "serving"
+            return f"spelled {spelling_text(v.spelling)} at {site} ({phase})"
+        findings.append(Finding(
+            "MLA006", rule.family.name, first.key,
+            f"{key_text(first.key, rule.family.key_fields)} was compiled {len(variants)} times, under {len(variants)} "
+            f"spellings of one functools key: {described(first)}; {described(second)}. The cache keys on how the call "
+            "is spelled, so the warm-up's entry is never hit by the other spelling",
+            finding_rule("MLA006").hint, site=second.serving_path_site or second.compiled_by, proc=table.proc))
+    return findings
+
+
+def key_layout_findings(rule: RuleFile, variants: list[Variant]) -> list[Finding]:
+    """MLA004: observed keys whose fields are not the ones the rule names."""
+    expected = list(rule.family.key_fields)
+    findings, seen = [], set()
+    for variant in variants:
+        names = list(variant.key)
+        if names == expected or tuple(names) in seen:
+            continue
+        seen.add(tuple(names))
+        missing = [n for n in expected if n not in names]
+        extra = [n for n in names if n not in expected]
+        what = (f"observed key has {len(names)} fields, the rule names {len(expected)}" if len(names) != len(expected)
+                else "observed key fields are in another order than the rule's")
+        details = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                              f"not in the rule: {', '.join(extra)}" if extra else "") if part)
+        findings.append(Finding("MLA004", rule.family.name, variant.key,
+                                f"{what} ({', '.join(expected)})" + (f": {details}" if details else ""),
+                                f"re-read {rule.family.module} and update key_fields in {rule.source}"))
+    return findings
+
+
+def stale_rule_findings(rule: RuleFile, observed: list[tuple[str | None, str | None]]) -> tuple[list[Finding], list[str]]:
+    """MLA004 by code (the key functions' fingerprint changed) or, without a fingerprint, by version; and notes."""
+    family = rule.family
+    findings, notes = [], []
+    for version, fingerprint in observed:
+        same_code = family.fingerprint is not None and fingerprint == family.fingerprint
+        if family.fingerprint is not None and fingerprint is not None and not same_code:
+            findings.append(Finding("MLA004", family.name, {},
+                                    f"the code {family.name}'s key depends on ({', '.join(family.key_functions)}) changed in "
+                                    f"{family.distribution} {version}: fingerprint {fingerprint}, the rule was checked "
+                                    f"against {family.fingerprint}",
+                                    f"re-check {rule.source} against {family.distribution} {version}, then set fingerprint = "
+                                    f"\"{fingerprint}\" (mlacheck rules --fingerprints prints it)"))
+        elif not family.checks_version(version):
+            if same_code:
+                notes.append(f"{family.distribution} {version} lies outside the checked versions, but the code the key "
+                             "depends on is unchanged (same fingerprint)")
+            else:
+                ranges = family.checked_versions if isinstance(family.checked_versions, str) else " or ".join(family.checked_versions)
+                findings.append(Finding("MLA004", family.name, {},
+                                        f"installed {family.distribution} {version} lies outside the versions this rule "
+                                        f"was checked against ({ranges})",
+                                        f"re-check {rule.source} against {family.distribution} {version} and widen "
+                                        "checked_versions"))
+    return findings, notes
+
+
+def numerics_findings(rule: RuleFile, variant: Variant) -> list[Finding]:
+    """MLA005: a launched variant's output beyond the rule's tolerance."""
+    if rule.numerics is None or variant.numerics is None:
+        return []
+    breaches = rule.numerics.breaches(variant.numerics)
+    if not breaches:
+        return []
+    return [Finding("MLA005", rule.family.name, variant.key,
+                    f"{key_text(variant.key, rule.family.key_fields)}: the kernel's output against the reference on the "
+                    "same inputs: " + "; ".join(breaches), finding_rule("MLA005").hint)]

@@ -1,0 +1,243 @@
+"""Events to variant tables: one table per (process, family), each process's cache on its own.
+
+A variant is one cache key of one spelling. Its compile phase says who put it in the cache (warm-up,
+CUDA-graph capture, the serving path, or it was there before: preexisting, inherited by a forked
+child); its dispatches are counted by phase from the process's last `counts` event (exact when the
+process exited, "at least" otherwise). In a process that marked serving start, everything before the
+mark is warm-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlacheck.keys import Key, key_identity
+
+PRECOMPILE_PHASES = ("warmup", "capture", "preexisting", "inherited")
+
+
+@dataclass
+class Variant:
+    """One cache entry of a family, as one process (or, merged, the whole run) saw it."""
+
+    key: Key
+    spelling: dict | None = None
+    precompiled: bool = False
+    compile_phase: str | None = None
+    compile_s: float | None = None
+    compiled_by: str | None = None
+    captured: bool = False
+    dispatches: int = 0
+    warmup_dispatches: int = 0
+    capture_dispatches: int = 0
+    at_least: bool = False  # counts from a process that did not exit normally
+    first_dispatch_site: str | None = None
+    serving_path_compile: bool = False
+    serving_path_compile_s: float | None = None
+    serving_path_site: str | None = None
+    serving_path_stack: list[str] = field(default_factory=list)
+    unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
+    tokens: int = 0
+    fp8_cost: dict[str, float] | None = None
+    numerics: dict[str, float] | None = None
+    procs: list[int | None] = field(default_factory=list)
+    first_phases: set[str] = field(default_factory=set)
+
+    @property
+    def identity(self) -> tuple:
+        spelling = self.spelling or {}
+        return key_identity(self.key), tuple(spelling.get("positional") or ()), tuple(spelling.get("keywords") or ())
+
+    @property
+    def status(self) -> str:
+        if self.serving_path_compile:
+            return "serving-path compile"
+        if self.precompiled and not self.dispatches:
+            return "captured" if self.captured else "unverified" if self.unverified else "dead warm-up"
+        return "ok" if self.precompiled else "not compiled"
+
+
+@dataclass
+class ProcessFamily:
+    """One family in one process: its variants, dispatch calls and what went wrong in them."""
+
+    proc: int | None
+    family: str
+    version: str | None = None
+    fingerprint: str | None = None
+    key_fields: list[str] = field(default_factory=list)
+    variants: dict[int, Variant] = field(default_factory=dict)  # by vid
+    calls: dict[str, int] = field(default_factory=dict)  # function, function!before, function!after -> count
+    errors: list[dict] = field(default_factory=list)
+    exact: bool = False
+
+    @property
+    def lookups(self) -> int:
+        return sum(v.dispatches + v.warmup_dispatches + v.capture_dispatches for v in self.variants.values())
+
+    @property
+    def died_before_lookup(self) -> int:
+        return sum(count for name, count in self.calls.items() if name.endswith("!before"))
+
+    @property
+    def dispatch_calls(self) -> int:
+        return sum(count for name, count in self.calls.items() if "!" not in name)
+
+    @property
+    def used(self) -> bool:
+        """Anything happened: a variant entered the cache, or a dispatch was called."""
+        return bool(self.variants) or bool(self.calls) or bool(self.errors)
+
+
+@dataclass
+class ProcessFacts:
+    """What one process showed about itself: serving start, context values, whether it exited."""
+
+    proc: int | None
+    exited: bool = False
+    serving_started: str | None = None  # how
+    context: dict[str, str] = field(default_factory=dict)
+
+
+def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
+    """Per-(process, family) tables and per-process facts from the events of one or more traces."""
+    tables: dict[tuple, ProcessFamily] = {}
+    facts: dict[int | None, ProcessFacts] = {}
+    marks = {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
+    last_counts: dict[tuple, dict] = {}
+    for index, event in enumerate(events):
+        proc, kind = event.get("proc"), event["type"]
+        fact = facts.setdefault(proc, ProcessFacts(proc))
+        if kind == "exit":
+            fact.exited = True
+        elif kind == "serving_start":
+            fact.serving_started = event.get("how") or "marked"
+        elif kind == "context":
+            fact.context.update({name: str(value) for name, value in (event.get("values") or {}).items() if value is not None})
+        if "family" not in event or kind == "internal_error":
+            continue
+        table = tables.get((proc, event["family"]))
+        if table is None:
+            table = tables[(proc, event["family"])] = ProcessFamily(proc, event["family"])
+        before_mark = proc in marks and index < marks[proc]
+        if kind == "family":
+            table.version, table.fingerprint = event.get("version"), event.get("fingerprint")
+            table.key_fields = list(event.get("key_fields") or [])
+        elif kind == "compile":
+            _compiled(_variant(table, event), event, "warmup" if before_mark and event["phase"] == "serving" else event["phase"])
+        elif kind == "dispatch":
+            variant = _variant(table, event)
+            phase = "warmup" if before_mark and event["phase"] == "serving" else event["phase"]
+            if phase == "serving" and variant.first_dispatch_site is None:
+                variant.first_dispatch_site = event.get("site")
+            variant.captured |= phase == "capture"
+            variant.first_phases.add(phase)
+        elif kind == "counts":
+            last_counts[(proc, event["family"])] = event
+        elif kind == "dispatch_error":
+            table.errors.append(event)
+        elif kind == "numerics":
+            _measured(table, event)
+    for (proc, family), event in last_counts.items():
+        _counted(tables[(proc, family)], event)
+    for (proc, family), table in tables.items():
+        table.exact = facts[proc].exited and (proc, family) in last_counts
+        for variant in table.variants.values():
+            variant.procs = [proc]
+            variant.at_least |= not table.exact
+            _at_least_once(variant)
+    return tables, facts
+
+
+def _variant(table: ProcessFamily, event: dict) -> Variant:
+    variant = table.variants.get(event["vid"])
+    if variant is None:
+        variant = table.variants[event["vid"]] = Variant(dict(event["key"]), event.get("spelling"))
+    return variant
+
+
+def _compiled(variant: Variant, event: dict, phase: str) -> None:
+    if phase == "serving":  # the longest stall, and the site of the first
+        variant.serving_path_compile = True
+        if event.get("seconds") is not None:
+            variant.serving_path_compile_s = max(variant.serving_path_compile_s or 0.0, event["seconds"])
+        if variant.serving_path_site is None:
+            variant.serving_path_site, variant.serving_path_stack = event.get("site"), list(event.get("stack") or [])
+    elif not variant.precompiled:
+        variant.precompiled, variant.compile_phase = True, phase
+        variant.compile_s, variant.compiled_by = event.get("seconds"), event.get("site")
+        variant.captured |= phase == "capture"
+
+
+def _counted(table: ProcessFamily, event: dict) -> None:
+    table.calls = {name: int(count) for name, count in (event.get("calls") or {}).items()}
+    seen = {vid for vid in table.variants}
+    for label, count in (event.get("dispatches") or {}).items():
+        vid_text, _, phase = label.partition(":")
+        vid = int(vid_text)
+        if vid not in seen or not count:
+            continue
+        variant = table.variants[vid]
+        if phase == "serving":
+            variant.dispatches += count
+        elif phase == "capture":
+            variant.capture_dispatches += count
+            variant.captured = True
+        else:
+            variant.warmup_dispatches += count
+
+
+def _at_least_once(variant: Variant) -> None:
+    """A first dispatch whose count was never written (the process was killed first) is at least one."""
+    for phase, attribute in (("serving", "dispatches"), ("warmup", "warmup_dispatches"), ("capture", "capture_dispatches")):
+        if phase in variant.first_phases and not getattr(variant, attribute):
+            setattr(variant, attribute, 1)
+            variant.at_least = True
+
+
+def _measured(table: ProcessFamily, event: dict) -> None:
+    identity = key_identity(event["key"])
+    variant = next((v for v in table.variants.values() if key_identity(v.key) == identity), None)
+    if variant is None:
+        return
+    variant.tokens += event.get("tokens") or 0
+    variant.fp8_cost = worst(variant.fp8_cost, event.get("fp8_cost"))
+    variant.numerics = worst(variant.numerics, event.get("kernel"))
+
+
+def worst(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float] | None:
+    """Per metric the worse of two: the larger error, the smaller cosine similarity (NaN wins)."""
+    if old is None or new is None:
+        return old or new
+    pick = {name: (min if name == "cosine_similarity" else max) for name in new}
+    return {name: new[name] if new[name] != new[name] else pick[name](old[name], new[name]) for name in new}
+
+
+def merge(tables: list[ProcessFamily]) -> list[Variant]:
+    """One table over every process: variants of the same key and spelling summed."""
+    merged: dict[tuple, Variant] = {}
+    for table in tables:
+        for variant in table.variants.values():
+            into = merged.get(variant.identity)
+            if into is None:
+                merged[variant.identity] = into = Variant(dict(variant.key), variant.spelling)
+            into.procs.append(table.proc)
+            into.dispatches += variant.dispatches
+            into.warmup_dispatches += variant.warmup_dispatches
+            into.at_least |= variant.at_least
+            into.captured |= variant.captured
+            into.unverified = (into.unverified or variant.unverified) and not into.dispatches
+            into.first_dispatch_site = into.first_dispatch_site or variant.first_dispatch_site
+            if variant.precompiled and not into.precompiled:
+                into.precompiled, into.compile_phase = True, variant.compile_phase
+                into.compile_s, into.compiled_by = variant.compile_s, variant.compiled_by
+            if variant.serving_path_compile:
+                into.serving_path_compile = True
+                if variant.serving_path_compile_s is not None:
+                    into.serving_path_compile_s = max(into.serving_path_compile_s or 0.0, variant.serving_path_compile_s)
+                if into.serving_path_site is None:
+                    into.serving_path_site, into.serving_path_stack = variant.serving_path_site, variant.serving_path_stack
+            into.tokens += variant.tokens
+            into.fp8_cost = worst(into.fp8_cost, variant.fp8_cost)
+            into.numerics = worst(into.numerics, variant.numerics)
+    return list(merged.values())

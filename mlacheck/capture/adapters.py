@@ -1,0 +1,216 @@
+"""Cache adapters: how capture sits in a family's cache, one per cache shape the field uses.
+
+- a dict (held by a module attribute, or reached by a dotted path: a function attribute, an object's
+  inner dict) is replaced by a `RecordingDict` holding the same entries: inserts are compiles, and the
+  rule's lookup operation (`getitem` or `contains`) inside a dispatch is a dispatch;
+- a `functools.cache`/`lru_cache` function is replaced by a recording function for the run: the cached
+  call is the compile, hit or miss is read from `cache_info()`, and the key's fields are named by binding
+  the call to the function's signature, its spelling (which fields came positionally) kept.
+
+The hot path of every adapter is one lookup in the capture's table of keys already seen in serving, a
+check of the frame that made the call, and two C-level counter steps; everything else is the slow path.
+Every mutation of a dict cache retires the keys it touches from that table.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mlacheck.capture.compile_timer import SkippedCompile
+
+MISSING = object()
+"""The value a `contains` lookup that found nothing reports (the insert follows)."""
+
+if TYPE_CHECKING:
+    from mlacheck.capture.family import FamilyCapture
+
+_getframe = sys._getframe
+FLUSH_EVERY = 1023  # the fast path asks for a (time-bounded) counts flush every 1024 dispatches of a variant
+
+
+class RecordingDict(dict):
+    """A dict that reports inserts to its capture and retires what a mutation touches; a dict otherwise."""
+
+    __slots__ = ("_capture", "_fast", "_ticks")
+
+    def __init__(self, entries: dict, capture: FamilyCapture) -> None:
+        dict.__init__(self, entries)
+        self._capture, self._fast, self._ticks = capture, capture.fast, capture.ticks
+
+    def __setitem__(self, key: object, value: object) -> None:
+        dict.__setitem__(self, key, value)
+        self._fast.pop(key, None)
+        self._capture.inserted(key, value, _getframe(1))
+
+    def __delitem__(self, key: object) -> None:
+        dict.__delitem__(self, key)
+        self._fast.pop(key, None)
+
+    def pop(self, key: object, *default: object) -> object:
+        self._fast.pop(key, None)
+        return dict.pop(self, key, *default)
+
+    def popitem(self) -> tuple[object, object]:
+        key, value = dict.popitem(self)
+        self._fast.pop(key, None)
+        return key, value
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._fast.clear()
+
+    def update(self, *args: object, **kwargs: object) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: object) -> RecordingDict:
+        self.update(other)
+        return self
+
+    def setdefault(self, key: object, default: object = None) -> object:
+        if not dict.__contains__(self, key):
+            self[key] = default
+        return dict.__getitem__(self, key)
+
+    def get(self, key: object, default: object = None) -> object:
+        if not dict.__contains__(self, key):
+            return default
+        return self._capture.looked_up(key, dict.__getitem__(self, key), _getframe(1))
+
+
+class GetitemRecordingDict(RecordingDict):
+    """The dispatch's lookup is `cache[key]` (tokenspeed_mla prefill: `config not in cache`, then `cache[config]`)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> object:
+        try:
+            entry = self._fast.get(key)
+            if entry is not None and _getframe(entry[0]).f_code is entry[1]:
+                if next(entry[2]) & FLUSH_EVERY == FLUSH_EVERY:
+                    self._capture.maybe_flush()
+                next(self._ticks)
+                return entry[3]
+        except ValueError:  # the stack is shallower than where the dispatch was seen: the slow path decides
+            pass
+        return self._capture.looked_up(key, dict.__getitem__(self, key), _getframe(1))
+
+
+class ContainsRecordingDict(RecordingDict):
+    """The dispatch's lookup is `key in cache` (FA4: `compile_key not in compile_cache`, its only one under FakeTensorMode)."""
+
+    __slots__ = ()
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            entry = self._fast.get(key)
+            if entry is not None and _getframe(entry[0]).f_code is entry[1]:
+                if next(entry[2]) & FLUSH_EVERY == FLUSH_EVERY:
+                    self._capture.maybe_flush()
+                next(self._ticks)
+                return True
+        except ValueError:
+            pass
+        found = dict.__contains__(self, key)
+        self._capture.looked_up(key, True if found else MISSING, _getframe(1))
+        return found
+
+
+DICT_ADAPTERS = {"getitem": GetitemRecordingDict, "contains": ContainsRecordingDict}
+
+
+class FunctoolsAdapter:
+    """A functools.cache / lru_cache function replaced, for the run, by a recording function."""
+
+    def __init__(self, original: Callable, capture: FamilyCapture) -> None:
+        if not (hasattr(original, "cache_info") and hasattr(original, "cache_clear")):
+            raise TypeError(f"{type(original).__name__} is not a functools.cache / lru_cache function")
+        self.original = original
+        self.signature = inspect.signature(original)
+        self.skipped: dict[object, SkippedCompile] = {}
+        self._capture = capture
+        self.function = self._recording_function()
+
+    def _recording_function(self) -> Callable:
+        original, capture, slow = self.original, self._capture, self.call
+        fast, ticks = capture.fast, capture.ticks
+
+        def recording(*args: object, **kwargs: object) -> object:
+            key = (args, tuple(kwargs.items()))
+            try:
+                entry = fast.get(key)
+                if entry is not None and _getframe(entry[0]).f_code is entry[1]:
+                    if next(entry[2]) & FLUSH_EVERY == FLUSH_EVERY:
+                        capture.maybe_flush()
+                    next(ticks)
+                    return original(*args, **kwargs) if entry[3] is None else entry[3]
+            except ValueError:
+                pass
+            return slow(key, args, kwargs, _getframe(1))
+
+        recording.__wrapped__ = original
+        recording.__name__ = getattr(original, "__name__", "recording")
+        recording.__qualname__ = getattr(original, "__qualname__", recording.__name__)
+        recording.__doc__ = getattr(original, "__doc__", None)
+        recording.cache_info = original.cache_info
+        recording.cache_clear = self.cache_clear
+        recording.cache_parameters = getattr(original, "cache_parameters", None)
+        return recording
+
+    def call(self, key: tuple, args: tuple, kwargs: dict, frame) -> object:
+        """The slow path: a key not yet seen in serving from this frame, or a lookup outside a dispatch."""
+        capture, original = self._capture, self.original
+        if key in self.skipped:
+            return capture.looked_up(key, self.skipped[key], frame)
+        if capture.policy.compile == "skip" and key not in capture.vids:
+            result = self.skipped[key] = SkippedCompile()
+            capture.inserted(key, result, frame, seconds=None, origin="skip")
+            return capture.looked_up(key, result, frame)
+        misses = original.cache_info().misses
+        started = time.perf_counter()
+        result = original(*args, **kwargs)
+        seconds = time.perf_counter() - started
+        if original.cache_info().misses > misses:
+            capture.inserted(key, result, frame, seconds=seconds, origin="compile")
+        return capture.looked_up(key, result, frame, call_through=True)
+
+    def describe(self, key: tuple) -> tuple[dict[str, object], dict]:
+        """A call key's fields (defaults applied) and its spelling."""
+        args, items = key
+        bound = self.signature.bind(*args, **dict(items))
+        bound.apply_defaults()
+        names = list(self.signature.parameters)
+        return dict(bound.arguments), {"positional": names[:len(args)], "keywords": [name for name, _ in items]}
+
+    def cache_clear(self) -> None:
+        self.original.cache_clear()
+        self.skipped.clear()
+        self._capture.fast.clear()
+        self._capture.cleared()
+
+    def existing_keys(self) -> tuple[list[tuple], int]:
+        """Keys cached before install, listed from the C cache where the interpreter allows; and how many there are."""
+        count = self.original.cache_info().currsize
+        if not count:
+            return [], 0
+        referents = gc.get_referents(self.original)
+        marks = [item for item in referents if type(item) is object]
+        own = getattr(self.original, "__dict__", None)
+        caches = [item for item in referents if type(item) is dict and item is not own and len(item) == count]
+        if len(marks) != 1 or len(caches) != 1:
+            return [], count
+        keys = []
+        for raw in caches[0]:
+            parts = raw if type(raw) is tuple else (raw,)
+            if marks[0] in parts:
+                cut = parts.index(marks[0])
+                rest = parts[cut + 1:]
+                keys.append((parts[:cut], tuple(zip(rest[0::2], rest[1::2]))))
+            else:
+                keys.append((parts, ()))
+        return keys, count

@@ -1,0 +1,72 @@
+"""Timing compiles: a compile function wrapped once per process, however many families name it.
+
+A family names its compile function (tokenspeed_mla's `_compile_prefill_kernel`, or `cutlass.cute:compile`
+that FA4 calls inline); the value a compile returns is what enters the cache, so an insert finds its
+compile time by the identity of the value. Under `--compile skip` nothing compiles: the wrapper returns a
+`SkippedCompile` and the key is recorded all the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import OrderedDict
+
+RECENT = 16
+
+
+class SkippedCompile:
+    """Stands in for a compiled kernel under `--compile skip`: the key is recorded, nothing is compiled."""
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("mlacheck --compile skip: this variant was not compiled, it cannot launch")
+
+
+class CompileTimer:
+    """The wrapper of one compile function; remembers the compile time of its last few results."""
+
+    def __init__(self, owner: object, attribute: str, skip: bool) -> None:
+        self.owner, self.attribute, self.skip = owner, attribute, skip
+        self.original = getattr(owner, attribute)
+        self.users = 0
+        self._recent: OrderedDict[int, tuple[object, float]] = OrderedDict()
+
+        @functools.wraps(self.original)
+        def timed_compile(*args: object, **kwargs: object) -> object:
+            if self.skip:
+                return SkippedCompile()
+            started = time.perf_counter()
+            kernel = self.original(*args, **kwargs)
+            self._recent[id(kernel)] = (kernel, time.perf_counter() - started)
+            while len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
+            return kernel
+
+        self.wrapper = timed_compile
+
+    def seconds(self, value: object) -> float | None:
+        """The compile time of the compile that returned `value`, or None if none of ours did."""
+        recent = self._recent.pop(id(value), None)
+        return recent[1] if recent is not None and recent[0] is value else None
+
+
+_TIMERS: dict[tuple[int, str], CompileTimer] = {}
+
+
+def acquire(owner: object, attribute: str, skip: bool) -> CompileTimer:
+    """The process's timer of `owner.attribute`, installed on first use."""
+    timer = _TIMERS.get((id(owner), attribute))
+    if timer is None:
+        timer = _TIMERS[(id(owner), attribute)] = CompileTimer(owner, attribute, skip)
+        setattr(owner, attribute, timer.wrapper)
+    timer.users += 1
+    return timer
+
+
+def release(timer: CompileTimer) -> None:
+    """Give the compile function back once its last family is removed."""
+    timer.users -= 1
+    if timer.users == 0:
+        _TIMERS.pop((id(timer.owner), timer.attribute), None)
+        if getattr(timer.owner, timer.attribute) is timer.wrapper:
+            setattr(timer.owner, timer.attribute, timer.original)

@@ -1,0 +1,102 @@
+"""Reading the call stack: is this inside a dispatch call, under a warm-up or capture frame, and where is the site.
+
+Frames are recognised by their code object (dispatch functions, by id: hashing a code object hashes its
+bytecode) or by module `__name__` and qualified name (engine functions named in rule files, which need
+not be imported yet). The site of an event is the first frame outside the kernel's own package, the
+packages a rule names as wrappers, and mlacheck itself, so it lands in the user's code; where the whole
+stack is the kernel's and mlacheck's (the embedded scenario calling the library's own warm-up), it is the
+innermost frame outside mlacheck.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from mlacheck.capture.spec import PhaseFrame
+
+STACK_DEPTH = 12
+INSTRUMENTATION = ("mlacheck",)
+
+
+@dataclass(frozen=True)
+class Where:
+    """What the stack says about one cache access."""
+
+    dispatch_depth: int | None  # frames from the access to the dispatch function's frame; None outside any dispatch
+    dispatch_code: object  # that frame's code object
+    phase: str | None  # "capture" or "warmup" under such a frame, else None
+    site: str | None
+    stack: list[str]
+
+
+class StackReader:
+    """Classifies cache accesses for one family."""
+
+    def __init__(self, dispatch_code_ids: frozenset[int], frames: tuple[PhaseFrame, ...], skip: tuple[str, ...]) -> None:
+        self.dispatch_code_ids = dispatch_code_ids
+        self._frames: dict[str, list[PhaseFrame]] = {}
+        for frame in frames:
+            self._frames.setdefault(frame.qualname.rpartition(".")[2], []).append(frame)
+        self._skip = tuple(skip) + INSTRUMENTATION
+
+    def read(self, frame: FrameType | None) -> Where:
+        """Walk outward from `frame` (the caller of the cache operation)."""
+        depth, dispatch_depth, dispatch_code, phase, site, fallback = 0, None, None, None, None, None
+        stack: list[str] = []
+        while frame is not None:
+            code = frame.f_code
+            if dispatch_depth is None and id(code) in self.dispatch_code_ids:
+                dispatch_depth, dispatch_code = depth, code
+            if phase != "capture":
+                phase = self._phase(frame) or phase
+            module = frame.f_globals.get("__name__") or ""
+            if fallback is None and not _within(module, INSTRUMENTATION):
+                fallback = frame
+            if not _within(module, self._skip):
+                if site is None:
+                    site = frame_site(frame)
+                if len(stack) < STACK_DEPTH:
+                    stack.append(f"{frame_site(frame)} {getattr(code, 'co_qualname', code.co_name)}")
+            frame = frame.f_back
+            depth += 1
+        if site is None and fallback is not None:
+            site = frame_site(fallback)
+        return Where(dispatch_depth, dispatch_code, phase, site, stack)
+
+    def _phase(self, frame: FrameType) -> str | None:
+        candidates = self._frames.get(frame.f_code.co_name)
+        if not candidates:
+            return None
+        module = frame.f_globals.get("__name__")
+        qualname = getattr(frame.f_code, "co_qualname", None)  # Python 3.10 has the name only
+        for candidate in candidates:
+            if candidate.module == module and qualname in (None, candidate.qualname):
+                return candidate.phase
+        return None
+
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in packages)
+
+
+def frame_site(frame: FrameType) -> str:
+    """`file:line` of a frame, with site-packages and the current folder cut off the path."""
+    return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def short_path(path: str) -> str:
+    """A path relative to site-packages (an installed package), the working folder, or an import root."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path[path.rindex(marker) + len(marker):]
+    try:
+        return str(Path(path).resolve().relative_to(Path(os.getcwd()).resolve()))
+    except (ValueError, OSError):
+        pass
+    roots = [entry for entry in sys.path if entry and os.path.isabs(entry) and path.startswith(entry.rstrip("/") + "/")]
+    return path[len(max(roots, key=len).rstrip("/")) + 1:] if roots else path

@@ -1,0 +1,57 @@
+"""Typed, named cache keys: a key field's value as JSON (bool, int, float, str, None, list) and as text.
+
+A variant's key is `{field: value}` in the family's field order. Values are typed when the capture
+records them, so nothing downstream guesses types back from strings: torch dtypes become their names
+(`torch.float8_e4m3fn` -> "float8_e4m3fn"), classes (CuTe DSL dtypes) their class names, tuples lists.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+JsonValue = Union[bool, int, float, str, None, list]
+Key = dict[str, JsonValue]
+
+
+def typed(value: object) -> JsonValue:
+    """A key field's runtime value as a JSON value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [typed(item) for item in value]
+    if isinstance(value, type):
+        return value.__name__
+    text = str(value)
+    return text[len("torch."):] if text.startswith("torch.") else text
+
+
+def value_text(value: JsonValue) -> str:
+    """A typed value as the report writes it: True, 192, float8_e4m3fn, (2, 1), None."""
+    if isinstance(value, list):
+        return "(" + ", ".join(value_text(item) for item in value) + ("," if len(value) == 1 else "") + ")"
+    return str(value)
+
+
+def key_text(key: Key, fields: list[str] | None = None) -> str:
+    """`(field=value, ...)` in the given field order, then any other fields."""
+    names = [name for name in (fields or []) if name in key] + [name for name in key if name not in (fields or [])]
+    return "(" + ", ".join(f"{name}={value_text(key[name])}" for name in names) + ")"
+
+
+def key_identity(key: Key) -> tuple:
+    """A key as a hashable value (field order ignored, lists as tuples)."""
+    return tuple(sorted((name, _frozen(value)) for name, value in key.items()))
+
+
+def _frozen(value: JsonValue) -> object:
+    return tuple(_frozen(item) for item in value) if isinstance(value, list) else (type(value).__name__, value)
+
+
+def spelling_text(spelling: dict | None) -> str:
+    """How a functools-cached call spelled its key: `f(a, b, c=..., d=...)`-like text."""
+    if not spelling:
+        return "positional tuple"
+    positional = spelling.get("positional") or []
+    keywords = spelling.get("keywords") or []
+    parts = list(positional) + [f"{name}=" for name in keywords]
+    return "(" + ", ".join(parts) + ")" if parts else "()"

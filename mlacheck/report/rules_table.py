@@ -1,0 +1,64 @@
+"""`mlacheck rules`: the finding codes of the registry and the kernel families the rule files declare."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from mlacheck.registry import RULES
+from mlacheck.rules import RuleFile, load_rules
+
+
+def print_rules(console: Console, path: Path | None = None, fingerprints: bool = False) -> None:
+    codes = Table(title="Finding codes", title_justify="left", header_style="bold")
+    for column in ("code", "name", "severity", "what", "fix"):
+        codes.add_column(column)
+    for rule in RULES.values():
+        codes.add_row(rule.code, rule.name, rule.severity.value, Text(rule.summary), Text(rule.hint))
+    console.print(codes)
+    rules = load_rules(path)
+    families = Table(title="Kernel families", title_justify="left", header_style="bold")
+    columns = ["family", "cache", "key fields", "checked against", "contracts", "file"] + (["fingerprint"] if fingerprints else [])
+    for column in columns:
+        families.add_column(column, overflow="fold")
+    for rule in rules.families:
+        family = rule.family
+        ranges = family.checked_versions if isinstance(family.checked_versions, str) else " or ".join(family.checked_versions)
+        row = [family.name, f"{family.module}.{family.cache} ({family.cache_kind})", ", ".join(family.key_fields),
+               f"{family.distribution} {ranges}", str(len(rule.contract)), rule.source]
+        if fingerprints:
+            row.append(_fingerprint_text(rule))
+        families.add_row(*(Text(cell) for cell in row))
+    console.print(families)
+    engines = Table(title="Engine frames and serving-start markers", title_justify="left", header_style="bold")
+    for column in ("engine", "what", "function"):
+        engines.add_column(column, overflow="fold")
+    for phase in rules.phases:
+        engines.add_row(Text(phase.engine), Text(phase.phase), Text(phase.function))
+    for start in rules.serving_starts:
+        engines.add_row(Text(start.engine), Text(f"serving starts ({start.at})"), Text(f"{start.module}:{start.qualname}"))
+    if engines.row_count:
+        console.print(engines)
+
+
+def _fingerprint_text(rule: RuleFile) -> str:
+    """The installed code's fingerprint, against the one the rule records."""
+    from mlacheck.capture import FamilyCapture
+    from mlacheck.capture.spec import CapturePolicy
+    from mlacheck.events import MemorySink
+    from mlacheck.rules import capture_spec
+
+    if not rule.family.key_functions:
+        return "— (no key_functions)"
+    try:
+        module = importlib.import_module(rule.family.module)
+    except Exception as exc:  # noqa: BLE001 - a missing library is a row, not a failure
+        return f"cannot import {rule.family.module}: {type(exc).__name__}"
+    installed = FamilyCapture(capture_spec(rule), MemorySink(), CapturePolicy()).fingerprint(module)
+    recorded = rule.family.fingerprint
+    state = "matches the rule" if installed == recorded else f"the rule has {recorded}" if recorded else "the rule records none"
+    return f"{installed} ({state})"
