@@ -147,7 +147,7 @@ class MlacheckSession:
         if session.exitstatus == pytest.ExitCode.OK:
             if self.error is not None:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
-            elif self.report.verdict != "pass":
+            elif self.report.verdict == "fail" or (self.report.verdict == "incomplete" and self.report.exit_code == 2):
                 session.exitstatus = self.report.exit_code
             self.failed_session = session.exitstatus != pytest.ExitCode.OK
 

@@ -29,7 +29,8 @@ def incomplete_reasons(family_tables: dict[str, list[ProcessFamily]], watched: l
     if not family_tables:
         return reasons + [f"no observed process loaded a watched kernel family ({', '.join(watched)}): nothing was checked"]
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
-    if not any(t.lookups for tables in used.values() for t in tables):
+    died = {name: _died(tables) for name, tables in sorted(used.items())}
+    if not any(t.lookups for tables in used.values() for t in tables) and not any(died.values()):
         names = ", ".join(sorted(used or family_tables))
         reasons.append(f"{names}: loaded, but no dispatch call reached the cache lookup: the warm-up was never compared "
                        "with a dispatch")
@@ -37,8 +38,8 @@ def incomplete_reasons(family_tables: dict[str, list[ProcessFamily]], watched: l
         precompiled = sum(v.precompiled for t in tables for v in t.variants.values())
         if precompiled and not any(t.lookups for t in tables) and any(t.lookups for ts in used.values() for t in ts):
             reasons.append(f"{name}: {precompiled} variant(s) precompiled, but no dispatch reached its cache lookup")
-        for function, died, calls, error in _died(tables):
-            reasons.append(f"{name}: {died} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
+        for function, count, calls, error in died[name]:
+            reasons.append(f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
                            "they checked nothing")
     return reasons
 

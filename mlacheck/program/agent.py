@@ -10,20 +10,17 @@ It imports no rule schema, no torch and no kernel library: the run folder's capt
 from __future__ import annotations
 
 import atexit
-import importlib.abc
 import json
 import os
-import socket
 import sys
 import time
-from pathlib import Path
 
 from mlacheck import __version__
 from mlacheck.capture.family import FamilyCapture
 from mlacheck.capture.spec import CapturePolicy, CaptureSpec, ServingStart
 from mlacheck.capture.stack import frame_site
 from mlacheck.events import FORMAT_VERSION, JsonlSink
-from mlacheck.program.rundir import CAPTURE_CONFIG, trace_path
+from mlacheck.program.layout import CAPTURE_CONFIG, trace_path
 
 ENV_RUN_DIR = "MLACHECK_RUN_DIR"
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
@@ -31,7 +28,7 @@ ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALN
 _current: Agent | None = None
 
 
-class _LoaderWithHook(importlib.abc.Loader):
+class _LoaderWithHook:
     """Runs the module as its own loader would, then calls the hook with it."""
 
     def __init__(self, loader, hook) -> None:
@@ -45,7 +42,7 @@ class _LoaderWithHook(importlib.abc.Loader):
         self._hook(module)
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
+class _PostImportFinder:
     """Finds the watched modules through the other finders and wraps their loader with the hook."""
 
     def __init__(self, modules: set[str], hook) -> None:
@@ -68,7 +65,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 class Agent:
     """Capture for one process: one trace file in `run_dir`, named by pid."""
 
-    def __init__(self, run_dir: Path, config: dict) -> None:
+    def __init__(self, run_dir: str, config: dict) -> None:
         self.run_dir = run_dir
         self.policy = CapturePolicy(**config.get("policy", {}))
         self.sink = JsonlSink(trace_path(run_dir, os.getpid()))
@@ -173,7 +170,7 @@ class Agent:
     def _write_run_event(self) -> None:
         self.sink.write({
             "type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "ppid": os.getppid(),
-            "host": socket.gethostname(), "mlacheck_version": __version__, "started": time.time(),
+            "host": os.uname().nodename, "mlacheck_version": __version__, "started": time.time(),
             "argv": list(sys.argv), "rank": _environment_rank(), "cute_dsl_arch": os.environ.get("CUTE_DSL_ARCH"),
             "forked_from": self._forked_from,
         })
@@ -238,7 +235,8 @@ def start_from_environment() -> Agent | None:
     run_dir = os.environ.get(ENV_RUN_DIR)
     if not run_dir:
         return None
-    config = json.loads((Path(run_dir) / CAPTURE_CONFIG).read_text(encoding="utf-8"))
-    agent = Agent(Path(run_dir), config)
+    with open(os.path.join(run_dir, CAPTURE_CONFIG), encoding="utf-8") as file:
+        config = json.load(file)
+    agent = Agent(run_dir, config)
     agent.start()
     return agent

@@ -11,15 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
-
-TRACE_GLOB = "trace-*.jsonl"
-UNOBSERVED_GLOB = "unobserved-*.txt"
-CAPTURE_CONFIG = "capture.json"
-
-
-def trace_path(run_dir: Path, pid: int) -> Path:
-    return run_dir / f"trace-{pid}.jsonl"
-
+from mlacheck.program.layout import CAPTURE_CONFIG, TRACE_GLOB, UNOBSERVED_GLOB
 
 @dataclass(frozen=True)
 class RunDir:

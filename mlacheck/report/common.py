@@ -64,3 +64,25 @@ def summary_line(report: dict) -> str:
     n = counts(report)
     line = f"{str(report.get('verdict', '?')).upper()}: {n['errors']} error(s), {n['warnings']} warning(s)"
     return line + (f", {n['baselined']} baselined" if n["baselined"] else "")
+
+
+def program_runs(report: dict) -> list[tuple[list[str], str]]:
+    """(command, how it ended) of each observed program run (several when runs were merged)."""
+    program = report.get("program")
+    if not program:
+        return []
+    described = []
+    for run in program.get("runs", [program]):
+        ended = (f"killed by {run['signal']}" if run.get("signal")
+                 else "unfinished (no meta.json: mlacheck itself was stopped)" if run.get("unfinished")
+                 else f"exit code {run['exit_code']}" if run.get("exit_code") is not None else "did not finish")
+        if run.get("forwarded"):
+            ended += f" (mlacheck got {', '.join(run['forwarded'])} and passed it on)"
+        described.append((list(run.get("command") or []), ended))
+    return described
+
+
+def versions_text(report: dict) -> str:
+    """"mlacheck 0.2.0, tokenspeed_mla.prefill 2.0.4, ...": the version of each family seen in the observed processes."""
+    seen = ", ".join(f"{name} {version or 'version unknown'}" for name, version in (report.get("versions") or {}).items())
+    return f"mlacheck {report.get('mlacheck_version')}" + (f", {seen}" if seen else "")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from mlacheck.report.common import is_new, process_text, severity, summary_line
+from mlacheck.keys import value_text
+from mlacheck.report.common import is_new, process_text, program_runs, severity, summary_line, versions_text
 
 
 def cell(value: object) -> str:
@@ -36,10 +37,17 @@ def to_markdown(report: dict) -> str:
         for finding in findings:
             lines += _finding(finding)
         lines.append("")
+    unseen = [*(f"incomplete: {line}" for line in report.get("incomplete") or []),
+              *(f"not checked: {line}" for line in report.get("not_checked") or []),
+              *(f"unreadable trace line skipped: {line}" for line in report.get("bad_lines") or [])]
+    if unseen:
+        lines += ["### What this run did not see", ""] + [f"- {_inline(line)}" for line in unseen] + [""]
     errors = report.get("internal_errors") or []
     if errors:
         lines += ["### Internal errors in capture (the program went on)", ""]
         lines += [f"- {_inline(error)}" for error in errors] + [""]
+    if report.get("exit_reason"):
+        lines.append(f"**{_inline(report['exit_reason'])}**")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -49,16 +57,13 @@ def _facts(report: dict) -> list[list[object]]:
         ["mode", report.get("mode") + (f" ({report['device']})" if report.get("device") else "") if report.get("mode") else None],
         ["target arch", report.get("target_arch")],
         ["compile", report.get("compile_policy")],
-        ["versions", f"mlacheck {report.get('mlacheck_version')}, tokenspeed_mla {report.get('tokenspeed_mla_version')}"],
+        ["versions", versions_text(report)],
     ]
     if scenario.get("model") is not None:
         rows.append(["model", f"{scenario['model']} tp={scenario.get('tp')}"])
     rows += [["warm-up", scenario.get("warmup")], ["profile", scenario.get("profile")]]
-    program = report.get("program")
-    if program:
-        ended = (f"signal {program['signal']}" if program.get("signal")
-                 else f"exit code {program['exit_code']}" if program.get("exit_code") is not None else "did not finish")
-        rows.append(["program", f"`{shlex.join(program.get('command') or [])}` ({ended})"])
+    for command, ended in program_runs(report):
+        rows.append(["program", f"`{shlex.join(command)}` ({ended})"])
     processes = report.get("processes") or []
     if processes:
         rows.append(["processes", ", ".join(
@@ -72,7 +77,7 @@ def _facts(report: dict) -> list[list[object]]:
 def _family(family: dict) -> list[str]:
     variants = family.get("variants") or []
     fields = list(family.get("key_fields") or []) or list(variants[0]["key"] if variants else [])
-    varying = [name for name in fields if len({str(v.get("key", {}).get(name)) for v in variants}) > 1] or fields
+    varying = [name for name in fields if len({value_text(v.get("key", {}).get(name)) for v in variants}) > 1] or fields
     shared = [name for name in fields if name not in varying]
     lines = [f"### {family.get('name')} ({family.get('version') or 'version unknown'})", ""]
     rows = []
@@ -84,11 +89,11 @@ def _family(family: dict) -> list[str]:
         status = variant.get("status")
         if variant.get("serving_path_compile_s") is not None:
             status = f"{status} ({variant['serving_path_compile_s']:.1f} s stall)"
-        rows.append([*(variant.get("key", {}).get(name) for name in varying), precompiled,
+        rows.append([*(value_text(variant.get("key", {}).get(name)) for name in varying), precompiled,
                      variant.get("compiled_by"), variant.get("dispatches"), status])
     lines += _table([*varying, "precompiled", "compiled by", "dispatches", "status"], rows)
     if shared and variants:
-        lines += ["", "every variant: " + ", ".join(f"`{name}={variants[0]['key'].get(name)}`" for name in shared)]
+        lines += ["", "every variant: " + ", ".join(f"`{name}={value_text(variants[0]['key'].get(name))}`" for name in shared)]
     return lines + [""]
 
 
@@ -98,7 +103,7 @@ def _finding(finding: dict) -> list[str]:
     lines = [f"- **{finding.get('code')}** {finding.get('name', '')} [{severity(finding)}]{state}"
              + (f" {where}" if where else "") + f": {_inline(finding.get('message', ''))}"]
     for name, (old, new) in (finding.get("diff") or {}).items():
-        lines.append(f"  - diff `{name}`: precompiled `{old}` → dispatched `{new}`")
+        lines.append(f"  - diff `{name}`: precompiled `{value_text(old)}` → dispatched `{value_text(new)}`")
     if finding.get("hint"):
         lines.append(f"  - fix: {_inline(finding['hint'])}")
     return lines

@@ -6,8 +6,9 @@ is the JSON report (format_version 2; later versions add fields and never rename
 `Report.model_validate` reads a saved one back.
 
 Verdicts: `fail` (a new error finding, or with --strict any new finding), else `incomplete` (the run did
-not see enough to compare: see `incomplete`), else `pass`. Exit codes: 1 fail; 2 incomplete (unless
---allow-incomplete); else the observed program's own status (its exit code, 128 + N for signal N); else 0.
+not see enough to compare: see `incomplete`; --allow-incomplete keeps the verdict and only changes the
+exit code), else `pass`. Exit codes: 1 fail; 2 incomplete (unless --allow-incomplete); else the observed
+program's own status (its exit code, 128 + N for signal N); else 0.
 """
 
 from __future__ import annotations
@@ -155,17 +156,18 @@ def decide(report: Report, strict: bool = False, allow_incomplete: bool = False,
     counts = Counts(errors=sum(f.severity == "error" for f in new), warnings=sum(f.severity == "warning" for f in new),
                     baselined=len(report.findings) - len(new))
     failing = counts.errors + (counts.warnings if strict else 0)
-    verdict = "fail" if failing else "incomplete" if report.incomplete and not allow_incomplete else "pass"
-    exit_code, exit_reason = _exit(verdict, counts, report.incomplete, report.program)
+    verdict = "fail" if failing else "incomplete" if report.incomplete else "pass"
+    exit_code, exit_reason = _exit(verdict, counts, report.incomplete, report.program, allow_incomplete)
     baseline = {"source": baseline_source, "baselined": counts.baselined, "new": len(new)} if known is not None else None
     return report.model_copy(update={"verdict": verdict, "counts": counts, "strict": strict, "baseline": baseline,
                                      "allow_incomplete": allow_incomplete, "exit_code": exit_code, "exit_reason": exit_reason})
 
 
-def _exit(verdict: str, counts: Counts, incomplete: list[str], program: dict | None) -> tuple[int, str]:
+def _exit(verdict: str, counts: Counts, incomplete: list[str], program: dict | None,
+          allow_incomplete: bool) -> tuple[int, str]:
     if verdict == "fail":
         return 1, f"exit 1: findings failed ({counts.errors} error(s)" + (f", {counts.warnings} warning(s)" if counts.warnings else "") + ")"
-    if verdict == "incomplete":
+    if verdict == "incomplete" and not allow_incomplete:
         return 2, f"exit 2: incomplete: {incomplete[0]}"
     for run in (program or {}).get("runs", [program] if program else []):
         if run.get("signal"):

@@ -6,12 +6,15 @@ markup), so paths, commands and function names print as they are.
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from mlacheck.keys import spelling_text, value_text
+from mlacheck.report.common import program_runs, versions_text
 from mlacheck.report.model import Report
 
 MODE_NOTES = {
@@ -51,10 +54,9 @@ def _header(data: dict) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    versions = "   ".join(f"{name} {version}" for name, version in (data.get("versions") or {}).items())
     mode = data["mode"]
     rows = [
-        ("mlacheck", f"{data['mlacheck_version']}" + (f"   {versions}" if versions else "")),
+        ("versions", versions_text(data)),
         ("target arch", data["target_arch"] or "not set (CUTE_DSL_ARCH unset in the program)"),
         ("mode", f"{mode}: {MODE_NOTES.get(mode, '')}" + (f" ({data['device']})" if data.get("device") else "")),
         ("compile", "real (cute.compile, timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
@@ -82,15 +84,7 @@ def _scenario_rows(scenario: dict, mode: str) -> list[tuple[str, str]]:
 
 
 def _program_rows(data: dict) -> list[tuple[str, str]]:
-    program = data.get("program") or {}
-    ended = []
-    for run in program.get("runs", [program]):
-        command = " ".join(run.get("command") or ["?"])
-        status = (f"killed by {run['signal']}" if run.get("signal") else "unfinished (no meta.json)" if run.get("unfinished")
-                  else f"exit code {run.get('exit_code')}")
-        if run.get("forwarded"):
-            status += f" (mlacheck got {', '.join(run['forwarded'])} and passed it on)"
-        ended.append(f"{command}: {status}")
+    ended = [f"{shlex.join(command) or '?'}: {status}" for command, status in program_runs(data)]
     processes = data.get("processes") or []
     described = ", ".join(
         f"pid {p['pid']}" + (f" rank {p['rank']}" if p.get("rank") is not None else "")

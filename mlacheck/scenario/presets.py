@@ -43,6 +43,8 @@ def model_preset(name: str, tp: int = 1) -> ModelPreset:
         preset = PRESETS[name]
     except KeyError:
         raise MlacheckError(f"unknown model preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
-    if tp < 1 or preset.num_heads % tp:
+    if tp < 1:
+        raise MlacheckError(f"--tp {tp}: the tensor-parallel size is 1 or more (the number of GPUs that share the heads)")
+    if preset.num_heads % tp:
         raise MlacheckError(f"--tp {tp} does not divide the {preset.num_heads} heads of {name}; use a divisor of {preset.num_heads}")
     return ModelPreset(preset.name, preset.num_heads // tp, preset.qk_nope_head_dim, preset.qk_rope_head_dim, preset.v_head_dim)

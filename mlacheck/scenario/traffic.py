@@ -49,8 +49,11 @@ def make_workload(requests: int = 8, seed: int = 0, min_len: int = 4, max_len: i
 
     The first batch has no prefix at all and the second has one, so every profile's calls all occur.
     """
-    if requests < 2 or min_len < 1 or max_len < min_len or batch_size < 1 or chunk_capacity < batch_size:
-        raise MlacheckError("workload needs --requests >= 2, 1 <= min length <= max length, and a chunk capacity >= batch size")
+    if requests < 2:
+        raise MlacheckError(f"--requests {requests}: the workload needs 2 or more (a first batch without a cached prefix, "
+                            "then one with)")
+    if min_len < 1 or max_len < min_len or batch_size < 1 or chunk_capacity < batch_size:
+        raise MlacheckError("workload needs 1 <= min length <= max length, and a chunk capacity >= batch size")
     rng = random.Random(seed)
 
     def length() -> int:
