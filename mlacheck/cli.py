@@ -48,6 +48,18 @@ RulesOption = Annotated[Optional[Path], typer.Option(help="A rule file or folder
 class Profile(str, Enum):
     tokenspeed = "tokenspeed"
     sglang = "sglang"
+    vllm = "vllm"
+
+
+class Kernel(str, Enum):
+    prefill = "prefill"
+    decode = "decode"
+    all = "all"
+
+
+class Switch(str, Enum):
+    on = "on"
+    off = "off"
 
 
 class CompilePolicy(str, Enum):
@@ -55,7 +67,8 @@ class CompilePolicy(str, Enum):
     skip = "skip"
 
 
-SCENARIO_ONLY = ("model", "tp", "profile", "warmup", "requests", "seed", "trace")
+SCENARIO_ONLY = ("model", "tp", "profile", "warmup", "requests", "seed", "trace", "kernel", "cuda_graph", "cuda_graph_max_bs",
+                 "max_context_len", "batch_sizes")
 PROGRAM_ONLY = ("run_dir", "dry", "serving_start")
 
 
@@ -78,8 +91,16 @@ def run(
     ctx: typer.Context,
     model: Annotated[str, typer.Option(help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
     tp: Annotated[int, typer.Option(help="Tensor-parallel size: divides the model's heads.")] = 1,
-    profile: Annotated[Profile, typer.Option(help="Traffic pattern: whose prefill calls to replay.")] = Profile.tokenspeed,
-    warmup: Annotated[str, typer.Option(help="Compile path under test: library, none, PATH.py:FUNC or pkg.module:FUNC.")] = "library",
+    profile: Annotated[Profile, typer.Option(help="The engine whose start-up and traffic to replay.")] = Profile.tokenspeed,
+    kernel: Annotated[Kernel, typer.Option(help="The kernel families to check.")] = Kernel.all,
+    warmup: Annotated[str, typer.Option(
+        help="Prefill compile path under test: engine (the profile's own), library, none, PATH.py:FUNC or pkg.module:FUNC.")] = "engine",
+    cuda_graph: Annotated[Switch, typer.Option(
+        help="off: the engine's enforce-eager / disable-cuda-graph start-up; decode then runs eagerly.")] = Switch.on,
+    cuda_graph_max_bs: Annotated[Optional[int], typer.Option(
+        help="The largest captured decode batch (default: the engine's); larger batches decode eagerly.")] = None,
+    max_context_len: Annotated[Optional[int], typer.Option(help="The context length (default: the model's).")] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option(help="Serving decode batch sizes, e.g. 1,8,64.")] = None,
     arch: Annotated[str, typer.Option(help="Target arch: auto, sm_100a, sm_103a or sm_107a.")] = "auto",
     compile: Annotated[CompilePolicy, typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only.")] = CompilePolicy.real,
     rules: RulesOption = None,
@@ -117,7 +138,8 @@ def run(
     else:
         from mlacheck.scenario.check import CheckOptions, run_check
 
-        options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed, num_sms)
+        options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed, num_sms,
+                               kernel.value, cuda_graph is Switch.on, cuda_graph_max_bs, max_context_len, batch_sizes)
         report = _guard(lambda: run_check(options, strict, allow_incomplete, known, source, parsed_context))
     _finish(report, specs)
 

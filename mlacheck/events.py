@@ -15,7 +15,8 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   {field: typed value}; spelling is how a functools-cached call spelled its key (null for
                   a dict key); phase is warmup | capture | serving | preexisting | inherited; origin is
                   compile | skip | unknown (not made by a watched compile)
-- dispatch:       {family, vid, key, spelling, phase, site, stack}   the first lookup of vid in that phase
+- dispatch:       {family, vid, key, spelling, phase, site, stack, call}   the first lookup of vid in that phase;
+                  call holds the rule's call_facts (locals of that dispatch call, e.g. its batch size)
 - counts:         {family, dispatches: {"vid:phase": n}, calls: {function: n}, final}   cumulative totals
 - dispatch_error: {family, function, error, message, reached_lookup, site}   first of each kind; how many
                   are in counts.calls as "function!before" / "function!after"

@@ -60,6 +60,7 @@ class Family(_Strict):
     key_functions: list[str] = Field(default=[], description="functions whose signature and source the key depends on")
     fingerprint: str | None = Field(default=None, description="their fingerprint when the rule was checked")
     site_skip: list[str] = Field(default=[], description="wrapper packages that are never a site")
+    call_facts: list[str] = Field(default=[], description="locals of the dispatch function that say which call dispatched a variant")
 
     @field_validator("checked_versions")
     @classmethod
@@ -261,9 +262,15 @@ class RuleSet:
     def family(self, name: str) -> RuleFile | None:
         return next((rule for rule in self.families if rule.family.name == name), None)
 
+    def frames(self) -> tuple[PhaseFrame, ...]:
+        """The engine functions under which a dispatch is warm-up or CUDA-graph capture."""
+        return tuple(PhaseFrame(rule.phase, *_frame(rule.function), rule.engine) for rule in self.phases)
+
     def capture_specs(self) -> list[CaptureSpec]:
-        frames = tuple(PhaseFrame(rule.phase, *_frame(rule.function), rule.engine) for rule in self.phases)
-        return [capture_spec(rule, frames) for rule in self.families]
+        return [capture_spec(rule, self.frames()) for rule in self.families]
+
+    def capture_spec_of(self, name: str) -> CaptureSpec:
+        return capture_spec(self.family(name), self.frames())
 
     def capture_config(self) -> dict:
         """What an observed process needs (JSON: no rule schema is imported there)."""
@@ -277,7 +284,7 @@ def capture_spec(rule: RuleFile, frames: tuple[PhaseFrame, ...] = ()) -> Capture
     return CaptureSpec(
         family=family.name, distribution=family.distribution, module=family.module, cache=family.cache,
         cache_kind=family.cache_kind, lookup=family.lookup, compile=family.compile, dispatch=tuple(family.dispatch),
-        key_fields=tuple(family.key_fields), key_functions=tuple(family.key_functions), site_skip=tuple(family.site_skip),
+        key_fields=tuple(family.key_fields), key_functions=tuple(family.key_functions), site_skip=tuple(family.site_skip), call_facts=tuple(family.call_facts),
         dry_patches=tuple(DryPatch(patch.target, patch.action) for patch in rule.dry.patch),
         dry_host_arguments=tuple(rule.dry.host_arguments), frames=frames,
     )

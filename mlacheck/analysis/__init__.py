@@ -11,7 +11,8 @@ from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
 from mlacheck.analysis.findings import (Finding, contract_findings, dead_warmup_finding, key_layout_findings,
                                         numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings)
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
-from mlacheck.keys import key_identity
+from mlacheck.arch import capability
+from mlacheck.keys import key_identity, value_text
 from mlacheck.registry import Severity
 from mlacheck.rules import RuleSet
 
@@ -79,7 +80,7 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
         findings += _per_process(rule, family_tables, merged)
         seen: set[tuple] = set()
         for table in family_tables:
-            run_context = {**rule.context, **facts[table.proc].context, **(context or {})}
+            run_context = derived_context({**rule.context, **facts[table.proc].context, **(context or {})})
             for contract in rule.contract:
                 missing = [need for need in contract.needs() if need not in run_context]
                 if missing:
@@ -100,6 +101,14 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(by_family, watched, len(facts) if observed is None else observed, unobserved or [])
     return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
+
+
+def derived_context(context: dict[str, str]) -> dict[str, str]:
+    """The context with what follows from it: target_capability "(10, 0)" from target_arch "sm_100a"."""
+    target = capability(context.get("target_arch", ""))
+    if "target_capability" not in context and target is not None:
+        return {**context, "target_capability": value_text(list(target))}
+    return context
 
 
 def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant]) -> list[Finding]:

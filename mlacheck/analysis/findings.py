@@ -33,6 +33,9 @@ class Finding:
         return finding_rule(self.code).severity
 
 
+LONG_KEY = 8  # fields; a finding names a longer key by the fields it differs in
+
+
 def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
     """The precompiled key with the fewest differing fields (first in compile order on a tie) and the diff."""
     best: tuple[Key | None, dict[str, list[JsonValue]]] = (None, {})
@@ -53,6 +56,8 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     stall = (f"a {variant.serving_path_compile_s:.1f} s stall" if variant.serving_path_compile_s is not None
              else "a stall (not measured: --compile skip)")
     text = key_text(variant.key, family.key_fields)
+    if len(variant.key) > LONG_KEY and diff:  # name a long key by what sets it apart; the JSON has it whole
+        text = key_text({name: variant.key[name] for name in diff}, family.key_fields)[:-1] + f", and {len(variant.key) - len(diff)} fields as the nearest)"
     if nearest is None:
         closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
     else:
@@ -60,13 +65,15 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
             f"{name} (precompiled {value_text(old)}, dispatched {value_text(new)}"
             + (f"; follows {', '.join(drivers[name])}" if name in drivers else "") + ")" for name, (old, new) in diff.items())
         if drivers and len(drivers) == len(diff):
-            driven = sorted({what for names in drivers.values() for what in names})
+            driven = list(dict.fromkeys(what for names in drivers.values() for what in names))
             hint = (f"the warm-up did not cover the {', '.join(driven)} of this dispatch: warm up (capture) that "
                     f"{' / '.join(driven)}, or precompile " + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items()))
         else:
             hint = "make the warm-up compile " + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items()) + " as the dispatch does"
+    call = (" (" + ", ".join(f"{name}={value_text(value)}" for name, value in variant.first_call.items()) + ")"
+            if variant.first_call else "")
     return Finding("MLA001", family.name, variant.key,
-                   f"{text} compiled on the serving path: {stall} in the first call that dispatched it; {closest}",
+                   f"{text} compiled on the serving path: {stall} in the first call that dispatched it{call}; {closest}",
                    hint, nearest, diff, drivers, variant.serving_path_site, variant.serving_path_stack, table.proc)
 
 

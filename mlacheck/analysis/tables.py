@@ -32,6 +32,7 @@ class Variant:
     capture_dispatches: int = 0
     at_least: bool = False  # counts from a process that did not exit normally
     first_dispatch_site: str | None = None
+    first_call: dict = field(default_factory=dict)  # the call facts of the first serving dispatch
     serving_path_compile: bool = False
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
@@ -129,7 +130,7 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             variant = _variant(table, event)
             phase = "warmup" if before_mark and event["phase"] == "serving" else event["phase"]
             if phase == "serving" and variant.first_dispatch_site is None:
-                variant.first_dispatch_site = event.get("site")
+                variant.first_dispatch_site, variant.first_call = event.get("site"), dict(event.get("call") or {})
             variant.captured |= phase == "capture"
             variant.first_phases.add(phase)
         elif kind == "counts":
@@ -227,7 +228,8 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
             into.at_least |= variant.at_least
             into.captured |= variant.captured
             into.unverified = (into.unverified or variant.unverified) and not into.dispatches
-            into.first_dispatch_site = into.first_dispatch_site or variant.first_dispatch_site
+            if into.first_dispatch_site is None:
+                into.first_dispatch_site, into.first_call = variant.first_dispatch_site, variant.first_call
             if variant.precompiled and not into.precompiled:
                 into.precompiled, into.compile_phase = True, variant.compile_phase
                 into.compile_s, into.compiled_by = variant.compile_s, variant.compiled_by

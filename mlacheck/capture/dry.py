@@ -12,21 +12,16 @@ import contextlib
 import importlib
 from collections.abc import Callable, Iterator
 
+from mlacheck.arch import capability
 from mlacheck.capture.spec import CapturePolicy, DryPatch
 
 
-def target_capability(arch: str) -> tuple[int, int]:
-    """sm_100a -> (10, 0), sm_103a -> (10, 3)."""
-    digits = arch.removeprefix("sm_").rstrip("af")
-    return int(digits[:-1]), int(digits[-1])
-
-
 def _actions(policy: CapturePolicy) -> dict[str, Callable[..., object]]:
-    capability = target_capability(policy.target_arch)
+    target = capability(policy.target_arch)
     sms = policy.num_sms or 0
     return {
         "nullcontext": lambda *args, **kwargs: contextlib.nullcontext(),
-        "target_capability": lambda *args, **kwargs: capability,
+        "target_capability": lambda *args, **kwargs: target,
         "target_sm_count": lambda *args, **kwargs: sms,
         "target_clusters": lambda cluster_size=1, *args, **kwargs: max(1, sms // max(1, int(cluster_size))),
     }

@@ -243,8 +243,16 @@ class FamilyCapture:
             self._first.add((vid, phase))
             key, spelling = self._described[vid]
             self.sink.write({"type": "dispatch", "family": self.spec.family, "vid": vid, "key": key,
-                             "spelling": spelling, "phase": phase, "site": where.site, "stack": where.stack})
+                             "spelling": spelling, "phase": phase, "site": where.site, "stack": where.stack,
+                             "call": self._call_facts(where.dispatch_frame)})
         return counter
+
+    def _call_facts(self, frame: FrameType | None) -> dict:
+        """The rule's `call_facts`: locals of the dispatch call that looked this variant up first (batch size, ...)."""
+        if frame is None or not self.spec.call_facts:
+            return {}
+        local = frame.f_locals
+        return {name: typed(local[name]) for name in self.spec.call_facts if name in local}
 
     def _returned(self, vid: int, value: object) -> object:
         if self.launch is None:

@@ -56,6 +56,7 @@ class CaptureSpec:
     key_fields: tuple[str, ...] = ()
     key_functions: tuple[str, ...] = ()  # whose signature and source the key depends on (the fingerprint)
     site_skip: tuple[str, ...] = ()  # module prefixes that are never a site (the family's own package is never one)
+    call_facts: tuple[str, ...] = ()  # locals of the dispatch function recorded at a variant's first lookup
     dry_patches: tuple[DryPatch, ...] = ()
     dry_host_arguments: tuple[str, ...] = ()  # dispatch arguments kept on the host under --dry (they report is_cuda)
     frames: tuple[PhaseFrame, ...] = ()
@@ -68,7 +69,7 @@ class CaptureSpec:
         data = dict(data)
         data["dry_patches"] = tuple(DryPatch(**patch) for patch in data.get("dry_patches", ()))
         data["frames"] = tuple(PhaseFrame(**frame) for frame in data.get("frames", ()))
-        for name in ("dispatch", "key_fields", "key_functions", "site_skip", "dry_host_arguments"):
+        for name in ("dispatch", "key_fields", "key_functions", "site_skip", "call_facts", "dry_host_arguments"):
             data[name] = tuple(data.get(name, ()))
         return cls(**data)
 

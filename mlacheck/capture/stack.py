@@ -3,9 +3,9 @@
 Frames are recognised by their code object (dispatch functions, by id: hashing a code object hashes its
 bytecode) or by module `__name__` and qualified name (engine functions named in rule files, which need
 not be imported yet). The site of an event is the first frame outside the kernel's own package, the
-packages a rule names as wrappers, and mlacheck itself, so it lands in the user's code; where the whole
-stack is the kernel's and mlacheck's (the embedded scenario calling the library's own warm-up), it is the
-innermost frame outside mlacheck.
+packages a rule names as wrappers, and mlacheck's instrumentation, so it lands in the user's code (in the
+embedded scenario, the scenario's code that plays the engine); where no frame is left, it is the innermost
+frame outside the instrumentation.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from types import FrameType
 from mlacheck.capture.spec import PhaseFrame
 
 STACK_DEPTH = 12
-INSTRUMENTATION = ("mlacheck",)
+INSTRUMENTATION = ("mlacheck.capture", "mlacheck.program", "mlacheck.cli", "mlacheck.pytest_plugin")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Where:
 
     dispatch_depth: int | None  # frames from the access to the dispatch function's frame; None outside any dispatch
     dispatch_code: object  # that frame's code object
+    dispatch_frame: FrameType | None  # that frame (read on a slow path only)
     phase: str | None  # "capture" or "warmup" under such a frame, else None
     site: str | None
     stack: list[str]
@@ -45,12 +46,12 @@ class StackReader:
 
     def read(self, frame: FrameType | None) -> Where:
         """Walk outward from `frame` (the caller of the cache operation)."""
-        depth, dispatch_depth, dispatch_code, phase, site, fallback = 0, None, None, None, None, None
+        depth, dispatch_depth, dispatch_code, dispatch_frame, phase, site, fallback = 0, None, None, None, None, None, None
         stack: list[str] = []
         while frame is not None:
             code = frame.f_code
             if dispatch_depth is None and id(code) in self.dispatch_code_ids:
-                dispatch_depth, dispatch_code = depth, code
+                dispatch_depth, dispatch_code, dispatch_frame = depth, code, frame
             if phase != "capture":
                 phase = self._phase(frame) or phase
             module = frame.f_globals.get("__name__") or ""
@@ -65,7 +66,7 @@ class StackReader:
             depth += 1
         if site is None and fallback is not None:
             site = frame_site(fallback)
-        return Where(dispatch_depth, dispatch_code, phase, site, stack)
+        return Where(dispatch_depth, dispatch_code, dispatch_frame, phase, site, stack)
 
     def _phase(self, frame: FrameType) -> str | None:
         candidates = self._frames.get(frame.f_code.co_name)

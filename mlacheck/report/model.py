@@ -43,6 +43,7 @@ class VariantReport(_Model):
     serving_path_compile_s: Optional[float] = None
     serving_path_site: Optional[str] = None
     first_dispatch_site: Optional[str] = None
+    first_call: dict[str, JsonValue] = {}
     status: str = "ok"
     tokens: int = 0
     fp8_cost: Optional[dict[str, float]] = None
@@ -119,6 +120,7 @@ def variant_report(variant: Variant) -> VariantReport:
         dispatches=variant.dispatches, dispatches_at_least=variant.at_least and variant.dispatches > 0,
         warmup_dispatches=variant.warmup_dispatches, serving_path_compile_s=variant.serving_path_compile_s,
         serving_path_site=variant.serving_path_site, first_dispatch_site=variant.first_dispatch_site,
+        first_call=variant.first_call,
         status=variant.status, tokens=variant.tokens, fp8_cost=variant.fp8_cost, numerics=variant.numerics)
 
 

@@ -40,7 +40,7 @@ class AccuracyMetrics:
     max_abs_err: float
     max_rel_err: float
     cosine_similarity: float
-    lse_max_abs_err: float
+    lse_max_abs_err: float | None  # None where no LSE was returned (decode)
 
 
 def _channel_scaled_normal(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
@@ -153,11 +153,11 @@ def _max(x: torch.Tensor) -> float:
 
 
 def compare_outputs(
-    out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, ref_lse: torch.Tensor
+    out: torch.Tensor, lse: torch.Tensor | None, ref_out: torch.Tensor, ref_lse: torch.Tensor | None
 ) -> AccuracyMetrics:
     """Metrics of out [n, h, d_v] and lse [n, h] against a reference, in float64 on the reference's device.
 
-    Rows where both LSEs are -inf (no keys) count as equal.
+    Rows where both LSEs are -inf (no keys) count as equal; without an LSE, its error is None.
     """
     out = out.to(ref_out.device, torch.float64)
     ref = ref_out.to(torch.float64)
@@ -169,6 +169,8 @@ def compare_outputs(
         cosine = (torch.dot(out.flatten(), ref.flatten()) / norms).item()
     else:
         cosine = 1.0 if max_abs == 0 else 0.0
+    if lse is None or ref_lse is None:
+        return AccuracyMetrics(max_abs, max_rel, cosine, None)
     lse = lse.to(ref_lse.device, torch.float64)
     ref_lse = ref_lse.to(torch.float64)
     lse_err = torch.where(lse == ref_lse, torch.zeros_like(lse), (lse - ref_lse).abs())

@@ -1,28 +1,41 @@
-"""The facade: one call runs the embedded scenario (warm-up, then traffic) under capture and analyses it."""
+"""The facade: one call runs the embedded scenario (an engine's start-up, then its traffic) under capture and
+analyses it.
+
+The families run through tokenspeed_mla's own dispatch functions: prefill (`tokenspeed_mla_prefill`) and
+decode (`tokenspeed_mla_decode`), as the chosen engine calls them (`engines.py`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture
-from mlacheck.environment import detect_environment, flagship_sm_count, import_tokenspeed_mla
+from mlacheck.environment import detect_environment, flagship_sm_count, import_tokenspeed_mla, sm_count_label
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
 from mlacheck.report.model import Report, build_report
 from mlacheck.rules import RuleSet, load_rules
-from mlacheck.scenario.dispatch import FP8
-from mlacheck.scenario.presets import model_preset
-from mlacheck.scenario.prefill_run import Launcher, run_traffic
-from mlacheck.scenario.traffic import PROFILES, make_workload
+from mlacheck.scenario import startup
+from mlacheck.scenario.decode_run import DecodeRunner
+from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batch_sizes
+from mlacheck.scenario.dispatch import dispatch, empty_tensors
+from mlacheck.scenario.engines import Engine, engine
+from mlacheck.scenario.prefill_run import Launcher, TrafficStats, run_traffic
+from mlacheck.scenario.presets import ModelPreset, model_preset
+from mlacheck.scenario.traffic import Request, make_workload
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
-PREFILL_FAMILY = "tokenspeed_mla.prefill"
+FAMILIES = {"prefill": "tokenspeed_mla.prefill", "decode": "tokenspeed_mla.decode"}
 KV_CACHE_DTYPE = "float8_e4m3fn"  # tokenspeed_mla's backends require an FP8 KV cache
+KERNELS = ("prefill", "decode", "all")
 
 
 @dataclass(frozen=True)
@@ -30,7 +43,7 @@ class CheckOptions:
     model: str = "deepseek-v3"
     tp: int = 1
     profile: str = "tokenspeed"
-    warmup: str = "library"
+    warmup: str = "engine"
     arch: str = "auto"
     compile: str = "real"
     rules: Path | None = None
@@ -38,71 +51,131 @@ class CheckOptions:
     requests: int = 8
     seed: int = 0
     num_sms: int | None = None
+    kernel: str = "all"
+    cuda_graph: bool = True
+    cuda_graph_max_bs: int | None = None
+    max_context_len: int | None = None
+    batch_sizes: str | None = None
 
 
 def run_check(options: CheckOptions, strict: bool = False, allow_incomplete: bool = False, known: set[str] | None = None,
               baseline_source: str | None = None, context: dict[str, str] | None = None) -> Report:
-    """Warm up, send the traffic through tokenspeed_mla's dispatch, and analyse what the cache saw."""
-    if options.profile not in PROFILES:
-        raise MlacheckError(f"--profile {options.profile}: choose one of {', '.join(PROFILES)}")
+    """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
     if options.compile not in ("real", "skip"):
         raise MlacheckError(f"--compile {options.compile}: choose real or skip")
+    if options.kernel not in KERNELS:
+        raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
+    the_engine = engine(options.profile)
     rules = load_rules(options.rules)
-    _require_prefill_rule(rules, options.rules)
+    kinds = _kinds(rules, options.kernel, options.rules)
     model = model_preset(options.model, options.tp)
+    context_len = options.max_context_len or model.context_len
+    batch_sizes = parse_batch_sizes(options.batch_sizes)
     environment = detect_environment(options.arch)
-    if options.compile == "skip" and environment.mode == "execute":
+    if environment.mode == "execute" and options.compile == "skip":
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
+    if environment.mode == "execute" and options.num_sms is not None:
+        raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
     package = import_tokenspeed_mla()
-    warmup = resolve_warmup(options.warmup)
-    workload = make_workload(options.requests, options.seed)
+    warmup = resolve_warmup(options.warmup, the_engine.name)
+    plan = decode_plan(the_engine, batch_sizes, context_len, options.cuda_graph, options.cuda_graph_max_bs, options.seed)
+    enable_pdl = environment.enable_pdl if the_engine.pdl is None else the_engine.pdl
+    num_sms = options.num_sms or flagship_sm_count(environment.target_arch)
     launcher = Launcher(execute=environment.mode == "execute")
     memory = MemorySink()
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
-    sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__, "started": time.time()})
+    sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__,
+                "started": time.time()})
     policy = CapturePolicy(compile=options.compile, replace_launch=environment.mode != "execute",
-                           dry=environment.mode == "dry", target_arch=environment.target_arch,
-                           num_sms=options.num_sms or flagship_sm_count(environment.target_arch))
-    captures = [FamilyCapture(spec, sink, policy, launcher.stand_in) for spec in rules.capture_specs()]
+                           dry=environment.mode != "execute", target_arch=environment.target_arch, num_sms=num_sms)
+    specs = [dataclasses.replace(rules.capture_spec_of(FAMILIES[kind]), frames=rules.frames() + startup.FRAMES)
+             for kind in kinds]
+    captures = [FamilyCapture(spec, sink, policy, launcher.stand_in) for spec in specs]
+    device = "cpu" if environment.mode == "dry" else "cuda"
+    fp8 = the_engine.prefill_q_dtype == KV_CACHE_DTYPE
+    q_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    decoder = DecodeRunner(package, model, enable_pdl, environment.mode, launcher, sink,
+                           FAMILIES["decode"], device) if "decode" in kinds else None
+    stats = TrafficStats()
     try:
         for capture in captures:
             capture.install()
-        run_warmup(warmup, {"q_dtype": FP8, "d_qk": model.d_qk, "d_v": model.d_v, "num_heads": model.num_heads,
-                            "enable_pdl": environment.enable_pdl, "target_arch": environment.target_arch})
         try:
-            stats = run_traffic(package.tokenspeed_mla_prefill, workload, options.profile, model, environment.mode,
-                                environment.enable_pdl, launcher, sink, PREFILL_FAMILY, options.seed,
-                                device="cpu" if environment.mode == "dry" else "cuda")
+            startup.warm_up(_warmup_actions(the_engine, options, warmup, plan, decoder, package, model, enable_pdl,
+                                            environment.target_arch, q_dtype, device, kinds))
+            startup.capture_graphs([lambda step=step: decoder.step(step, options.seed)
+                                    for step in plan.steps if step.phase == "capture" and decoder is not None])
+            if "prefill" in kinds:
+                stats = run_traffic(package.tokenspeed_mla_prefill, make_workload(options.requests, options.seed),
+                                    the_engine.name, model, environment.mode, enable_pdl, launcher, sink, FAMILIES["prefill"],
+                                    options.seed, device, fp8)
+            for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
+                decoder.step(step, options.seed * 7919 + number)
+        except MlacheckError:
+            raise
         except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
-            raise MlacheckError(
-                f"tokenspeed_mla_prefill failed in {environment.mode} mode on {environment.device or 'the CPU'} "
-                f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
-            ) from None
+            raise MlacheckError(f"tokenspeed_mla failed in {environment.mode} mode on {environment.device or 'the CPU'} "
+                                f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}") from None
     finally:
         for capture in reversed(captures):
             capture.remove()
         sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()
-    context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE, "engine": options.profile,
-               "d_qk": str(model.d_qk), "d_v": str(model.d_v), "num_heads": str(model.num_heads), **(context or {})}
-    scenario = {
-        "model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
-        "warmup": warmup.label, "profile": options.profile, "requests": options.requests, "seed": options.seed,
-        "prefill_calls": stats.prefill_calls, "tokens": stats.tokens, "launches": launcher.launches,
-        "merge_max_abs_err": stats.merge_max_abs_err,
-    }
+    run_context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE, "engine": the_engine.name,
+                   "d_qk": str(model.d_qk), "d_v": str(model.d_v), "num_heads": str(model.num_heads), **(context or {})}
+    scenario = _scenario_facts(options, the_engine, model, warmup.label, stats, plan, decoder, launcher, context_len,
+                               sm_count_label(environment.target_arch, options.num_sms), kinds)
     facts = {"mode": environment.mode, "target_arch": environment.target_arch, "compile_policy": options.compile,
              "mlacheck_version": __version__, "device": environment.device, "scenario": scenario}
-    return build_report(analyse(memory.events, rules, context), facts, strict=strict, allow_incomplete=allow_incomplete,
+    return build_report(analyse(memory.events, rules, run_context), facts, strict=strict, allow_incomplete=allow_incomplete,
                         known=known, baseline_source=baseline_source)
 
 
-def _require_prefill_rule(rules: RuleSet, path: Path | None) -> None:
-    if rules.family(PREFILL_FAMILY) is None:
-        raise MlacheckError(
-            f"{path}: the scenario drives tokenspeed_mla prefill, but no rule file declares family {PREFILL_FAMILY!r}; "
-            "add it (copy the bundled rules/tokenspeed_mla_prefill.toml)"
-        )
+def _warmup_actions(the_engine: Engine, options: CheckOptions, warmup, plan: DecodePlan, decoder: DecodeRunner | None,
+                    package, model: ModelPreset, enable_pdl: bool, target_arch: str, q_dtype: torch.dtype, device: str,
+                    kinds: tuple[str, ...]) -> list:
+    """The start-up warm-up in the engine's order: its warm-up function, a dummy prefill, decode dummy forwards."""
+    actions = []
+    if "prefill" in kinds:
+        arguments = {"q_dtype": q_dtype, "d_qk": model.d_qk, "d_v": model.d_v, "num_heads": model.num_heads,
+                     "enable_pdl": enable_pdl, "target_arch": target_arch}
+        actions.append(lambda: run_warmup(warmup, arguments))
+        if the_engine.startup_prefill == "always" or (the_engine.startup_prefill == "with graphs" and options.cuda_graph):
+            for call in the_engine.prefill_calls((Request(2),), 4096):
+                actions.append(lambda call=call: dispatch(package.tokenspeed_mla_prefill, call,
+                                                          empty_tensors(call, model, device, q_dtype), model, enable_pdl))
+    if decoder is not None:
+        actions += [lambda step=step: decoder.step(step, options.seed) for step in plan.steps if step.phase == "warmup"]
+    return actions
+
+
+def _scenario_facts(options: CheckOptions, the_engine: Engine, model: ModelPreset, warmup_label: str, stats: TrafficStats,
+                    plan: DecodePlan, decoder: DecodeRunner | None, launcher: Launcher, context_len: int, sms: str,
+                    kinds: tuple[str, ...]) -> dict:
+    facts = {"model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
+             "profile": the_engine.name, "engine_source": the_engine.source, "kernels": list(kinds), "warmup": warmup_label,
+             "cuda_graph": options.cuda_graph, "launches": launcher.launches}
+    if "prefill" in kinds:
+        facts.update(requests=options.requests, seed=options.seed, prefill_calls=stats.prefill_calls, tokens=stats.tokens,
+                     prefill_q_dtype=the_engine.prefill_q_dtype, merge_max_abs_err=stats.merge_max_abs_err)
+    if decoder is not None:
+        facts.update(sm_count=sms, context_len=context_len, capture_sizes=list(plan.capture_sizes),
+                     batch_sizes=list(parse_batch_sizes(options.batch_sizes)), eager_batch_sizes=list(plan.eager_sizes),
+                     replays=plan.replays, decode_dispatches=decoder.dispatches)
+    return facts
+
+
+def _kinds(rules: RuleSet, kernel: str, path: Path | None) -> tuple[str, ...]:
+    """The families to drive: the one asked for, or (all) every one of the scenario's that the rules declare."""
+    wanted = ("prefill", "decode") if kernel == "all" else (kernel,)
+    declared = tuple(kind for kind in wanted if rules.family(FAMILIES[kind]) is not None)
+    if kernel == "all" and declared:
+        return declared
+    missing = next((kind for kind in wanted if kind not in declared), None)
+    if missing is not None:
+        raise MlacheckError(f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy the "
+                            f"bundled rules/{FAMILIES[missing].replace('.', '_')}.toml)")
+    return declared
 
 
 def _first_line(error: Exception) -> str:

@@ -17,7 +17,7 @@ import torch
 from mlacheck.scenario.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
 from mlacheck.events import EventSink
 from mlacheck.scenario.reference import merge_by_lse, reference_prefill
-from mlacheck.scenario.dispatch import CallTensors, cumulative, dispatch, empty_tensors
+from mlacheck.scenario.dispatch import FP8, CallTensors, cumulative, dispatch, empty_tensors
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.traffic import PROFILES, PrefillCall, Request, Workload
 
@@ -84,8 +84,11 @@ class TrafficStats:
 
 
 def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, mode: str, enable_pdl: bool,
-                launcher: Launcher, sink: EventSink, family: str, seed: int, device: str = "cuda") -> TrafficStats:
-    """Send the workload's prefill calls through `prefill` and write a `numerics` event per call (GPU modes)."""
+                launcher: Launcher, sink: EventSink, family: str, seed: int, device: str = "cuda",
+                fp8: bool = True) -> TrafficStats:
+    """Send the workload's prefill calls through `prefill` and write a `numerics` event per call (GPU modes).
+
+    q/k/v are FP8, or (fp8=False, vLLM without query quantization) the model's bf16 activations."""
     stats = TrafficStats()
     make_calls = PROFILES[profile]
     for number, batch in enumerate(workload.batches):
@@ -94,22 +97,22 @@ def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, m
         stats.tokens += sum(sum(call.q_lens) for call in calls)
         if mode == "dry":
             for call in calls:
-                dispatch(prefill, call, empty_tensors(call, model, "cpu"), model, enable_pdl)
+                dispatch(prefill, call, empty_tensors(call, model, "cpu", FP8 if fp8 else torch.bfloat16), model, enable_pdl)
             continue
         inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
         merged = None
         for call in calls:
-            out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode)
+            out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode, fp8)
             merged = (out, lse) if merged is None else merge_by_lse(*merged, out, lse)
-        error = _merge_error(merged, inputs, model)
+        error = _merge_error(merged, inputs, model, fp8)
         stats.merge_max_abs_err = max(stats.merge_max_abs_err or 0.0, error)
     return stats
 
 
-def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode):
-    fp8 = call_tensors(inputs, call, fp8=True)
-    result = dispatch(prefill, call, fp8, model, enable_pdl)
-    reference = reference_prefill(fp8.q, fp8.k, fp8.v, fp8.cum_q, fp8.cum_kv, model.softmax_scale, call.is_causal)
+def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode, fp8: bool):
+    fed = call_tensors(inputs, call, fp8=fp8)
+    result = dispatch(prefill, call, fed, model, enable_pdl)
+    reference = reference_prefill(fed.q, fed.k, fed.v, fed.cum_q, fed.cum_kv, model.softmax_scale, call.is_causal)
     bf16 = call_tensors(inputs, call, fp8=False)
     original = reference_prefill(bf16.q, bf16.k, bf16.v, bf16.cum_q, bf16.cum_kv, model.softmax_scale, call.is_causal)
     kernel = None
@@ -122,13 +125,13 @@ def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, 
     return out.float(), lse.float()
 
 
-def _merge_error(merged, inputs: list[RequestInputs], model: ModelPreset) -> float:
+def _merge_error(merged, inputs: list[RequestInputs], model: ModelPreset, fp8: bool) -> float:
     """Max abs difference of the merged chunked-prefix output from one-shot attention over [prefix + new]."""
-    q = torch.cat([r.q8 for r in inputs])
-    k = torch.cat([r.k8 for r in inputs])
-    v = torch.cat([r.v8 for r in inputs])
-    q_lens = tuple(r.q8.shape[0] for r in inputs)
-    kv_lens = tuple(r.k8.shape[0] for r in inputs)
+    q = torch.cat([r.q8 if fp8 else r.q for r in inputs])
+    k = torch.cat([r.k8 if fp8 else r.k for r in inputs])
+    v = torch.cat([r.v8 if fp8 else r.v for r in inputs])
+    q_lens = tuple(r.q.shape[0] for r in inputs)
+    kv_lens = tuple(r.k.shape[0] for r in inputs)
     device = q.device.type
     one_shot, _ = reference_prefill(q, k, v, cumulative(q_lens, device), cumulative(kv_lens, device), model.softmax_scale, True)
     return (merged[0] - one_shot).abs().max().item() if one_shot.numel() else 0.0

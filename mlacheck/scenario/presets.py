@@ -1,8 +1,8 @@
-"""Model presets: the attention dimensions that decide which prefill variants a model needs."""
+"""Model presets: the attention dimensions that decide which prefill and decode variants a model needs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlacheck.errors import MlacheckError
 
@@ -11,9 +11,11 @@ from mlacheck.errors import MlacheckError
 class ModelPreset:
     name: str
     num_heads: int
+    context_len: int
     qk_nope_head_dim: int = 128
     qk_rope_head_dim: int = 64
     v_head_dim: int = 128
+    kv_lora_rank: int = 512  # decode attends in the latent space: q and the cache rows are kv_lora_rank + rope wide
 
     @property
     def d_qk(self) -> int:
@@ -31,8 +33,8 @@ class ModelPreset:
 PRESETS = {
     preset.name: preset
     for preset in (
-        ModelPreset("deepseek-v3", num_heads=128),  # also DeepSeek-R1 / V3.1 / V3.2 prefill
-        ModelPreset("kimi-k2", num_heads=64),
+        ModelPreset("deepseek-v3", num_heads=128, context_len=163840),  # also DeepSeek-R1 / V3.1 / V3.2
+        ModelPreset("kimi-k2", num_heads=64, context_len=131072),
     )
 }
 
@@ -47,4 +49,4 @@ def model_preset(name: str, tp: int = 1) -> ModelPreset:
         raise MlacheckError(f"--tp {tp}: the tensor-parallel size is 1 or more (the number of GPUs that share the heads)")
     if preset.num_heads % tp:
         raise MlacheckError(f"--tp {tp} does not divide the {preset.num_heads} heads of {name}; use a divisor of {preset.num_heads}")
-    return ModelPreset(preset.name, preset.num_heads // tp, preset.qk_nope_head_dim, preset.qk_rope_head_dim, preset.v_head_dim)
+    return replace(preset, num_heads=preset.num_heads // tp)

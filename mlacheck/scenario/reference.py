@@ -1,4 +1,4 @@
-"""FP32 reference attention for the tokenspeed_mla FP8 prefill kernel, in the kernel's conventions.
+"""FP32 reference attention for the tokenspeed_mla FP8 prefill and paged decode kernels, in their conventions.
 
 Conventions read from tokenspeed_mla 2.0.4 (`fmha.py`, `fmha_helpers.py`, `mla_prefill.py`):
 
@@ -20,7 +20,12 @@ Empty rows: a request with ``kv_len == 0`` gets ``out = 0, lse = -inf`` (fmha.py
     The reference also gives this to query rows that a causal mask leaves without keys
     (``q_len > kv_len``); the kernel's output for such rows is not specified by its source.
 
-Not modelled: the kernel rounds the probabilities P to FP8 before the P.V product
+Decode (`reference_decode`, mla_decode.py 2.0.4): absorbed MLA over a paged latent cache. Each cache row
+    is kv_lora_rank + rope wide and shared by every head; the key is the whole row and the value its first
+    kv_lora_rank entries (the kernel's c_latent, c_rope split, mla_decode.py:911-920); the output is
+    ``attention * output_scale``. A q_len > 1 block is the sequence's last q_len positions, causally.
+
+Not modelled: the prefill kernel rounds the probabilities P to FP8 before the P.V product
 (fmha.py:1770-1880) while its row sums stay in float32, so its output differs from this reference
 by more than the FP8 rounding of q/k/v alone.
 """
@@ -155,3 +160,29 @@ def merge_by_lse(
     w_a = torch.exp(lse_a.float() - safe)[..., None]
     w_b = torch.exp(lse_b.float() - safe)[..., None]
     return w_a * out_a.float() + w_b * out_b.float(), lse
+
+
+def reference_decode(
+    query: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: Sequence[int] | torch.Tensor,
+    kv_lora_rank: int,
+    softmax_scale: float,
+    output_scale: float = 1.0,
+) -> torch.Tensor:
+    """Paged MLA decode in float32: query [B, q_len, H, R + P], kv_cache [pages, page_size, R + P],
+    block_tables [B, max_pages] (a request's pages in order), seq_lens [B]. Returns out [B, q_len, H, R]."""
+    batch, q_len, heads, width = query.shape
+    page_size = kv_cache.shape[-2]
+    cache = kv_cache.reshape(-1, page_size, width)
+    out = torch.zeros(batch, q_len, heads, kv_lora_rank, dtype=torch.float32, device=query.device)
+    for b, length in enumerate(_offsets(seq_lens)):
+        if length == 0:
+            continue
+        pages = block_tables[b, : -(-length // page_size)].long()
+        rows = dequantize(cache[pages].reshape(-1, width)[:length])
+        mask = causal_mask(q_len, length, device=query.device) if q_len > 1 else None
+        attended, _ = _attend(dequantize(query[b]), rows[:, None, :], rows[:, None, :kv_lora_rank], softmax_scale, mask)
+        out[b] = attended * output_scale
+    return out

@@ -93,14 +93,24 @@ def tokenspeed_profile(batch: tuple[Request, ...], chunk_capacity: int) -> list[
     return [_extend(batch, True)] + prefix_chunks(batch, chunk_capacity)
 
 
+def _lse_when_prefixed(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
+    return [_extend(batch, any(r.prefix_len for r in batch))] + prefix_chunks(batch, chunk_capacity)
+
+
 def sglang_profile(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
     """sgl-project/sglang `srt/layers/attention/trtllm_mla_backend.py` forward_extend (inherited by
     `tokenspeed_mla_backend.py`): LSE only when a request in the batch has a prefix."""
-    has_prefix = any(r.prefix_len for r in batch)
-    return [_extend(batch, has_prefix)] + prefix_chunks(batch, chunk_capacity)
+    return _lse_when_prefixed(batch, chunk_capacity)
+
+
+def vllm_profile(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
+    """vllm 0.34.0 `model_executor/layers/attention/mla_attention.py` forward_mha: new tokens with
+    return_lse = has_context (3483), then `_compute_prefill_context` chunks, non-causal with LSE."""
+    return _lse_when_prefixed(batch, chunk_capacity)
 
 
 PROFILES: dict[str, Callable[[tuple[Request, ...], int], list[PrefillCall]]] = {
     "tokenspeed": tokenspeed_profile,
     "sglang": sglang_profile,
+    "vllm": vllm_profile,
 }

@@ -1,8 +1,11 @@
-"""Warm-up sources: the compile path under test.
+"""Warm-up sources: the prefill compile path under test (decode is warmed by the engine's CUDA-graph capture).
 
-`library` calls tokenspeed_mla's own `warmup_compile_prefill` as the TokenSpeed engine does; `none`
-precompiles nothing; `PATH.py:FUNC` or `pkg.module:FUNC` calls a user's function with the keyword
-arguments in `WARMUP_ARGUMENTS` that its signature accepts (all of them if it takes **kwargs).
+`engine` is the profile's engine as published (see `engines.py`): TokenSpeed calls `warmup_compile_prefill`
+with the KV cache dtype; SGLang compiles three FP8 variants through `_compile_prefill_kernel`; vLLM calls
+`warmup_compile_prefill` for bf16 and fp8 with enable_pdl=False. `library` calls `warmup_compile_prefill`
+with the traffic's q dtype; `none` precompiles nothing; `PATH.py:FUNC` or `pkg.module:FUNC` calls a user's
+function with the keyword arguments in `WARMUP_ARGUMENTS` that its signature accepts (all of them if it
+takes **kwargs).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from mlacheck.errors import MlacheckError
 
@@ -28,14 +33,16 @@ class WarmupSource:
     function: Callable[..., object] | None
 
 
-def resolve_warmup(spec: str) -> WarmupSource:
+def resolve_warmup(spec: str, engine: str) -> WarmupSource:
     """Turn `--warmup` into a callable; problems are one line."""
     if spec == "none":
         return WarmupSource("none", None)
-    if spec == "library":
+    if spec in ("library", "engine"):
         from tokenspeed_mla import mla_prefill
 
-        return WarmupSource("library: tokenspeed_mla.warmup_compile_prefill", _library_warmup(mla_prefill))
+        if spec == "library":
+            return WarmupSource("library: tokenspeed_mla.warmup_compile_prefill", _library_warmup(mla_prefill))
+        return WarmupSource(f"engine: {ENGINE_WARMUPS[engine][0]}", ENGINE_WARMUPS[engine][1](mla_prefill))
     where, _, name = spec.rpartition(":")
     if not where or not name:
         raise MlacheckError(f"--warmup {spec!r}: use library, none, PATH.py:FUNC or pkg.module:FUNC")
@@ -63,10 +70,47 @@ def run_warmup(source: WarmupSource, arguments: dict[str, object]) -> None:
 
 def _library_warmup(mla_prefill) -> Callable[..., object]:
     def library_warmup(q_dtype, d_qk, d_v, enable_pdl):
-        # As lightseekorg/tokenspeed's CuteDSLMLABackend.__init__ calls it.
         mla_prefill.warmup_compile_prefill(q_dtype=q_dtype, d_qk=d_qk, d_v=d_v, enable_pdl=enable_pdl)
 
     return library_warmup
+
+
+def _tokenspeed_warmup(mla_prefill) -> Callable[..., object]:
+    def tokenspeed_warmup(d_qk, d_v, enable_pdl):
+        # tokenspeed 0.1.1 backends/paged/tokenspeed_mla.py:258-263: q_dtype is the KV cache dtype (FP8).
+        mla_prefill.warmup_compile_prefill(q_dtype=torch.float8_e4m3fn, d_qk=d_qk, d_v=d_v, enable_pdl=enable_pdl)
+
+    return tokenspeed_warmup
+
+
+def _sglang_warmup(mla_prefill) -> Callable[..., object]:
+    def sglang_warmup(d_qk, d_v, enable_pdl):
+        # sglang 0.5.13 tokenspeed_mla_backend.py:137-150, TokenspeedMLABackend.__init__.
+        ex2 = mla_prefill._enable_ex2_emulation()
+        for is_causal, return_lse in ((True, True), (True, False), (False, True)):
+            key = (torch.float8_e4m3fn, d_qk, d_v, is_causal, return_lse, enable_pdl, ex2)
+            if key not in mla_prefill._compiled_kernels:
+                mla_prefill._compiled_kernels[key] = mla_prefill._compile_prefill_kernel(
+                    torch.float8_e4m3fn, d_qk, d_v, is_causal, return_lse, use_pdl=enable_pdl, enable_ex2_emulation=ex2)
+
+    return sglang_warmup
+
+
+def _vllm_warmup(mla_prefill) -> Callable[..., object]:
+    def vllm_warmup(d_qk, d_v):
+        # vllm 0.34.0 v1/attention/backends/mla/tokenspeed_mla.py:253-264, TokenspeedMLAImpl.__init__.
+        for q_dtype in (torch.bfloat16, torch.float8_e4m3fn):
+            mla_prefill.warmup_compile_prefill(q_dtype=q_dtype, d_qk=d_qk, d_v=d_v, enable_pdl=False)
+
+    return vllm_warmup
+
+
+ENGINE_WARMUPS = {
+    "tokenspeed": ("CuteDSLMLABackend.__init__, warmup_compile_prefill(q_dtype=float8_e4m3fn)", _tokenspeed_warmup),
+    "sglang": ("TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel", _sglang_warmup),
+    "vllm": ("TokenspeedMLAImpl.__init__, warmup_compile_prefill for bfloat16 and float8_e4m3fn, enable_pdl=False",
+             _vllm_warmup),
+}
 
 
 def _load_file(spec: str, path: Path):

@@ -56,7 +56,7 @@ RULE_FILES = {
     "contract_field_not_a_key_field": (
         BUNDLED_RULE + '\n[[contract]]\nfield = "num_splits"\nequals = "1"\n', ["'num_splits'", "family.key_fields"]),
     "no_prefill_family": (edited('name = "tokenspeed_mla.prefill"', 'name = "other.family"'),
-                          ["'tokenspeed_mla.prefill'"]),
+                          ["the scenario drives tokenspeed_mla.prefill, but no rule file declares it"]),
 }
 
 

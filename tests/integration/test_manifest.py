@@ -9,7 +9,8 @@ LOADER = ROOT / "tests" / "fixtures" / "manifest_warmup.py"
 
 
 def test_manifest_of_dispatched_variants_makes_the_warmup_complete(tmp_path):
-    first = run_cli("run", "--compile", "skip", "--profile", "sglang", tmp_path=tmp_path)
+    first = run_cli("run", "--compile", "skip", "--kernel", "prefill", "--profile", "sglang", "--warmup", "library",
+                    tmp_path=tmp_path)
     assert first.code == 1
     manifest_path = tmp_path / "manifest.json"
     written = run_cli("manifest", str(tmp_path / "report.json"), "-o", str(manifest_path))
@@ -19,7 +20,8 @@ def test_manifest_of_dispatched_variants_makes_the_warmup_complete(tmp_path):
     assert family["module"] == "tokenspeed_mla.mla_prefill" and len(family["variants"]) == 3
     assert {(v["is_causal"], v["return_lse"]) for v in family["variants"]} == {(True, True), (False, True), (True, False)}
     assert all(v["q_dtype"] == "float8_e4m3fn" and v["d_qk"] == 192 and v["enable_pdl"] is True for v in family["variants"])
-    again = run_cli("run", "--compile", "skip", "--profile", "sglang", "--warmup", f"{LOADER}:precompile_from_manifest",
+    again = run_cli("run", "--compile", "skip", "--kernel", "prefill", "--profile", "sglang", "--warmup",
+                    f"{LOADER}:precompile_from_manifest",
                     tmp_path=tmp_path, env_extra={"WARMUP_MANIFEST": str(manifest_path)})
     assert again.code == 0, again.stdout + again.stderr
     assert again.report["findings"] == []

@@ -42,7 +42,7 @@ def real_reports(tmp_path_factory):
     runs = []
     for index in range(2):
         path = out / f"report{index}.json"
-        command = [sys.executable, "-m", "mlacheck", "run", "--compile", "skip", "--profile", "sglang",
+        command = [sys.executable, "-m", "mlacheck", "run", "--compile", "skip", "--kernel", "prefill", "--profile", "sglang",
                    "--warmup", "tests/fixtures/sglang_warmup.py:bf16_warmup", "--json", str(path)]
         runs.append((path, subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                             text=True)))

@@ -45,8 +45,8 @@ def test_bad_version_specifier_is_refused(tmp_path):
 def test_trace_round_trip_and_truncated_last_line(tmp_path):
     path = tmp_path / "t.jsonl"
     sink = JsonlSink(path)
-    sink.write({"type": "run", "format_version": 1, "pid": 1})
-    sink.write({"type": "dispatch", "family": "f", "key": ["a"]})
+    sink.write({"type": "run", "format_version": 2, "pid": 1})
+    sink.write({"type": "dispatch", "family": "f", "vid": 0, "key": {"a": True}})
     sink.close()
     trace = read_trace(path)
     assert [e["type"] for e in trace.events] == ["run", "dispatch"] and not trace.truncated

@@ -7,7 +7,7 @@ from mlacheck.scenario.prefill_run import Launcher, run_traffic
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.traffic import make_workload
 
-MODEL = ModelPreset("tiny", num_heads=2)
+MODEL = ModelPreset("tiny", num_heads=2, context_len=64)
 
 
 def make_prefill(launcher):

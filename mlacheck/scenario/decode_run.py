@@ -1,0 +1,97 @@
+"""The decode run: every decode step of the plan through tokenspeed_mla's own `tokenspeed_mla_decode`, in any mode.
+
+The inputs are the engine's: FP8 q [B, 1, H, kv_lora_rank + rope] and a paged FP8 latent cache (page size
+64, one page run per request), max_seq_len as the engine passes it. In the GPU modes each dispatch
+writes a `numerics` event: the FP8 accuracy cost (the reference on the FP8 inputs against the original
+bf16 ones) and, in execute mode, the kernel's output against the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from mlacheck.events import EventSink
+from mlacheck.scenario.activations import compare_outputs
+from mlacheck.scenario.decode_traffic import DecodeStep
+from mlacheck.scenario.prefill_run import Launcher
+from mlacheck.scenario.presets import ModelPreset
+from mlacheck.scenario.reference import reference_decode
+
+FP8 = torch.float8_e4m3fn
+PAGE_SIZE = 64  # the TokenSpeed, SGLang (trtllm_mla) and vLLM block size for this backend
+WORKSPACE_BYTES = 256 << 20  # the engines allocate one workspace up front; this holds every split of the plan
+
+
+@dataclass(frozen=True)
+class DecodeInputs:
+    query: torch.Tensor  # FP8 [B, 1, H, R + P]
+    kv_cache: torch.Tensor  # FP8 [pages, PAGE_SIZE, R + P]
+    block_tables: torch.Tensor  # int32 [B, max_pages]
+    seq_lens: torch.Tensor  # int32 [B]
+    original: tuple[torch.Tensor, torch.Tensor] | None  # bf16 query and cache before the FP8 cast (GPU modes)
+
+
+class DecodeRunner:
+    """Sends decode steps through the package's `tokenspeed_mla_decode` (looked up at each call, as engines
+    that import the package do), as one engine calls it."""
+
+    def __init__(self, package, model: ModelPreset, enable_pdl: bool, mode: str, launcher: Launcher, sink: EventSink,
+                 family: str, device: str) -> None:
+        self.package, self.model, self.enable_pdl, self.mode = package, model, enable_pdl, mode
+        self.launcher, self.sink, self.family, self.device = launcher, sink, family, device
+        self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.int8, device=device)
+        self.dispatches = 0
+
+    def step(self, step: DecodeStep, seed: int) -> None:
+        """One decode forward; a replayed graph looks nothing up, so it makes no call."""
+        if step.replayed:
+            return
+        inputs = self.inputs(step, seed)
+        result = self.dispatch(inputs, step.max_seq_len)
+        self.dispatches += 1
+        if self.mode != "dry":
+            self._numerics(inputs, result)
+
+    def dispatch(self, inputs: DecodeInputs, max_seq_len: int) -> torch.Tensor:
+        """One tokenspeed_mla_decode call with the engines' arguments (their defaults elsewhere)."""
+        return self.package.tokenspeed_mla_decode(
+            query=inputs.query, kv_cache=inputs.kv_cache, workspace_buffer=self.workspace,
+            kv_lora_rank=self.model.kv_lora_rank, qk_rope_head_dim=self.model.qk_rope_head_dim,
+            block_tables=inputs.block_tables, seq_lens=inputs.seq_lens, max_seq_len=max_seq_len,
+            softmax_scale=self.model.softmax_scale, enable_pdl=self.enable_pdl,
+        )
+
+    def inputs(self, step: DecodeStep, seed: int) -> DecodeInputs:
+        """The step's tensors: empty in dry mode (nothing is computed), seeded activations on a GPU."""
+        width = self.model.kv_lora_rank + self.model.qk_rope_head_dim
+        pages = [-(-length // PAGE_SIZE) for length in step.seq_lens]
+        tables = torch.zeros(step.batch_size, max(pages), dtype=torch.int32)
+        start = 0
+        for row, count in enumerate(pages):
+            tables[row, :count] = torch.arange(start, start + count, dtype=torch.int32)
+            start += count
+        seq_lens = torch.tensor(step.seq_lens, dtype=torch.int32)
+        query_shape, cache_shape = (step.batch_size, 1, self.model.num_heads, width), (start, PAGE_SIZE, width)
+        if self.mode == "dry":
+            return DecodeInputs(torch.empty(query_shape, dtype=FP8), torch.empty(cache_shape, dtype=FP8), tables,
+                                seq_lens, None)
+        generator = torch.Generator().manual_seed(seed)
+        query = torch.randn(query_shape, generator=generator).to(torch.bfloat16).to(self.device)
+        cache = torch.randn(cache_shape, generator=generator).to(torch.bfloat16).to(self.device)
+        return DecodeInputs(query.to(FP8), cache.to(FP8), tables.to(self.device), seq_lens.to(self.device), (query, cache))
+
+    def _numerics(self, inputs: DecodeInputs, result: torch.Tensor) -> None:
+        model = self.model
+        reference = reference_decode(inputs.query, inputs.kv_cache, inputs.block_tables, inputs.seq_lens,
+                                     model.kv_lora_rank, model.softmax_scale)
+        query, cache = inputs.original
+        original = reference_decode(query, cache, inputs.block_tables, inputs.seq_lens, model.kv_lora_rank,
+                                    model.softmax_scale)
+        flat = lambda x: x.reshape(-1, model.num_heads, model.kv_lora_rank)  # noqa: E731
+        kernel = asdict(compare_outputs(flat(result), None, flat(reference), None)) if self.mode == "execute" else None
+        self.sink.write({"type": "numerics", "family": self.family, "key": self.launcher.last_key,
+                         "tokens": int(inputs.query.shape[0]), "fp8_cost": asdict(compare_outputs(flat(reference), None,
+                                                                                                  flat(original), None)),
+                         "kernel": kernel})

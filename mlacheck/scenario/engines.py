@@ -1,0 +1,94 @@
+"""The engines the scenario replays, as their published code runs tokenspeed_mla at start-up and while serving.
+
+Each `Engine` names the upstream file, function and version it follows. Prefill calls are made by the
+profiles in `traffic.py`; decode steps by `decode_traffic.py` from the capture ladder and eager policy here.
+
+- tokenspeed (PyPI tokenspeed 0.1.1, tokenspeed-kernel 0.1.4): `runtime/layers/attention/backends/paged/
+  tokenspeed_mla.py` (CuteDSLMLABackend: warm-up in __init__, forward_decode, forward_extend_chunked) and
+  `runtime/execution/forward_step.py` (get_batch_sizes_to_capture, _capture_one: 4 eager forwards and one
+  captured per size; decode max_seq_len is always the context length; padded batches replay a graph).
+- sglang (the tokenspeed_mla backend of SGLang 0.5.13, `srt/layers/attention/tokenspeed_mla_backend.py` over
+  `trtllm_mla_backend.py`, the release after sgl-project/sglang#26170): fp8 warm-up of three prefill variants;
+  capture (`cuda_graph_runner.py` capture_one_batch_size: 2 warm-up forwards and one captured) at
+  max_context_len; eager decode (batches above --cuda-graph-max-bs, or no graphs) at seq_lens_cpu.max().
+- vllm (PyPI vllm 0.34.0 with the TOKENSPEED_MLA attention and prefill backends): `v1/attention/backends/mla/
+  tokenspeed_mla.py` TokenspeedMLAImpl.__init__ warms prefill for bf16 and fp8 with enable_pdl=False;
+  `model_executor/layers/attention/mla_attention.py` forward_mha dispatches new tokens with return_lse =
+  has_context in the model dtype; `v1/worker/gpu_worker.py` _compile_or_warm_up_model runs warmup_kernels
+  (`v1/worker/gpu/warmup.py`: a no-context prefill, decode at a few tokens) unless --enforce-eager; FULL
+  decode graphs over `decode_cudagraph_capture_grid` at max_model_len; decode in a step that also holds a
+  prefill runs eagerly at that step's longest sequence (`v1/worker/gpu/model_states/default.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlacheck.errors import MlacheckError
+from mlacheck.scenario.traffic import PrefillCall, Request, sglang_profile, tokenspeed_profile, vllm_profile
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    prefill_calls: Callable[[tuple[Request, ...], int], list[PrefillCall]]
+    prefill_q_dtype: str  # the dtype of the q/k/v the prefill dispatch gets
+    pdl: bool | None  # enable_pdl of every dispatch; None: compute capability >= 9, on for every target arch
+    capture_sizes: Callable[[int], list[int]]  # the decode capture ladder up to a maximum batch size
+    default_capture_max: int
+    capture_forwards: int  # eager decode forwards per captured size (the captured forward itself is one more)
+    eager_max_seq_len: str  # "context": the context length; "batch": the step's own longest sequence
+    mixed_decode: bool  # serving decode also runs eagerly beside a prefill in one step (chunked prefill)
+    eager_warmup_batches: tuple[int, ...]  # without CUDA graphs, the decode batch sizes the start-up warms
+    startup_prefill: str  # "always", "with graphs" (skipped by --cuda-graph off) or "never": a start-up dummy prefill
+    startup_decode_batches: tuple[int, ...]  # with graphs on, eager decode steps of the start-up warm-up
+    source: str
+
+
+def tokenspeed_ladder(maximum: int) -> list[int]:
+    """forward_step.py get_batch_sizes_to_capture: 1, 2, 4, then every 8 up to the maximum."""
+    return [size for size in [1, 2, 4, *range(8, maximum + 1, 8)] if size <= maximum] or [maximum]
+
+
+def sglang_ladder(maximum: int) -> list[int]:
+    """server_args.py _generate_cuda_graph_batch_sizes: 1, 2, 4, 8, 12, every 8 to 256, every 16 to 512, every 32."""
+    sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, maximum + 1, 32)]
+    return [size for size in sizes if size <= maximum] or [maximum]
+
+
+def vllm_grid(maximum: int) -> list[int]:
+    """config/compilation.py decode_cudagraph_capture_grid: every count up to 6, then a stride of the largest
+    power of two not above 0.65 * n^(2/3), and the maximum itself."""
+    grid, size = [], 1
+    while size < maximum:
+        grid.append(size)
+        stride = 1 << max(0, math.floor(math.log2(max(1.0, 0.65 * size ** (2 / 3)))))
+        size = (size // stride + 1) * stride
+    return [*grid, maximum]
+
+
+ENGINES: dict[str, Engine] = {
+    "tokenspeed": Engine(
+        "tokenspeed", tokenspeed_profile, "float8_e4m3fn", None, tokenspeed_ladder, 160, 4, "context", False, (1,),
+        "always", (),
+        "PyPI tokenspeed 0.1.1: backends/paged/tokenspeed_mla.py CuteDSLMLABackend, execution/forward_step.py "
+        "ForwardStepRunner.capture/_capture_one, execution/model_executor.py ModelExecutor.autotune"),
+    "sglang": Engine(
+        "sglang", sglang_profile, "float8_e4m3fn", None, sglang_ladder, 512, 2, "batch", False, (), "never", (),
+        "SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
+        "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py"),
+    "vllm": Engine(
+        "vllm", vllm_profile, "bfloat16", False, vllm_grid, 1024, 1, "batch", True, (), "with graphs", (1024, 2, 1),
+        "PyPI vllm 0.34.0: v1/attention/backends/mla/tokenspeed_mla.py TokenspeedMLAImpl, mla/prefill/tokenspeed_mla.py, "
+        "model_executor/layers/attention/mla_attention.py forward_mha, v1/worker/gpu_worker.py "
+        "_compile_or_warm_up_model, v1/worker/gpu/warmup.py warmup_kernels"),
+}
+
+
+def engine(name: str) -> Engine:
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise MlacheckError(f"--profile {name}: choose one of {', '.join(ENGINES)}") from None

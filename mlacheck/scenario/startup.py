@@ -1,0 +1,27 @@
+"""An engine's start-up in the scenario: the warm-up, then CUDA-graph capture, under frames that capture reads.
+
+`warm_up` and `capture_graphs` are what the engines' own warm-up and capture functions are in
+rules/engines.toml: a dispatch under `warm_up` is warm-up (a compile there is no stall), and a variant
+looked up under `capture_graphs` is captured (graph replay uses it). The scenario adds `FRAMES` to the
+capture specs of the families it drives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from mlacheck.capture.spec import PhaseFrame
+
+FRAMES = (PhaseFrame("warmup", __name__, "warm_up", "scenario"), PhaseFrame("capture", __name__, "capture_graphs", "scenario"))
+
+
+def warm_up(actions: Iterable[Callable[[], object]]) -> None:
+    """Run the start-up warm-up: the warm-up function, then the engine's dummy forwards."""
+    for action in actions:
+        action()
+
+
+def capture_graphs(actions: Iterable[Callable[[], object]]) -> None:
+    """Run the forwards of CUDA-graph capture (eager warm-up forwards and the captured one)."""
+    for action in actions:
+        action()
