@@ -158,3 +158,45 @@ def test_cuda_matches_cpu() -> None:
 
     assert cuda[0].device.type == "cuda" and cuda[1].device.type == "cuda"
     torch.testing.assert_close((cuda[0].cpu(), cuda[1].cpu()), cpu, rtol=1e-5, atol=1e-5)
+
+
+# decode: absorbed MLA over a paged latent cache
+
+
+def _paged(rows_per_request: list[torch.Tensor], page_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scatter each request's cache rows into pages in reverse order (so the table's order matters)."""
+    pages, tables = [], []
+    for rows in rows_per_request:
+        count = -(-rows.shape[0] // page_size)
+        padded = torch.cat([rows, torch.full((count * page_size - rows.shape[0], rows.shape[1]), float("nan"))])
+        tables.append(list(range(len(pages) + count - 1, len(pages) - 1, -1)))
+        pages += list(reversed(padded.reshape(count, page_size, -1)))
+    width = max(len(t) for t in tables)
+    return torch.stack(pages), torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
+
+
+def test_decode_hand_computed_case() -> None:
+    # one request, one head, rank 1 latent + 1 rope channel: rows (c, r) = (1, 0) and (3, ln 2 / scale)
+    kv_cache = torch.tensor([[[1.0, 0.0], [3.0, math.log(2) / SCALE]]])
+    query = torch.tensor([[[[0.0, 1.0]]]])  # [B=1, q_len=1, H=1, 2]: scores 0 and ln 2, so weights 1/3, 2/3
+    out = reference.reference_decode(query, kv_cache, torch.tensor([[0]]), [2], kv_lora_rank=1, softmax_scale=SCALE)
+    assert out.shape == (1, 1, 1, 1)
+    assert out.item() == pytest.approx(1 / 3 * 1 + 2 / 3 * 3)
+    scaled = reference.reference_decode(query, kv_cache, torch.tensor([[0]]), [2], 1, SCALE, output_scale=0.5)
+    assert scaled.item() == pytest.approx(out.item() * 0.5)
+
+
+@pytest.mark.parametrize("q_len", [1, 3])
+def test_decode_matches_sdpa_over_pages(q_len: int) -> None:
+    rank, rope, heads, page_size = 16, 8, 4, 4
+    lens = [7, 1, 12]
+    rows = [_randn(n, rank + rope, seed=10 + i) for i, n in enumerate(lens)]
+    kv_cache, tables = _paged(rows, page_size)
+    query = _randn(len(lens), q_len, heads, rank + rope, seed=20)
+    out = reference.reference_decode(query, kv_cache, tables, lens, rank, SCALE)
+    assert out.shape == (len(lens), q_len, heads, rank) and not out.isnan().any()
+    for b, n in enumerate(lens):
+        k = rows[b][:, None, :].expand(n, heads, -1)
+        mask = _bottom_right(q_len, n) if q_len > 1 else None
+        expected = _sdpa(query[b], k, k[..., :rank], mask)
+        torch.testing.assert_close(out[b], expected, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,48 @@
+"""The decode runner's GPU-mode path on the CPU: a stand-in decode that looks its key up through the Launcher
+and answers with the reference, so inputs, replays and numerics events are checked without a GPU."""
+
+from types import SimpleNamespace
+
+import torch
+
+from mlacheck.events import MemorySink
+from mlacheck.scenario.decode_run import PAGE_SIZE, DecodeRunner
+from mlacheck.scenario.decode_traffic import DecodeStep
+from mlacheck.scenario.prefill_run import Launcher
+from mlacheck.scenario.presets import ModelPreset
+from mlacheck.scenario.reference import reference_decode
+
+MODEL = ModelPreset("tiny", num_heads=2, context_len=512, kv_lora_rank=16, qk_rope_head_dim=8)
+
+
+def stand_in_package(launcher, calls):
+    def tokenspeed_mla_decode(query, kv_cache, workspace_buffer, kv_lora_rank, qk_rope_head_dim, block_tables, seq_lens,
+                              max_seq_len, softmax_scale, enable_pdl):
+        calls.append((query.shape[0], max_seq_len, enable_pdl))
+        assert kv_cache.shape[1:] == (PAGE_SIZE, kv_lora_rank + qk_rope_head_dim) and workspace_buffer.dtype == torch.int8
+        kernel = lambda: reference_decode(query, kv_cache, block_tables, seq_lens, kv_lora_rank, softmax_scale)  # noqa: E731
+        return launcher.stand_in({"batch": query.shape[0]}, kernel)().bfloat16()
+    return SimpleNamespace(tokenspeed_mla_decode=tokenspeed_mla_decode)
+
+
+def test_execute_path_writes_numerics_per_dispatch_and_replays_make_no_call():
+    launcher, sink, calls = Launcher(execute=True), MemorySink(), []
+    runner = DecodeRunner(stand_in_package(launcher, calls), MODEL, True, "execute", launcher, sink, "decode", "cpu")
+    steps = [DecodeStep("capture", 2, 512, (16, 16)), DecodeStep("serving", 3, 130, (70, 130, 1)),
+             DecodeStep("serving", 2, 512, (5, 9), replayed=True)]
+    for number, step in enumerate(steps):
+        runner.step(step, seed=number)
+    assert calls == [(2, 512, True), (3, 130, True)] and runner.dispatches == 2 == launcher.launches
+    events = [e for e in sink.events if e["type"] == "numerics"]
+    assert [e["key"] for e in events] == [{"batch": 2}, {"batch": 3}]
+    for event in events:
+        assert event["kernel"]["cosine_similarity"] > 0.999 and event["kernel"]["lse_max_abs_err"] is None
+        assert 0 < event["fp8_cost"]["max_rel_err"] < 0.2  # FP8 q and cache cost accuracy, but not everything
+
+
+def test_inputs_give_each_request_its_own_pages():
+    runner = DecodeRunner(None, MODEL, True, "trace", Launcher(execute=False), MemorySink(), "decode", "cpu")
+    inputs = runner.inputs(DecodeStep("serving", 3, 200, (65, 1, 128)), seed=0)
+    assert inputs.query.shape == (3, 1, 2, 24) and inputs.query.dtype == torch.float8_e4m3fn
+    assert inputs.kv_cache.shape == (2 + 1 + 2, PAGE_SIZE, 24)
+    assert inputs.block_tables.tolist() == [[0, 1], [2, 0], [3, 4]] and inputs.seq_lens.tolist() == [65, 1, 128]
