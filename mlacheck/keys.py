@@ -48,10 +48,9 @@ def _frozen(value: JsonValue) -> object:
 
 
 def spelling_text(spelling: dict | None) -> str:
-    """How a functools-cached call spelled its key: `f(a, b, c=..., d=...)`-like text."""
+    """How a functools-cached call spelled its key: "3 positional, 2 by keyword"; a dict key: "positional tuple"."""
     if not spelling:
         return "positional tuple"
-    positional = spelling.get("positional") or []
-    keywords = spelling.get("keywords") or []
-    parts = list(positional) + [f"{name}=" for name in keywords]
-    return "(" + ", ".join(parts) + ")" if parts else "()"
+    positional, keywords = len(spelling.get("positional") or []), len(spelling.get("keywords") or [])
+    parts = [f"{positional} positional" if positional else "", f"{keywords} by keyword" if keywords else ""]
+    return ", ".join(part for part in parts if part) or "no arguments"

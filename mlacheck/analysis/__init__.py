@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
 from mlacheck.analysis.findings import (Finding, contract_findings, dead_warmup_finding, key_layout_findings,
-                                        numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings)
+                                        numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings,
+                                        varying_fields)
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.arch import capability
 from mlacheck.keys import key_identity, value_text
@@ -76,18 +77,19 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
         stale, notes = stale_rule_findings(rule, observed_code)
         findings += stale
         merged = merge(family_tables)
+        varying = varying_fields(merged)
         findings += key_layout_findings(rule, merged)
-        findings += _per_process(rule, family_tables, merged)
+        findings += _per_process(rule, family_tables, merged, varying)
         seen: set[tuple] = set()
         for table in family_tables:
             run_context = derived_context({**rule.context, **facts[table.proc].context, **(context or {})})
             for contract in rule.contract:
                 missing = [need for need in contract.needs() if need not in run_context]
-                if missing:
+                if missing and table.variants:
                     not_checked.add(f"{name}: the {contract.field} contract needs {', '.join(missing)} "
                                     "(give --context " + " ".join(f"{m}=..." for m in missing) + ")")
             for variant in table.variants.values():
-                for finding in contract_findings(rule, variant, run_context) + numerics_findings(rule, variant):
+                for finding in contract_findings(rule, variant, run_context, varying) + numerics_findings(rule, variant, varying):
                     identity = (finding.code, key_identity(finding.key), finding.message)
                     if identity not in seen:
                         seen.add(identity)
@@ -111,23 +113,27 @@ def derived_context(context: dict[str, str]) -> dict[str, str]:
     return context
 
 
-def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant]) -> list[Finding]:
-    """MLA001 and MLA006 per process; MLA002 per process that dispatched the family, else for the run as a whole."""
+def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant], varying: list[str]) -> list[Finding]:
+    """MLA001 and MLA006 per process; MLA002 per process that dispatched the family, else for the run as a whole.
+
+    A variant compiled twice under two spellings (MLA006) is not also reported as dead warm-up."""
     findings = []
     dispatched_anywhere = {v.identity for v in merged if v.dispatches or v.captured}
     reported: set[tuple] = set()
     for table in tables:
         judged_here = table.lookups > 0
+        spelling = spelling_findings(rule, table, varying)
+        respelled = {key_identity(finding.key) for finding in spelling}
         for variant in table.variants.values():
             if len(variant.key) != len(rule.family.key_fields):
                 continue
             if variant.serving_path_compile:
                 findings.append(serving_path_finding(rule, table, variant))
-            elif variant.status == "dead warm-up":
+            elif variant.status == "dead warm-up" and key_identity(variant.key) not in respelled:
                 if judged_here:
-                    findings.append(dead_warmup_finding(rule, variant, table.proc))
+                    findings.append(dead_warmup_finding(rule, variant, table.proc, varying))
                 elif variant.identity not in dispatched_anywhere and variant.identity not in reported:
                     reported.add(variant.identity)
-                    findings.append(dead_warmup_finding(rule, variant, table.proc, " by any process"))
-        findings += spelling_findings(rule, table)
+                    findings.append(dead_warmup_finding(rule, variant, table.proc, varying, " by any process"))
+        findings += spelling
     return findings

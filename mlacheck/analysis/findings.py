@@ -33,7 +33,21 @@ class Finding:
         return finding_rule(self.code).severity
 
 
-LONG_KEY = 8  # fields; a finding names a longer key by the fields it differs in
+LONG_KEY = 8  # fields; a finding names a longer key by the fields that tell it apart (the JSON has it whole)
+
+
+def named(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tuple[str, ...]) -> str:
+    """`(field=value, ...)`, or for a long key only its `telling` fields and how many others there are."""
+    shown = [name for name in telling if name in key]
+    if len(key) <= LONG_KEY or not shown:
+        return key_text(key, list(fields))
+    return key_text({name: key[name] for name in shown}, list(fields))[:-1] + f", and {len(key) - len(shown)} more fields)"
+
+
+def varying_fields(variants: list[Variant]) -> list[str]:
+    """The key fields whose values differ between the variants."""
+    names = list(dict.fromkeys(name for variant in variants for name in variant.key))
+    return [name for name in names if len({value_text(v.key.get(name)) for v in variants}) > 1]
 
 
 def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
@@ -55,9 +69,7 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     drivers = {name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with}
     stall = (f"a {variant.serving_path_compile_s:.1f} s stall" if variant.serving_path_compile_s is not None
              else "a stall (not measured: --compile skip)")
-    text = key_text(variant.key, family.key_fields)
-    if len(variant.key) > LONG_KEY and diff:  # name a long key by what sets it apart; the JSON has it whole
-        text = key_text({name: variant.key[name] for name in diff}, family.key_fields)[:-1] + f", and {len(variant.key) - len(diff)} fields as the nearest)"
+    text = named(variant.key, family.key_fields, list(diff))
     if nearest is None:
         closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
     else:
@@ -77,15 +89,15 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
                    hint, nearest, diff, drivers, variant.serving_path_site, variant.serving_path_stack, table.proc)
 
 
-def dead_warmup_finding(rule: RuleFile, variant: Variant, proc: int | None, elsewhere: str = "") -> Finding:
+def dead_warmup_finding(rule: RuleFile, variant: Variant, proc: int | None, varying: list[str], elsewhere: str = "") -> Finding:
     """MLA002: a precompiled variant that nothing dispatched."""
     wasted = f"{variant.compile_s:.1f} s of compile wasted" if variant.compile_s is not None else "its compile time is wasted"
     return Finding("MLA002", rule.family.name, variant.key,
-                   f"{key_text(variant.key, rule.family.key_fields)} was precompiled at {variant.compiled_by} but never "
+                   f"{named(variant.key, rule.family.key_fields, varying)} was precompiled at {variant.compiled_by} but never "
                    f"dispatched{elsewhere}: {wasted}", finding_rule("MLA002").hint, site=variant.compiled_by, proc=proc)
 
 
-def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str]) -> list[Finding]:
+def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str], varying: list[str]) -> list[Finding]:
     """MLA003: key fields that break the rule file's contracts where the context says they apply."""
     findings = []
     for contract in rule.contract:
@@ -97,14 +109,15 @@ def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str])
         role = "precompiled" if variant.precompiled else "dispatched"
         findings.append(Finding(
             "MLA003", rule.family.name, variant.key,
-            f"{role} {key_text(variant.key, rule.family.key_fields)}: {contract.field} is {actual}, the contract "
+            f"{role} {named(variant.key, rule.family.key_fields, [*varying, contract.field])}: {contract.field} is {actual}, "
+            "the contract "
             f"requires {expected}" + (f" where {where}" if where else "") + (f": {contract.why}" if contract.why else ""),
             f"make {contract.field}={expected} where the key is computed",
             site=variant.compiled_by or variant.serving_path_site or variant.first_dispatch_site))
     return findings
 
 
-def spelling_findings(rule: RuleFile, table: ProcessFamily) -> list[Finding]:
+def spelling_findings(rule: RuleFile, table: ProcessFamily, varying: list[str]) -> list[Finding]:
     """MLA006: one key's field values cached under two spellings of a functools key: compiled twice."""
     by_values: dict[tuple, list[Variant]] = {}
     for variant in table.variants.values():
@@ -121,7 +134,7 @@ def spelling_findings(rule: RuleFile, table: ProcessFamily) -> list[Finding]:
             return f"spelled {spelling_text(v.spelling)} at {site} ({phase})"
         findings.append(Finding(
             "MLA006", rule.family.name, first.key,
-            f"{key_text(first.key, rule.family.key_fields)} was compiled {len(variants)} times, under {len(variants)} "
+            f"{named(first.key, rule.family.key_fields, varying)} was compiled {len(variants)} times, under {len(variants)} "
             f"spellings of one functools key: {described(first)}; {described(second)}. The cache keys on how the call "
             "is spelled, so the warm-up's entry is never hit by the other spelling",
             finding_rule("MLA006").hint, site=second.serving_path_site or second.compiled_by, proc=table.proc))
@@ -176,7 +189,7 @@ def stale_rule_findings(rule: RuleFile, observed: list[tuple[str | None, str | N
     return findings, notes
 
 
-def numerics_findings(rule: RuleFile, variant: Variant) -> list[Finding]:
+def numerics_findings(rule: RuleFile, variant: Variant, varying: list[str]) -> list[Finding]:
     """MLA005: a launched variant's output beyond the rule's tolerance."""
     if rule.numerics is None or variant.numerics is None:
         return []
@@ -184,5 +197,5 @@ def numerics_findings(rule: RuleFile, variant: Variant) -> list[Finding]:
     if not breaches:
         return []
     return [Finding("MLA005", rule.family.name, variant.key,
-                    f"{key_text(variant.key, rule.family.key_fields)}: the kernel's output against the reference on the "
+                    f"{named(variant.key, rule.family.key_fields, varying)}: the kernel's output against the reference on the "
                     "same inputs: " + "; ".join(breaches), finding_rule("MLA005").hint)]

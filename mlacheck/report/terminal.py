@@ -34,6 +34,10 @@ def render(report: Report | dict, console: Console) -> None:
     data = report.model_dump(mode="json") if isinstance(report, Report) else report
     console.print(_header(data))
     for family in data["families"]:
+        if not family["variants"]:
+            console.print(Text(f"{family['name']}  ({family.get('version') or 'version unknown'}): loaded; nothing was "
+                               "compiled or looked up", style="dim"))
+            continue
         console.print(_variant_table(family))
         for note in family.get("notes") or []:
             console.print(Text(f"note: {note}", style="dim"))
