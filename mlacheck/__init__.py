@@ -1,6 +1,6 @@
 """mlacheck: checks that a serving engine's kernel warm-up covers what its runtime dispatches."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def serving_started() -> None:

@@ -72,8 +72,8 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
         if not family_tables:
             continue
         mark_unverified(family_tables)
-        observed_code = sorted({(t.version, t.fingerprint) for t in family_tables if t.version or t.fingerprint},
-                               key=str) or [(None, None)]
+        observed_code = sorted({(t.version, t.fingerprint, t.providers) for t in family_tables
+                                if t.version or t.fingerprint or t.providers}, key=str) or [(None, None, ())]
         stale, notes = stale_rule_findings(rule, observed_code)
         findings += stale
         merged = merge(family_tables)

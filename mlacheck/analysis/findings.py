@@ -162,11 +162,20 @@ def key_layout_findings(rule: RuleFile, variants: list[Variant]) -> list[Finding
     return findings
 
 
-def stale_rule_findings(rule: RuleFile, observed: list[tuple[str | None, str | None]]) -> tuple[list[Finding], list[str]]:
-    """MLA004 by code (the key functions' fingerprint changed) or, without a fingerprint, by version; and notes."""
+def stale_rule_findings(rule: RuleFile, observed: list[tuple]) -> tuple[list[Finding], list[str]]:
+    """MLA004 by distribution (a fork installs the package), by code (the key functions' fingerprint changed) or,
+    without a fingerprint, by version; and notes. `observed` holds (version, fingerprint, providers)."""
     family = rule.family
     findings, notes = [], []
-    for version, fingerprint in observed:
+    for version, fingerprint, providers in observed:
+        if providers and not any(_same_distribution(p.rpartition(" ")[0], family.distribution) for p in providers):
+            findings.append(Finding("MLA004", family.name, {},
+                                    f"{family.module.partition('.')[0]} is installed by {', '.join(providers)}, not by "
+                                    f"{family.distribution}, the distribution this rule was written for: its key layout "
+                                    "and cache may differ",
+                                    f"write a rule file for {providers[0].rpartition(' ')[0]} (copy {rule.source} and "
+                                    "re-read its cache and key), or install " + family.distribution))
+            continue
         same_code = family.fingerprint is not None and fingerprint == family.fingerprint
         if family.fingerprint is not None and fingerprint is not None and not same_code:
             findings.append(Finding("MLA004", family.name, {},
@@ -187,6 +196,10 @@ def stale_rule_findings(rule: RuleFile, observed: list[tuple[str | None, str | N
                                         f"re-check {rule.source} against {family.distribution} {version} and widen "
                                         "checked_versions"))
     return findings, notes
+
+
+def _same_distribution(first: str, second: str) -> bool:
+    return first.lower().replace("_", "-") == second.lower().replace("_", "-")
 
 
 def numerics_findings(rule: RuleFile, variant: Variant, varying: list[str]) -> list[Finding]:

@@ -66,6 +66,7 @@ class ProcessFamily:
     family: str
     version: str | None = None
     fingerprint: str | None = None
+    providers: tuple[str, ...] = ()  # "name version" of the distributions that install the family's package
     key_fields: list[str] = field(default_factory=list)
     variants: dict[int, Variant] = field(default_factory=dict)  # by vid
     calls: dict[str, int] = field(default_factory=dict)  # function, function!before, function!after -> count
@@ -123,6 +124,7 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
         before_mark = proc in marks and index < marks[proc]
         if kind == "family":
             table.version, table.fingerprint = event.get("version"), event.get("fingerprint")
+            table.providers = tuple(event.get("providers") or ())
             table.key_fields = list(event.get("key_fields") or [])
         elif kind == "compile":
             _compiled(_variant(table, event), event, "warmup" if before_mark and event["phase"] == "serving" else event["phase"])

@@ -16,7 +16,6 @@ import itertools
 import sys
 import time
 from collections.abc import Callable
-from importlib import metadata
 from types import FrameType
 
 from mlacheck.capture import compile_timer
@@ -107,7 +106,7 @@ class FamilyCapture:
         for name, function in dispatch.items():
             self._wrap_everywhere(module, function, wrap_dispatch(function, name, self, dry))
         self._family_event = {"type": "family", "family": spec.family, "distribution": spec.distribution,
-                              "version": self._version(), "key_fields": list(spec.key_fields),
+                              "version": self._version(), "providers": self._providers(), "key_fields": list(spec.key_fields),
                               "cache_kind": spec.cache_kind, "fingerprint": fingerprint}
         self.sink.write({**self._family_event, "preexisting": count})
         for key in existing:
@@ -372,10 +371,20 @@ class FamilyCapture:
                                 f"{self._stale_advice()}") from None
 
     def _version(self) -> str | None:
+        from importlib import metadata  # slow to import; only a family's install needs it
+
         try:
             return metadata.version(self.spec.distribution)
         except metadata.PackageNotFoundError:
             return None
+
+    def _providers(self) -> list[str]:
+        """"name version" of each installed distribution that provides the family's top-level package (a fork of
+        the library can install the same import name with another key layout)."""
+        from importlib import metadata
+
+        names = metadata.packages_distributions().get(self.spec.module.partition(".")[0], [])
+        return [f"{name} {metadata.version(name)}" for name in dict.fromkeys(names)]
 
     def _stale_advice(self) -> str:
         return f"installed {self.spec.distribution} is {self._version()}; re-check the rule file against it"

@@ -124,8 +124,11 @@ def test_real_tokenspeed_mla_program_without_cuda_fails_on_its_own_and_is_report
                      tmp_path=tmp_path, env_extra={"CUTE_DSL_ARCH": "sm_100a"})
     report = result.report
     assert report["program"]["exit_code"] == 1 and "Traceback" in result.stderr  # the program's own failure
-    variants = report["families"][0]["variants"]
-    assert len(variants) == 2 and all(v["precompiled"] and v["dispatches"] == 0 for v in variants)
+    [prefill] = [f for f in report["families"] if f["name"] == "tokenspeed_mla.prefill"]
+    assert len(prefill["variants"]) == 2 and all(v["status"] == "unverified" for v in prefill["variants"])
+    assert prefill["died_before_lookup"] == 1 and report["verdict"] == "incomplete" and result.code == 2
+    [reason] = report["incomplete"]
+    assert "1 of 1 tokenspeed_mla_prefill call(s) raised before the cache lookup" in reason
     assert report["target_arch"] == "sm_100a"
 
 

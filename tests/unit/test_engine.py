@@ -1,190 +1,189 @@
-"""The capture engine and the analysis on the synthetic family: phases, nearest match, diff, costs, verdicts."""
+"""Capture and analysis on the three synthetic cache kinds: phases, serving start, nearest match, dispatch accounting.
+
+Every test runs once per cache kind: (a) a module-global dict (prefill), (b) a dict reached by a dotted path
+and looked up with `in` (fa4), (c) a functools.cache function (decode).
+"""
 
 import pytest
 
 from mlacheck.analysis import analyse
-from mlacheck.capture import FamilyCapture, RecordingCache, SkippedCompile
-from mlacheck.events import MemorySink
-
-CONTEXT = {"kv_cache_dtype": "fp8"}
+from tests.fixtures.synthetic_harness import (BF16, ENGINE, FP8, FP8_CONTEXT, KINDS, mark_serving_start, observe,
+                                              of_type, synthetic_cute)
 
 
-def capture_run(rule, program, compile_policy="real", launch=None):
-    sink = MemorySink()
-    capture = FamilyCapture(rule.family, sink, compile_policy, launch)
-    capture.install()
-    try:
-        program()
-    finally:
-        capture.remove()
-    return sink.events
+@pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
+def kind(request):
+    request.param.reset()
+    yield request.param
+    request.param.reset()
 
 
-def test_compile_inside_dispatch_is_serving_path_and_warmup_is_precompile(synthetic_rule, synthetic):
-    def program():
-        synthetic.warmup(dtypes=("fp8",), causal=(True,))
-        synthetic.dispatch(1, "fp8", True)
-        synthetic.dispatch(1, "fp8", False)
-
-    events = capture_run(synthetic_rule, program)
-    compiles = {tuple(e["key"]): e for e in events if e["type"] == "compile"}
-    assert compiles[("fp8", "True")]["phase"] == "precompile"
-    assert compiles[("fp8", "False")]["phase"] == "dispatch"
-    assert compiles[("fp8", "True")]["site"].startswith("tests/fixtures/synthetic_kernels.py:")
-    assert all(e["seconds"] >= synthetic.COMPILE_SECONDS for e in compiles.values())
-    assert [tuple(e["key"]) for e in events if e["type"] == "dispatch"] == [("fp8", "True"), ("fp8", "False")]
+def variant_of(analysis, key):
+    [family] = analysis.families
+    return next(v for v in family.variants if v.key == key)
 
 
-def test_serving_path_compile_names_nearest_precompiled_and_diff(synthetic_rule, synthetic):
-    def program():
-        synthetic.warmup(dtypes=("bf16",), causal=(True, False))
-        synthetic.dispatch(1, "fp8", True)
-
-    analysis = analyse(capture_run(synthetic_rule, program), [synthetic_rule], {})
-    [serving] = [f for f in analysis.findings if f.code == "MLA001"]
-    assert serving.key == {"dtype": "fp8", "causal": "True"}
-    assert serving.nearest == {"dtype": "bf16", "causal": "True"}
-    assert serving.diff == {"dtype": ["bf16", "fp8"]}
-    assert "dtype=fp8" in serving.hint
-    variant = next(v for v in analysis.families[0].variants if v.key == serving.key)
-    assert variant.serving_path_compile_s >= synthetic.COMPILE_SECONDS
-    dead = sorted(f.key["causal"] for f in analysis.findings if f.code == "MLA002")
-    assert dead == ["False", "True"]
-    assert analysis.failed()
+def codes(analysis):
+    return sorted(finding.code for finding in analysis.findings)
 
 
-def test_dead_warmup_alone_passes_unless_strict(synthetic_rule, synthetic):
-    def program():
-        synthetic.warmup(dtypes=("fp8",), causal=(True, False))
-        synthetic.dispatch(1, "fp8", True)
-
-    analysis = analyse(capture_run(synthetic_rule, program), [synthetic_rule], CONTEXT)
-    assert [f.code for f in analysis.findings] == ["MLA002"]
-    assert "s of compile wasted" in analysis.findings[0].message
-    assert not analysis.failed()
-    assert analysis.failed(strict=True)
-
-
-def test_clean_run_has_no_findings(synthetic_rule, synthetic):
-    def program():
-        synthetic.warmup(dtypes=("fp8",), causal=(True,))
-        for _ in range(3):
-            synthetic.dispatch(1, "fp8", True)
-
-    analysis = analyse(capture_run(synthetic_rule, program), [synthetic_rule], CONTEXT)
-    assert analysis.findings == []
-    [variant] = analysis.families[0].variants
+def test_precompiled_then_dispatched_is_ok(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)
+        results = [kind.dispatch(x, FP8, True) for x in (1, 2, 3)]
+    assert results == [2, 4, 6]
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert (compiled["phase"], compiled["origin"], compiled["key"]) == ("warmup", "compile", kind.key(FP8, True))
+    assert compiled["seconds"] >= synthetic_cute.COMPILE_SECONDS
+    analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
+    assert analysis.findings == [] and analysis.incomplete == []
+    variant = variant_of(analysis, kind.key(FP8, True))
     assert (variant.precompiled, variant.dispatches, variant.status) == (True, 3, "ok")
 
 
-def test_saved_reference_to_dispatch_function_still_counts_as_dispatch(synthetic_rule, synthetic):
-    saved = synthetic.dispatch  # taken before the capture is installed, as an engine's re-export is
+def test_serving_path_compile_names_the_nearest_precompiled_variant_and_the_diff(kind):
+    with observe(kind) as capture:
+        kind.precompile(BF16, True)
+        kind.precompile(BF16, False)
+        assert kind.dispatch(5, FP8, True) == 10
+    analysis = analyse(capture.sink.events, kind.rules(), {})
+    [serving] = [f for f in analysis.findings if f.code == "MLA001"]
+    assert serving.key == kind.key(FP8, True)
+    assert serving.nearest == kind.key(BF16, True)
+    assert serving.diff == {kind.dtype_field: [kind.dtype_text[BF16], kind.dtype_text[FP8]]}
+    assert f"{kind.dtype_field}={kind.dtype_text[FP8]}" in serving.hint
+    variant = variant_of(analysis, serving.key)
+    assert variant.status == "serving-path compile"
+    assert variant.serving_path_compile_s >= synthetic_cute.COMPILE_SECONDS
+    dead = [f.key for f in analysis.findings if f.code == "MLA002"]
+    assert sorted(dead, key=str) == sorted([kind.key(BF16, True), kind.key(BF16, False)], key=str)
+    assert analysis.failed()
 
+
+def test_a_dispatch_under_a_capture_frame_is_captured_never_dead_warmup(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, False)
+        ENGINE.capture_graphs(lambda: kind.dispatch(1, FP8, True), lambda: kind.dispatch(1, FP8, False))
+    assert [(e["key"], e["phase"]) for e in of_type(capture.sink.events, "compile")] == [
+        (kind.key(FP8, False), "warmup"), (kind.key(FP8, True), "capture")]
+    assert {e["phase"] for e in of_type(capture.sink.events, "dispatch")} == {"capture"}
+    analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
+    assert analysis.findings == []
+    assert [variant_of(analysis, kind.key(FP8, flag)).status for flag in (True, False)] == ["captured", "captured"]
+
+
+def test_a_dispatch_under_a_warmup_frame_precompiles(kind):
+    with observe(kind) as capture:
+        ENGINE.warm_up(lambda: kind.dispatch(1, FP8, True))
+        kind.dispatch(1, FP8, True)
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert compiled["phase"] == "warmup"
+    analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
+    assert analysis.findings == []
+    variant = variant_of(analysis, kind.key(FP8, True))
+    assert (variant.warmup_dispatches, variant.dispatches, variant.status) == (1, 1, "ok")
+
+
+def test_compiles_before_serving_start_are_warmup(kind):
+    def program(capture, mark):
+        kind.dispatch(1, FP8, True)  # an engine's own warm-up, through the dispatch, in no declared frame
+        if mark:
+            mark_serving_start(capture)
+        kind.dispatch(1, FP8, True)
+        kind.dispatch(1, FP8, True)
+        kind.dispatch(1, FP8, False)
+
+    with observe(kind) as unmarked:
+        program(unmarked, mark=False)
+    kind.reset()
+    with observe(kind) as marked:
+        program(marked, mark=True)
+    before = analyse(unmarked.sink.events, kind.rules(), FP8_CONTEXT)
+    assert [f.key for f in before.findings if f.code == "MLA001"] == [kind.key(FP8, True), kind.key(FP8, False)]
+    analysis = analyse(marked.sink.events, kind.rules(), FP8_CONTEXT)
+    assert [(f.code, f.key) for f in analysis.findings] == [("MLA001", kind.key(FP8, False))]
+    variant = variant_of(analysis, kind.key(FP8, True))
+    assert (variant.compile_phase, variant.warmup_dispatches, variant.dispatches, variant.status) == ("warmup", 1, 2, "ok")
+
+
+def test_dispatches_that_raise_before_the_lookup_are_counted_and_leave_the_run_incomplete(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)
+        for _ in range(2):
+            with pytest.raises(ValueError, match="no input"):
+                kind.dispatch(None, FP8, True)
+    [error] = of_type(capture.sink.events, "dispatch_error")
+    assert (error["function"], error["error"], error["reached_lookup"]) == (kind.dispatch_function, "ValueError", False)
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {kind.dispatch_function: 2, f"{kind.dispatch_function}!before": 2}
+    analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
+    assert analysis.findings == []  # not MLA002: no dispatch got far enough to check the warm-up
+    assert variant_of(analysis, kind.key(FP8, True)).status == "unverified"
+    assert analysis.incomplete == [f"{kind.family}: 2 of 2 {kind.dispatch_function} call(s) raised before the cache "
+                                   "lookup (ValueError: no input), so they checked nothing"]
+    assert (analysis.families[0].dispatch_calls, analysis.families[0].died_before_lookup) == (2, 2)
+
+
+def test_a_dispatch_that_raises_after_the_lookup_was_checked(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)
+        with pytest.raises(RuntimeError, match="launch failed"):
+            kind.dispatch(-1, FP8, True)
+        assert kind.dispatch(1, FP8, True) == 2
+    [error] = of_type(capture.sink.events, "dispatch_error")
+    assert error["reached_lookup"] is True
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {kind.dispatch_function: 2, f"{kind.dispatch_function}!after": 1}
+    analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
+    assert analysis.findings == [] and analysis.incomplete == []
+    assert variant_of(analysis, kind.key(FP8, True)).dispatches == 2
+
+
+def test_a_run_with_no_dispatch_is_incomplete_and_its_warmup_unverified(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)
+    analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
+    assert analysis.findings == []
+    assert variant_of(analysis, kind.key(FP8, True)).status == "unverified"
+    assert analysis.incomplete == [f"{kind.family}: loaded, but no dispatch call reached the cache lookup: the warm-up "
+                                   "was never compared with a dispatch"]
+
+
+def test_counts_are_exact_and_a_long_trace_stays_as_small_as_its_variants(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)
+        total = sum(kind.dispatch(1, FP8, True) for _ in range(10_000))
+    assert total == 20_000
+    events = capture.sink.events
+    assert [e["type"] for e in events] == ["family", "compile", "dispatch", "counts"]
+    [counts] = of_type(events, "counts")
+    vid = of_type(events, "compile")[0]["vid"]
+    assert counts["final"] and counts["dispatches"] == {f"{vid}:serving": 10_000}
+    assert counts["calls"] == {kind.dispatch_function: 10_000}
+    assert variant_of(analyse(events, kind.rules(), FP8_CONTEXT), kind.key(FP8, True)).dispatches == 10_000
+
+
+def test_the_observed_program_computes_the_same_with_and_without_capture(kind):
     def program():
-        saved(1, "fp8", True)
+        kind.precompile(FP8, True)
+        return [kind.dispatch(x, FP8, x % 2 == 0) for x in range(6)] + [kind.dispatch(7, BF16, True)]
 
-    events = capture_run(synthetic_rule, program)
-    assert [e["phase"] for e in events if e["type"] == "compile"] == ["dispatch"]
-
-
-def test_remove_restores_the_original_dict_with_compiled_entries(synthetic_rule, synthetic):
-    original_cache, original_compile = synthetic._cache, synthetic.compile_variant
-    capture_run(synthetic_rule, lambda: synthetic.warmup(causal=(True,)))
-    assert synthetic._cache is original_cache and type(synthetic._cache) is dict
-    assert synthetic.compile_variant is original_compile
-    assert isinstance(original_cache[("fp8", True)], synthetic.Kernel)
-
-
-def test_skip_policy_records_keys_without_compiling_and_leaves_no_stand_in(synthetic_rule, synthetic):
-    events = capture_run(synthetic_rule, lambda: synthetic.warmup(causal=(True,)), compile_policy="skip")
-    assert [e["seconds"] for e in events if e["type"] == "compile"] == [None]
-    assert not any(isinstance(v, SkippedCompile) for v in synthetic._cache.values())
-    assert synthetic._cache == {}
+    without = program()
+    compiled_without = list(synthetic_cute.compiled)
+    kind.reset()
+    with observe(kind):
+        with_capture = program()
+    assert with_capture == without == [0, 2, 4, 6, 8, 10, 14]
+    assert synthetic_cute.compiled == compiled_without
+    assert kind.cached_count() == 3  # the module's own cache holds every variant compiled during the run
 
 
-def test_launch_policy_replaces_only_what_dispatch_gets(synthetic_rule, synthetic):
-    calls = []
-
-    def stand_in(key, kernel):
-        assert key == ["fp8", "True"]
-        return lambda x: calls.append(x) or "replaced"
-
-    results = []
-    capture_run(synthetic_rule, lambda: (synthetic.warmup(causal=(True,)), results.append(synthetic.dispatch(3))),
-                launch=stand_in)
-    assert results == ["replaced"] and calls == [3]
-    assert synthetic._cache[("fp8", True)].launches == 0
-
-
-def test_observed_program_computes_the_same_with_capture(synthetic_rule, synthetic):
-    synthetic.warmup()
-    without = [synthetic.dispatch(x, "fp8", x % 2 == 0) for x in range(5)]
-    synthetic.reset()
-    with_capture = []
-    capture_run(synthetic_rule, lambda: (synthetic.warmup(), with_capture.extend(synthetic.dispatch(x, "fp8", x % 2 == 0) for x in range(5))))
-    assert with_capture == without
-
-
-def test_a_failing_sink_never_breaks_the_program(synthetic_rule, synthetic):
-    class BrokenSink:
-        def write(self, event):
-            if event["type"] != "family":
-                raise OSError("disk full")
-
-        def close(self):
-            pass
-
-    capture = FamilyCapture(synthetic_rule.family, BrokenSink())
-    capture.install()
-    try:
-        synthetic.warmup(causal=(True,))
-        assert synthetic.dispatch(21) == 42
-    finally:
-        capture.remove()
-
-
-def test_writes_through_a_reference_taken_before_install_are_reported(synthetic_rule, synthetic):
-    stale = synthetic._cache
-
-    def program():
-        stale[("fp8", True)] = synthetic.Kernel("fp8", True)
-
-    events = capture_run(synthetic_rule, program)
-    [error] = [e for e in events if e["type"] == "internal_error"]
-    assert "reference taken before mlacheck was installed" in error["message"]
-
-
-def test_recording_cache_is_a_dict_to_the_program(synthetic_rule, synthetic):
-    capture = FamilyCapture(synthetic_rule.family, MemorySink())
-    capture.install()
-    try:
-        assert isinstance(synthetic._cache, RecordingCache) and isinstance(synthetic._cache, dict)
-        synthetic._cache.setdefault(("x", True), 1)
-        assert synthetic._cache.get(("x", True)) == 1 and synthetic._cache.get("missing", 7) == 7
-    finally:
-        capture.remove()
-
-
-def test_contract_applies_only_where_the_context_matches(synthetic_rule, synthetic):
-    events = capture_run(synthetic_rule, lambda: (synthetic.warmup(dtypes=("bf16",), causal=(True,)), synthetic.dispatch(1, "bf16")))
-    assert [f.code for f in analyse(events, [synthetic_rule], CONTEXT).findings] == ["MLA003"]
-    assert analyse(events, [synthetic_rule], {"kv_cache_dtype": "bf16"}).findings == []
-    assert analyse(events, [synthetic_rule], {}).findings == []
-
-
-def test_key_with_other_fields_than_the_rule_is_a_stale_rule(synthetic_rule):
-    events = [
-        {"type": "family", "family": "synthetic", "version": "0.1.0", "key_fields": ["dtype", "causal"]},
-        {"type": "compile", "family": "synthetic", "key": ["fp8", "True", "extra"], "phase": "precompile", "seconds": 1.0, "site": "x:1"},
-        {"type": "dispatch", "family": "synthetic", "key": ["fp8", "True", "extra"]},
-    ]
-    [finding] = analyse(events, [synthetic_rule], CONTEXT).findings
-    assert finding.code == "MLA004" and "3 fields" in finding.message
-    assert finding.key == {"dtype": "fp8", "causal": "True", "field2": "extra"}
-
-
-@pytest.mark.parametrize("version, stale", [("0.1.0", False), ("0.0.9", True), (None, True)])
-def test_installed_version_outside_checked_versions_is_a_stale_rule(synthetic_rule, version, stale):
-    events = [{"type": "family", "family": "synthetic", "version": version, "key_fields": ["dtype", "causal"]}]
-    codes = [f.code for f in analyse(events, [synthetic_rule], CONTEXT).findings]
-    assert codes == (["MLA004"] if stale else [])
+def test_contracts_apply_only_where_the_context_matches(kind):
+    with observe(kind) as capture:
+        kind.precompile(BF16, True)
+        kind.dispatch(1, BF16, True)
+    events = capture.sink.events
+    [broken] = analyse(events, kind.rules(), FP8_CONTEXT).findings
+    assert (broken.code, broken.key) == ("MLA003", kind.key(BF16, True))
+    assert f"{kind.dtype_field} is {kind.dtype_text[BF16]}" in broken.message
+    assert analyse(events, kind.rules(), {"kv_cache_dtype": "float16"}).findings == []
+    unknown = analyse(events, kind.rules(), {})
+    assert unknown.findings == [] and "kv_cache_dtype" in unknown.not_checked[0]

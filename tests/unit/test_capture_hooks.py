@@ -1,0 +1,307 @@
+"""What capture does to the observed program, per cache kind: --compile skip, the launch policy, a failing sink,
+references taken before install, the cache's own behaviour, typed keys and where a site lands."""
+
+import json
+import sys
+
+import pytest
+
+from mlacheck.analysis import analyse
+from mlacheck.capture import CapturePolicy, FamilyCapture, SkippedCompile
+from mlacheck.capture.adapters import RecordingDict
+from mlacheck.events import JsonlSink, MemorySink, read_trace
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type,
+                                              synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
+
+DICT_KINDS = (PREFILL, FA4)
+
+
+def reset_each(request):
+    request.param.reset()
+    yield request.param
+    request.param.reset()
+
+
+kind = pytest.fixture(params=KINDS, ids=lambda k: k.name)(reset_each)
+dict_kind = pytest.fixture(params=DICT_KINDS, ids=lambda k: k.name)(reset_each)
+
+
+@pytest.fixture
+def decode():
+    DECODE.reset()
+    yield DECODE
+    DECODE.reset()
+
+
+def module_cache(kind):
+    """The module's own dict cache (kinds a and b), as the program reaches it now."""
+    return synthetic_prefill._compiled_kernels if kind is PREFILL else synthetic_fa4._flash_attn_fwd.compile_cache.cache
+
+
+def test_compile_skip_records_keys_compiles_nothing_and_leaves_the_cache_empty(kind):
+    with observe(kind, CapturePolicy(compile="skip")) as capture:
+        kind.precompile(FP8, True)
+        with pytest.raises(RuntimeError, match="--compile skip"):  # a skipped variant cannot launch
+            kind.dispatch(1, FP8, False)
+    compiles = of_type(capture.sink.events, "compile")
+    assert [(e["key"], e["phase"], e["origin"], e["seconds"]) for e in compiles] == [
+        (kind.key(FP8, True), "warmup", "skip", None), (kind.key(FP8, False), "serving", "skip", None)]
+    assert synthetic_cute.compiled == []
+    assert kind.cached_count() == 0
+    [serving] = [f for f in analyse(capture.sink.events, kind.rules(), FP8_CONTEXT).findings if f.code == "MLA001"]
+    assert "not measured: --compile skip" in serving.message
+
+
+def test_the_launch_policy_replaces_only_what_the_dispatch_gets(kind):
+    launched = []
+
+    def stand_in(key, kernel):
+        launched.append((key, kernel))
+        return lambda q: ("replaced", q.value)
+
+    with observe(kind, launch=stand_in):
+        kind.precompile(FP8, True)
+        results = [kind.dispatch(x, FP8, True) for x in (1, 2, 3)] + [kind.dispatch(4, FP8, False)]
+    assert results == [("replaced", 1), ("replaced", 2), ("replaced", 3), ("replaced", 4)]
+    assert [key for key, _ in launched] == [kind.key(FP8, True), kind.key(FP8, False)]
+    assert all(isinstance(kernel, synthetic_cute.Kernel) and kernel.launches == 0 for _, kernel in launched)
+    assert kind.cached_count() == 2
+    kind.precompile(FP8, True)  # the real kernels stayed in the cache: no recompile
+    assert len(synthetic_cute.compiled) == 2
+
+
+def test_the_warmup_gets_the_real_kernel_under_a_launch_policy(kind):
+    with observe(kind, launch=lambda key, kernel: "stand-in"):
+        kind.precompile(FP8, True)
+        if kind is DECODE:
+            kernel = synthetic_decode._kernel(FP8, 16, 1, True)
+        else:
+            kernel = next(iter(module_cache(kind).values()))
+    assert isinstance(kernel, synthetic_cute.Kernel)
+
+
+class BrokenSink:
+    """A sink whose disk is full, from the event `after` on."""
+
+    def __init__(self, after=1):
+        self.written, self.after = 0, after
+
+    def write(self, event):
+        self.written += 1
+        if self.written > self.after:
+            raise OSError("disk full")
+
+    def close(self):
+        pass
+
+
+def test_a_failing_sink_never_breaks_the_program(kind):
+    with observe(kind, CapturePolicy(flush_seconds=0), sink=BrokenSink()):  # every lookup tries to write counts
+        kind.precompile(FP8, True)
+        results = [kind.dispatch(x, FP8, True) for x in range(3)] + [kind.dispatch(5, BF16, True)]
+        with pytest.raises(ValueError, match="no input"):
+            kind.dispatch(None, FP8, True)
+    assert results == [0, 2, 4, 10]
+    assert kind.cached_count() == 2
+
+
+def test_a_failing_sink_does_not_let_a_replaced_launch_run(kind):
+    with observe(kind, launch=lambda key, kernel: lambda q: "replaced", sink=BrokenSink()):
+        kind.precompile(FP8, True)
+        assert [kind.dispatch(1, FP8, True), kind.dispatch(1, FP8, False)] == ["replaced", "replaced"]
+
+
+def test_an_install_that_fails_leaves_the_module_as_it_was(kind):
+    before = {name: getattr(kind.module, name) for name in vars(kind.module) if not name.startswith("__")}
+    capture = FamilyCapture(kind.rules().capture_spec_of(kind.family), BrokenSink(after=0))
+    with pytest.raises(OSError):
+        capture.install()
+    assert {name: getattr(kind.module, name) for name in before} == before
+    assert not isinstance(module_cache(kind) if kind is not DECODE else None, RecordingDict)
+    assert synthetic_cute.compile.__module__ == "synthetic_cute" and not hasattr(synthetic_cute.compile, "__wrapped__")
+    kind.precompile(FP8, True)
+    assert kind.dispatch(2, FP8, True) == 4
+
+
+def test_typed_keys_in_events_survive_the_trace_file(kind, tmp_path):
+    path = tmp_path / "trace.jsonl"
+    sink = JsonlSink(path)
+    sink.write({"type": "run", "format_version": 2, "pid": 1})
+    with observe(kind, sink=sink):
+        kind.precompile(FP8, True)
+        kind.dispatch(1, FP8, True)
+    sink.close()
+    events = read_trace(path).events
+    [compiled], [dispatched] = of_type(events, "compile"), of_type(events, "dispatch")
+    assert compiled["key"] == dispatched["key"] == kind.key(FP8, True)
+    assert list(compiled["key"]) == list(kind.fields)
+    assert {name: type(value) for name, value in compiled["key"].items()} == {
+        name: type(value) for name, value in kind.key(FP8, True).items()}
+    assert analyse(events, kind.rules(), FP8_CONTEXT).findings == []
+
+
+def test_a_tuple_and_a_dtype_class_in_a_key_are_a_list_and_the_class_name():
+    FA4.reset()
+    with observe(FA4) as capture:
+        synthetic_fa4.precompile(BF16, 64, causal=True, tile=(64, 32))
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert json.loads(json.dumps(compiled["key"])) == {"dtype": "BFloat16", "head_dim": 64, "causal": True, "tile": [64, 32]}
+    FA4.reset()
+
+
+def test_a_site_lands_in_the_code_that_called_through_the_wrappers(kind):
+    line = sys._getframe().f_lineno
+    with observe(kind) as capture:
+        kind.through_wrapper(1, FP8, True)  # line + 2
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert compiled["phase"] == "serving"  # the wrapper's reference was taken before install: still a dispatch
+    assert compiled["site"] == f"tests/unit/test_capture_hooks.py:{line + 2}"
+    assert compiled["stack"][0].startswith(f"tests/unit/test_capture_hooks.py:{line + 2} ")
+    assert not any("synthetic_wrappers" in frame or "mlacheck/" in frame for frame in compiled["stack"])
+
+
+def test_without_site_skip_the_site_is_the_wrapper(kind):
+    rule = kind.rule()
+    unskipped = rule.model_copy(update={"family": rule.family.model_copy(update={"site_skip": []})})
+    with observe(kind, rules=kind.rules(unskipped)) as capture:
+        kind.through_wrapper(1, FP8, True)
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert compiled["site"].startswith("tests/fixtures/synthetic_wrappers.py:")
+
+
+def test_a_precompile_site_is_the_caller_of_the_kernels_warmup(kind):
+    line = sys._getframe().f_lineno
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)  # line + 2 (a lambda in the harness, outside the kernel's module)
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert compiled["site"].startswith("tests/fixtures/synthetic_harness.py:")
+    assert compiled["stack"][1] .startswith(f"tests/unit/test_capture_hooks.py:{line + 2} ")
+
+
+# -- dict caches (kinds a and b) --------------------------------------------------------------------------
+
+def test_the_recording_cache_is_a_dict_to_the_program(dict_kind):
+    with observe(dict_kind) as capture:
+        cache = module_cache(dict_kind)
+        assert isinstance(cache, RecordingDict) and isinstance(cache, dict)
+        assert cache.setdefault("a", 1) == 1 and cache.setdefault("a", 2) == 1
+        assert cache.get("a") == 1 and cache.get("missing", 7) == 7
+        cache.update({"b": 2}, c=3)
+        cache |= {"d": 4}
+        assert cache.pop("b") == 2 and cache.pop("missing", None) is None
+        del cache["c"]
+        assert dict(cache) == {"a": 1, "d": 4} and "a" in cache and len(cache) == 2
+    assert module_cache(dict_kind) == {"a": 1, "d": 4} and type(module_cache(dict_kind)) is dict
+    assert [e["key"] for e in of_type(capture.sink.events, "compile")] == [
+        {dict_kind.fields[0]: name} for name in ("a", "b", "c", "d")]
+    assert of_type(capture.sink.events, "internal_error") == []
+
+
+def test_popping_a_variant_retires_it_so_it_compiles_again(dict_kind):
+    with observe(dict_kind) as capture:
+        dict_kind.precompile(FP8, True)
+        dict_kind.dispatch(1, FP8, True)
+        dict_kind.dispatch(1, FP8, True)  # fast path from now on
+        module_cache(dict_kind).pop(next(iter(module_cache(dict_kind))))
+        assert dict_kind.dispatch(1, FP8, True) == 2
+    assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["warmup", "serving"]
+    assert dict_kind.cached_count() == 1
+
+
+def test_entries_cached_before_install_are_preexisting(dict_kind):
+    dict_kind.precompile(FP8, True)
+    with observe(dict_kind) as capture:
+        dict_kind.dispatch(1, FP8, True)
+    assert of_type(capture.sink.events, "family")[0]["preexisting"] == 1
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert (compiled["phase"], compiled["key"], compiled["site"]) == ("preexisting", dict_kind.key(FP8, True), "before mlacheck")
+    assert analyse(capture.sink.events, dict_kind.rules(), FP8_CONTEXT).findings == []
+
+
+def test_writes_through_a_reference_taken_before_install_are_an_internal_error(dict_kind):
+    stale = module_cache(dict_kind)
+    with observe(dict_kind) as capture:
+        stale["written past mlacheck"] = synthetic_cute.Kernel(())
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert "1 variant(s) entered" in error["message"] and "reference taken before mlacheck was installed" in error["message"]
+    assert "written past mlacheck" in module_cache(dict_kind)
+
+
+def test_installing_twice_is_refused(dict_kind):
+    with observe(dict_kind):
+        with pytest.raises(Exception, match="already being recorded"):
+            FamilyCapture(dict_kind.rules().capture_spec_of(dict_kind.family), MemorySink()).install()
+
+
+# -- functools caches (kind c) ----------------------------------------------------------------------------
+
+def test_one_key_under_two_spellings_is_compiled_twice(decode):
+    with observe(decode) as capture:
+        synthetic_decode.warmup_decode_positional(FP8)  # positional: another entry than the dispatch's keywords
+        decode.dispatch(1, FP8, True)
+    compiles = of_type(capture.sink.events, "compile")
+    assert [(e["key"], e["phase"]) for e in compiles] == [(decode.key(FP8, True), "warmup"), (decode.key(FP8, True), "serving")]
+    assert [e["spelling"] for e in compiles] == [
+        {"positional": ["torch_dtype", "num_heads", "is_workspace_size_zero", "use_pdl"], "keywords": []},
+        {"positional": [], "keywords": ["torch_dtype", "num_heads", "is_workspace_size_zero", "use_pdl", "partial_fp16"]}]
+    assert len(synthetic_cute.compiled) == 2
+    analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
+    assert [f.code for f in analysis.findings] == ["MLA001", "MLA006", "MLA002"]
+    serving, spelling, _ = analysis.findings
+    assert serving.nearest == decode.key(FP8, True) and serving.diff == {}
+    assert "another spelling" in serving.message and "differs in ;" not in serving.message
+    assert "compiled 2 times, under 2 spellings" in spelling.message
+    assert "(torch_dtype, num_heads, is_workspace_size_zero, use_pdl)" in spelling.message
+
+
+def test_the_same_spelling_as_the_dispatch_is_one_entry(decode):
+    with observe(decode) as capture:
+        synthetic_decode.warmup_decode(FP8)
+        decode.dispatch(1, FP8, True)
+    assert len(of_type(capture.sink.events, "compile")) == 1 and len(synthetic_cute.compiled) == 1
+    assert analyse(capture.sink.events, decode.rules(), FP8_CONTEXT).findings == []
+
+
+def test_functools_entries_cached_before_install_are_listed_as_preexisting(decode):
+    decode.precompile(FP8, True)
+    with observe(decode) as capture:
+        decode.dispatch(1, FP8, True)
+    assert of_type(capture.sink.events, "family")[0]["preexisting"] == 1
+    [compiled] = of_type(capture.sink.events, "compile")
+    assert (compiled["phase"], compiled["key"]) == ("preexisting", decode.key(FP8, True))
+    assert compiled["spelling"]["keywords"] == list(decode.fields)
+    analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
+    assert analysis.findings == [] and of_type(capture.sink.events, "internal_error") == []
+    assert len(synthetic_cute.compiled) == 1
+
+
+def test_calls_through_a_reference_to_the_original_cached_function_are_reported(decode):
+    original = synthetic_decode._get_compiled_mla_kernel
+    with observe(decode) as capture:
+        assert synthetic_decode._get_compiled_mla_kernel is not original
+        original(FP8, 8, True, True)
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert "1 variant(s) entered synthetic_decode._get_compiled_mla_kernel through a reference" in error["message"]
+    assert synthetic_decode._get_compiled_mla_kernel is original
+
+
+def test_cache_clear_makes_the_next_dispatch_compile_again(decode):
+    with observe(decode) as capture:
+        decode.precompile(FP8, True)
+        decode.dispatch(1, FP8, True)
+        decode.dispatch(1, FP8, True)
+        synthetic_decode._get_compiled_mla_kernel.cache_clear()
+        assert synthetic_decode._get_compiled_mla_kernel.cache_info().currsize == 0
+        assert decode.dispatch(1, FP8, True) == 2
+    assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["warmup", "serving"]
+    assert [f.code for f in analyse(capture.sink.events, decode.rules(), FP8_CONTEXT).findings] == ["MLA001"]
+
+
+def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
+    decode.precompile(FP8, True)
+    synthetic_cute.compiled.clear()
+    with observe(decode, CapturePolicy(compile="skip")):
+        synthetic_decode._get_compiled_mla_kernel.cache_clear()
+        decode.precompile(FP8, True)
+    assert synthetic_cute.compiled == []
+    assert isinstance(synthetic_decode._kernel(FP8, 16, 1, True), synthetic_cute.Kernel)  # removed: compiles again
