@@ -117,8 +117,21 @@ class ContainsRecordingDict(RecordingDict):
         except ValueError:
             pass
         found = dict.__contains__(self, key)
-        self._capture.looked_up(key, True if found else MISSING, _getframe(1))
+        self._capture.looked_up(key, dict.__getitem__(self, key) if found else MISSING, _getframe(1))
         return found
+
+    def __getitem__(self, key: object) -> object:
+        """Not a lookup; but under a launch policy, what a dispatch gets after its `in` is the stand-in."""
+        value = dict.__getitem__(self, key)
+        if self._capture.launch is None:
+            return value
+        try:
+            entry = self._fast.get(key)
+            if entry is not None and _getframe(entry[0]).f_code is entry[1]:
+                return entry[3]
+        except ValueError:
+            pass
+        return self._capture.launched(key, value, _getframe(1))
 
 
 DICT_ADAPTERS = {"getitem": GetitemRecordingDict, "contains": ContainsRecordingDict}
@@ -133,6 +146,8 @@ class FunctoolsAdapter:
         self.original = original
         self.signature = inspect.signature(original)
         self.skipped: dict[object, SkippedCompile] = {}
+        self.preexisting: set[tuple] = set()  # listed keys cached before install: --compile skip calls through for these
+        self.unlisted = 0  # entries cached before install that the interpreter did not let us list
         self._capture = capture
         self.function = self._recording_function()
 
@@ -167,7 +182,7 @@ class FunctoolsAdapter:
         capture, original = self._capture, self.original
         if key in self.skipped:
             return capture.looked_up(key, self.skipped[key], frame)
-        if capture.policy.compile == "skip" and key not in capture.vids:
+        if capture.policy.compile == "skip" and key not in self.preexisting:
             result = self.skipped[key] = SkippedCompile()
             capture.inserted(key, result, frame, seconds=None, origin="skip")
             return capture.looked_up(key, result, frame)
@@ -190,20 +205,25 @@ class FunctoolsAdapter:
     def cache_clear(self) -> None:
         self.original.cache_clear()
         self.skipped.clear()
+        self.preexisting.clear()
+        self.unlisted = 0
         self._capture.fast.clear()
         self._capture.cleared()
 
     def existing_keys(self) -> tuple[list[tuple], int]:
         """Keys cached before install, listed from the C cache where the interpreter allows; and how many there are."""
         count = self.original.cache_info().currsize
-        if not count:
-            return [], 0
+        keys = self._listed(count) if count else []
+        self.preexisting, self.unlisted = set(keys), count - len(keys)
+        return keys, count
+
+    def _listed(self, count: int) -> list[tuple]:
         referents = gc.get_referents(self.original)
         marks = [item for item in referents if type(item) is object]
         own = getattr(self.original, "__dict__", None)
         caches = [item for item in referents if type(item) is dict and item is not own and len(item) == count]
         if len(marks) != 1 or len(caches) != 1:
-            return [], count
+            return []
         keys = []
         for raw in caches[0]:
             parts = raw if type(raw) is tuple else (raw,)
@@ -213,4 +233,4 @@ class FunctoolsAdapter:
                 keys.append((parts[:cut], tuple(zip(rest[0::2], rest[1::2]))))
             else:
                 keys.append((parts, ()))
-        return keys, count
+        return keys

@@ -1,0 +1,60 @@
+"""The rule files against the tokenspeed-mla releases the engines pin, downloaded from PyPI: tokenspeed-mla 0.2.16
+(TokenSpeed 0.1.1, through tokenspeed-kernel 0.1.4) and 2.0.3 (vLLM 0.34.0). A rule records the fingerprint of
+the code its key depends on, so MLA004 fires on changed code, not on a version number."""
+
+import importlib.util
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from mlacheck.capture import CapturePolicy, FamilyCapture
+from mlacheck.events import MemorySink
+from mlacheck.rules import capture_spec, load_rules
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """version -> folder holding that release's tokenspeed_mla/*.py."""
+    folder = tmp_path_factory.mktemp("published")
+    releases = {}
+    for version in ("0.2.16", "2.0.3"):
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                               f"tokenspeed-mla=={version}", "-d", str(folder / version)], capture_output=True, timeout=300)
+        if done.returncode != 0:
+            pytest.skip(f"cannot download tokenspeed-mla {version} from PyPI")
+        [wheel] = (folder / version).glob("*.whl")
+        zipfile.ZipFile(wheel).extractall(folder / version)
+        releases[version] = folder / version / "tokenspeed_mla"
+    return releases
+
+
+def fingerprint(family: str, source) -> str:
+    """The rule's fingerprint of `source`, loaded as a module of the installed package (so its imports resolve)."""
+    rule = load_rules().family(family)
+    name = f"tokenspeed_mla._published_{abs(hash(str(source)))}"
+    spec = importlib.util.spec_from_file_location(name, source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        return FamilyCapture(capture_spec(rule), MemorySink(), CapturePolicy()).fingerprint(module)
+    finally:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("version", ["0.2.16", "2.0.3"])
+def test_prefill_code_of_the_pinned_releases_is_the_checked_code(published, version):
+    rule = load_rules().family("tokenspeed_mla.prefill").family
+    assert fingerprint("tokenspeed_mla.prefill", published[version] / "mla_prefill.py") == rule.fingerprint
+    assert rule.checks_version(version)
+
+
+def test_decode_code_changed_between_the_pinned_releases(published):
+    """2.0.3 has 2.0.4's decode; 0.2.16 decides pack_q from an opt-in argument: a different fingerprint (MLA004)."""
+    rule = load_rules().family("tokenspeed_mla.decode").family
+    assert fingerprint("tokenspeed_mla.decode", published["2.0.3"] / "mla_decode.py") == rule.fingerprint
+    assert fingerprint("tokenspeed_mla.decode", published["0.2.16"] / "mla_decode.py") not in (None, rule.fingerprint)
