@@ -72,6 +72,9 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     text = named(variant.key, family.key_fields, list(diff))
     if nearest is None:
         closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
+    elif not diff:
+        closest = "a variant of the same field values was precompiled under another spelling of the functools key (MLA006)"
+        hint = finding_rule("MLA006").hint
     else:
         closest = "the nearest precompiled variant differs in " + ", ".join(
             f"{name} (precompiled {value_text(old)}, dispatched {value_text(new)}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from mlacheck.keys import Key, key_identity
 
-PRECOMPILE_PHASES = ("warmup", "capture", "preexisting", "inherited")
+INHERITED_PHASES = ("preexisting", "inherited")
 
 
 @dataclass
@@ -54,7 +54,11 @@ class Variant:
         if self.serving_path_compile:
             return "serving-path compile"
         if self.precompiled and not self.dispatches:
-            return "captured" if self.captured else "unverified" if self.unverified else "dead warm-up"
+            if self.captured:
+                return "captured"
+            if self.compile_phase in INHERITED_PHASES:  # compiled before this process's capture saw it: no warm-up of its own
+                return "unused"
+            return "unverified" if self.unverified else "dead warm-up"
         return "ok" if self.precompiled else "not compiled"
 
 

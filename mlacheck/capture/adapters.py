@@ -218,6 +218,7 @@ class FunctoolsAdapter:
         return keys, count
 
     def _listed(self, count: int) -> list[tuple]:
+        """The C cache's keys as call keys, found among the wrapper's referents; [] where that is not unambiguous."""
         referents = gc.get_referents(self.original)
         marks = [item for item in referents if type(item) is object]
         own = getattr(self.original, "__dict__", None)

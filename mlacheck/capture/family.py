@@ -70,7 +70,16 @@ class FamilyCapture:
 
     # -- install / remove -------------------------------------------------------------------------------
     def install(self) -> None:
-        """Put the adapter, the compile timer and the dispatch wrappers in place; write the `family` event."""
+        """Put the adapter, the compile timer and the dispatch wrappers in place; write the `family` event.
+
+        An install that fails (a stale rule, a failing sink) takes out what it had put in place, then raises."""
+        try:
+            self._install()
+        except BaseException:
+            self._undo_all()
+            raise
+
+    def _install(self) -> None:
         spec = self.spec
         module = self._import(spec.module)
         owner_path, _, attribute = spec.cache.rpartition(".")
@@ -97,7 +106,8 @@ class FamilyCapture:
             self._adapter = DICT_ADAPTERS[spec.lookup](cache, self)
             existing, count = list(cache), len(cache)
             self._replace(owner, attribute, self._adapter)
-            self._undo.append(lambda: self._give_back(cache))
+            installed_keys = frozenset(existing)
+            self._undo.append(lambda: self._give_back(cache, installed_keys))
         if spec.compile:
             compile_owner, compile_name = self._compile_target(module)
             self._timer = compile_timer.acquire(compile_owner, compile_name, self.policy.compile == "skip")
@@ -120,10 +130,13 @@ class FamilyCapture:
         self._safely("flush", lambda: self.flush(final=True))
         if isinstance(self._adapter, FunctoolsAdapter):
             self._check_bypass_functools()
+        self._undo_all()
+        self.installed = False
+
+    def _undo_all(self) -> None:
         for undo in reversed(self._undo):
             self._safely("remove", undo)
         self._undo.clear()
-        self.installed = False
 
     def after_fork(self) -> None:
         """In a forked child: a fresh trace starts; what the child inherited is listed, counts start at zero."""
@@ -178,6 +191,14 @@ class FamilyCapture:
             self._internal_error("lookup", exc)
             return value
 
+    def launched(self, key: object, value: object, frame: FrameType) -> object:
+        """What `cache[key]` gives a `contains` family's dispatch under a launch policy: the stand-in."""
+        try:
+            return value if self._reader.read(frame).dispatch_depth is None else self._returned(self._vid(key), value)
+        except Exception as exc:  # noqa: BLE001
+            self._internal_error("lookup", exc)
+            return value
+
     def dispatch_raised(self, name: str, error: BaseException, start: int, frame: FrameType) -> None:
         """A dispatch call raised: before its lookup (nothing was checked) or after it."""
         try:
@@ -187,7 +208,7 @@ class FamilyCapture:
             if identity not in self._errors:
                 self._errors.add(identity)
                 message = str(error).strip().splitlines()
-                self.sink.write({"type": "dispatch_error", "family": self.spec.family, "function": name,
+                self._write({"type": "dispatch_error", "family": self.spec.family, "function": name,
                                  "error": type(error).__name__, "message": message[0][:300] if message else "",
                                  "reached_lookup": reached, "site": self._reader.read(frame).site})
         except Exception as exc:  # noqa: BLE001
@@ -228,7 +249,7 @@ class FamilyCapture:
         written = {"dispatches": dispatches, "calls": calls}
         if written != self._written or final:
             self._written = written
-            self.sink.write({"type": "counts", "family": self.spec.family, **written, "final": final})
+            self._write({"type": "counts", "family": self.spec.family, **written, "final": final})
 
     # -- helpers ----------------------------------------------------------------------------------------
     def _count_dispatch(self, vid: int, where: Where) -> itertools.count:
@@ -241,7 +262,7 @@ class FamilyCapture:
         if (vid, phase) not in self._first:
             self._first.add((vid, phase))
             key, spelling = self._described[vid]
-            self.sink.write({"type": "dispatch", "family": self.spec.family, "vid": vid, "key": key,
+            self._write({"type": "dispatch", "family": self.spec.family, "vid": vid, "key": key,
                              "spelling": spelling, "phase": phase, "site": where.site, "stack": where.stack,
                              "call": self._call_facts(where.dispatch_frame)})
         return counter
@@ -279,7 +300,7 @@ class FamilyCapture:
     def _write_compile(self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None,
                        stack: list[str]) -> None:
         key, spelling = self._described[vid]
-        self.sink.write({"type": "compile", "family": self.spec.family, "vid": vid, "key": key, "spelling": spelling,
+        self._write({"type": "compile", "family": self.spec.family, "vid": vid, "key": key, "spelling": spelling,
                          "phase": phase, "seconds": seconds, "origin": origin, "site": site or "before mlacheck",
                          "stack": stack})
 
@@ -303,16 +324,21 @@ class FamilyCapture:
                 if value is function:
                     self._replace(other, attribute, wrapper)
 
-    def _give_back(self, original: dict) -> None:
+    def _give_back(self, original: dict, installed_keys: frozenset) -> None:
+        """The module's own dict back, holding what the run's cache holds (less skipped compiles), and what was
+        written past mlacheck through an older reference to it (reported)."""
         recording = self._adapter
-        bypassed = [key for key in original if not dict.__contains__(recording, key)]
+        bypassed = {key: value for key, value in original.items()
+                    if key not in installed_keys and not dict.__contains__(recording, key)}
         if bypassed:
             self._internal_error("remove", f"{len(bypassed)} variant(s) entered {self.spec.module}.{self.spec.cache} through "
                                            "a reference taken before mlacheck was installed; they are missing from this report")
+        original.clear()
         original.update({key: value for key, value in dict.items(recording) if not isinstance(value, SkippedCompile)})
+        original.update(bypassed)
 
     def _check_bypass_functools(self) -> None:
-        known = len(self._cached_keys())
+        known = len(self._cached_keys()) + self._adapter.unlisted
         size = self._adapter.original.cache_info().currsize
         if size > known:
             self._internal_error("remove", f"{size - known} variant(s) entered {self.spec.module}.{self.spec.cache} through "
@@ -343,6 +369,13 @@ class FamilyCapture:
         for part in path.split("."):
             root = self._attribute(root, part)
         return root
+
+    def _write(self, event: dict) -> None:
+        """Write one event; a sink that fails loses the event, never what the hook goes on to do for the program."""
+        try:
+            self.sink.write(event)
+        except Exception as exc:  # noqa: BLE001
+            self._internal_error("write", exc)
 
     def _safely(self, where: str, action: Callable[[], object]) -> None:
         try:

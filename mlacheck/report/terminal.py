@@ -24,7 +24,7 @@ MODE_NOTES = {
     "program": "a program's own dispatches, observed in each of its Python processes",
 }
 STATUS_STYLES = {"ok": "green", "captured": "green", "serving-path compile": "bold red", "dead warm-up": "yellow",
-                 "unverified": "magenta", "not compiled": "dim"}
+                 "unverified": "magenta", "not compiled": "dim", "unused": "dim"}
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow"}
 VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 

@@ -10,7 +10,8 @@ from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture, SkippedCompile
 from mlacheck.capture.adapters import RecordingDict
 from mlacheck.events import JsonlSink, MemorySink, read_trace
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type,
+from mlacheck.errors import MlacheckError
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type, q,
                                               synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
 
 DICT_KINDS = (PREFILL, FA4)
@@ -111,16 +112,31 @@ def test_a_failing_sink_does_not_let_a_replaced_launch_run(kind):
         assert [kind.dispatch(1, FP8, True), kind.dispatch(1, FP8, False)] == ["replaced", "replaced"]
 
 
-def test_an_install_that_fails_leaves_the_module_as_it_was(kind):
+def assert_untouched(kind, before):
+    assert {name: getattr(kind.module, name) for name in before} == before
+    if kind is not DECODE:
+        assert type(module_cache(kind)) is dict
+    assert not hasattr(synthetic_cute.compile, "__wrapped__")
+    kind.precompile(FP8, True)
+    assert kind.dispatch(2, FP8, True) == 4
+
+
+def test_an_install_whose_sink_fails_leaves_the_module_as_it_was(kind):
     before = {name: getattr(kind.module, name) for name in vars(kind.module) if not name.startswith("__")}
     capture = FamilyCapture(kind.rules().capture_spec_of(kind.family), BrokenSink(after=0))
     with pytest.raises(OSError):
         capture.install()
-    assert {name: getattr(kind.module, name) for name in before} == before
-    assert not isinstance(module_cache(kind) if kind is not DECODE else None, RecordingDict)
-    assert synthetic_cute.compile.__module__ == "synthetic_cute" and not hasattr(synthetic_cute.compile, "__wrapped__")
-    kind.precompile(FP8, True)
-    assert kind.dispatch(2, FP8, True) == 4
+    assert_untouched(kind, before)
+
+
+def test_an_install_refused_by_a_stale_rule_leaves_the_module_as_it_was(kind):
+    before = {name: getattr(kind.module, name) for name in vars(kind.module) if not name.startswith("__")}
+    rule = kind.rule()
+    stale = rule.model_copy(update={"family": rule.family.model_copy(update={"compile": "gone"})})  # found after the cache
+    capture = FamilyCapture(kind.rules(stale).capture_spec_of(kind.family), MemorySink())
+    with pytest.raises(MlacheckError, match="has no 'gone' where the rule looks"):
+        capture.install()
+    assert_untouched(kind, before)
 
 
 def test_typed_keys_in_events_survive_the_trace_file(kind, tmp_path):
@@ -152,7 +168,7 @@ def test_a_tuple_and_a_dtype_class_in_a_key_are_a_list_and_the_class_name():
 def test_a_site_lands_in_the_code_that_called_through_the_wrappers(kind):
     line = sys._getframe().f_lineno
     with observe(kind) as capture:
-        kind.through_wrapper(1, FP8, True)  # line + 2
+        kind.wrapper(q(1), **{kind.flag_argument: True})  # line + 2
     [compiled] = of_type(capture.sink.events, "compile")
     assert compiled["phase"] == "serving"  # the wrapper's reference was taken before install: still a dispatch
     assert compiled["site"] == f"tests/unit/test_capture_hooks.py:{line + 2}"
@@ -164,7 +180,7 @@ def test_without_site_skip_the_site_is_the_wrapper(kind):
     rule = kind.rule()
     unskipped = rule.model_copy(update={"family": rule.family.model_copy(update={"site_skip": []})})
     with observe(kind, rules=kind.rules(unskipped)) as capture:
-        kind.through_wrapper(1, FP8, True)
+        kind.wrapper(q(1), **{kind.flag_argument: True})
     [compiled] = of_type(capture.sink.events, "compile")
     assert compiled["site"].startswith("tests/fixtures/synthetic_wrappers.py:")
 
@@ -246,12 +262,11 @@ def test_one_key_under_two_spellings_is_compiled_twice(decode):
         {"positional": [], "keywords": ["torch_dtype", "num_heads", "is_workspace_size_zero", "use_pdl", "partial_fp16"]}]
     assert len(synthetic_cute.compiled) == 2
     analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
-    assert [f.code for f in analysis.findings] == ["MLA001", "MLA006", "MLA002"]
-    serving, spelling, _ = analysis.findings
+    assert [f.code for f in analysis.findings] == ["MLA001", "MLA006"]  # the respelled warm-up is not also MLA002
+    serving, spelling = analysis.findings
     assert serving.nearest == decode.key(FP8, True) and serving.diff == {}
-    assert "another spelling" in serving.message and "differs in ;" not in serving.message
+    assert "another spelling of the functools key" in serving.message and serving.hint == spelling.hint
     assert "compiled 2 times, under 2 spellings" in spelling.message
-    assert "(torch_dtype, num_heads, is_workspace_size_zero, use_pdl)" in spelling.message
 
 
 def test_the_same_spelling_as_the_dispatch_is_one_entry(decode):
@@ -273,6 +288,17 @@ def test_functools_entries_cached_before_install_are_listed_as_preexisting(decod
     analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
     assert analysis.findings == [] and of_type(capture.sink.events, "internal_error") == []
     assert len(synthetic_cute.compiled) == 1
+
+
+def test_entries_the_interpreter_does_not_let_us_list_are_counted_not_reported_as_bypass(decode, monkeypatch):
+    decode.precompile(FP8, True)
+    monkeypatch.setattr("mlacheck.capture.adapters.gc.get_referents", lambda *objects: [])
+    with observe(decode) as capture:
+        decode.dispatch(1, FP8, True)
+        decode.dispatch(1, FP8, False)
+    assert of_type(capture.sink.events, "family")[0]["preexisting"] == 1
+    assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["serving"]
+    assert of_type(capture.sink.events, "internal_error") == []
 
 
 def test_calls_through_a_reference_to_the_original_cached_function_are_reported(decode):
@@ -305,3 +331,13 @@ def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
         decode.precompile(FP8, True)
     assert synthetic_cute.compiled == []
     assert isinstance(synthetic_decode._kernel(FP8, 16, 1, True), synthetic_cute.Kernel)  # removed: compiles again
+
+
+def test_a_preexisting_entry_popped_during_the_run_stays_popped(dict_kind):
+    dict_kind.precompile(FP8, True)
+    dict_kind.precompile(FP8, False)
+    first = next(iter(module_cache(dict_kind)))
+    with observe(dict_kind) as capture:
+        module_cache(dict_kind).pop(first)
+    assert first not in module_cache(dict_kind) and dict_kind.cached_count() == 1
+    assert of_type(capture.sink.events, "internal_error") == []
