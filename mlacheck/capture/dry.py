@@ -19,17 +19,32 @@ from mlacheck.capture.spec import CapturePolicy, DryPatch
 def _actions(policy: CapturePolicy) -> dict[str, Callable[..., object]]:
     target = capability(policy.target_arch)
     sms = policy.num_sms or 0
+    clusters = lambda cluster_size=1, *args, **kwargs: max(1, sms // max(1, int(cluster_size)))  # noqa: E731
+
+    class TargetHardwareInfo:
+        """cutlass.utils.HardwareInfo of the target GPU, without a CUDA driver."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        get_max_active_clusters = staticmethod(clusters)
+        get_device_multiprocessor_count = staticmethod(lambda: sms)
+        get_l2_cache_size_in_bytes = staticmethod(lambda: L2_BYTES)
+
     return {
         "nullcontext": lambda *args, **kwargs: contextlib.nullcontext(),
         "target_capability": lambda *args, **kwargs: target,
         "target_sm_count": lambda *args, **kwargs: sms,
-        "target_clusters": lambda cluster_size=1, *args, **kwargs: max(1, sms // max(1, int(cluster_size))),
+        "target_clusters": clusters,
+        "target_hardware_info": TargetHardwareInfo,
     }
 
 
-ACTIONS = ("nullcontext", "target_capability", "target_sm_count", "target_clusters")
+ACTIONS = ("nullcontext", "target_capability", "target_sm_count", "target_clusters", "target_hardware_info")
 """nullcontext: a context manager that does nothing (a CUDA stream binding); target_capability: the target
-arch's (major, minor); target_sm_count: the target's SM count; target_clusters(cluster_size): SMs / size."""
+arch's (major, minor); target_sm_count: the target's SM count; target_clusters(cluster_size): SMs / size;
+target_hardware_info: a cutlass.utils.HardwareInfo class answering with those (and L2_BYTES)."""
+L2_BYTES = 126 << 20  # the B200's L2; no key field reads it (it sizes some schedulers' grids)
 
 
 class DryStandIns:

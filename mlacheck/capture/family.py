@@ -9,6 +9,7 @@ into the program: a failure becomes an `internal_error` event.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -35,6 +36,14 @@ LaunchPolicy = Callable[[dict, object], object]
 
 def no_launch(*args: object, **kwargs: object) -> None:
     """The launch stand-in of `--dry`: nothing runs."""
+
+
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    """Top-level package -> the installed distributions that provide it; read once per process (it scans them all)."""
+    from importlib import metadata
+
+    return metadata.packages_distributions()
 
 
 def count_of(counter: itertools.count) -> int:
@@ -416,7 +425,7 @@ class FamilyCapture:
         the library can install the same import name with another key layout)."""
         from importlib import metadata
 
-        names = metadata.packages_distributions().get(self.spec.module.partition(".")[0], [])
+        names = _packages_distributions().get(self.spec.module.partition(".")[0], [])
         return [f"{name} {metadata.version(name)}" for name in dict.fromkeys(names)]
 
     def _stale_advice(self) -> str:

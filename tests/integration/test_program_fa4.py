@@ -29,3 +29,32 @@ def test_a_shape_the_warmup_missed_compiles_on_the_serving_path(tmp_path):
     assert finding["code"] == "MLA001" and finding["diff"] == {"head_dim": [128, 64], "head_dim_v": [128, 64]}
     assert "(batch_size=1, seqlen_q=256, total_q=256, num_head=16)" in finding["message"]
     assert report["processes"][0]["exited"] and report["incomplete"] == []
+
+
+NON_CAUSAL = """
+import os
+os.environ.setdefault("FLASH_ATTENTION_ARCH", "sm_100a"); os.environ.setdefault("FLASH_ATTENTION_NUM_SMS", "148")
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from flash_attn.cute import flash_attn_func
+with FakeTensorMode():
+    q, k, v = (torch.empty(1, 512, 8, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    flash_attn_func(q, k, v, causal=False)
+print("noncausal forward returned")
+"""
+
+
+@pytest.mark.compile
+def test_dry_compiles_need_no_cuda_driver(tmp_path):
+    """A non-causal forward's compile asks cutlass.utils.HardwareInfo for the SM count, which needs a CUDA driver;
+    --dry answers with the target's for the duration of the dispatch call."""
+    program = tmp_path / "noncausal.py"
+    program.write_text(NON_CAUSAL)
+    without = run_cli("run", "--run-dir", str(tmp_path / "plain"), "--allow-incomplete", "--", sys.executable, str(program))
+    assert "noncausal forward returned" not in without.stdout and "cuda" in without.stderr.lower()
+    result = run_cli("run", "--dry", "--run-dir", str(tmp_path / "dry"), "--", sys.executable, str(program),
+                     tmp_path=tmp_path)
+    assert "noncausal forward returned" in result.stdout, result.stdout + result.stderr
+    [family] = [f for f in result.report["families"] if f["name"] == FWD]
+    [variant] = family["variants"]
+    assert variant["serving_path_compile_s"] > 0.5 and variant["key"]["causal"] is False

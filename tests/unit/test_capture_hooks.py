@@ -293,12 +293,16 @@ def test_functools_entries_cached_before_install_are_listed_as_preexisting(decod
 def test_entries_the_interpreter_does_not_let_us_list_are_counted_not_reported_as_bypass(decode, monkeypatch):
     decode.precompile(FP8, True)
     monkeypatch.setattr("mlacheck.capture.adapters.gc.get_referents", lambda *objects: [])
+    original = synthetic_decode._get_compiled_mla_kernel
     with observe(decode) as capture:
-        decode.dispatch(1, FP8, True)
         decode.dispatch(1, FP8, False)
     assert of_type(capture.sink.events, "family")[0]["preexisting"] == 1
     assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["serving"]
     assert of_type(capture.sink.events, "internal_error") == []
+    with observe(decode) as capture:  # two unlisted now; a third entry made past mlacheck is still reported
+        original(FP8, 8, True, True)
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert "1 variant(s) entered" in error["message"]
 
 
 def test_calls_through_a_reference_to_the_original_cached_function_are_reported(decode):
