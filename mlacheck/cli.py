@@ -235,6 +235,16 @@ def _fail(message: str) -> None:
     raise typer.Exit(MlacheckError.exit_code)
 
 
+def _bug_line(exc: BaseException) -> str:
+    """`Type: message (at file:line)`, the line being the innermost frame in mlacheck's own code."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/mlacheck/" in f.filename.replace("\\", "/")]
+    where = f" (at {frames[-1].filename.rpartition('/mlacheck/')[2]}:{frames[-1].lineno})" if frames else ""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}{where}"
+
+
 def main() -> None:
     """The `mlacheck` entry point. A short-lived process: collections during the imports are put off (the heap is
     frozen after them), and the interpreter's teardown is skipped once the output is flushed."""
@@ -251,7 +261,9 @@ def main() -> None:
         elif type(exc).__name__ == "Abort":
             code = 130
         else:
-            raise
+            _console(stderr=True).print(f"mlacheck: internal error: {_bug_line(exc)}; this is a bug in mlacheck, please "
+                                        "report it with this line", markup=False, soft_wrap=True)
+            code = 2
     except KeyboardInterrupt:
         code = 130
     sys.stdout.flush()

@@ -64,13 +64,17 @@ def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[K
 def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant) -> Finding:
     """MLA001: a variant compiled inside a dispatch call while serving."""
     family = rule.family
-    precompiled = [v for v in table.variants.values() if v.precompiled]
-    nearest, diff = nearest_precompiled(variant, precompiled)
+    precompiled = [v for v in table.variants.values() if v.precompiled and v is not variant]
+    nearest, diff = (variant.key, {}) if variant.precompiled else nearest_precompiled(variant, precompiled)
     drivers = {name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with}
     stall = (f"a {variant.serving_path_compile_s:.1f} s stall" if variant.serving_path_compile_s is not None
              else "a stall (not measured: --compile skip)")
     text = named(variant.key, family.key_fields, list(diff))
-    if nearest is None:
+    if variant.precompiled:
+        closest = (f"it was precompiled at {variant.compiled_by}, but its cache entry was dropped (cleared, popped or "
+                   "evicted) before this dispatch, so it compiled again")
+        hint = "keep the warm-up's entries in the cache: nothing may clear it or evict from it between warm-up and serving"
+    elif nearest is None:
         closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
     elif not diff:
         closest = "a variant of the same field values was precompiled under another spelling of the functools key (MLA006)"

@@ -216,8 +216,16 @@ def worst(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[st
     """Per metric the worse of two: the larger error, the smaller cosine similarity (NaN wins)."""
     if old is None or new is None:
         return old or new
-    pick = {name: (min if name == "cosine_similarity" else max) for name in new}
-    return {name: new[name] if new[name] != new[name] else pick[name](old[name], new[name]) for name in new}
+    return {name: _worse(name, old.get(name), value) for name, value in new.items()}
+
+
+def _worse(name: str, old: float | None, new: float | None) -> float | None:
+    """The worse of two values of one metric; a metric one side lacks (a decode LSE) takes the other's."""
+    if old is None or new is None:
+        return new if old is None else old
+    if new != new:  # NaN wins
+        return new
+    return min(old, new) if name == "cosine_similarity" else max(old, new)
 
 
 def merge(tables: list[ProcessFamily]) -> list[Variant]:

@@ -28,13 +28,13 @@ class CallTensors:
 
 
 def empty_tensors(call: PrefillCall, model: ModelPreset, device: str, dtype: torch.dtype = FP8) -> CallTensors:
-    """q/k/v of the call's shapes (MLA prefill attends with h_k == h_q), zero-filled: dry mode and start-up
-    dummy runs compute nothing that is read."""
+    """q/k/v of the call's shapes (MLA prefill attends with h_k == h_q), unfilled: dry mode and start-up dummy
+    runs compute nothing that is read (dry mode zeroes the outputs)."""
     total_q, total_kv, heads = sum(call.q_lens), sum(call.kv_lens), model.num_heads
     return CallTensors(
-        torch.zeros(total_q, heads, model.d_qk, dtype=dtype, device=device),
-        torch.zeros(total_kv, heads, model.d_qk, dtype=dtype, device=device),
-        torch.zeros(total_kv, heads, model.d_v, dtype=dtype, device=device),
+        torch.empty(total_q, heads, model.d_qk, dtype=dtype, device=device),
+        torch.empty(total_kv, heads, model.d_qk, dtype=dtype, device=device),
+        torch.empty(total_kv, heads, model.d_v, dtype=dtype, device=device),
         cumulative(call.q_lens, device),
         cumulative(call.kv_lens, device),
     )

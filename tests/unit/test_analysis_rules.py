@@ -9,15 +9,20 @@ from mlacheck.analysis import analyse
 from mlacheck.capture import CaptureSpec, FamilyCapture
 from mlacheck.events import MemorySink, read_trace, upgrade_format_1
 from mlacheck.keys import key_text, typed
-from tests.fixtures.synthetic_harness import (BF16, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type, synthetic_cute,
-                                              synthetic_fa4, torch)
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type,
+                                              reset_all, synthetic_cute, synthetic_fa4, torch)
+
+
+@pytest.fixture(autouse=True)
+def empty_caches():
+    reset_all()
+    yield
+    reset_all()
 
 
 @pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
 def kind(request):
-    request.param.reset()
-    yield request.param
-    request.param.reset()
+    return request.param
 
 
 def with_family(rule, **changes):
@@ -51,16 +56,15 @@ def test_a_key_with_more_fields_than_the_rule_names_is_mla004_and_no_diff_is_mad
     assert layout.message.endswith(f"not in the rule: {unnamed}")
 
 
-def test_a_functools_key_whose_fields_the_rule_names_otherwise_is_mla004(kind):
-    if kind.name != "decode":
-        pytest.skip("a dict key's fields are named by the rule itself; only a functools key names its own")
-    events = warm_and_serve(kind)
-    rule = kind.rule()
+def test_a_functools_key_whose_fields_the_rule_names_otherwise_is_mla004():
+    """A functools key names its fields from the cached function's signature (a dict key takes the rule's names)."""
+    events = warm_and_serve(DECODE)
+    rule = DECODE.rule()
     renamed = with_family(rule, key_fields=["dtype", *rule.family.key_fields[1:]])
-    [layout] = stale_codes(analyse(events, kind.rules(renamed), FP8_CONTEXT))
+    [layout] = stale_codes(analyse(events, DECODE.rules(renamed), FP8_CONTEXT))
     assert "missing dtype; not in the rule: torch_dtype" in layout.message
     swapped = with_family(rule, key_fields=[rule.family.key_fields[1], rule.family.key_fields[0], *rule.family.key_fields[2:]])
-    assert "another order than the rule's" in stale_codes(analyse(events, kind.rules(swapped), FP8_CONTEXT))[0].message
+    assert "another order than the rule's" in stale_codes(analyse(events, DECODE.rules(swapped), FP8_CONTEXT))[0].message
 
 
 # -- versions and fingerprints -----------------------------------------------------------------------------
@@ -91,6 +95,15 @@ def test_the_rules_fingerprint_decides_over_the_version(kind):
     assert stale_codes(analyse(events, kind.rules())) == []
 
 
+@pytest.mark.parametrize("providers, stale", [([], False), (["MLAcheck 0.1.0"], False), (["mlacheck-fork 0.1.0"], True)])
+def test_a_package_installed_by_another_distribution_is_mla004(providers, stale):
+    events = [{**event, "providers": providers} if event["type"] == "family" else event for event in warm_and_serve(PREFILL)]
+    findings = stale_codes(analyse(events, PREFILL.rules(), FP8_CONTEXT))
+    assert [f.message for f in findings] == ([
+        "synthetic_prefill is installed by mlacheck-fork 0.1.0, not by mlacheck, the distribution this rule was written "
+        "for: its key layout and cache may differ"] if stale else [])
+
+
 def test_the_fingerprint_follows_the_source_and_signature_of_the_key_functions(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     sources = {"kernel_v1": "def dispatch(q, causal=True):\n    return (q, causal)\n",
@@ -118,15 +131,12 @@ def test_key_values_are_typed_once_when_captured():
 
 
 def test_a_key_field_that_differs_only_in_a_tuple_is_diffed_as_lists():
-    FA4 = KINDS[1]
-    FA4.reset()
     with observe(FA4) as capture:
         synthetic_fa4.precompile(FP8, 192, causal=True, tile=(64, 64))
         FA4.dispatch(1, FP8, True)
     [serving] = [f for f in analyse(capture.sink.events, FA4.rules(), FP8_CONTEXT).findings if f.code == "MLA001"]
     assert serving.diff == {"tile": [[64, 64], [128, 128]]}
     assert "tile (precompiled (64, 64), dispatched (128, 128))" in serving.message
-    FA4.reset()
 
 
 # -- format 1 -----------------------------------------------------------------------------------------------
@@ -172,3 +182,14 @@ def test_a_format_1_trace_of_a_killed_process_counts_at_least(tmp_path):
     assert of_type(events, "counts")[0]["final"] is False
     fp8 = next(v for v in analyse(events, PREFILL.rules(), FP8_CONTEXT).families[0].variants if v.key == PREFILL.key(FP8, True))
     assert (fp8.dispatches, fp8.at_least) == (3, True)
+
+
+def test_worst_metrics_keep_nan_and_tolerate_a_missing_lse():
+    from mlacheck.analysis.tables import worst
+
+    decode = {"max_abs_err": 0.1, "max_rel_err": 0.01, "cosine_similarity": 0.999, "lse_max_abs_err": None}
+    other = {"max_abs_err": 0.2, "max_rel_err": float("nan"), "cosine_similarity": 0.998, "lse_max_abs_err": None}
+    merged = worst(decode, other)
+    assert merged["max_abs_err"] == 0.2 and merged["cosine_similarity"] == 0.998 and merged["lse_max_abs_err"] is None
+    assert merged["max_rel_err"] != merged["max_rel_err"]
+    assert worst(None, decode) == decode

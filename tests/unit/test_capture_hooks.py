@@ -12,26 +12,31 @@ from mlacheck.capture.adapters import RecordingDict
 from mlacheck.events import JsonlSink, MemorySink, read_trace
 from mlacheck.errors import MlacheckError
 from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type, q,
-                                              synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
+                                              reset_all, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
 
 DICT_KINDS = (PREFILL, FA4)
 
 
-def reset_each(request):
-    request.param.reset()
-    yield request.param
-    request.param.reset()
+@pytest.fixture(autouse=True)
+def empty_caches():
+    reset_all()
+    yield
+    reset_all()
 
 
-kind = pytest.fixture(params=KINDS, ids=lambda k: k.name)(reset_each)
-dict_kind = pytest.fixture(params=DICT_KINDS, ids=lambda k: k.name)(reset_each)
+@pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
+def kind(request):
+    return request.param
+
+
+@pytest.fixture(params=DICT_KINDS, ids=lambda kind: kind.name)
+def dict_kind(request):
+    return request.param
 
 
 @pytest.fixture
 def decode():
-    DECODE.reset()
-    yield DECODE
-    DECODE.reset()
+    return DECODE
 
 
 def module_cache(kind):
@@ -39,9 +44,17 @@ def module_cache(kind):
     return synthetic_prefill._compiled_kernels if kind is PREFILL else synthetic_fa4._flash_attn_fwd.compile_cache.cache
 
 
+def warmed_up(kind):
+    """What the cache holds for the warm-up's variant (FP8, True), reached outside any dispatch."""
+    if kind is DECODE:
+        return synthetic_decode._kernel(FP8, 16, 1, True)
+    return next(iter(module_cache(kind).values()))
+
+
 def test_compile_skip_records_keys_compiles_nothing_and_leaves_the_cache_empty(kind):
     with observe(kind, CapturePolicy(compile="skip")) as capture:
         kind.precompile(FP8, True)
+        assert isinstance(warmed_up(kind), SkippedCompile)
         with pytest.raises(RuntimeError, match="--compile skip"):  # a skipped variant cannot launch
             kind.dispatch(1, FP8, False)
     compiles = of_type(capture.sink.events, "compile")
@@ -58,7 +71,7 @@ def test_the_launch_policy_replaces_only_what_the_dispatch_gets(kind):
 
     def stand_in(key, kernel):
         launched.append((key, kernel))
-        return lambda q: ("replaced", q.value)
+        return lambda tensor: ("replaced", tensor.value)
 
     with observe(kind, launch=stand_in):
         kind.precompile(FP8, True)
@@ -74,11 +87,7 @@ def test_the_launch_policy_replaces_only_what_the_dispatch_gets(kind):
 def test_the_warmup_gets_the_real_kernel_under_a_launch_policy(kind):
     with observe(kind, launch=lambda key, kernel: "stand-in"):
         kind.precompile(FP8, True)
-        if kind is DECODE:
-            kernel = synthetic_decode._kernel(FP8, 16, 1, True)
-        else:
-            kernel = next(iter(module_cache(kind).values()))
-    assert isinstance(kernel, synthetic_cute.Kernel)
+        assert isinstance(warmed_up(kind), synthetic_cute.Kernel)
 
 
 class BrokenSink:
@@ -107,7 +116,7 @@ def test_a_failing_sink_never_breaks_the_program(kind):
 
 
 def test_a_failing_sink_does_not_let_a_replaced_launch_run(kind):
-    with observe(kind, launch=lambda key, kernel: lambda q: "replaced", sink=BrokenSink()):
+    with observe(kind, launch=lambda key, kernel: lambda tensor: "replaced", sink=BrokenSink()):
         kind.precompile(FP8, True)
         assert [kind.dispatch(1, FP8, True), kind.dispatch(1, FP8, False)] == ["replaced", "replaced"]
 
@@ -157,12 +166,10 @@ def test_typed_keys_in_events_survive_the_trace_file(kind, tmp_path):
 
 
 def test_a_tuple_and_a_dtype_class_in_a_key_are_a_list_and_the_class_name():
-    FA4.reset()
     with observe(FA4) as capture:
         synthetic_fa4.precompile(BF16, 64, causal=True, tile=(64, 32))
     [compiled] = of_type(capture.sink.events, "compile")
     assert json.loads(json.dumps(compiled["key"])) == {"dtype": "BFloat16", "head_dim": 64, "causal": True, "tile": [64, 32]}
-    FA4.reset()
 
 
 def test_a_site_lands_in_the_code_that_called_through_the_wrappers(kind):
@@ -188,10 +195,10 @@ def test_without_site_skip_the_site_is_the_wrapper(kind):
 def test_a_precompile_site_is_the_caller_of_the_kernels_warmup(kind):
     line = sys._getframe().f_lineno
     with observe(kind) as capture:
-        kind.precompile(FP8, True)  # line + 2 (a lambda in the harness, outside the kernel's module)
+        kind.precompile(FP8, True)  # line + 2, through a lambda in the harness: the first frame outside the kernel
     [compiled] = of_type(capture.sink.events, "compile")
     assert compiled["site"].startswith("tests/fixtures/synthetic_harness.py:")
-    assert compiled["stack"][1] .startswith(f"tests/unit/test_capture_hooks.py:{line + 2} ")
+    assert compiled["stack"][1].startswith(f"tests/unit/test_capture_hooks.py:{line + 2} ")
 
 
 # -- dict caches (kinds a and b) --------------------------------------------------------------------------
@@ -234,6 +241,16 @@ def test_entries_cached_before_install_are_preexisting(dict_kind):
     assert analyse(capture.sink.events, dict_kind.rules(), FP8_CONTEXT).findings == []
 
 
+def test_a_preexisting_entry_popped_during_the_run_stays_popped(dict_kind):
+    dict_kind.precompile(FP8, True)
+    dict_kind.precompile(FP8, False)
+    first = next(iter(module_cache(dict_kind)))
+    with observe(dict_kind) as capture:
+        module_cache(dict_kind).pop(first)
+    assert first not in module_cache(dict_kind) and dict_kind.cached_count() == 1
+    assert of_type(capture.sink.events, "internal_error") == []
+
+
 def test_writes_through_a_reference_taken_before_install_are_an_internal_error(dict_kind):
     stale = module_cache(dict_kind)
     with observe(dict_kind) as capture:
@@ -245,7 +262,7 @@ def test_writes_through_a_reference_taken_before_install_are_an_internal_error(d
 
 def test_installing_twice_is_refused(dict_kind):
     with observe(dict_kind):
-        with pytest.raises(Exception, match="already being recorded"):
+        with pytest.raises(MlacheckError, match="already being recorded"):
             FamilyCapture(dict_kind.rules().capture_spec_of(dict_kind.family), MemorySink()).install()
 
 
@@ -315,16 +332,21 @@ def test_calls_through_a_reference_to_the_original_cached_function_are_reported(
     assert synthetic_decode._get_compiled_mla_kernel is original
 
 
-def test_cache_clear_makes_the_next_dispatch_compile_again(decode):
-    with observe(decode) as capture:
-        decode.precompile(FP8, True)
-        decode.dispatch(1, FP8, True)
-        decode.dispatch(1, FP8, True)
-        synthetic_decode._get_compiled_mla_kernel.cache_clear()
-        assert synthetic_decode._get_compiled_mla_kernel.cache_info().currsize == 0
-        assert decode.dispatch(1, FP8, True) == 2
+def test_a_cleared_cache_compiles_a_precompiled_variant_again_on_the_serving_path(kind):
+    with observe(kind) as capture:
+        kind.precompile(FP8, True)
+        kind.dispatch(1, FP8, True)
+        kind.dispatch(1, FP8, True)  # fast path from now on
+        if kind is DECODE:
+            synthetic_decode._get_compiled_mla_kernel.cache_clear()
+        else:
+            module_cache(kind).clear()
+        assert kind.cached_count() == 0
+        assert kind.dispatch(1, FP8, True) == 2
     assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["warmup", "serving"]
-    assert [f.code for f in analyse(capture.sink.events, decode.rules(), FP8_CONTEXT).findings] == ["MLA001"]
+    [serving] = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT).findings
+    assert (serving.code, serving.key, serving.nearest, serving.diff) == ("MLA001", kind.key(FP8, True), kind.key(FP8, True), {})
+    assert "its cache entry was dropped (cleared, popped or evicted) before this dispatch" in serving.message
 
 
 def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
@@ -336,12 +358,3 @@ def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
     assert synthetic_cute.compiled == []
     assert isinstance(synthetic_decode._kernel(FP8, 16, 1, True), synthetic_cute.Kernel)  # removed: compiles again
 
-
-def test_a_preexisting_entry_popped_during_the_run_stays_popped(dict_kind):
-    dict_kind.precompile(FP8, True)
-    dict_kind.precompile(FP8, False)
-    first = next(iter(module_cache(dict_kind)))
-    with observe(dict_kind) as capture:
-        module_cache(dict_kind).pop(first)
-    assert first not in module_cache(dict_kind) and dict_kind.cached_count() == 1
-    assert of_type(capture.sink.events, "internal_error") == []

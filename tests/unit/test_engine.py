@@ -8,14 +8,19 @@ import pytest
 
 from mlacheck.analysis import analyse
 from tests.fixtures.synthetic_harness import (BF16, ENGINE, FP8, FP8_CONTEXT, KINDS, mark_serving_start, observe,
-                                              of_type, synthetic_cute)
+                                              of_type, reset_all, synthetic_cute)
+
+
+@pytest.fixture(autouse=True)
+def empty_caches():
+    reset_all()
+    yield
+    reset_all()
 
 
 @pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
 def kind(request):
-    request.param.reset()
-    yield request.param
-    request.param.reset()
+    return request.param
 
 
 def variant_of(analysis, key):
@@ -127,14 +132,16 @@ def test_a_dispatch_that_raises_after_the_lookup_was_checked(kind):
     with observe(kind) as capture:
         kind.precompile(FP8, True)
         with pytest.raises(RuntimeError, match="launch failed"):
-            kind.dispatch(-1, FP8, True)
+            kind.dispatch(-1, FP8, True)  # the slow path's first lookup
         assert kind.dispatch(1, FP8, True) == 2
-    [error] = of_type(capture.sink.events, "dispatch_error")
+        with pytest.raises(RuntimeError, match="launch failed"):
+            kind.dispatch(-1, FP8, True)  # a fast-path lookup
+    [error] = of_type(capture.sink.events, "dispatch_error")  # the first of its kind
     assert error["reached_lookup"] is True
-    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {kind.dispatch_function: 2, f"{kind.dispatch_function}!after": 1}
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {kind.dispatch_function: 3, f"{kind.dispatch_function}!after": 2}
     analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
     assert analysis.findings == [] and analysis.incomplete == []
-    assert variant_of(analysis, kind.key(FP8, True)).dispatches == 2
+    assert variant_of(analysis, kind.key(FP8, True)).dispatches == 3
 
 
 def test_a_run_with_no_dispatch_is_incomplete_and_its_warmup_unverified(kind):
