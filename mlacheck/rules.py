@@ -276,6 +276,7 @@ class RuleSet:
         """What an observed process needs (JSON: no rule schema is imported there)."""
         return {"families": [spec.to_json() for spec in self.capture_specs()],
                 "serving_starts": [vars(start) for start in self.serving_starts],
+                "frames": [vars(frame) for frame in self.frames()],
                 "engines": [{"name": engine.name, "module": engine.module} for engine in self.engines]}
 
 

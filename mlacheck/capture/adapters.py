@@ -4,12 +4,17 @@
   inner dict) is replaced by a `RecordingDict` holding the same entries: inserts are compiles, and the
   rule's lookup operation (`getitem` or `contains`) inside a dispatch is a dispatch;
 - a `functools.cache`/`lru_cache` function is replaced by a recording function for the run: the cached
-  call is the compile, hit or miss is read from `cache_info()`, and the key's fields are named by binding
-  the call to the function's signature, its spelling (which fields came positionally) kept.
+  call is the compile, and the key's fields are named by binding the call to the function's signature,
+  its spelling (which fields came positionally, the keywords' order) kept. The call is forwarded exactly
+  as it was spelled, so the program's own cache keys are what they would be without mlacheck.
 
-The hot path of every adapter is one lookup in the capture's table of keys already seen in serving, a
-check of the frame that made the call, and two C-level counter steps; everything else is the slow path.
-Every mutation of a dict cache retires the keys it touches from that table.
+The hot path of every adapter is one lookup in the capture's table of variants already seen in serving
+(`FamilyCapture.fast`) and two C-level counter steps; everything else is the slow path, which reads the
+stack. A dict family's table is keyed by the cache key; a functools family's by the identity of the
+cached value (one compiled kernel per entry), so that no key is built for a hit. The table is emptied
+whenever a phase starts or ends and by every mutation that touches its keys, so a key's first lookup in a
+new phase is read from the stack again; a lookup of a key already seen in serving, made outside any
+dispatch, counts as a dispatch.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import gc
 import inspect
 import sys
-import time
+from time import perf_counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -89,15 +94,12 @@ class GetitemRecordingDict(RecordingDict):
     __slots__ = ()
 
     def __getitem__(self, key: object) -> object:
-        try:
-            entry = self._fast.get(key)
-            if entry is not None and _getframe(entry[0]).f_code is entry[1]:
-                if next(entry[2]) & FLUSH_EVERY == FLUSH_EVERY:
-                    self._capture.maybe_flush()
-                next(self._ticks)
-                return entry[3]
-        except ValueError:  # the stack is shallower than where the dispatch was seen: the slow path decides
-            pass
+        entry = self._fast.get(key)
+        if entry is not None:
+            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+                self._capture.maybe_flush()
+            next(self._ticks)
+            return entry[1]
         return self._capture.looked_up(key, dict.__getitem__(self, key), _getframe(1))
 
 
@@ -107,15 +109,12 @@ class ContainsRecordingDict(RecordingDict):
     __slots__ = ()
 
     def __contains__(self, key: object) -> bool:
-        try:
-            entry = self._fast.get(key)
-            if entry is not None and _getframe(entry[0]).f_code is entry[1]:
-                if next(entry[2]) & FLUSH_EVERY == FLUSH_EVERY:
-                    self._capture.maybe_flush()
-                next(self._ticks)
-                return True
-        except ValueError:
-            pass
+        entry = self._fast.get(key)
+        if entry is not None:
+            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+                self._capture.maybe_flush()
+            next(self._ticks)
+            return True
         found = dict.__contains__(self, key)
         self._capture.looked_up(key, dict.__getitem__(self, key) if found else MISSING, _getframe(1))
         return found
@@ -125,13 +124,8 @@ class ContainsRecordingDict(RecordingDict):
         value = dict.__getitem__(self, key)
         if self._capture.launch is None:
             return value
-        try:
-            entry = self._fast.get(key)
-            if entry is not None and _getframe(entry[0]).f_code is entry[1]:
-                return entry[3]
-        except ValueError:
-            pass
-        return self._capture.launched(key, value, _getframe(1))
+        entry = self._fast.get(key)
+        return entry[1] if entry is not None else self._capture.launched(key, value, _getframe(1))
 
 
 DICT_ADAPTERS = {"getitem": GetitemRecordingDict, "contains": ContainsRecordingDict}
@@ -148,25 +142,27 @@ class FunctoolsAdapter:
         self.skipped: dict[object, SkippedCompile] = {}
         self.preexisting: set[tuple] = set()  # listed keys cached before install: --compile skip calls through for these
         self.unlisted = 0  # entries cached before install that the interpreter did not let us list
+        self.misses = original.cache_info().misses  # the cache's misses when last read: more now means a compile
         self._capture = capture
         self.function = self._recording_function()
 
     def _recording_function(self) -> Callable:
         original, capture, slow = self.original, self._capture, self.call
         fast, ticks = capture.fast, capture.ticks
-
-        def recording(*args: object, **kwargs: object) -> object:
-            key = (args, tuple(kwargs.items()))
-            try:
-                entry = fast.get(key)
-                if entry is not None and _getframe(entry[0]).f_code is entry[1]:
-                    if next(entry[2]) & FLUSH_EVERY == FLUSH_EVERY:
+        if capture.policy.compile == "skip":  # nothing may be compiled, so a key is looked at before the call
+            def recording(*args: object, **kwargs: object) -> object:
+                return slow((args, tuple(kwargs.items())), args, kwargs, _getframe(1))
+        else:
+            def recording(*args: object, **kwargs: object) -> object:
+                started = perf_counter()
+                value = original(*args, **kwargs)
+                entry = fast.get(id(value))
+                if entry is not None:
+                    if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
                         capture.maybe_flush()
                     next(ticks)
-                    return original(*args, **kwargs) if entry[3] is None else entry[3]
-            except ValueError:
-                pass
-            return slow(key, args, kwargs, _getframe(1))
+                    return entry[1]
+                return self.called((args, tuple(kwargs.items())), value, perf_counter() - started, _getframe(1))
 
         recording.__wrapped__ = original
         recording.__name__ = getattr(original, "__name__", "recording")
@@ -177,22 +173,24 @@ class FunctoolsAdapter:
         recording.cache_parameters = getattr(original, "cache_parameters", None)
         return recording
 
+    def called(self, key: tuple, value: object, seconds: float, frame) -> object:
+        """The slow path of a real call, whose value is not in the fast table: a compile when the cache missed."""
+        misses = self.original.cache_info().misses
+        if misses > self.misses:
+            self.misses = misses
+            self._capture.inserted(key, value, frame, seconds=seconds, origin="compile")
+        return self._capture.looked_up(key, value, frame, fast_key=id(value))
+
     def call(self, key: tuple, args: tuple, kwargs: dict, frame) -> object:
-        """The slow path: a key not yet seen in serving from this frame, or a lookup outside a dispatch."""
+        """--compile skip: a key not compiled before is recorded and answered with a SkippedCompile."""
         capture, original = self._capture, self.original
         if key in self.skipped:
             return capture.looked_up(key, self.skipped[key], frame)
-        if capture.policy.compile == "skip" and key not in self.preexisting:
+        if key not in self.preexisting:
             result = self.skipped[key] = SkippedCompile()
             capture.inserted(key, result, frame, seconds=None, origin="skip")
             return capture.looked_up(key, result, frame)
-        misses = original.cache_info().misses
-        started = time.perf_counter()
-        result = original(*args, **kwargs)
-        seconds = time.perf_counter() - started
-        if original.cache_info().misses > misses:
-            capture.inserted(key, result, frame, seconds=seconds, origin="compile")
-        return capture.looked_up(key, result, frame, call_through=True)
+        return capture.looked_up(key, original(*args, **kwargs), frame)
 
     def describe(self, key: tuple) -> tuple[dict[str, object], dict]:
         """A call key's fields (defaults applied) and its spelling."""
@@ -205,6 +203,7 @@ class FunctoolsAdapter:
     def cache_clear(self) -> None:
         self.original.cache_clear()
         self.skipped.clear()
+        self.misses = self.original.cache_info().misses
         self.preexisting.clear()
         self.unlisted = 0
         self._capture.fast.clear()

@@ -58,7 +58,7 @@ class FamilyCapture:
                  launch: LaunchPolicy | None = None) -> None:
         self.spec, self.sink, self.policy = spec, sink, policy
         self.launch = launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
-        self.fast: dict[object, tuple] = {}  # cache key -> (depth, dispatch code, serving counter, value to return)
+        self.fast: dict[object, tuple] = {}  # variants seen in serving: key (or value id) -> (counter, value to return)
         self.ticks = itertools.count()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []
@@ -176,11 +176,11 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self._internal_error("insert", exc)
 
-    def looked_up(self, key: object, value: object, frame: FrameType, call_through: bool = False) -> object:
+    def looked_up(self, key: object, value: object, frame: FrameType, fast_key: object = MISSING) -> object:
         """A lookup the fast path did not serve: is it a dispatch? Count it; a serving one is fast from now on.
 
-        `value` is what the lookup found (MISSING for a `contains` that missed: the insert follows); with
-        `call_through` (a functools hit) the fast path calls the cached function instead of returning a value.
+        `value` is what the lookup found (MISSING for a `contains` that missed: the insert follows); the fast
+        table holds it under `fast_key` (default: the cache key).
         """
         try:
             where = self._reader.read(frame)
@@ -193,8 +193,7 @@ class FamilyCapture:
                 return value
             returned = self._returned(vid, value)
             if where.phase is None:
-                fast_value = None if call_through and returned is value else returned
-                self.fast[key] = (where.dispatch_depth + 1, where.dispatch_code, counter, fast_value)
+                self.fast[key if fast_key is MISSING else fast_key] = (counter, returned)
             return returned
         except Exception as exc:  # noqa: BLE001
             self._internal_error("lookup", exc)
@@ -240,6 +239,10 @@ class FamilyCapture:
         self.fast.clear()
         self._first = {first for first in self._first if first[1] != "serving"}
         self.flush()
+
+    def phase_changed(self) -> None:
+        """A warm-up or capture frame starts or ends: the next lookup of every variant reads the stack again."""
+        self.fast.clear()
 
     def cleared(self) -> None:
         """The cache was emptied (functools cache_clear): its variants compile again when next used."""

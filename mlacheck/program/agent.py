@@ -1,10 +1,12 @@
 """The agent: capture inside an observed process, started at interpreter start (bootstrap/sitecustomize.py)
 or by the pytest plugin.
 
-It installs a family's hooks when the family's module is imported, marks serving start where the rules
-(or the program, through `mlacheck.serving_started()` or MLACHECK_SERVING_START) say it starts, writes
-this process's own trace, gives a forked child a trace of its own, and never raises into the program.
-It imports no rule schema, no torch and no kernel library: the run folder's capture.json says what to do.
+It installs a family's hooks when the family's module is imported, tells them where the engine's warm-up
+and capture functions (`[[phase]]` in the rules) start and end, marks serving start where the rules (or
+the program, through `mlacheck.serving_started()` or MLACHECK_SERVING_START) say it starts, writes this
+process's own trace, gives a forked child a trace of its own, and never raises into the program.
+It imports no rule schema, no torch and no kernel library: the run folder's capture.json says what to do;
+the capture code itself is imported when a watched family's module is, so that start-up stays cheap.
 """
 
 from __future__ import annotations
@@ -16,9 +18,6 @@ import sys
 import time
 
 from mlacheck import __version__
-from mlacheck.capture.family import FamilyCapture
-from mlacheck.capture.spec import CapturePolicy, CaptureSpec, ServingStart
-from mlacheck.capture.stack import frame_site
 from mlacheck.events import FORMAT_VERSION, JsonlSink
 from mlacheck.program.layout import CAPTURE_CONFIG, trace_path
 
@@ -67,16 +66,16 @@ class Agent:
 
     def __init__(self, run_dir: str, config: dict) -> None:
         self.run_dir = run_dir
-        self.policy = CapturePolicy(**config.get("policy", {}))
+        self.config = config
         self.sink = JsonlSink(trace_path(run_dir, os.getpid()))
-        self.captures: dict[str, list[FamilyCapture]] = {}
+        self.captures: dict[str, list] = {}  # module -> its families' FamilyCapture, made when the module is imported
+        self.families: dict[str, list[dict]] = {}
         for data in config["families"]:
-            spec = CaptureSpec.from_json(data)
-            self.captures.setdefault(spec.module, []).append(FamilyCapture(spec, self.sink, self.policy))
-        self.serving_starts = [ServingStart(**data) for data in config.get("serving_starts", [])]
-        self.serving_starts += _from_environment(os.environ.get(ENV_SERVING_START, ""))
+            self.families.setdefault(data["module"], []).append(data)
+        self.serving_starts = list(config.get("serving_starts", [])) + _from_environment(os.environ.get(ENV_SERVING_START, ""))
+        self.frames = list(config.get("frames", []))
         self.engines = [(engine["name"], engine["module"]) for engine in config.get("engines", [])]
-        watched = set(self.captures) | {start.module for start in self.serving_starts}
+        watched = set(self.families) | {entry["module"] for entry in self.serving_starts + self.frames}
         self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
         self._serving = False
@@ -111,38 +110,56 @@ class Agent:
             return
         self._serving = True
         self._safely(lambda: self.sink.write({"type": "serving_start", "how": how, "site": _caller_site()}))
-        for captures in self.captures.values():
-            for capture in captures:
-                if capture.installed:
-                    self._safely(capture.serving_started)
+        for capture in self._all_captures():
+            self._safely(capture.serving_started)
 
     def _imported(self, module) -> None:
-        for capture in self.captures.get(module.__name__, []):
-            self._safely(capture.install)
+        name = module.__name__
+        if name in self.families and name not in self.captures:
+            from mlacheck.capture.family import FamilyCapture
+            from mlacheck.capture.spec import CapturePolicy, CaptureSpec
+
+            policy = CapturePolicy(**self.config.get("policy", {}))
+            self.captures[name] = [FamilyCapture(CaptureSpec.from_json(data), self.sink, policy) for data in self.families[name]]
+            for capture in self.captures[name]:
+                self._safely(capture.install)
         for start in self.serving_starts:
-            if start.module == module.__name__:
-                self._safely(lambda: self._mark_at(module, start))
-        if module.__name__ in self.captures:
+            if start["module"] == name:
+                how = f"{name}:{start['qualname']} {'returned' if start.get('at') == 'return' else 'called'}"
+                self._safely(lambda: self._wrap(module, start["qualname"], lambda how=how: self.serving_started(how),
+                                                start.get("at", "call")))
+        for frame in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
+            if frame["module"] == name != "__main__":
+                self._safely(lambda: self._wrap(module, frame["qualname"], self._phase_changed, "both"))
+        if name in self.captures:
             self._safely(self._write_context)
 
-    def _mark_at(self, module, start: ServingStart) -> None:
-        owner_path, _, attribute = start.qualname.rpartition(".")
+    def _all_captures(self) -> list:
+        return [capture for captures in self.captures.values() for capture in captures if capture.installed]
+
+    def _phase_changed(self) -> None:
+        for capture in self._all_captures():
+            self._safely(capture.phase_changed)
+
+    def _wrap(self, module, qualname: str, hook, at: str) -> None:
+        """Call `hook` when `module:qualname` is called ("call"), returns ("return") or both."""
+        owner_path, _, attribute = qualname.rpartition(".")
         owner = module
         for part in filter(None, owner_path.split(".")):
             owner = getattr(owner, part)
         function = getattr(owner, attribute)
-        how = f"{start.module}:{start.qualname} {'returned' if start.at == 'return' else 'called'}"
-        agent = self
 
         def marked(*args, **kwargs):
-            if start.at == "call":
-                agent.serving_started(how)
-            result = function(*args, **kwargs)
-            if start.at == "return":
-                agent.serving_started(how)
-            return result
+            if at != "return":
+                hook()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if at != "call":
+                    hook()
 
         marked.__wrapped__ = function
+        marked.__name__, marked.__qualname__ = getattr(function, "__name__", attribute), getattr(function, "__qualname__", qualname)
         setattr(owner, attribute, marked)
 
     def _after_fork(self) -> None:
@@ -153,10 +170,8 @@ class Agent:
         def child() -> None:
             self.sink.reopen(trace_path(self.run_dir, self._pid))
             self._write_run_event()
-            for captures in self.captures.values():
-                for capture in captures:
-                    if capture.installed:
-                        capture.after_fork()
+            for capture in self._all_captures():
+                capture.after_fork()
             real_exit = os._exit
 
             def _exit(code: int) -> None:  # multiprocessing's fork children leave this way, past atexit
@@ -195,17 +210,20 @@ def current() -> Agent | None:
     return _current
 
 
-def _from_environment(value: str) -> list[ServingStart]:
+def _from_environment(value: str) -> list[dict]:
     starts = []
     for item in filter(None, (part.strip() for part in value.split(","))):
         function, _, at = item.partition("@")
         module, _, qualname = function.partition(":")
         if module and qualname:
-            starts.append(ServingStart(module, qualname, "return" if at == "return" else "call", "environment"))
+            starts.append({"module": module, "qualname": qualname, "at": "return" if at == "return" else "call",
+                           "engine": "environment"})
     return starts
 
 
 def _caller_site() -> str | None:
+    from mlacheck.capture.stack import frame_site
+
     frame = sys._getframe(1)
     while frame is not None and (frame.f_globals.get("__name__") or "").startswith("mlacheck"):
         frame = frame.f_back

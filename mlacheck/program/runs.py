@@ -14,7 +14,7 @@ from pathlib import Path
 from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.errors import MlacheckError
-from mlacheck.events import read_trace
+from mlacheck.trace import read_trace
 from mlacheck.program.rundir import RunDir
 from mlacheck.report.model import Report, build_report
 from mlacheck.rules import RuleSet, load_rules

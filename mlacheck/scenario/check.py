@@ -101,10 +101,10 @@ def run_check(options: CheckOptions, strict: bool = False, allow_incomplete: boo
         for capture in captures:
             capture.install()
         try:
-            startup.warm_up(_warmup_actions(the_engine, options, warmup, plan, decoder, package, model, enable_pdl,
-                                            environment.target_arch, q_dtype, device, kinds))
-            startup.capture_graphs([lambda step=step: decoder.step(step, options.seed)
-                                    for step in plan.steps if step.phase == "capture" and decoder is not None])
+            startup.run_phases(captures, _warmup_actions(the_engine, options, warmup, plan, decoder, package, model,
+                                                         enable_pdl, environment.target_arch, q_dtype, device, kinds),
+                               [lambda step=step: decoder.step(step, options.seed)
+                                for step in plan.steps if step.phase == "capture" and decoder is not None])
             if "prefill" in kinds:
                 stats = run_traffic(package.tokenspeed_mla_prefill, make_workload(options.requests, options.seed),
                                     the_engine.name, model, environment.mode, enable_pdl, launcher, sink, FAMILIES["prefill"],

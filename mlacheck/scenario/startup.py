@@ -3,13 +3,15 @@
 `warm_up` and `capture_graphs` are what the engines' own warm-up and capture functions are in
 rules/engines.toml: a dispatch under `warm_up` is warm-up (a compile there is no stall), and a variant
 looked up under `capture_graphs` is captured (graph replay uses it). The scenario adds `FRAMES` to the
-capture specs of the families it drives.
+capture specs of the families it drives, and tells each capture where a phase starts and ends, as the
+program-mode agent does for the engines' functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from mlacheck.capture import FamilyCapture
 from mlacheck.capture.spec import PhaseFrame
 
 FRAMES = (PhaseFrame("warmup", __name__, "warm_up", "scenario"), PhaseFrame("capture", __name__, "capture_graphs", "scenario"))
@@ -25,3 +27,14 @@ def capture_graphs(actions: Iterable[Callable[[], object]]) -> None:
     """Run the forwards of CUDA-graph capture (eager warm-up forwards and the captured one)."""
     for action in actions:
         action()
+
+
+def run_phases(captures: list[FamilyCapture], warmup: list[Callable[[], object]],
+               capture: list[Callable[[], object]]) -> None:
+    """The warm-up, then the capture, each marked as a phase to every capture."""
+    for phase, actions in ((warm_up, warmup), (capture_graphs, capture)):
+        for each in captures:
+            each.phase_changed()
+        phase(actions)
+        for each in captures:
+            each.phase_changed()

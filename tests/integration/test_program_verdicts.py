@@ -214,3 +214,28 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except FileNotFoundError:
         return False
+
+
+PHASES = """
+[[phase]]
+phase = "capture"
+function = "graph_runner:Runner.capture"
+"""
+RUNNER = ("from tests.fixtures import synthetic_kernels as k\n"
+          "class Runner:\n    def capture(self):\n        k.dispatch(1, 'fp8', True)\n        k.dispatch(1, 'fp8', True)\n")
+
+
+def test_a_variant_served_before_a_capture_frame_is_captured_there(tmp_path):
+    """Dispatched outside any phase first (a profiling run), then under the engine's capture function: the agent
+    marks where the capture function starts and ends, so the lookups under it are capture, not serving."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "synthetic.toml").write_text(open(RULES).read())
+    (rules / "engine.toml").write_text(PHASES)
+    (tmp_path / "graph_runner.py").write_text(RUNNER)
+    text = WARM + "k.dispatch(1, 'fp8', True)\nfrom graph_runner import Runner\nRunner().capture()\n"
+    result = observe(tmp_path, sys.executable, program(tmp_path, text), rules=str(rules),
+                     env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+    [variant] = result.report["families"][0]["variants"]
+    assert variant["captured"] and variant["dispatches"] == 1, variant
+    assert result.report["internal_errors"] == []

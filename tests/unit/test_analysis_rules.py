@@ -7,7 +7,8 @@ import pytest
 
 from mlacheck.analysis import analyse
 from mlacheck.capture import CaptureSpec, FamilyCapture
-from mlacheck.events import MemorySink, read_trace, upgrade_format_1
+from mlacheck.events import MemorySink
+from mlacheck.trace import read_trace, upgrade_format_1
 from mlacheck.keys import key_text, typed
 from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type,
                                               reset_all, synthetic_cute, synthetic_fa4, torch)

@@ -9,7 +9,8 @@ import pytest
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture, SkippedCompile
 from mlacheck.capture.adapters import RecordingDict
-from mlacheck.events import JsonlSink, MemorySink, read_trace
+from mlacheck.events import JsonlSink, MemorySink
+from mlacheck.trace import read_trace
 from mlacheck.errors import MlacheckError
 from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type, q,
                                               reset_all, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)

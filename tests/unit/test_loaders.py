@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from mlacheck.errors import MlacheckError
-from mlacheck.events import JsonlSink, read_trace
+from mlacheck.events import JsonlSink
+from mlacheck.trace import read_trace
 from mlacheck.registry import RULES
 from mlacheck.rules import bundled_rules_dir, load_rules
 from mlacheck.scenario.traffic import Request, make_workload, prefix_chunks, sglang_profile, tokenspeed_profile

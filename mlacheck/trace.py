@@ -1,0 +1,117 @@
+"""Reading traces back: format 2, and format 1 upgraded; a garbage line is lost alone, a cut-short last line is
+truncated, not an error. (`mlacheck.events` documents the event types.)"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlacheck.errors import MlacheckError
+from mlacheck.events import EVENT_TYPES, FORMAT_VERSION
+
+READABLE_VERSIONS = (1, 2)
+
+
+@dataclass
+class Trace:
+    """One trace file read back: its events (format 2), whether its last line was cut short, bad lines."""
+
+    events: list[dict]
+    truncated: bool = False
+    bad_lines: list[str] = field(default_factory=list)
+    format_version: int = FORMAT_VERSION
+
+
+def read_trace(path: Path) -> Trace:
+    """Read a trace; a garbage line loses that line only (named in `bad_lines`), a cut-short last line is `truncated`."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise MlacheckError(f"{path}: cannot read the trace: {exc}") from None
+    lines = text.split("\n")
+    trace = Trace([], truncated=lines[-1] != "")
+    for number, line in enumerate(lines, start=1):
+        if not line:
+            continue
+        event = _parse(line)
+        if event is not None:
+            trace.events.append(event)
+        elif number == len(lines):
+            pass  # the line a killed writer was writing
+        else:
+            trace.bad_lines.append(f"{path}:{number}")
+    if trace.truncated and trace.events and _parse(lines[-1]) is not None:
+        trace.truncated = False
+    if trace.events:
+        first = trace.events[0]
+        version = first.get("format_version") if first.get("type") == "run" else None
+        if version not in READABLE_VERSIONS:
+            raise MlacheckError(f"{path}: not an mlacheck trace of format {' or '.join(map(str, READABLE_VERSIONS))}; "
+                                "re-record it with this mlacheck version")
+        trace.format_version = version
+        if version == 1:
+            trace.events = upgrade_format_1(trace.events)
+    return trace
+
+
+def _parse(line: str) -> dict | None:
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and event.get("type") in EVENT_TYPES else None
+
+
+def upgrade_format_1(events: list[dict]) -> list[dict]:
+    """Format-1 events (keys as lists of strings, one event per dispatch) as format 2."""
+    fields: dict[str, list[str]] = {}
+    vids: dict[tuple, int] = {}
+    seen: set[tuple] = set()
+    counts: dict[str, dict[str, int]] = {}
+    upgraded = []
+    for event in events:
+        kind = event["type"]
+        if kind == "family":
+            fields[event["family"]] = list(event.get("key_fields") or [])
+            upgraded.append({**event, "cache_kind": "dict", "fingerprint": None, "preexisting": 0})
+        elif kind in ("compile", "dispatch"):
+            family, strings = event["family"], tuple(event.get("key") or [])
+            vid = vids.setdefault((family, strings), len(vids))
+            names = fields.get(family, [])
+            key = {(names[i] if i < len(names) else f"field{i}"): _guess(text) for i, text in enumerate(strings)}
+            if kind == "compile":
+                phase = "serving" if event.get("phase") == "dispatch" else "warmup"
+                upgraded.append({"type": "compile", "family": family, "vid": vid, "key": key, "spelling": None,
+                                 "phase": phase, "seconds": event.get("seconds"), "origin": "compile",
+                                 "site": event.get("site"), "stack": []})
+            else:
+                tally = counts.setdefault(family, {})
+                tally[f"{vid}:serving"] = tally.get(f"{vid}:serving", 0) + 1
+                if (family, vid) not in seen:
+                    seen.add((family, vid))
+                    upgraded.append({"type": "dispatch", "family": family, "vid": vid, "key": key, "spelling": None,
+                                     "phase": "serving", "site": None, "stack": []})
+        elif kind == "numerics":
+            names = fields.get(event["family"], [])
+            key = {(names[i] if i < len(names) else f"field{i}"): _guess(t) for i, t in enumerate(event.get("key") or [])}
+            upgraded.append({**event, "key": key})
+        else:
+            upgraded.append(event)
+    at = next((i for i, e in enumerate(upgraded) if e["type"] == "exit"), len(upgraded))
+    exited = at < len(upgraded)
+    upgraded[at:at] = [{"type": "counts", "family": family, "dispatches": tally, "calls": {}, "final": exited}
+                       for family, tally in counts.items()]
+    return upgraded
+
+
+def _guess(text: str) -> object:
+    """A format-1 key string back as a typed value (only format 1 needs this)."""
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
