@@ -46,8 +46,8 @@ class VariantReport(_Model):
     first_call: dict[str, JsonValue] = {}
     status: str = "ok"
     tokens: int = 0
-    fp8_cost: Optional[dict[str, float]] = None
-    numerics: Optional[dict[str, float]] = None
+    fp8_cost: Optional[dict[str, Optional[float]]] = None  # lse_max_abs_err is None where no LSE is returned (decode)
+    numerics: Optional[dict[str, Optional[float]]] = None
 
 
 class FamilyReport(_Model):

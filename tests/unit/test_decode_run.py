@@ -46,3 +46,24 @@ def test_inputs_give_each_request_its_own_pages():
     assert inputs.query.shape == (3, 1, 2, 24) and inputs.query.dtype == torch.float8_e4m3fn
     assert inputs.kv_cache.shape == (2 + 1 + 2, PAGE_SIZE, 24)
     assert inputs.block_tables.tolist() == [[0, 1], [2, 0], [3, 4]] and inputs.seq_lens.tolist() == [65, 1, 128]
+
+
+def test_decode_numerics_reach_the_report_model():
+    """GPU modes' decode numerics have no LSE error: the analysis and the report model take them as they are."""
+    from mlacheck.analysis import analyse
+    from mlacheck.report.model import build_report
+    from mlacheck.rules import load_rules
+
+    key = {"torch_dtype": "float8_e4m3fn"}
+    metrics = {"max_abs_err": 0.01, "max_rel_err": 0.02, "cosine_similarity": 0.999, "lse_max_abs_err": None}
+    events = [{"type": "run", "format_version": 2, "pid": 1},
+              {"type": "family", "family": "tokenspeed_mla.decode", "version": "2.0.4", "key_fields": list(key)},
+              {"type": "compile", "family": "tokenspeed_mla.decode", "vid": 0, "key": key, "phase": "capture",
+               "seconds": 1.0, "site": "x.py:1"},
+              {"type": "numerics", "family": "tokenspeed_mla.decode", "key": key, "tokens": 4, "fp8_cost": metrics,
+               "kernel": metrics},
+              {"type": "exit", "rank": None}]
+    report = build_report(analyse(events, load_rules()), {"mode": "execute"})
+    [family] = report.families
+    assert family.variants[0].numerics == metrics and family.variants[0].tokens == 4
+    assert not [f for f in report.findings if f.code == "MLA005"]
