@@ -5,14 +5,11 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from importlib import metadata
 
 from mlacheck.errors import MlacheckError
 
 TARGET_ARCHES = {(10, 0): "sm_100a", (10, 3): "sm_103a", (10, 7): "sm_107a"}
 """The arches tokenspeed_mla has kernels for, by CUDA compute capability."""
-
-MODES = ("execute", "trace", "dry")
 
 FLAGSHIP_SMS = {"sm_100a": (148, "B200")}
 """The SM count of each target arch's flagship GPU, which the decode key depends on (through split_kv)."""
@@ -80,10 +77,3 @@ def import_tokenspeed_mla():
             "install the missing dependency (pip install tokenspeed-triton)"
         )
     return package
-
-
-def distribution_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None

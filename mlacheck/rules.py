@@ -166,32 +166,27 @@ class Numerics(_Strict):
         return out
 
 
-class PhaseRule(_Strict):
+class _EngineFunction(_Strict):
+    function: str = Field(description="MODULE:QUALNAME of an engine function")
+    engine: str = ""
+    source: str = Field(default="", description="where upstream, for the reader")
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, value: str) -> str:
+        return _function_path(value)
+
+
+class PhaseRule(_EngineFunction):
     """An engine function under which a dispatch is warm-up, or CUDA-graph capture."""
 
     phase: Literal["warmup", "capture"]
-    function: str
-    engine: str = ""
-    source: str = ""
-
-    @field_validator("function")
-    @classmethod
-    def _function(cls, value: str) -> str:
-        return _function_path(value)
 
 
-class ServingStartRule(_Strict):
+class ServingStartRule(_EngineFunction):
     """An engine function whose call (or return) marks the moment serving starts in a process."""
 
-    function: str
     at: Literal["call", "return"] = "call"
-    engine: str = ""
-    source: str = ""
-
-    @field_validator("function")
-    @classmethod
-    def _function(cls, value: str) -> str:
-        return _function_path(value)
 
 
 class EngineRule(_Strict):

@@ -1,16 +1,17 @@
 """What capture needs to know about a kernel family and about the engines around it; plain data.
 
+A lookup or compile happens in one of three phases: warmup (under a warm-up frame, or before serving
+started), capture (under a CUDA-graph capture frame: replay uses the variant and looks nothing up), or
+serving (inside a dispatch call, anywhere else).
+
 The rule files (pydantic, `mlacheck.rules`) are turned into these, so that an observed process builds
 them from JSON without importing the rule schema.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-PHASES = ("warmup", "capture", "serving")
-"""warmup: compiled or looked up by warm-up; capture: during CUDA-graph capture (replay uses it, looking
-nothing up); serving: inside a dispatch call while serving."""
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,3 @@ class CapturePolicy:
     target_arch: str = "sm_100a"
     num_sms: int | None = None  # --dry and the scenario: the target's SM count (default: its flagship's)
     flush_seconds: float = 5.0  # counts are written at least this often while dispatches happen
-
-
-@dataclass
-class Markers:
-    """Serving-start markers (engine facts) shared by every family of a process."""
-
-    serving_starts: list[ServingStart] = field(default_factory=list)

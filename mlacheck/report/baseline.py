@@ -6,7 +6,7 @@ that share all of these (e.g. two contracts broken by one variant) are told apar
 order, so `report_fingerprints` is the one to use on a whole report.
 
 A baseline file is either a JSON report written earlier (its findings are fingerprinted again) or
-`{"format_version": 1, "fingerprints": [...]}` as `write_baseline` writes it. The report model
+`{"format_version": 1, "fingerprints": [...]}`. The report model
 (`report.model.decide`) marks the findings a baseline holds and leaves them out of the verdict.
 """
 
@@ -20,7 +20,6 @@ from mlacheck.errors import MlacheckError
 from mlacheck.keys import value_text
 
 FINGERPRINT_SCHEME = "mlacheck/v1"
-BASELINE_FORMAT_VERSION = 1
 
 
 def fingerprint(finding: dict, occurrence: int = 0) -> str:
@@ -72,16 +71,6 @@ def load_baseline(path: Path) -> dict:
         raise MlacheckError(f"--baseline {path}: not JSON: {exc}".replace("\n", " ")) from None
     baseline_fingerprints(data, str(path))
     return data
-
-
-def write_baseline(report: dict, path: Path) -> None:
-    """Write {"format_version": 1, "fingerprints": [...]} of every finding in the report."""
-    fingerprints = report_fingerprints(report.get("findings") or [])
-    text = json.dumps({"format_version": BASELINE_FORMAT_VERSION, "fingerprints": fingerprints}, indent=2) + "\n"
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise MlacheckError(f"baseline file {path}: cannot write it: {exc.strerror or exc}") from None
 
 
 def known_findings(path: Path | None) -> tuple[set[str] | None, str | None]:

@@ -4,8 +4,9 @@
 with the KV cache dtype; SGLang compiles three FP8 variants through `_compile_prefill_kernel`; vLLM calls
 `warmup_compile_prefill` for bf16 and fp8 with enable_pdl=False. `library` calls `warmup_compile_prefill`
 with the traffic's q dtype; `none` precompiles nothing; `PATH.py:FUNC` or `pkg.module:FUNC` calls a user's
-function with the keyword arguments in `WARMUP_ARGUMENTS` that its signature accepts (all of them if it
-takes **kwargs).
+function with those of these keyword arguments that its signature accepts (all of them if it takes
+**kwargs): q_dtype (the torch dtype the prefill traffic feeds), d_qk, d_v, num_heads (already divided by
+--tp), enable_pdl (bool) and target_arch (e.g. "sm_100a").
 """
 
 from __future__ import annotations
@@ -21,10 +22,6 @@ from pathlib import Path
 import torch
 
 from mlacheck.errors import MlacheckError
-
-WARMUP_ARGUMENTS = ("q_dtype", "d_qk", "d_v", "num_heads", "enable_pdl", "target_arch")
-"""q_dtype: the torch dtype the traffic feeds (torch.float8_e4m3fn); d_qk, d_v, num_heads: the model's
-attention dims (num_heads already divided by --tp); enable_pdl: bool; target_arch: e.g. 'sm_100a'."""
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,8 @@ from mlacheck.capture import CaptureSpec, FamilyCapture
 from mlacheck.events import MemorySink
 from mlacheck.trace import read_trace, upgrade_format_1
 from mlacheck.keys import key_text, typed
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type,
-                                              reset_all, synthetic_cute, synthetic_fa4, torch)
-
-
-@pytest.fixture(autouse=True)
-def empty_caches():
-    reset_all()
-    yield
-    reset_all()
-
-
-@pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
-def kind(request):
-    return request.param
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, observe, of_type,
+                                              synthetic_cute, synthetic_fa4, torch)
 
 
 def with_family(rule, **changes):

@@ -12,22 +12,10 @@ from mlacheck.capture.adapters import RecordingDict
 from mlacheck.events import JsonlSink, MemorySink
 from mlacheck.trace import read_trace
 from mlacheck.errors import MlacheckError
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, KINDS, PREFILL, observe, of_type, q,
-                                              reset_all, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, observe, of_type, q,
+                                              synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
 
 DICT_KINDS = (PREFILL, FA4)
-
-
-@pytest.fixture(autouse=True)
-def empty_caches():
-    reset_all()
-    yield
-    reset_all()
-
-
-@pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
-def kind(request):
-    return request.param
 
 
 @pytest.fixture(params=DICT_KINDS, ids=lambda kind: kind.name)

@@ -7,20 +7,8 @@ and looked up with `in` (fa4), (c) a functools.cache function (decode).
 import pytest
 
 from mlacheck.analysis import analyse
-from tests.fixtures.synthetic_harness import (BF16, ENGINE, FP8, FP8_CONTEXT, KINDS, mark_serving_start, observe,
-                                              of_type, reset_all, synthetic_cute)
-
-
-@pytest.fixture(autouse=True)
-def empty_caches():
-    reset_all()
-    yield
-    reset_all()
-
-
-@pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
-def kind(request):
-    return request.param
+from tests.fixtures.synthetic_harness import (BF16, ENGINE, FP8, FP8_CONTEXT, mark_serving_start, observe, of_type,
+                                              synthetic_cute)
 
 
 def variant_of(analysis, key):
