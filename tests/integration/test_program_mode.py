@@ -82,6 +82,11 @@ def test_sigkill_keeps_what_was_recorded(tmp_path):
     # killed before its exit event, the process's rank is what RANK said at start: unset here
     assert serving(result.report) == [("fp8", False, None)]
     assert not result.report["processes"][0]["exited"]
+    # every variant's first-seen event was written at once; its count is "at least" what was written before the kill
+    variants = {v["key"]["causal"]: v for v in result.report["families"][0]["variants"]}
+    assert variants[True]["dispatches"] >= 1 and variants[True]["dispatches_at_least"]
+    assert variants[False]["serving_path_compile_s"] is not None and variants[False]["dispatches_at_least"]
+    assert "≥" in result.stdout
     again = run_cli("report", str(run_dir), "--json", str(tmp_path / "again.json"))
     assert again.code == 1
     assert serving(json.loads((tmp_path / "again.json").read_text())) == serving(result.report)
@@ -145,6 +150,9 @@ def test_report_merges_runs_of_several_nodes(tmp_path):
     assert serving(report) == [("fp8", False, 0), ("fp8", False, 0), ("fp8", True, 1)]
     [variant] = [v for v in report["families"][0]["variants"] if v["key"]["causal"] is False]
     assert variant["dispatches"] == 2
+    markdown = run_cli("report", str(tmp_path / "node0" / "run"), str(tmp_path / "node1" / "run"), "--output", "markdown:-")
+    programs = [line for line in markdown.stdout.splitlines() if line.startswith("| program |")]
+    assert len(programs) == 2 and all("backend.py" in line and "(exit code 0)" in line for line in programs)
 
 
 def test_a_garbage_line_loses_that_line_only(tmp_path):

@@ -239,3 +239,34 @@ def test_a_variant_served_before_a_capture_frame_is_captured_there(tmp_path):
     [variant] = result.report["families"][0]["variants"]
     assert variant["captured"] and variant["dispatches"] == 1, variant
     assert result.report["internal_errors"] == []
+
+
+DRY_ACCEPTANCE = """
+import torch, tokenspeed_mla
+tokenspeed_mla.warmup_compile_prefill(q_dtype=torch.float8_e4m3fn, d_qk=192, d_v=128, enable_pdl=True)
+q, k = (torch.zeros(4, 16, 192).to(torch.float8_e4m3fn) for _ in range(2))
+v = torch.zeros(4, 16, 128).to(torch.float8_e4m3fn)
+cu = torch.tensor([0, 4], dtype=torch.int32)
+out = tokenspeed_mla.tokenspeed_mla_prefill(q, k, v, cu[1:], cu, 4, 1, 0.1, True, False, cum_seq_lens_q=cu,
+                                            max_seq_len_q=4, enable_pdl=True)
+out, lse = tokenspeed_mla.tokenspeed_mla_prefill(q, k, v, cu[1:], cu, 4, 1, 0.1, True, True, cum_seq_lens_q=cu,
+                                                 max_seq_len_q=4, enable_pdl=True)
+assert out.shape == (4, 16, 128) and not out.float().abs().sum() and lse.shape == (4, 16)
+print("both dispatches returned")
+"""
+
+
+def test_dry_runs_a_real_tokenspeed_mla_program_past_its_lookups_on_the_cpu(tmp_path):
+    """The --dry acceptance: real tokenspeed_mla on a CPU machine, its library warm-up then (causal, no LSE) and
+    (causal, LSE): one MLA001 on the first, both dispatches counted, the program's own exit 0."""
+    result = run_cli("run", "--dry", "--compile", "skip", "--run-dir", str(tmp_path / "run"), "--", sys.executable,
+                     program(tmp_path, DRY_ACCEPTANCE), tmp_path=tmp_path)
+    assert "both dispatches returned" in result.stdout, result.stdout + result.stderr
+    report = result.report
+    assert report["program"]["exit_code"] == 0 and result.code == 1
+    [finding] = [f for f in report["findings"] if f["code"] == "MLA001"]
+    assert (finding["key"]["is_causal"], finding["key"]["return_lse"]) == (True, False)
+    assert finding["diff"] == {"return_lse": [True, False]}
+    [prefill] = [f for f in report["families"] if f["name"] == "tokenspeed_mla.prefill"]
+    assert prefill["dispatch_calls"] == 2 and sum(v["dispatches"] for v in prefill["variants"]) == 2
+    assert report["incomplete"] == [] and report["target_arch"] == "sm_100a"

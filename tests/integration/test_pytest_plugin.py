@@ -206,3 +206,28 @@ def test_a_used_run_folder_is_refused(inner):
     result = run(inner, *OBSERVE, "--mlacheck-run-dir=run")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.text
     assert "--mlacheck-run-dir=run: not empty" in result.text
+
+
+def test_plugin_options_of_program_mode(inner):
+    """--mlacheck-compile=skip, --mlacheck-dry, --mlacheck-context and --mlacheck-output reach the run."""
+    inner.makepyfile(test_contract=HEADER + """
+def test_bf16_warmup_and_dispatch():
+    k.warmup(dtypes=("bf16",), causal=(True,))
+    assert k.dispatch(1, "bf16", True) is not None
+""")
+    result = run(inner, *OBSERVE, "--mlacheck-run-dir=run", "--mlacheck-compile=skip", "--mlacheck-dry",
+                 "--mlacheck-context=kv_cache_dtype=fp8", "--mlacheck-output=sarif:r.sarif", "--mlacheck-output=json:r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.text
+    report = json.loads((inner.path / "r.json").read_text())
+    assert [f["code"] for f in report["findings"]] == ["MLA003"] and report["compile_policy"] == "skip"
+    assert report["program"]["dry"] is True and json.loads((inner.path / "r.sarif").read_text())["version"] == "2.1.0"
+    assert line_starting(section(result), "MLA003 ")
+
+
+def test_an_incomplete_check_fails_a_passing_session_unless_allowed(inner):
+    inner.makepyfile(test_nothing="def test_no_kernels():\n    assert True\n")
+    result = run(inner, *OBSERVE, "--mlacheck-run-dir=run")
+    assert result.ret == 2, result.text
+    assert line_starting(section(result), "verdict: ").startswith("verdict: INCOMPLETE")
+    allowed = run(inner, *OBSERVE, "--mlacheck-run-dir=run2", "--mlacheck-allow-incomplete")
+    assert allowed.ret == pytest.ExitCode.OK, allowed.text
