@@ -13,37 +13,48 @@ def findings(report, code):
     return [f for f in report["findings"] if f["code"] == code]
 
 
+def family(report, name):
+    [found] = [f for f in report["families"] if f["name"] == name]
+    return found
+
+
 def test_default_run_is_clean(tmp_path):
     result = run_cli("run", tmp_path=tmp_path)
     assert result.code == 0, result.stdout + result.stderr
     report = result.report
     assert (report["verdict"], report["mode"], report["target_arch"], report["compile_policy"]) == ("pass", "dry", "sm_100a", "real")
     assert report["findings"] == []
-    [family] = report["families"]
-    variants = {(v["key"]["is_causal"], v["key"]["return_lse"]): v for v in family["variants"]}
+    assert sorted(f["name"] for f in report["families"]) == ["tokenspeed_mla.decode", "tokenspeed_mla.prefill"]
+    prefill = family(report, "tokenspeed_mla.prefill")
+    variants = {(v["key"]["is_causal"], v["key"]["return_lse"]): v for v in prefill["variants"]}
     assert set(variants) == {(True, True), (False, True)}
     for variant in variants.values():
         assert variant["precompiled"] and variant["dispatches"] > 0 and variant["compile_s"] > 0.5
         assert variant["key"]["q_dtype"] == FP8 and variant["key"]["enable_pdl"] is True
-        assert variant["compiled_by"].startswith("tokenspeed_mla/mla_prefill.py:")
+        assert variant["compiled_by"].startswith("mlacheck/scenario/warmup.py:")  # the engine warm-up that called the library
+    decode = family(report, "tokenspeed_mla.decode")["variants"]
+    assert decode and {v["status"] for v in decode} == {"captured"}
+    assert all(v["compile_s"] > 0.5 and v["key"]["torch_dtype"] == FP8 for v in decode)
     assert "PASS" in result.stdout
 
 
-def test_sglang_profile_compiles_causal_without_lse_on_the_serving_path(tmp_path):
-    result = run_cli("run", "--profile", "sglang", tmp_path=tmp_path)
+def test_the_library_warmup_under_the_sglang_profile_compiles_causal_without_lse_on_the_serving_path(tmp_path):
+    # warmup_compile_prefill compiles return_lse=True only; SGLang's extend path dispatches (causal, no LSE).
+    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", "--warmup", "library", tmp_path=tmp_path)
     assert result.code == 1, result.stdout + result.stderr
     report = result.report
     assert [f["code"] for f in report["findings"]] == ["MLA001"]
     [serving] = report["findings"]
     assert (serving["key"]["is_causal"], serving["key"]["return_lse"]) == (True, False)
     assert serving["nearest"]["return_lse"] is True and serving["diff"] == {"return_lse": [True, False]}
-    [variant] = [v for v in report["families"][0]["variants"] if v["key"] == serving["key"]]
+    [variant] = [v for v in family(report, "tokenspeed_mla.prefill")["variants"] if v["key"] == serving["key"]]
     assert variant["serving_path_compile_s"] > 0.5 and not variant["precompiled"]
     assert "MLA001 serving-path-compile" in result.stdout
 
 
 def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_serving_path(tmp_path):
-    result = run_cli("run", "--profile", "sglang", "--warmup", "tests/fixtures/sglang_warmup.py:bf16_warmup", tmp_path=tmp_path)
+    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", "--warmup", "tests/fixtures/sglang_warmup.py:bf16_warmup",
+                     tmp_path=tmp_path)
     assert result.code == 1, result.stdout + result.stderr
     report = result.report
     serving = findings(report, "MLA001")
@@ -60,7 +71,18 @@ def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_se
 
 
 def test_sglang_fp8_warmup_is_clean_under_sglang_profile(tmp_path):
-    result = run_cli("run", "--profile", "sglang", "--warmup", "tests/fixtures/sglang_warmup.py:fp8_warmup", tmp_path=tmp_path)
+    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", "--warmup", "tests/fixtures/sglang_warmup.py:fp8_warmup",
+                     tmp_path=tmp_path)
     assert result.code == 0, result.stdout + result.stderr
     assert result.report["findings"] == []
-    assert {v["compiled_by"].split(":")[0] for v in result.report["families"][0]["variants"]} == {"tests/fixtures/sglang_warmup.py"}
+    variants = family(result.report, "tokenspeed_mla.prefill")["variants"]
+    assert {v["compiled_by"].split(":")[0] for v in variants} == {"tests/fixtures/sglang_warmup.py"}
+
+
+def test_sglang_as_published_warms_the_three_variants_its_extend_path_dispatches(tmp_path):
+    # TokenspeedMLABackend.__init__ after sgl-project/sglang#26170: FP8, (causal, LSE), (causal, no LSE), (non-causal, LSE).
+    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", tmp_path=tmp_path)
+    assert result.code == 0, result.stdout + result.stderr
+    variants = family(result.report, "tokenspeed_mla.prefill")["variants"]
+    assert {(v["key"]["is_causal"], v["key"]["return_lse"]) for v in variants} == {(True, True), (True, False), (False, True)}
+    assert all(v["precompiled"] and v["dispatches"] > 0 for v in variants)

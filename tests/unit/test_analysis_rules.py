@@ -2,6 +2,7 @@
 format-1 traces read as format 2."""
 
 import json
+from importlib.metadata import version
 
 import pytest
 
@@ -12,6 +13,9 @@ from mlacheck.trace import read_trace, upgrade_format_1
 from mlacheck.keys import key_text, typed
 from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, observe, of_type,
                                               synthetic_cute, synthetic_fa4, torch)
+
+
+MLACHECK_VERSION = version("mlacheck")  # the synthetic families are packages of this distribution
 
 
 def with_family(rule, **changes):
@@ -61,7 +65,7 @@ def test_a_functools_key_whose_fields_the_rule_names_otherwise_is_mla004():
 def test_the_family_event_carries_the_fingerprint_of_the_installed_code(kind):
     events = warm_and_serve(kind)
     [family] = of_type(events, "family")
-    assert family["version"] == "0.1.0" and len(family["fingerprint"]) == 16
+    assert family["version"] == MLACHECK_VERSION and len(family["fingerprint"]) == 16
     assert family["fingerprint"] == FamilyCapture(kind.rules().capture_spec_of(kind.family), MemorySink()).fingerprint(kind.module)
 
 
@@ -73,14 +77,14 @@ def test_the_rules_fingerprint_decides_over_the_version(kind):
     same_code_other_version = analyse(events, kind.rules(with_family(rule, fingerprint=installed, checked_versions=">=9")))
     assert stale_codes(same_code_other_version) == []
     assert same_code_other_version.families[0].notes == [
-        "mlacheck 0.1.0 lies outside the checked versions, but the code the key depends on is unchanged (same fingerprint)"]
+        f"mlacheck {MLACHECK_VERSION} lies outside the checked versions, but the code the key depends on is unchanged (same fingerprint)"]
 
     [changed] = stale_codes(analyse(events, kind.rules(with_family(rule, fingerprint="0123456789abcdef"))))
     assert f"fingerprint {installed}, the rule was checked against 0123456789abcdef" in changed.message
     assert f'fingerprint = "{installed}"' in changed.hint
 
     [outside] = stale_codes(analyse(events, kind.rules(with_family(rule, checked_versions=">=9"))))
-    assert "installed mlacheck 0.1.0 lies outside the versions this rule was checked against (>=9)" in outside.message
+    assert f"installed mlacheck {MLACHECK_VERSION} lies outside the versions this rule was checked against (>=9)" in outside.message
     assert stale_codes(analyse(events, kind.rules())) == []
 
 
