@@ -83,9 +83,8 @@ class RecordingDict(dict):
         return dict.__getitem__(self, key)
 
     def get(self, key: object, default: object = None) -> object:
-        if not dict.__contains__(self, key):
-            return default
-        return self._capture.looked_up(key, dict.__getitem__(self, key), _getframe(1))
+        """`cache[key]` where the key is cached: a lookup where `[]` is the rule's lookup, not one where `in` is."""
+        return self[key] if dict.__contains__(self, key) else default
 
 
 class GetitemRecordingDict(RecordingDict):

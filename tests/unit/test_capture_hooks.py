@@ -347,3 +347,17 @@ def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
     assert synthetic_cute.compiled == []
     assert isinstance(synthetic_decode._kernel(FP8, 16, 1, True), synthetic_cute.Kernel)  # removed: compiles again
 
+
+
+
+def test_get_after_contains_is_not_a_second_lookup(monkeypatch):
+    # A JITCache that reads its entry with .get after the dispatch's `in`: still one dispatch per call.
+    monkeypatch.setattr(synthetic_fa4.JITCache, "__getitem__", lambda self, key: self.cache.get(key))
+    with observe(FA4) as capture:
+        FA4.precompile(FP8, True)
+        for _ in range(3):
+            FA4.dispatch(1, FP8, True)
+        assert module_cache(FA4).get("missing", 7) == 7
+    [counts] = of_type(capture.sink.events, "counts")
+    vid = of_type(capture.sink.events, "compile")[0]["vid"]
+    assert counts["dispatches"] == {f"{vid}:serving": 3}
