@@ -28,8 +28,15 @@ app = typer.Typer(
 )
 
 
+LOG_WIDTH = 120
+"""The report's width where it goes to a CI log or a file (no terminal, no COLUMNS): logs are read wide."""
+
+
 def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, emoji=False, highlight=False)
+    console = Console(stderr=stderr, emoji=False, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = LOG_WIDTH
+    return console
 
 
 JsonOption = Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")]

@@ -130,35 +130,36 @@ def _variant_table(family: dict) -> Table:
         title += f"  {family['dispatch_calls']} dispatch call(s)"
     table = Table(title=Text(title), title_justify="left", header_style="bold", caption_justify="left",
                   caption=Text(f"every variant: {caption}") if caption else None)
-    for name in varying:
-        table.add_column(Text(name))
-    if spelled:
-        table.add_column("spelled")
     measured = [name for name, present in (("tokens", any(v.get("tokens") for v in variants)),
                                            ("FP8 cost", any(v.get("fp8_cost") for v in variants)),
                                            ("kernel vs reference", any(v.get("numerics") for v in variants))) if present]
-    for name in ("precompiled", "compiled by", "dispatches", *measured, "status"):
-        table.add_column(name, justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
-    for variant in variants:
-        if variant["precompiled"]:
-            how = {"capture": "captured", "preexisting": "before mlacheck", "inherited": "inherited (fork)"}.get(
-                variant.get("compile_phase"), "yes")
-            precompiled = how + (f", {variant['compile_s']:.1f} s" if variant.get("compile_s") is not None else "")
-        else:
-            precompiled = "no"
-        status = variant["status"]
-        if variant.get("serving_path_compile_s") is not None:
-            status += f" ({variant['serving_path_compile_s']:.1f} s stall)"
-        dispatches = ("≥" if variant.get("dispatches_at_least") else "") + str(variant["dispatches"])
-        table.add_row(
-            *(Text(value_text(variant["key"].get(name))) for name in varying),
+    columns = [*varying, *(["spelled"] if spelled else []), "precompiled", "compiled by", "dispatches", *measured, "status"]
+    rows = [_variant_cells(variant, varying, spelled, measured) for variant in variants]
+    for name in columns:
+        table.add_column(Text(name), justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: list[str]) -> list[Text]:
+    if variant["precompiled"]:
+        how = {"capture": "captured", "preexisting": "before mlacheck", "inherited": "inherited (fork)"}.get(
+            variant.get("compile_phase"), "yes")
+        precompiled = how + (f", {variant['compile_s']:.1f} s" if variant.get("compile_s") is not None else "")
+    else:
+        precompiled = "no"
+    status = variant["status"]
+    if variant.get("serving_path_compile_s") is not None:
+        status += f" ({variant['serving_path_compile_s']:.1f} s stall)"
+    dispatches = ("≥" if variant.get("dispatches_at_least") else "") + str(variant["dispatches"])
+    metrics = {"tokens": str(variant.get("tokens")), "FP8 cost": _metrics(variant.get("fp8_cost")),
+               "kernel vs reference": _metrics(variant.get("numerics"))}
+    return [*(Text(value_text(variant["key"].get(name))) for name in varying),
             *([Text(spelling_text(variant.get("spelling")))] if spelled else []),
             Text(precompiled), Text(variant.get("compiled_by") or "—"), Text(dispatches),
-            *(Text(value) for value, name in ((str(variant.get("tokens")), "tokens"), (_metrics(variant.get("fp8_cost")), "FP8 cost"),
-                                              (_metrics(variant.get("numerics")), "kernel vs reference")) if name in measured),
-            Text(status, style=STATUS_STYLES.get(variant["status"], "")),
-        )
-    return table
+            *(Text(metrics[name]) for name in measured),
+            Text(status, style=STATUS_STYLES.get(variant["status"], ""))]
 
 
 def _metrics(metrics: dict | None) -> str:

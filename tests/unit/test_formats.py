@@ -415,3 +415,15 @@ def test_broken_baseline_is_one_line_naming_the_file(tmp_path, content, words):
         load_baseline(path)
     message = str(caught.value)
     assert message.startswith(f"--baseline {path}: ") and words in message and "\n" not in message
+
+
+@pytest.mark.parametrize("columns, width", [(None, 120), ("80", 80)])
+def test_a_report_into_a_log_is_as_wide_as_columns_says_or_120(real, tmp_path, columns, width):
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(real))
+    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
+    env.update({"COLUMNS": columns} if columns else {})
+    done = subprocess.run([sys.executable, "-m", "mlacheck", "report", str(saved)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) == width
