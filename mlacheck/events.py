@@ -21,6 +21,8 @@ Event types (every event has "type"; the first event of a trace is "run" and car
 - counts:         {family, dispatches: {"vid:phase": n}, calls: {function: n}, final}   cumulative totals
 - dispatch_error: {family, function, error, message, reached_lookup, site}   first of each kind; how many
                   are in counts.calls as "function!before" / "function!after"
+- no_lookup:      {family, function, site}   first dispatch call that returned without a lookup, where the
+                  rule says every call looks up; how many are in counts.calls as "function!nolookup"
 - serving_start:  {how, site}         serving starts here: earlier compiles and dispatches are warm-up
 - context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
 - numerics:       {family, key, tokens, fp8_cost, kernel}   one scenario call's accuracy (GPU modes)
@@ -37,7 +39,7 @@ import os
 from mlacheck.errors import MlacheckError
 
 FORMAT_VERSION = 2
-EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "counts", "dispatch_error", "serving_start",
+EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "counts", "dispatch_error", "no_lookup", "serving_start",
                          "context", "numerics", "internal_error", "exit"})
 
 

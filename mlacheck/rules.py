@@ -58,9 +58,12 @@ class Family(_Strict):
     warmup: str | None = Field(default=None, description="the library's own warm-up function, if it has one")
     key_fields: list[str] = Field(min_length=1)
     key_functions: list[str] = Field(default=[], description="functions whose signature and source the key depends on")
-    fingerprint: str | None = Field(default=None, description="their fingerprint when the rule was checked")
+    fingerprint: Union[str, list[str], None] = Field(
+        default=None, description="their fingerprint when the rule was checked; a list where several versions' code was")
     site_skip: list[str] = Field(default=[], description="wrapper packages that are never a site")
     call_facts: list[str] = Field(default=[], description="locals of the dispatch function that say which call dispatched a variant")
+    every_call_looks_up: bool = Field(default=False, description="each dispatch call looks the cache up: one that "
+                                      "returns without a lookup ran a variant through a path the rule does not watch")
 
     @field_validator("checked_versions")
     @classmethod
@@ -77,6 +80,13 @@ class Family(_Strict):
         if self.cache_kind == "dict" and not self.compile:
             raise ValueError("a dict cache needs compile (the function whose result enters the cache)")
         return self
+
+    @property
+    def fingerprints(self) -> tuple[str, ...]:
+        """The fingerprints of the code the rule was checked against (none where the rule records none)."""
+        if self.fingerprint is None:
+            return ()
+        return (self.fingerprint,) if isinstance(self.fingerprint, str) else tuple(self.fingerprint)
 
     def checks_version(self, version: str | None) -> bool:
         """True when the installed version lies inside one of the checked ranges."""
@@ -281,6 +291,7 @@ def capture_spec(rule: RuleFile, frames: tuple[PhaseFrame, ...] = ()) -> Capture
         family=family.name, distribution=family.distribution, module=family.module, cache=family.cache,
         cache_kind=family.cache_kind, lookup=family.lookup, compile=family.compile, dispatch=tuple(family.dispatch),
         key_fields=tuple(family.key_fields), key_functions=tuple(family.key_functions), site_skip=tuple(family.site_skip), call_facts=tuple(family.call_facts),
+        every_call_looks_up=family.every_call_looks_up,
         dry_patches=tuple(DryPatch(patch.target, patch.action) for patch in rule.dry.patch),
         dry_host_arguments=tuple(rule.dry.host_arguments), frames=frames,
     )

@@ -1,8 +1,9 @@
 """What a run did not see: the reasons its verdict cannot be a pass, and the variants nothing could check.
 
 A check that saw nothing, or could not compare, never passes: no watched family loaded, a family whose
-warm-up no dispatch ever reached, dispatch calls that died before their lookup, processes that ran
-unobserved. Precompiled variants that such dispatches could have hit are "unverified", not dead warm-up.
+warm-up no dispatch ever reached, dispatch calls that died before their lookup or returned without one
+(where the rule says every call looks up), processes that ran unobserved. Precompiled variants that such
+dispatches could have hit are "unverified", not dead warm-up.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ def mark_unverified(tables: list[ProcessFamily]) -> None:
     """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came."""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
-        if table.died_before_lookup or not looked_up:
+        if table.died_before_lookup or table.returned_without_lookup or not looked_up:
             for variant in table.variants.values():
                 if variant.precompiled and not variant.dispatches and not variant.captured:
                     variant.unverified = True
@@ -41,7 +42,22 @@ def incomplete_reasons(family_tables: dict[str, list[ProcessFamily]], watched: l
         for function, count, calls, error in died[name]:
             reasons.append(f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
                            "they checked nothing")
+        reasons += _unlooked(name, tables)
     return reasons
+
+
+def _unlooked(name: str, tables: list[ProcessFamily]) -> list[str]:
+    out = []
+    for function in sorted({event["function"] for t in tables for event in t.no_lookup}
+                           | {n.partition("!")[0] for t in tables for n in t.calls if n.endswith("!nolookup")}):
+        count = sum(t.calls.get(f"{function}!nolookup", 0) for t in tables)
+        count = count or sum(1 for t in tables for e in t.no_lookup if e["function"] == function)
+        calls = max(sum(t.calls.get(function, 0) for t in tables), count)
+        site = next((e.get("site") for t in tables for e in t.no_lookup if e["function"] == function), None)
+        out.append(f"{name}: {count} of {calls} {function} call(s) returned without looking the cache up"
+                   + (f" (first at {site})" if site else "") + ": they ran variants through a path the rule does not "
+                   "watch, which nothing checked")
+    return out
 
 
 def _died(tables: list[ProcessFamily]) -> list[tuple[str, int, int, str]]:

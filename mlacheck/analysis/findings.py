@@ -183,14 +183,15 @@ def stale_rule_findings(rule: RuleFile, observed: list[tuple]) -> tuple[list[Fin
                                     f"write a rule file for {providers[0].rpartition(' ')[0]} (copy {rule.source} and "
                                     "re-read its cache and key), or install " + family.distribution))
             continue
-        same_code = family.fingerprint is not None and fingerprint == family.fingerprint
-        if family.fingerprint is not None and fingerprint is not None and not same_code:
+        same_code = fingerprint in family.fingerprints
+        if family.fingerprints and fingerprint is not None and not same_code:
             findings.append(Finding("MLA004", family.name, {},
                                     f"the code {family.name}'s key depends on ({', '.join(family.key_functions)}) changed in "
                                     f"{family.distribution} {version}: fingerprint {fingerprint}, the rule was checked "
-                                    f"against {family.fingerprint}",
+                                    f"against {' or '.join(family.fingerprints)}",
                                     f"re-check {rule.source} against {family.distribution} {version}, then set fingerprint = "
-                                    f"\"{fingerprint}\" (mlacheck rules --fingerprints prints it)"))
+                                    f"\"{fingerprint}\" (or add it to the list where both versions stay checked; "
+                                    "mlacheck rules --fingerprints prints it)"))
         elif not family.checks_version(version):
             if same_code:
                 notes.append(f"{family.distribution} {version} lies outside the checked versions, but the code the key "

@@ -73,8 +73,9 @@ class ProcessFamily:
     providers: tuple[str, ...] = ()  # "name version" of the distributions that install the family's package
     key_fields: list[str] = field(default_factory=list)
     variants: dict[int, Variant] = field(default_factory=dict)  # by vid
-    calls: dict[str, int] = field(default_factory=dict)  # function, function!before, function!after -> count
+    calls: dict[str, int] = field(default_factory=dict)  # function, function!before|after|nolookup -> count
     errors: list[dict] = field(default_factory=list)
+    no_lookup: list[dict] = field(default_factory=list)  # the first call of a function that returned without a lookup
     exact: bool = False
 
     @property
@@ -84,6 +85,10 @@ class ProcessFamily:
     @property
     def died_before_lookup(self) -> int:
         return sum(count for name, count in self.calls.items() if name.endswith("!before"))
+
+    @property
+    def returned_without_lookup(self) -> int:
+        return sum(count for name, count in self.calls.items() if name.endswith("!nolookup")) or len(self.no_lookup)
 
     @property
     def dispatch_calls(self) -> int:
@@ -143,6 +148,8 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             last_counts[(proc, event["family"])] = event
         elif kind == "dispatch_error":
             table.errors.append(event)
+        elif kind == "no_lookup":
+            table.no_lookup.append(event)
         elif kind == "numerics":
             _measured(table, event)
     for (proc, family), event in last_counts.items():

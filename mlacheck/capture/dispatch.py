@@ -2,7 +2,7 @@
 before or after their cache lookup (a dispatch that dies before its lookup checks nothing).
 
 A shared tick counter is advanced by each call's entry and by each lookup, so a call that raised knows
-whether a lookup happened in between. Under `--dry` the wrapper also puts the family's stand-ins in
+whether a lookup happened in between, and so does a call that returned where the rule says every call looks up. Under `--dry` the wrapper also puts the family's stand-ins in
 place for the call, keeps the named arguments on the host and zeroes the tensors it returns.
 
 The wrapper of a dispatch that serves traffic has the original's own signature and forwards each argument
@@ -26,15 +26,20 @@ if TYPE_CHECKING:
 
 
 def wrap_dispatch(original: Callable, name: str, capture: FamilyCapture, dry: DryStandIns | None) -> Callable:
-    """A wrapper of one dispatch function that reports to `capture`."""
+    """A wrapper of one dispatch function that reports to `capture`. Where the rule says every call looks the
+    cache up, a call that returns without a lookup is reported too (it ran a variant nothing checked)."""
     calls = capture.call_counter(name)
     ticks = capture.ticks
 
     def raised(error: BaseException, start: int, frame) -> None:
         capture.dispatch_raised(name, error, start, frame)
 
+    def unlooked(frame) -> None:
+        capture.dispatch_without_lookup(name, frame)
+
+    checked = unlooked if capture.spec.every_call_looks_up else None
     if dry is None:
-        dispatch = _forwarding(original, calls, ticks, raised)
+        dispatch = _forwarding(original, calls, ticks, raised, checked)
     else:
         signature = inspect.signature(original)
 
@@ -44,16 +49,19 @@ def wrap_dispatch(original: Callable, name: str, capture: FamilyCapture, dry: Dr
             try:
                 args, kwargs = _keep_on_host(signature, args, kwargs, dry)
                 with dry.around_call():
-                    return zero_results(original(*args, **kwargs))
+                    result = zero_results(original(*args, **kwargs))
             except BaseException as exc:
                 raised(exc, start, sys._getframe(1))
                 raise
+            if checked is not None and next(ticks) == start + 1:
+                checked(sys._getframe(1))
+            return result
 
     functools.update_wrapper(dispatch, original)
     return dispatch
 
 
-def _forwarding(original: Callable, calls, ticks, raised) -> Callable:
+def _forwarding(original: Callable, calls, ticks, raised, unlooked=None) -> Callable:
     """The counting wrapper, with the original's signature where it has a readable one."""
     try:
         parameters = list(inspect.signature(original).parameters.values())
@@ -64,24 +72,32 @@ def _forwarding(original: Callable, calls, ticks, raised) -> Callable:
             start = next(ticks)
             next(calls)
             try:
-                return original(*args, **kwargs)
+                result = original(*args, **kwargs)
             except BaseException as exc:
                 raised(exc, start, sys._getframe(1))
                 raise
+            if unlooked is not None and next(ticks) == start + 1:
+                unlooked(sys._getframe(1))
+            return result
 
         return dispatch
     header, forward, defaults = _parameter_lists(parameters)
+    call = f"_mlacheck_original({', '.join(forward)})"
     source = (f"def dispatch({', '.join(header)}):\n"
               "    _mlacheck_start = next(_mlacheck_ticks)\n"
               "    next(_mlacheck_calls)\n"
               "    try:\n"
-              f"        return _mlacheck_original({', '.join(forward)})\n"
+              + (f"        return {call}\n" if unlooked is None else f"        _mlacheck_result = {call}\n") +
               "    except BaseException as _mlacheck_error:\n"
               "        _mlacheck_raised(_mlacheck_error, _mlacheck_start, _mlacheck_getframe(1))\n"
-              "        raise\n")
+              "        raise\n"
+              + ("" if unlooked is None else
+                 "    if next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
+                 "        _mlacheck_unlooked(_mlacheck_getframe(1))\n"
+                 "    return _mlacheck_result\n"))
     namespace = {"__name__": __name__, "_mlacheck_ticks": ticks, "_mlacheck_calls": calls,
-                 "_mlacheck_original": original, "_mlacheck_raised": raised, "_mlacheck_getframe": sys._getframe,
-                 **defaults}
+                 "_mlacheck_original": original, "_mlacheck_raised": raised, "_mlacheck_unlooked": unlooked,
+                 "_mlacheck_getframe": sys._getframe, **defaults}
     exec(compile(source, f"<mlacheck wrapper of {getattr(original, '__qualname__', 'a dispatch')}>", "exec"), namespace)
     return namespace["dispatch"]
 

@@ -222,6 +222,17 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001
             self._internal_error("dispatch", exc)
 
+    def dispatch_without_lookup(self, name: str, frame: FrameType) -> None:
+        """A dispatch call returned without looking the cache up: it ran a variant nothing checked."""
+        try:
+            next(self.call_counter(f"{name}!nolookup"))
+            if (name, "no lookup") not in self._errors:
+                self._errors.add((name, "no lookup"))
+                self._write({"type": "no_lookup", "family": self.spec.family, "function": name,
+                             "site": self._reader.read(frame).site})
+        except Exception as exc:  # noqa: BLE001
+            self._internal_error("dispatch", exc)
+
     def call_counter(self, name: str) -> itertools.count:
         counter = self._calls.get(name)
         if counter is None:

@@ -58,6 +58,7 @@ class CaptureSpec:
     key_functions: tuple[str, ...] = ()  # whose signature and source the key depends on (the fingerprint)
     site_skip: tuple[str, ...] = ()  # module prefixes that are never a site (the family's own package is never one)
     call_facts: tuple[str, ...] = ()  # locals of the dispatch function recorded at a variant's first lookup
+    every_call_looks_up: bool = False  # a dispatch call that returns without a lookup ran an unchecked variant
     dry_patches: tuple[DryPatch, ...] = ()
     dry_host_arguments: tuple[str, ...] = ()  # dispatch arguments kept on the host under --dry (they report is_cuda)
     frames: tuple[PhaseFrame, ...] = ()

@@ -59,6 +59,7 @@ def _fingerprint_text(rule: RuleFile) -> str:
     except Exception as exc:  # noqa: BLE001 - a missing library is a row, not a failure
         return f"cannot import {rule.family.module}: {type(exc).__name__}"
     installed = FamilyCapture(capture_spec(rule), MemorySink(), CapturePolicy()).fingerprint(module)
-    recorded = rule.family.fingerprint
-    state = "matches the rule" if installed == recorded else f"the rule has {recorded}" if recorded else "the rule records none"
+    recorded = rule.family.fingerprints
+    state = ("matches the rule" if installed in recorded else f"the rule has {' or '.join(recorded)}" if recorded
+             else "the rule records none")
     return f"{installed} ({state})"

@@ -49,12 +49,14 @@ def fingerprint(family: str, source) -> str:
 @pytest.mark.parametrize("version", ["0.2.16", "2.0.3"])
 def test_prefill_code_of_the_pinned_releases_is_the_checked_code(published, version):
     rule = load_rules().family("tokenspeed_mla.prefill").family
-    assert fingerprint("tokenspeed_mla.prefill", published[version] / "mla_prefill.py") == rule.fingerprint
+    assert fingerprint("tokenspeed_mla.prefill", published[version] / "mla_prefill.py") in rule.fingerprints
     assert rule.checks_version(version)
 
 
-def test_decode_code_changed_between_the_pinned_releases(published):
-    """2.0.3 has 2.0.4's decode; 0.2.16 decides pack_q from an opt-in argument: a different fingerprint (MLA004)."""
+def test_decode_code_of_the_pinned_releases_is_checked_code(published):
+    """2.0.3 has 2.0.4's decode; 0.2.16 decides pack_q from an opt-in argument: another fingerprint, also checked."""
     rule = load_rules().family("tokenspeed_mla.decode").family
-    assert fingerprint("tokenspeed_mla.decode", published["2.0.3"] / "mla_decode.py") == rule.fingerprint
-    assert fingerprint("tokenspeed_mla.decode", published["0.2.16"] / "mla_decode.py") not in (None, rule.fingerprint)
+    current, pinned_by_tokenspeed = rule.fingerprints
+    assert fingerprint("tokenspeed_mla.decode", published["2.0.3"] / "mla_decode.py") == current
+    assert fingerprint("tokenspeed_mla.decode", published["0.2.16"] / "mla_decode.py") == pinned_by_tokenspeed
+    assert rule.checks_version("2.0.3") and rule.checks_version("0.2.16") and not rule.checks_version("0.2.15")

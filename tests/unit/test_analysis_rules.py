@@ -83,6 +83,12 @@ def test_the_rules_fingerprint_decides_over_the_version(kind):
     assert f"fingerprint {installed}, the rule was checked against 0123456789abcdef" in changed.message
     assert f'fingerprint = "{installed}"' in changed.hint
 
+    # a rule checked against two releases' code records both fingerprints
+    both = ["0123456789abcdef", installed]
+    assert stale_codes(analyse(events, kind.rules(with_family(rule, fingerprint=both, checked_versions=">=9")))) == []
+    [neither] = stale_codes(analyse(events, kind.rules(with_family(rule, fingerprint=["0123456789abcdef", "fedcba9876543210"]))))
+    assert "the rule was checked against 0123456789abcdef or fedcba9876543210" in neither.message
+
     [outside] = stale_codes(analyse(events, kind.rules(with_family(rule, checked_versions=">=9"))))
     assert f"installed mlacheck {MLACHECK_VERSION} lies outside the versions this rule was checked against (>=9)" in outside.message
     assert stale_codes(analyse(events, kind.rules())) == []

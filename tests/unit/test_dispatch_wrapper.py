@@ -58,3 +58,22 @@ def test_an_exception_in_the_original_is_reported_and_re_raised():
         wrapper(3)
     [(error, start)] = raised
     assert isinstance(error, ValueError) and start == 0
+
+
+@pytest.mark.parametrize("generated", [True, False])
+def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(generated):
+    ticks, unlooked = itertools.count(), []
+
+    def dispatch(x, look=True):
+        if look:
+            next(ticks)  # what a lookup does to the shared ticks
+        return x
+
+    def clashing(x, _mlacheck_look=True):  # a parameter named like the wrapper's own: the *args wrapper
+        return dispatch(x, _mlacheck_look)
+
+    wrapper = _forwarding(dispatch if generated else clashing, itertools.count(), ticks, lambda *args: None,
+                          unlooked.append)
+    assert (inspect.signature(wrapper) == inspect.signature(dispatch)) is generated
+    assert wrapper(1) == 1 and wrapper(2, False) == 2 and wrapper(3) == 3
+    assert len(unlooked) == 1 and unlooked[0].f_code is test_a_call_that_returns_without_a_lookup_is_reported_where_asked.__code__

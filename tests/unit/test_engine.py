@@ -7,8 +7,8 @@ and looked up with `in` (fa4), (c) a functools.cache function (decode).
 import pytest
 
 from mlacheck.analysis import analyse
-from tests.fixtures.synthetic_harness import (BF16, ENGINE, FP8, FP8_CONTEXT, mark_serving_start, observe, of_type,
-                                              synthetic_cute)
+from tests.fixtures.synthetic_harness import (BF16, DECODE, ENGINE, FP8, FP8_CONTEXT, mark_serving_start,
+                                              observe, of_type, q, synthetic_cute, synthetic_decode)
 
 
 def variant_of(analysis, key):
@@ -114,6 +114,36 @@ def test_dispatches_that_raise_before_the_lookup_are_counted_and_leave_the_run_i
     assert analysis.incomplete == [f"{kind.family}: 2 of 2 {kind.dispatch_function} call(s) raised before the cache "
                                    "lookup (ValueError: no input), so they checked nothing"]
     assert (analysis.families[0].dispatch_calls, analysis.families[0].died_before_lookup) == (2, 2)
+
+
+def test_dispatches_that_return_without_the_lookup_leave_the_run_incomplete():
+    # The rule says every tokenspeed_mla_decode call looks the cache up; one that takes another branch (as
+    # 2.0.x's SM107 FP8-output decode does, through a cache of its own) ran a variant nothing checked.
+    with observe(DECODE) as capture:
+        DECODE.precompile(FP8, True)
+        DECODE.dispatch(1, FP8, True)
+        for _ in range(3):
+            synthetic_decode.tokenspeed_mla_decode(q(1), out_dtype="fp8")
+    [event] = of_type(capture.sink.events, "no_lookup")
+    assert event["function"] == "tokenspeed_mla_decode" and event["site"].startswith("tests/unit/test_engine.py:")
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {"tokenspeed_mla_decode": 4, "tokenspeed_mla_decode!nolookup": 3}
+    analysis = analyse(capture.sink.events, DECODE.rules(), FP8_CONTEXT)
+    assert analysis.findings == []
+    [reason] = analysis.incomplete
+    assert reason.startswith("synthetic.decode: 3 of 4 tokenspeed_mla_decode call(s) returned without looking the cache "
+                             "up (first at tests/unit/test_engine.py:")
+
+
+def test_where_a_call_may_legitimately_skip_the_lookup_the_rule_leaves_the_check_off():
+    # FA4's _flash_attn_fwd returns early for an empty batch: its rule does not say every call looks up.
+    rule = DECODE.rule()
+    lenient = DECODE.rules(rule.model_copy(update={"family": rule.family.model_copy(update={"every_call_looks_up": False})}))
+    with observe(DECODE, rules=lenient) as capture:
+        DECODE.precompile(FP8, True)
+        DECODE.dispatch(1, FP8, True)
+        synthetic_decode.tokenspeed_mla_decode(q(1), out_dtype="fp8")
+    assert of_type(capture.sink.events, "no_lookup") == []
+    assert analyse(capture.sink.events, lenient, FP8_CONTEXT).incomplete == []
 
 
 def test_a_dispatch_that_raises_after_the_lookup_was_checked(kind):
