@@ -43,21 +43,30 @@ def wrap_dispatch(original: Callable, name: str, capture: FamilyCapture, dry: Dr
     else:
         signature = inspect.signature(original)
 
-        def dispatch(*args: object, **kwargs: object) -> object:
-            start = next(ticks)
-            next(calls)
-            try:
-                args, kwargs = _keep_on_host(signature, args, kwargs, dry)
-                with dry.around_call():
-                    result = zero_results(original(*args, **kwargs))
-            except BaseException as exc:
-                raised(exc, start, sys._getframe(1))
-                raise
-            if checked is not None and next(ticks) == start + 1:
-                checked(sys._getframe(1))
-            return result
+        def dry_call(*args: object, **kwargs: object) -> object:
+            args, kwargs = _keep_on_host(signature, args, kwargs, dry)
+            with dry.around_call():
+                return zero_results(original(*args, **kwargs))
 
+        dispatch = _counting(dry_call, calls, ticks, raised, checked)
     functools.update_wrapper(dispatch, original)
+    return dispatch
+
+
+def _counting(original: Callable, calls, ticks, raised, unlooked=None) -> Callable:
+    """The counting wrapper of any callable: `*args, **kwargs`, re-packed on every call."""
+    def dispatch(*args: object, **kwargs: object) -> object:
+        start = next(ticks)
+        next(calls)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            raised(exc, start, sys._getframe(1))
+            raise
+        if unlooked is not None and next(ticks) == start + 1:
+            unlooked(sys._getframe(1))
+        return result
+
     return dispatch
 
 
@@ -68,19 +77,7 @@ def _forwarding(original: Callable, calls, ticks, raised, unlooked=None) -> Call
     except (TypeError, ValueError):
         parameters = None
     if parameters is None or any(p.name.startswith("_mlacheck_") for p in parameters):
-        def dispatch(*args: object, **kwargs: object) -> object:
-            start = next(ticks)
-            next(calls)
-            try:
-                result = original(*args, **kwargs)
-            except BaseException as exc:
-                raised(exc, start, sys._getframe(1))
-                raise
-            if unlooked is not None and next(ticks) == start + 1:
-                unlooked(sys._getframe(1))
-            return result
-
-        return dispatch
+        return _counting(original, calls, ticks, raised, unlooked)
     header, forward, defaults = _parameter_lists(parameters)
     call = f"_mlacheck_original({', '.join(forward)})"
     source = (f"def dispatch({', '.join(header)}):\n"
