@@ -51,11 +51,12 @@ class Analysis:
 
 
 def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None = None,
-            unobserved: list[str] | None = None, observed: int | None = None) -> Analysis:
+            unobserved: list[str] | None = None, observed: int | None = None, lost: list[str] | None = None) -> Analysis:
     """Turn the events of one or more traces (tagged "proc") into per-family variants and findings.
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
-    what each process showed; `observed` is how many processes wrote a trace (None: this process).
+    what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
+    names the trace lines that could not be read.
     """
     tables, facts = build_tables(events)
     by_family: dict[str, list[ProcessFamily]] = {}
@@ -101,7 +102,8 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
     findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
     watched = [rule.family.module for rule in rules.families]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
-    incomplete = incomplete_reasons(by_family, watched, len(facts) if observed is None else observed, unobserved or [])
+    incomplete = incomplete_reasons(by_family, watched, len(facts) if observed is None else observed, unobserved or [],
+                                    lost or [], len(internal))
     return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
 
 

@@ -2,8 +2,9 @@
 
 A check that saw nothing, or could not compare, never passes: no watched family loaded, a family whose
 warm-up no dispatch ever reached, dispatch calls that died before their lookup or returned without one
-(where the rule says every call looks up), processes that ran unobserved. Precompiled variants that such
-dispatches could have hit are "unverified", not dead warm-up.
+(where the rule says every call looks up), processes that ran unobserved, and events that were lost (capture
+failed, or a trace line could not be read). Precompiled variants that such dispatches could have hit are
+"unverified", not dead warm-up.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ def mark_unverified(tables: list[ProcessFamily]) -> None:
 
 
 def incomplete_reasons(family_tables: dict[str, list[ProcessFamily]], watched: list[str], observed: int,
-                       unobserved: list[str]) -> list[str]:
+                       unobserved: list[str], lost: list[str], internal_errors: int) -> list[str]:
     """One line per reason the run cannot pass."""
     reasons = [f"a Python process ran unobserved: {line}" for line in unobserved]
+    reasons += [f"events were lost: {line}" for line in lost]
+    if internal_errors:
+        reasons.append(f"capture failed {internal_errors} time(s) (the internal errors below): what it would have "
+                       "recorded is missing")
     if observed == 0:
         return reasons + ["no Python process was observed (the program started none, or none could import mlacheck)"]
     if not family_tables:

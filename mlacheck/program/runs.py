@@ -96,7 +96,10 @@ def program_report(paths: list[Path], rules_path: Path | None = None, strict: bo
     """Analyse saved runs: the rules given, else the rule files saved in the run folders."""
     loaded = load_runs(paths)
     rules = load_rules(rules_path) if rules_path is not None else run_rules(paths)
-    analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes))
+    lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
+        f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
+        for process in loaded.processes if process["truncated"]]
+    analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes), lost=lost)
     declared = {rule.family.name for rule in rules.families}
     recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - declared)
     analysis.incomplete += [f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules "

@@ -164,6 +164,7 @@ def test_a_garbage_line_loses_that_line_only(tmp_path):
     again = json.loads((tmp_path / "again.json").read_text())
     assert result.code == 1 and "Traceback" not in result.stderr
     assert again["bad_lines"] == [f"{trace}:2"] and f"{trace}:2" in result.stdout
+    assert again["incomplete"] == [f"events were lost: {trace}:2 could not be read"]
     assert serving(again) == serving(first.report) and again["families"] == first.report["families"]
 
 
@@ -175,3 +176,5 @@ def test_truncated_last_line_is_read_as_truncated(tmp_path):
     assert result.code == 1, result.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["processes"][0]["truncated"] and serving(report) == [("fp8", False, 0)]
+    assert report["incomplete"] == [f"events were lost: {trace} ends in a cut-short line (its process was killed while "
+                                    "writing it)"]
