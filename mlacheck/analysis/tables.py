@@ -171,16 +171,26 @@ def _variant(table: ProcessFamily, event: dict) -> Variant:
 
 
 def _compiled(variant: Variant, event: dict, phase: str) -> None:
-    if phase == "serving":  # the longest stall, and the site of the first
-        variant.serving_path_compile = True
-        if event.get("seconds") is not None:
-            variant.serving_path_compile_s = max(variant.serving_path_compile_s or 0.0, event["seconds"])
-        if variant.serving_path_site is None:
-            variant.serving_path_site, variant.serving_path_stack = event.get("site"), list(event.get("stack") or [])
+    if phase == "serving":
+        _serving_path_compile(variant, event.get("seconds"), event.get("site"), list(event.get("stack") or []))
     elif not variant.precompiled:
-        variant.precompiled, variant.compile_phase = True, phase
-        variant.compile_s, variant.compiled_by = event.get("seconds"), event.get("site")
+        _precompiled(variant, phase, event.get("seconds"), event.get("site"))
         variant.captured |= phase == "capture"
+
+
+def _serving_path_compile(variant: Variant, seconds: float | None, site: str | None, stack: list[str]) -> None:
+    """A serving-path compile: the longest stall is kept, and the site of the first."""
+    variant.serving_path_compile = True
+    if seconds is not None:
+        variant.serving_path_compile_s = max(variant.serving_path_compile_s or 0.0, seconds)
+    if variant.serving_path_site is None:
+        variant.serving_path_site, variant.serving_path_stack = site, stack
+
+
+def _precompiled(variant: Variant, phase: str | None, seconds: float | None, site: str | None) -> None:
+    """A compile outside the serving path: the first one is the variant's."""
+    if not variant.precompiled:
+        variant.precompiled, variant.compile_phase, variant.compile_s, variant.compiled_by = True, phase, seconds, site
 
 
 def _counted(table: ProcessFamily, event: dict) -> None:
@@ -246,20 +256,17 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
             into.procs.append(table.proc)
             into.dispatches += variant.dispatches
             into.warmup_dispatches += variant.warmup_dispatches
+            into.capture_dispatches += variant.capture_dispatches
             into.at_least |= variant.at_least
             into.captured |= variant.captured
             into.unverified = (into.unverified or variant.unverified) and not into.dispatches
             if into.first_dispatch_site is None:
                 into.first_dispatch_site, into.first_call = variant.first_dispatch_site, variant.first_call
-            if variant.precompiled and not into.precompiled:
-                into.precompiled, into.compile_phase = True, variant.compile_phase
-                into.compile_s, into.compiled_by = variant.compile_s, variant.compiled_by
+            if variant.precompiled:
+                _precompiled(into, variant.compile_phase, variant.compile_s, variant.compiled_by)
             if variant.serving_path_compile:
-                into.serving_path_compile = True
-                if variant.serving_path_compile_s is not None:
-                    into.serving_path_compile_s = max(into.serving_path_compile_s or 0.0, variant.serving_path_compile_s)
-                if into.serving_path_site is None:
-                    into.serving_path_site, into.serving_path_stack = variant.serving_path_site, variant.serving_path_stack
+                _serving_path_compile(into, variant.serving_path_compile_s, variant.serving_path_site,
+                                      variant.serving_path_stack)
             into.tokens += variant.tokens
             into.fp8_cost = worst(into.fp8_cost, variant.fp8_cost)
             into.numerics = worst(into.numerics, variant.numerics)
