@@ -38,6 +38,12 @@ def key_text(key: Key, fields: list[str] | None = None) -> str:
     return "(" + ", ".join(f"{name}={value_text(key[name])}" for name in names) + ")"
 
 
+def varying_fields(keys: list[Key], fields: list[str] | None = None) -> list[str]:
+    """The fields (in `fields` order, else in the keys' own) whose values differ between the keys."""
+    names = fields if fields is not None else list(dict.fromkeys(name for key in keys for name in key))
+    return [name for name in names if len({value_text(key.get(name)) for key in keys}) > 1]
+
+
 def key_identity(key: Key) -> tuple:
     """A key as a hashable value (field order ignored, lists as tuples)."""
     return tuple(sorted((name, _frozen(value)) for name, value in key.items()))

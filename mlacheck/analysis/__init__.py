@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 
 from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
 from mlacheck.analysis.findings import (Finding, contract_findings, dead_warmup_finding, key_layout_findings,
-                                        numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings,
-                                        varying_fields)
+                                        numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings)
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.arch import capability
-from mlacheck.keys import key_identity, value_text
+from mlacheck.keys import key_identity, value_text, varying_fields
 from mlacheck.registry import Severity
 from mlacheck.rules import RuleSet
 
@@ -78,7 +77,7 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
         stale, notes = stale_rule_findings(rule, observed_code)
         findings += stale
         merged = merge(family_tables)
-        varying = varying_fields(merged)
+        varying = varying_fields([variant.key for variant in merged])
         findings += key_layout_findings(rule, merged)
         findings += _per_process(rule, family_tables, merged, varying)
         seen: set[tuple] = set()

@@ -44,12 +44,6 @@ def named(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tu
     return key_text({name: key[name] for name in shown}, list(fields))[:-1] + f", and {len(key) - len(shown)} more fields)"
 
 
-def varying_fields(variants: list[Variant]) -> list[str]:
-    """The key fields whose values differ between the variants."""
-    names = list(dict.fromkeys(name for variant in variants for name in variant.key))
-    return [name for name in names if len({value_text(v.key.get(name)) for v in variants}) > 1]
-
-
 def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
     """The precompiled key with the fewest differing fields (first in compile order on a tie) and the diff."""
     best: tuple[Key | None, dict[str, list[JsonValue]]] = (None, {})

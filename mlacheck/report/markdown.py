@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from mlacheck.keys import value_text
+from mlacheck.keys import value_text, varying_fields
 from mlacheck.report.common import is_new, process_text, program_runs, severity, summary_line, versions_text
 
 
@@ -77,7 +77,7 @@ def _facts(report: dict) -> list[list[object]]:
 def _family(family: dict) -> list[str]:
     variants = family.get("variants") or []
     fields = list(family.get("key_fields") or []) or list(variants[0]["key"] if variants else [])
-    varying = [name for name in fields if len({value_text(v.get("key", {}).get(name)) for v in variants}) > 1] or fields
+    varying = varying_fields([v.get("key", {}) for v in variants], fields) or fields
     shared = [name for name in fields if name not in varying]
     lines = [f"### {family.get('name')} ({family.get('version') or 'version unknown'})", ""]
     rows = []

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mlacheck.keys import spelling_text, value_text
+from mlacheck.keys import spelling_text, value_text, varying_fields
 from mlacheck.report.common import program_runs, versions_text
 from mlacheck.report.model import Report
 
@@ -121,7 +121,7 @@ def _variant_table(family: dict) -> Table:
     variants = family["variants"]
     fields = family.get("key_fields") or (list(variants[0]["key"]) if variants else [])
     fields = fields + [name for v in variants for name in v["key"] if name not in fields]
-    varying = [name for name in fields if len({value_text(v["key"].get(name)) for v in variants}) > 1]
+    varying = varying_fields([v["key"] for v in variants], fields)
     shared = [name for name in fields if name not in varying and variants and name in variants[0]["key"]]
     spelled = len({spelling_text(v.get("spelling")) for v in variants}) > 1
     caption = ", ".join(f"{name}={value_text(variants[0]['key'][name])}" for name in shared)
