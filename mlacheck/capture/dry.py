@@ -40,7 +40,7 @@ def _actions(policy: CapturePolicy) -> dict[str, Callable[..., object]]:
     }
 
 
-ACTIONS = ("nullcontext", "target_capability", "target_sm_count", "target_clusters", "target_hardware_info")
+ACTIONS = tuple(_actions(CapturePolicy()))
 """nullcontext: a context manager that does nothing (a CUDA stream binding); target_capability: the target
 arch's (major, minor); target_sm_count: the target's SM count; target_clusters(cluster_size): SMs / size;
 target_hardware_info: a cutlass.utils.HardwareInfo class answering with those (and L2_BYTES)."""
