@@ -160,7 +160,7 @@ def _scenario_facts(options: CheckOptions, the_engine: Engine, model: ModelPrese
                      prefill_q_dtype=the_engine.prefill_q_dtype, merge_max_abs_err=stats.merge_max_abs_err)
     if decoder is not None:
         facts.update(sm_count=sms, context_len=context_len, capture_sizes=list(plan.capture_sizes),
-                     batch_sizes=list(parse_batch_sizes(options.batch_sizes)), eager_batch_sizes=list(plan.eager_sizes),
+                     batch_sizes=list(plan.batch_sizes), eager_batch_sizes=list(plan.eager_sizes),
                      replays=plan.replays, decode_dispatches=decoder.dispatches)
     return facts
 

@@ -9,6 +9,7 @@ the GPU modes can compute a reference for every step.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class DecodeStep:
 class DecodePlan:
     capture_sizes: tuple[int, ...]  # empty without CUDA graphs
     steps: tuple[DecodeStep, ...]
+    batch_sizes: tuple[int, ...]  # the serving batch sizes asked for
 
     @property
     def eager_sizes(self) -> tuple[int, ...]:
@@ -83,15 +85,15 @@ def decode_plan(engine: Engine, batch_sizes: tuple[int, ...], context_len: int, 
         covered = cuda_graph and size <= capture[-1]
         if covered:
             padded = capture[bisect.bisect_left(capture, size)]
-            steps.append(DecodeStep("serving", size, context_len if engine.eager_max_seq_len == "context" else max(seq_lens),
-                                    seq_lens, replayed=True, note=f"replays the graph of batch size {padded}"))
+            steps.append(dataclasses.replace(_eager(engine, size, seq_lens, context_len,
+                                                    f"replays the graph of batch size {padded}"), replayed=True))
         else:
             steps.append(_eager(engine, size, seq_lens, context_len, "eager decode"))
         if engine.mixed_decode:
             prefill_len = min(context_len, _log_uniform(rng, *MIXED_PREFILL_RANGE))
             steps.append(_eager(engine, size, seq_lens, context_len, "decode beside a prefill in one step",
                                 longest=max(max(seq_lens), prefill_len)))
-    return DecodePlan(capture, tuple(steps))
+    return DecodePlan(capture, tuple(steps), tuple(batch_sizes))
 
 
 def _dummy(phase: str, size: int, max_seq_len: int, note: str) -> DecodeStep:
