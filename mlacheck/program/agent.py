@@ -210,15 +210,18 @@ def current() -> Agent | None:
     return _current
 
 
+def serving_start_entry(item: str) -> dict | None:
+    """MODULE:QUALNAME or MODULE:QUALNAME@return as a serving start; None where it is not that."""
+    function, _, at = item.partition("@")
+    module, _, qualname = function.partition(":")
+    if not module or not qualname:
+        return None
+    return {"module": module, "qualname": qualname, "at": "return" if at == "return" else "call", "engine": "environment"}
+
+
 def _from_environment(value: str) -> list[dict]:
-    starts = []
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        function, _, at = item.partition("@")
-        module, _, qualname = function.partition(":")
-        if module and qualname:
-            starts.append({"module": module, "qualname": qualname, "at": "return" if at == "return" else "call",
-                           "engine": "environment"})
-    return starts
+    entries = (serving_start_entry(part) for part in filter(None, (part.strip() for part in value.split(","))))
+    return [entry for entry in entries if entry is not None]
 
 
 def _caller_site() -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from mlacheck.capture.spec import CapturePolicy
 from mlacheck.environment import TARGET_ARCHES, flagship_sm_count
 from mlacheck.errors import MlacheckError
+from mlacheck.program.agent import serving_start_entry
 from mlacheck.program.rundir import RunDir
 from mlacheck.program.runner import run_program
 from mlacheck.program.runs import program_report
@@ -28,8 +29,7 @@ def prepare_run(run_dir: Path | None, rules_path: Path | None, compile_policy: s
     if num_sms is not None and num_sms < 1:
         raise MlacheckError(f"--num-sms {num_sms}: an SM count is a positive number (148 on a B200)")
     for item in serving_start or []:
-        module, _, qualname = item.partition("@")[0].partition(":")
-        if not module or not qualname:
+        if serving_start_entry(item) is None:
             raise MlacheckError(f"--serving-start {item}: write MODULE:QUALNAME or MODULE:QUALNAME@return")
     rules = load_rules(rules_path)
     target = arch if arch != "auto" else os.environ.get("CUTE_DSL_ARCH") or "sm_100a"
