@@ -88,14 +88,18 @@ class Family(_Strict):
             return ()
         return (self.fingerprint,) if isinstance(self.fingerprint, str) else tuple(self.fingerprint)
 
+    @property
+    def version_ranges(self) -> tuple[str, ...]:
+        """The specifier sets of the versions the rule was checked against."""
+        return (self.checked_versions,) if isinstance(self.checked_versions, str) else tuple(self.checked_versions)
+
     def checks_version(self, version: str | None) -> bool:
         """True when the installed version lies inside one of the checked ranges."""
         try:
             parsed = Version(version) if version is not None else None
         except InvalidVersion:
             return False
-        ranges = [self.checked_versions] if isinstance(self.checked_versions, str) else self.checked_versions
-        return parsed is not None and any(parsed in SpecifierSet(text) for text in ranges)
+        return parsed is not None and any(parsed in SpecifierSet(text) for text in self.version_ranges)
 
 
 class FieldNote(_Strict):

@@ -191,7 +191,7 @@ def stale_rule_findings(rule: RuleFile, observed: list[tuple]) -> tuple[list[Fin
                 notes.append(f"{family.distribution} {version} lies outside the checked versions, but the code the key "
                              "depends on is unchanged (same fingerprint)")
             else:
-                ranges = family.checked_versions if isinstance(family.checked_versions, str) else " or ".join(family.checked_versions)
+                ranges = " or ".join(family.version_ranges)
                 findings.append(Finding("MLA004", family.name, {},
                                         f"installed {family.distribution} {version} lies outside the versions this rule "
                                         f"was checked against ({ranges})",

@@ -27,7 +27,7 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
         families.add_column(column, overflow="fold")
     for rule in rules.families:
         family = rule.family
-        ranges = family.checked_versions if isinstance(family.checked_versions, str) else " or ".join(family.checked_versions)
+        ranges = " or ".join(family.version_ranges)
         row = [family.name, f"{family.module}.{family.cache} ({family.cache_kind})", ", ".join(family.key_fields),
                f"{family.distribution} {ranges}", str(len(rule.contract)), rule.source]
         if fingerprints:
