@@ -30,7 +30,7 @@ def read_trace(path: Path) -> Trace:
     except OSError as exc:
         raise MlacheckError(f"{path}: cannot read the trace: {exc}") from None
     lines = text.split("\n")
-    trace = Trace([], truncated=lines[-1] != "")
+    trace = Trace([])
     for number, line in enumerate(lines, start=1):
         if not line:
             continue
@@ -38,11 +38,9 @@ def read_trace(path: Path) -> Trace:
         if event is not None:
             trace.events.append(event)
         elif number == len(lines):
-            pass  # the line a killed writer was writing
+            trace.truncated = True  # the line a killed writer was writing
         else:
             trace.bad_lines.append(f"{path}:{number}")
-    if trace.truncated and trace.events and _parse(lines[-1]) is not None:
-        trace.truncated = False
     if trace.events:
         first = trace.events[0]
         version = first.get("format_version") if first.get("type") == "run" else None
