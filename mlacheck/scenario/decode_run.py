@@ -15,11 +15,11 @@ import torch
 from mlacheck.events import EventSink
 from mlacheck.scenario.activations import compare_outputs
 from mlacheck.scenario.decode_traffic import DecodeStep
+from mlacheck.scenario.dispatch import FP8
 from mlacheck.scenario.prefill_run import Launcher
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_decode
 
-FP8 = torch.float8_e4m3fn
 PAGE_SIZE = 64  # the TokenSpeed, SGLang (trtllm_mla) and vLLM block size for this backend
 WORKSPACE_BYTES = 256 << 20  # the engines allocate one workspace up front; this holds every split of the plan
 
