@@ -18,7 +18,8 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   compile | skip | unknown (not made by a watched compile)
 - dispatch:       {family, vid, key, spelling, phase, site, stack, call}   the first lookup of vid in that phase;
                   call holds the rule's call_facts (locals of that dispatch call, e.g. its batch size)
-- counts:         {family, dispatches: {"vid:phase": n}, calls: {function: n}, final}   cumulative totals
+- counts:         {family, dispatches: {"vid:phase": n}, calls: {function: n}, final}   cumulative totals (a
+                  functools family counts a dispatch where it launches what it looked up)
 - dispatch_error: {family, function, error, message, reached_lookup, site}   first of each kind; how many
                   are in counts.calls as "function!before" / "function!after"
 - no_lookup:      {family, function, site}   first dispatch call that returned without a lookup, where the

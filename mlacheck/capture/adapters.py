@@ -3,25 +3,29 @@
 - a dict (held by a module attribute, or reached by a dotted path: a function attribute, an object's
   inner dict) is replaced by a `RecordingDict` holding the same entries: inserts are compiles, and the
   rule's lookup operation (`getitem` or `contains`) inside a dispatch is a dispatch;
-- a `functools.cache`/`lru_cache` function is replaced by a recording function for the run: the cached
-  call is the compile, and the key's fields are named by binding the call to the function's signature,
-  its spelling (which fields came positionally, the keywords' order) kept. The call is forwarded exactly
-  as it was spelled, so the program's own cache keys are what they would be without mlacheck.
+- a `functools.cache` function is replaced, for the run, by a front cache of the same kind (an unbounded
+  `lru_cache` keyed as the original is) whose misses call the original: the cached call is the compile, and
+  the key's fields are named by binding the call to the function's signature, its spelling (which fields
+  came positionally, the keywords' order) kept. Each call reaches the original exactly as it was spelled,
+  so the program's own cache keys are what they would be without mlacheck.
 
-The hot path of every adapter is one lookup in the capture's table of variants already seen in serving
-(`FamilyCapture.fast`) and two C-level counter steps; everything else is the slow path, which reads the
-stack. A dict family's table is keyed by the cache key; a functools family's by the identity of the
-cached value (one compiled kernel per entry), so that no key is built for a hit. The table is emptied
-whenever a phase starts or ends and by every mutation that touches its keys, so a key's first lookup in a
-new phase is read from the stack again; a lookup of a key already seen in serving, made outside any
-dispatch, counts as a dispatch.
+The hot path of every adapter is C-level work plus one Python frame with two counter steps: a dict family's
+lookup is one lookup in the capture's table of variants already seen in serving (`FamilyCapture.fast`,
+keyed by the cache key); a functools family's lookup is a hit in the front cache, which answers with a
+counting launcher of the variant, so that a dispatch is counted where it launches what it looked up.
+Everything else is the slow path, which reads the stack. The table (and the front) is emptied whenever a
+phase starts or ends and by every mutation that touches its keys, so a key's first lookup in a new phase is
+read from the stack again; a lookup of a key already seen in serving, made outside any dispatch, counts as
+a dispatch (dict families).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import sys
+import weakref
 from time import perf_counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -131,65 +135,124 @@ DICT_ADAPTERS = {"getitem": GetitemRecordingDict, "contains": ContainsRecordingD
 
 
 class FunctoolsAdapter:
-    """A functools.cache / lru_cache function replaced, for the run, by a recording function."""
+    """A functools.cache function replaced, for the run, by a front cache of the same kind in front of it.
 
-    def __init__(self, original: Callable, capture: FamilyCapture) -> None:
-        if not (hasattr(original, "cache_info") and hasattr(original, "cache_clear")):
+    The front is an unbounded `functools.lru_cache` keyed exactly as the original (the call's spelling, its
+    `typed`), so a hit in it is a hit the original would have had, answered in C. What it holds for a key is a
+    launcher: the looked-up value, called through a closure that counts the launch (the dispatch calls what
+    the cached call returned). Its misses reach `missed`, which calls the original and reads the stack. A
+    value that is looked up outside any dispatch, or that cannot be called, is returned as it is and never held
+    by the front (a fresh front takes its place), so that no later dispatch gets it uncounted.
+    """
+
+    def __init__(self, original: Callable, capture: FamilyCapture, owner: object, attribute: str) -> None:
+        parameters = getattr(original, "cache_parameters", None)
+        if parameters is None or not hasattr(original, "cache_clear"):
             raise TypeError(f"{type(original).__name__} is not a functools.cache / lru_cache function")
+        if parameters()["maxsize"] is not None:
+            raise TypeError(f"it is an lru_cache bounded to {parameters()['maxsize']} entries; mlacheck watches "
+                            "unbounded functools caches only")
         self.original = original
         self.signature = inspect.signature(original)
         self.skipped: dict[object, SkippedCompile] = {}
         self.preexisting: set[tuple] = set()  # listed keys cached before install: --compile skip calls through for these
         self.unlisted = 0  # entries cached before install that the interpreter did not let us list
         self.misses = original.cache_info().misses  # the cache's misses when last read: more now means a compile
-        self._capture = capture
-        self.function = self._recording_function()
+        self._capture, self._owner, self._attribute = capture, owner, attribute
+        self._typed = parameters()["typed"]
+        self._fronts: weakref.WeakSet = weakref.WeakSet()
+        self.function = self._front()
 
-    def _recording_function(self) -> Callable:
-        original, capture, slow = self.original, self._capture, self.call
-        fast, ticks = capture.fast, capture.ticks
-        if capture.policy.compile == "skip":  # nothing may be compiled, so a key is looked at before the call
-            def recording(*args: object, **kwargs: object) -> object:
-                return slow((args, tuple(kwargs.items())), args, kwargs, _getframe(1))
-        else:
-            def recording(*args: object, **kwargs: object) -> object:
-                started = perf_counter()
-                value = original(*args, **kwargs)
-                entry = fast.get(id(value))
-                if entry is not None:
-                    if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
-                        capture.maybe_flush()
-                    next(ticks)
-                    return entry[1]
-                return self.called((args, tuple(kwargs.items())), value, perf_counter() - started, _getframe(1))
+    def _front(self) -> Callable:
+        """A new, empty front cache, with the original's name, signature and cache methods."""
+        missed = self.missed
 
-        recording.__wrapped__ = original
-        recording.__name__ = getattr(original, "__name__", "recording")
-        recording.__qualname__ = getattr(original, "__qualname__", recording.__name__)
-        recording.__doc__ = getattr(original, "__doc__", None)
-        recording.cache_info = original.cache_info
-        recording.cache_clear = self.cache_clear
-        recording.cache_parameters = getattr(original, "cache_parameters", None)
-        return recording
+        def front_miss(*args: object, **kwargs: object) -> object:
+            return missed(args, kwargs, _getframe(1))
 
-    def called(self, key: tuple, value: object, seconds: float, frame) -> object:
-        """The slow path of a real call, whose value is not in the fast table: a compile when the cache missed."""
-        misses = self.original.cache_info().misses
+        front = functools.lru_cache(maxsize=None, typed=self._typed)(front_miss)
+        self._fronts.add(front)
+        functools.update_wrapper(front, self.original)
+        front.cache_info, front.cache_clear = self.original.cache_info, self.cache_clear
+        return front
+
+    def renew(self) -> None:
+        """Put a new, empty front in place (used where the current one is about to hold a value it must not)."""
+        self.function = self._front()
+        setattr(self._owner, self._attribute, self.function)
+
+    def forget(self) -> None:
+        """Empty the front (and any replaced one a caller still holds): every key's next lookup is a miss that
+        reads the stack."""
+        for front in list(self._fronts):
+            type(front).cache_clear(front)
+
+    def missed(self, args: tuple, kwargs: dict, frame) -> object:
+        """A lookup the front did not hold: the original's answer, and what the front holds for this key from now.
+
+        A serving dispatch gets the counting launcher (its launch counts it); a dispatch in another phase, one
+        that reads each launch from the stack; anything else the value itself, which the front must not keep."""
+        capture, key = self._capture, (args, tuple(kwargs.items()))
+        value = self._value(key, args, kwargs, frame)
+        where = capture.where(frame)
+        if where is None or where.dispatch_depth is None or not callable(value):
+            self.renew()
+            return capture.looked_up(key, value, frame, where)
+        if where.phase is None:
+            if key not in capture.fast:
+                capture.looked_up(key, value, frame, where, count=False)
+            entry = capture.fast.get(key)
+            if entry is not None:
+                return self._launcher(entry)
+        return self._reading_launcher(key, value)
+
+    def _value(self, key: tuple, args: tuple, kwargs: dict, frame) -> object:
+        """The original's value for the call (a compile where its cache missed); under --compile skip, a key not
+        compiled before is recorded and answered with a SkippedCompile."""
+        capture, original = self._capture, self.original
+        if capture.policy.compile == "skip":
+            if key in self.skipped:
+                return self.skipped[key]
+            if key not in self.preexisting:
+                value = self.skipped[key] = SkippedCompile()
+                capture.inserted(key, value, frame, seconds=None, origin="skip")
+                return value
+            return original(*args, **kwargs)
+        started = perf_counter()
+        value = original(*args, **kwargs)
+        seconds = perf_counter() - started
+        misses = original.cache_info().misses
         if misses > self.misses:
             self.misses = misses
-            self._capture.inserted(key, value, frame, seconds=seconds, origin="compile")
-        return self._capture.looked_up(key, value, frame, fast_key=id(value))
+            capture.inserted(key, value, frame, seconds=seconds, origin="compile")
+        return value
 
-    def call(self, key: tuple, args: tuple, kwargs: dict, frame) -> object:
-        """--compile skip: a key not compiled before is recorded and answered with a SkippedCompile."""
-        capture, original = self._capture, self.original
-        if key in self.skipped:
-            return capture.looked_up(key, self.skipped[key], frame)
-        if key not in self.preexisting:
-            result = self.skipped[key] = SkippedCompile()
-            capture.inserted(key, result, frame, seconds=None, origin="skip")
-            return capture.looked_up(key, result, frame)
-        return capture.looked_up(key, original(*args, **kwargs), frame)
+    def _reading_launcher(self, key: tuple, value: object) -> Callable:
+        """What the front holds for a variant dispatched in a warm-up or capture phase: each launch is read from
+        the stack; once one is a serving dispatch, the front is emptied so that the next lookup gets the
+        counting launcher."""
+        capture, fast = self._capture, self._capture.fast
+
+        def launch(*args: object, **kwargs: object) -> object:
+            kernel = capture.looked_up(key, value, _getframe(1))
+            if key in fast:
+                self.forget()
+            return kernel(*args, **kwargs)
+
+        return launch
+
+    def _launcher(self, entry: tuple) -> Callable:
+        """The hot path: a launch of a variant seen in serving steps its counter and the ticks, then runs it."""
+        counter, kernel = entry
+        ticks, flush = self._capture.ticks, self._capture.maybe_flush
+
+        def launch(*args: object, **kwargs: object) -> object:
+            if next(counter) & FLUSH_EVERY == FLUSH_EVERY:
+                flush()
+            next(ticks)
+            return kernel(*args, **kwargs)
+
+        return launch
 
     def describe(self, key: tuple) -> tuple[dict[str, object], dict]:
         """A call key's fields (defaults applied) and its spelling."""
@@ -206,6 +269,7 @@ class FunctoolsAdapter:
         self.preexisting.clear()
         self.unlisted = 0
         self._capture.fast.clear()
+        self.forget()
         self._capture.cleared()
 
     def existing_keys(self) -> tuple[list[tuple], int]:

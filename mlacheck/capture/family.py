@@ -58,7 +58,7 @@ class FamilyCapture:
                  launch: LaunchPolicy | None = None) -> None:
         self.spec, self.sink, self.policy = spec, sink, policy
         self.launch = launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
-        self.fast: dict[object, tuple] = {}  # variants seen in serving: key (or value id) -> (counter, value to return)
+        self.fast: dict[object, tuple] = {}  # variants seen in serving: key -> (counter, value to return)
         self.ticks = itertools.count()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []
@@ -101,7 +101,7 @@ class FamilyCapture:
         existing: list = []
         if spec.cache_kind == "functools":
             try:
-                self._adapter = FunctoolsAdapter(cache, self)
+                self._adapter = FunctoolsAdapter(cache, self, owner, attribute)
             except TypeError as exc:
                 raise MlacheckError(f"{spec.family}: {spec.module}.{spec.cache}: {exc}: {self._stale_advice()}") from None
             existing, count = self._adapter.existing_keys()
@@ -149,7 +149,7 @@ class FamilyCapture:
 
     def after_fork(self) -> None:
         """In a forked child: a fresh trace starts; what the child inherited is listed, counts start at zero."""
-        self.fast.clear()
+        self._forget_fast()
         self._counters.clear()
         self._call_base = {name: count_of(counter) for name, counter in self._calls.items()}
         self._first.clear()
@@ -176,28 +176,37 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self._internal_error("insert", exc)
 
-    def looked_up(self, key: object, value: object, frame: FrameType, fast_key: object = MISSING) -> object:
+    def looked_up(self, key: object, value: object, frame: FrameType, where: Where | None = None,
+                  count: bool = True) -> object:
         """A lookup the fast path did not serve: is it a dispatch? Count it; a serving one is fast from now on.
 
-        `value` is what the lookup found (MISSING for a `contains` that missed: the insert follows); the fast
-        table holds it under `fast_key` (default: the cache key).
+        `value` is what the lookup found (MISSING for a `contains` that missed: the insert follows); `where`, if
+        the caller read it already; `count=False` where the launch that follows counts the dispatch.
         """
         try:
-            where = self._reader.read(frame)
+            where = where or self._reader.read(frame)
             if where.dispatch_depth is None:
                 return value
             vid = self._vid(key)
-            counter = self._count_dispatch(vid, where)
+            counter = self._count_dispatch(vid, where, count)
             self.maybe_flush()
             if value is MISSING:
                 return value
             returned = self._returned(vid, value)
             if where.phase is None:
-                self.fast[key if fast_key is MISSING else fast_key] = (counter, returned)
+                self.fast[key] = (counter, returned)
             return returned
         except Exception as exc:  # noqa: BLE001
             self._internal_error("lookup", exc)
             return value
+
+    def where(self, frame: FrameType) -> Where | None:
+        """Where a lookup happened (None where reading the stack failed: an internal error)."""
+        try:
+            return self._reader.read(frame)
+        except Exception as exc:  # noqa: BLE001
+            self._internal_error("lookup", exc)
+            return None
 
     def launched(self, key: object, value: object, frame: FrameType) -> object:
         """What `cache[key]` gives a `contains` family's dispatch under a launch policy: the stand-in."""
@@ -247,13 +256,13 @@ class FamilyCapture:
                 warmup = self._counters.get((vid, "warmup"))
                 self._counters[(vid, "warmup")] = itertools.count(count_of(counter) + (count_of(warmup) if warmup else 0))
                 del self._counters[(vid, phase)]
-        self.fast.clear()
+        self._forget_fast()
         self._first = {first for first in self._first if first[1] != "serving"}
         self.flush()
 
     def phase_changed(self) -> None:
         """A warm-up or capture frame starts or ends: the next lookup of every variant reads the stack again."""
-        self.fast.clear()
+        self._forget_fast()
 
     def cleared(self) -> None:
         """The cache was emptied (functools cache_clear): its variants compile again when next used."""
@@ -275,13 +284,19 @@ class FamilyCapture:
             self._write({"type": "counts", "family": self.spec.family, **written, "final": final})
 
     # -- helpers ----------------------------------------------------------------------------------------
-    def _count_dispatch(self, vid: int, where: Where) -> itertools.count:
+    def _forget_fast(self) -> None:
+        self.fast.clear()
+        if isinstance(self._adapter, FunctoolsAdapter):
+            self._adapter.forget()
+
+    def _count_dispatch(self, vid: int, where: Where, count: bool = True) -> itertools.count:
         phase = where.phase or "serving"
         counter = self._counters.get((vid, phase))
         if counter is None:
             counter = self._counters[(vid, phase)] = itertools.count()
-        next(counter)
-        next(self.ticks)
+        if count:
+            next(counter)
+            next(self.ticks)
         if (vid, phase) not in self._first:
             self._first.add((vid, phase))
             key, spelling = self._described[vid]

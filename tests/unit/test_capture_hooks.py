@@ -1,6 +1,7 @@
 """What capture does to the observed program, per cache kind: --compile skip, the launch policy, a failing sink,
 references taken before install, the cache's own behaviour, typed keys and where a site lands."""
 
+import functools
 import json
 import sys
 
@@ -12,8 +13,8 @@ from mlacheck.capture.adapters import RecordingDict
 from mlacheck.events import JsonlSink, MemorySink
 from mlacheck.trace import read_trace
 from mlacheck.errors import MlacheckError
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, observe, of_type, q,
-                                              synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, mark_serving_start, observe,
+                                              of_type, q, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
 
 DICT_KINDS = (PREFILL, FA4)
 
@@ -351,6 +352,77 @@ def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
     assert isinstance(synthetic_decode._kernel(FP8, 16, 1, True), synthetic_cute.Kernel)  # removed: compiles again
 
 
+
+
+def test_the_front_cache_gives_a_lookup_outside_a_dispatch_the_original_cached_object(decode):
+    with observe(decode):
+        first = synthetic_decode._kernel(FP8, 16, 1, True)  # a compile, outside any dispatch
+        again = synthetic_decode._kernel(FP8, 16, 1, True)  # a hit, outside any dispatch
+        assert decode.dispatch(1, FP8, True) == 2
+        launcher = synthetic_decode._kernel(FP8, 16, 1, True)  # seen in serving: what the dispatch gets, a launcher
+        assert launcher is not first and launcher(q(3)) == 6
+    assert again is first and first.launches == 2  # the dispatch launched the very kernel the cache holds
+    assert synthetic_decode._kernel(FP8, 16, 1, True) is first  # removed: the original answers from its own cache
+
+
+def test_counts_stay_exact_across_lookups_outside_and_inside_dispatches(decode):
+    with observe(decode) as capture:
+        for _ in range(3):
+            for _ in range(5):
+                decode.precompile(FP8, True)  # the dispatch's spelling, outside any dispatch: never counted
+            for _ in range(7):
+                decode.dispatch(1, FP8, True)
+    [counts] = of_type(capture.sink.events, "counts")
+    vid = of_type(capture.sink.events, "compile")[0]["vid"]
+    assert counts["dispatches"] == {f"{vid}:serving": 21} and counts["calls"] == {"tokenspeed_mla_decode": 21}
+    assert of_type(capture.sink.events, "no_lookup") == []
+
+
+def test_a_cached_value_that_is_not_called_is_counted_per_lookup(decode, monkeypatch):
+    @functools.cache
+    def boxed(torch_dtype, num_heads, is_workspace_size_zero, use_pdl, *, partial_fp16=False):
+        return (synthetic_cute.compile(torch_dtype, num_heads, is_workspace_size_zero, use_pdl, partial_fp16),)
+
+    monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel", boxed)
+    monkeypatch.setattr(synthetic_decode, "_kernel", lambda dtype, heads, batch, use_pdl: synthetic_decode._get_compiled_mla_kernel(
+        torch_dtype=dtype, num_heads=heads, is_workspace_size_zero=batch < 8, use_pdl=use_pdl, partial_fp16=False)[0])
+    with observe(decode) as capture:
+        assert [decode.dispatch(x, FP8, True) for x in range(4)] == [0, 2, 4, 6]
+    [counts] = of_type(capture.sink.events, "counts")
+    assert list(counts["dispatches"].values()) == [4] and of_type(capture.sink.events, "no_lookup") == []
+
+
+def test_a_front_the_program_still_holds_is_emptied_with_the_current_one(decode):
+    original = synthetic_decode._get_compiled_mla_kernel
+    with observe(decode) as capture:
+        held = synthetic_decode._get_compiled_mla_kernel  # a reference taken after install
+        decode.dispatch(1, FP8, True)  # `held` answers this variant with a counting launcher from now on
+        decode.precompile(BF16, True)  # outside any dispatch: a new front takes the module attribute
+        assert synthetic_decode._get_compiled_mla_kernel is not held
+        mark_serving_start(capture)  # what was counted so far was warm-up
+        synthetic_decode._get_compiled_mla_kernel = held  # the program's dispatch reaches the front it held
+        for _ in range(3):
+            decode.dispatch(1, FP8, True)
+    assert synthetic_decode._get_compiled_mla_kernel is original
+    vid = of_type(capture.sink.events, "compile")[0]["vid"]
+    assert of_type(capture.sink.events, "counts")[-1]["dispatches"] == {f"{vid}:warmup": 1, f"{vid}:serving": 3}
+
+
+def test_a_typed_functools_cache_keeps_its_types_apart_under_capture(decode, monkeypatch):
+    typed = functools.lru_cache(maxsize=None, typed=True)(synthetic_decode._get_compiled_mla_kernel.__wrapped__)
+    monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel", typed)
+    with observe(decode) as capture:
+        for use_pdl in (True, 1, True, 1):  # equal and of one hash, but two entries of a typed cache
+            synthetic_decode.tokenspeed_mla_decode(q(1), use_pdl=use_pdl)
+    assert len(synthetic_cute.compiled) == 2 == typed.cache_info().currsize
+    assert len(of_type(capture.sink.events, "compile")) == 2
+
+
+def test_a_bounded_lru_cache_is_refused_in_one_line(decode, monkeypatch):
+    monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel",
+                        functools.lru_cache(maxsize=8)(synthetic_decode._get_compiled_mla_kernel.__wrapped__))
+    with pytest.raises(MlacheckError, match="bounded to 8 entries; mlacheck watches unbounded functools caches only"):
+        FamilyCapture(decode.rules().capture_spec_of(decode.family), MemorySink()).install()
 
 
 def test_get_after_contains_is_not_a_second_lookup(monkeypatch):
