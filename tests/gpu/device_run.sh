@@ -6,8 +6,8 @@ bash .device-wheels/b/install.sh && bash .device-wheels/extra/install.sh && sour
 log=$OUT/log.txt
 step() { local limit=$1; shift; echo "=== $* (limit ${limit}s) $(date +%T)" >>"$log"; timeout "$limit" "$@" >>"$log" 2>&1; echo "--- rc=$?" >>"$log"; }
 nvidia-smi -L >>"$log" 2>&1
-step 120 python3 tests/benchmarks/bench_dispatch_overhead.py prefill 60 500
-step 120 python3 tests/benchmarks/bench_dispatch_overhead.py decode 60 500
+step 150 python3 tests/benchmarks/bench_dispatch_overhead.py prefill 10000 5
+step 150 python3 tests/benchmarks/bench_dispatch_overhead.py decode 10000 5
 step 150 python3 -m mlacheck run --json "$OUT/default_trace.json"
 step 60 python3 -m mlacheck run --profile vllm --tp 8 --kernel decode --compile skip --json "$OUT/vllm_tp8_trace.json"
 step 200 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/unit/test_reference.py tests/unit/test_activations.py \
