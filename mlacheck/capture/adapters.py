@@ -196,7 +196,7 @@ class FunctoolsAdapter:
         value = self._value(key, args, kwargs, frame)
         where = capture.where(frame)
         if where is None or where.dispatch_depth is None or not callable(value):
-            self.renew()
+            capture.safely("lookup", self.renew)
             return capture.looked_up(key, value, frame, where)
         if where.phase is None:
             if key not in capture.fast:

@@ -136,7 +136,7 @@ class FamilyCapture:
         """Undo `install` (the module gets its own cache back, holding every variant really compiled)."""
         if not self.installed:
             return
-        self._safely("flush", lambda: self.flush(final=True))
+        self.safely("flush", lambda: self.flush(final=True))
         if isinstance(self._adapter, FunctoolsAdapter):
             self._check_bypass_functools()
         self._undo_all()
@@ -144,7 +144,7 @@ class FamilyCapture:
 
     def _undo_all(self) -> None:
         for undo in reversed(self._undo):
-            self._safely("remove", undo)
+            self.safely("remove", undo)
         self._undo.clear()
 
     def after_fork(self) -> None:
@@ -271,7 +271,7 @@ class FamilyCapture:
     def maybe_flush(self) -> None:
         """Flush when the policy's interval has passed since the last flush."""
         if time.monotonic() - self._flushed_at >= self.policy.flush_seconds:
-            self._safely("flush", self.flush)
+            self.safely("flush", self.flush)
 
     def flush(self, final: bool = False) -> None:
         """Write the cumulative counts (when they changed, or finally)."""
@@ -415,7 +415,8 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001
             self._internal_error("write", exc)
 
-    def _safely(self, where: str, action: Callable[[], object]) -> None:
+    def safely(self, where: str, action: Callable[[], object]) -> None:
+        """Run a capture action; a failure becomes an internal error, never an exception in the program."""
         try:
             action()
         except Exception as exc:  # noqa: BLE001

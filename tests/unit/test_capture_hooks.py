@@ -408,6 +408,17 @@ def test_a_front_the_program_still_holds_is_emptied_with_the_current_one(decode)
     assert of_type(capture.sink.events, "counts")[-1]["dispatches"] == {f"{vid}:warmup": 1, f"{vid}:serving": 3}
 
 
+def test_a_front_that_cannot_be_renewed_is_an_internal_error_not_the_programs(decode, monkeypatch):
+    with observe(decode) as capture:
+        monkeypatch.setattr(type(capture._adapter), "_front", lambda self: 1 / 0)
+        decode.precompile(FP8, True)  # outside any dispatch: the front should be renewed, and cannot be
+        assert decode.dispatch(1, FP8, True) == 2  # the held raw kernel: launched, not counted
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert "ZeroDivisionError" in error["message"]
+    analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
+    assert any("capture failed 1 time(s)" in reason for reason in analysis.incomplete)
+
+
 def test_a_typed_functools_cache_keeps_its_types_apart_under_capture(decode, monkeypatch):
     typed = functools.lru_cache(maxsize=None, typed=True)(synthetic_decode._get_compiled_mla_kernel.__wrapped__)
     monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel", typed)
