@@ -10,6 +10,7 @@ frame outside the instrumentation.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -92,11 +93,17 @@ def frame_site(frame: FrameType) -> str:
 
 def short_path(path: str) -> str:
     """A path relative to site-packages (an installed package), the working folder, or an import root."""
+    return _short_path(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_path(path: str, cwd: str) -> str:
+    """`short_path` once per file and working folder (resolving a path is most of a slow-path stack read)."""
     for marker in ("site-packages/", "dist-packages/"):
         if marker in path:
             return path[path.rindex(marker) + len(marker):]
     try:
-        return str(Path(path).resolve().relative_to(Path(os.getcwd()).resolve()))
+        return str(Path(path).resolve().relative_to(Path(cwd).resolve()))
     except (ValueError, OSError):
         pass
     roots = [entry for entry in sys.path if entry and os.path.isabs(entry) and path.startswith(entry.rstrip("/") + "/")]
