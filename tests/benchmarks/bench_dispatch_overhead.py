@@ -117,8 +117,7 @@ def measure(kernel: str, calls: int) -> dict:
     policy = CapturePolicy(compile="real", target_arch="sm_100a", num_sms=148)
     stand_ins = DryStandIns(spec.dry_patches, (), policy)
     one_call = prefill_call(stand_ins) if kernel == "prefill" else decode_call()
-    sink = MemorySink()
-    capture = FamilyCapture(spec, sink, policy)
+    capture = FamilyCapture(spec, MemorySink(), policy)
     plain, captured = installed_arms(capture, spec.module.partition(".")[0])
     times: dict[bool, list[int]] = {False: [], True: []}
     clock = time.perf_counter_ns
@@ -151,8 +150,7 @@ def measure(kernel: str, calls: int) -> dict:
     size = len(times[False]) // ROUNDS
     rounds = sorted(statistics.median(times[True][i * size:(i + 1) * size]) /
                     statistics.median(times[False][i * size:(i + 1) * size]) for i in range(ROUNDS))
-    return {"without": without, "with": with_, "rounds": rounds, "first": first / 1e3, "events": len(sink.events),
-            "calls": len(times[False])}
+    return {"without": without, "with": with_, "rounds": rounds, "first": first / 1e3, "calls": len(times[False])}
 
 
 def main() -> None:
