@@ -268,8 +268,7 @@ class FunctoolsAdapter:
         self.misses = self.original.cache_info().misses
         self.preexisting.clear()
         self.unlisted = 0
-        self._capture.fast.clear()
-        self.forget()
+        self._capture.forget_fast()
         self._capture.cleared()
 
     def existing_keys(self) -> tuple[list[tuple], int]:

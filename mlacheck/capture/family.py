@@ -149,7 +149,7 @@ class FamilyCapture:
 
     def after_fork(self) -> None:
         """In a forked child: a fresh trace starts; what the child inherited is listed, counts start at zero."""
-        self._forget_fast()
+        self.forget_fast()
         self._counters.clear()
         self._call_base = {name: count_of(counter) for name, counter in self._calls.items()}
         self._first.clear()
@@ -256,13 +256,13 @@ class FamilyCapture:
                 warmup = self._counters.get((vid, "warmup"))
                 self._counters[(vid, "warmup")] = itertools.count(count_of(counter) + (count_of(warmup) if warmup else 0))
                 del self._counters[(vid, phase)]
-        self._forget_fast()
+        self.forget_fast()
         self._first = {first for first in self._first if first[1] != "serving"}
         self.flush()
 
     def phase_changed(self) -> None:
         """A warm-up or capture frame starts or ends: the next lookup of every variant reads the stack again."""
-        self._forget_fast()
+        self.forget_fast()
 
     def cleared(self) -> None:
         """The cache was emptied (functools cache_clear): its variants compile again when next used."""
@@ -284,7 +284,8 @@ class FamilyCapture:
             self._write({"type": "counts", "family": self.spec.family, **written, "final": final})
 
     # -- helpers ----------------------------------------------------------------------------------------
-    def _forget_fast(self) -> None:
+    def forget_fast(self) -> None:
+        """Empty the fast table (and a functools family's front caches): every next lookup reads the stack."""
         self.fast.clear()
         if isinstance(self._adapter, FunctoolsAdapter):
             self._adapter.forget()
