@@ -9,8 +9,8 @@
   came positionally, the keywords' order) kept. Each call reaches the original exactly as it was spelled,
   so the program's own cache keys are what they would be without mlacheck.
 
-The hot path of every adapter is C-level work plus one Python frame with two counter steps: a dict family's
-lookup is one lookup in the capture's table of variants already seen in serving (`FamilyCapture.fast`,
+The hot path of every adapter is two counter steps in `hotpath` (compiled where the build could): a dict
+family's lookup is one lookup in the capture's table of variants already seen in serving (`FamilyCapture.fast`,
 keyed by the cache key); a functools family's lookup is a hit in the front cache, which answers with a
 counting launcher of the variant, so that a dispatch is counted where it launches what it looked up.
 Everything else is the slow path, which reads the stack. The table (and the front) is emptied whenever a
@@ -30,6 +30,7 @@ from time import perf_counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mlacheck.capture import hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 
 MISSING = object()
@@ -39,13 +40,13 @@ if TYPE_CHECKING:
     from mlacheck.capture.family import FamilyCapture
 
 _getframe = sys._getframe
-FLUSH_EVERY = 1023  # the fast path asks for a (time-bounded) counts flush every 1024 dispatches of a variant
 
 
-class RecordingDict(dict):
-    """A dict that reports inserts to its capture and retires what a mutation touches; a dict otherwise."""
+class RecordingDict:
+    """What both dict adapters add to the hot-path dict they extend: inserts reported to the capture, and what
+    a mutation touches retired from the fast table; a dict otherwise."""
 
-    __slots__ = ("_capture", "_fast", "_ticks")
+    __slots__ = ()
 
     def __init__(self, entries: dict, capture: FamilyCapture) -> None:
         dict.__init__(self, entries)
@@ -91,35 +92,25 @@ class RecordingDict(dict):
         return self[key] if dict.__contains__(self, key) else default
 
 
-class GetitemRecordingDict(RecordingDict):
+class GetitemRecordingDict(RecordingDict, hotpath.GetitemDict):
     """The dispatch's lookup is `cache[key]` (tokenspeed_mla prefill: `config not in cache`, then `cache[config]`)."""
 
     __slots__ = ()
 
-    def __getitem__(self, key: object) -> object:
-        entry = self._fast.get(key)
-        if entry is not None:
-            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
-                self._capture.maybe_flush()
-            next(self._ticks)
-            return entry[1]
-        return self._capture.looked_up(key, dict.__getitem__(self, key), _getframe(1))
+    def _missed(self, key: object, frame) -> object:
+        """A lookup the fast table did not serve."""
+        return self._capture.looked_up(key, dict.__getitem__(self, key), frame)
 
 
-class ContainsRecordingDict(RecordingDict):
+class ContainsRecordingDict(RecordingDict, hotpath.ContainsDict):
     """The dispatch's lookup is `key in cache` (FA4: `compile_key not in compile_cache`, its only one under FakeTensorMode)."""
 
     __slots__ = ()
 
-    def __contains__(self, key: object) -> bool:
-        entry = self._fast.get(key)
-        if entry is not None:
-            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
-                self._capture.maybe_flush()
-            next(self._ticks)
-            return True
+    def _missed(self, key: object, frame) -> bool:
+        """A lookup the fast table did not serve."""
         found = dict.__contains__(self, key)
-        self._capture.looked_up(key, dict.__getitem__(self, key) if found else MISSING, _getframe(1))
+        self._capture.looked_up(key, dict.__getitem__(self, key) if found else MISSING, frame)
         return found
 
     def __getitem__(self, key: object) -> object:
@@ -244,15 +235,7 @@ class FunctoolsAdapter:
     def _launcher(self, entry: tuple) -> Callable:
         """The hot path: a launch of a variant seen in serving steps its counter and the ticks, then runs it."""
         counter, kernel = entry
-        ticks, flush = self._capture.ticks, self._capture.maybe_flush
-
-        def launch(*args: object, **kwargs: object) -> object:
-            if next(counter) & FLUSH_EVERY == FLUSH_EVERY:
-                flush()
-            next(ticks)
-            return kernel(*args, **kwargs)
-
-        return launch
+        return hotpath.launcher(counter, kernel, self._capture.ticks, self._capture.maybe_flush)
 
     def describe(self, key: tuple) -> tuple[dict[str, object], dict]:
         """A call key's fields (defaults applied) and its spelling."""

@@ -16,6 +16,9 @@ core, and no garbage collection runs while calls are timed.
 Each figure is measured in several processes (memory layout moves one process's figure by a few tenths of
 a microsecond); the verdict is on their median.
 Usage: python tests/benchmarks/bench_dispatch_overhead.py [prefill|decode] [calls per arm (10000)] [processes (5)]
+  [all|wrapper|cache|subclass]: the arms differ in all of capture (the default), in one part of it (`part_arms`),
+  or, for prefill, in a dict subclass that overrides nothing (the floor of any lookup hook in a dict).
+(MLACHECK_HOTPATH=python measures the pure-Python hot path where the compiled one is built.)
 """
 
 import dataclasses
@@ -33,7 +36,7 @@ os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
 import torch  # noqa: E402
 
 import tokenspeed_mla  # noqa: E402
-from mlacheck.capture import CapturePolicy, FamilyCapture  # noqa: E402
+from mlacheck.capture import CapturePolicy, FamilyCapture, hotpath  # noqa: E402
 from mlacheck.capture.dry import DryStandIns  # noqa: E402
 from mlacheck.events import MemorySink  # noqa: E402
 from mlacheck.rules import load_rules  # noqa: E402
@@ -108,7 +111,30 @@ def put(arm: Arm) -> None:
         setattr(sys.modules[name], attribute, value)
 
 
-def measure(kernel: str, calls: int) -> dict:
+class PlainSubclass(dict):
+    """A dict subclass that overrides nothing: the floor of any hook in a dict family's lookup."""
+
+    __slots__ = ()
+
+
+def part_arms(part: str, spec, plain: Arm, captured: Arm) -> tuple[Arm, Arm, Arm]:
+    """The arms for one part of capture, and what both arms hold throughout: `all`; `wrapper` (the dispatch
+    wrappers alone, the cache recorded in both); `cache` (the cache adapter and compile timer alone, the
+    program's dispatch functions in both); `subclass` (the program's dict against a PlainSubclass copy)."""
+    wrappers = [[place for place in arm if place[1] in spec.dispatch] for arm in (plain, captured)]
+    rest = [[place for place in arm if place[1] not in spec.dispatch] for arm in (plain, captured)]
+    if part == "all":
+        return plain, captured, []
+    if part == "wrapper":
+        return wrappers[0], wrappers[1], []
+    if part == "cache":
+        return rest[0], rest[1], wrappers[0]
+    cache = spec.cache.rpartition(".")[2]
+    copies = [(*place[:2], PlainSubclass(dict.items(place[2])) if place[1] == cache else place[2]) for place in rest[1]]
+    return rest[0], copies, wrappers[0]
+
+
+def measure(kernel: str, calls: int, part: str) -> dict:
     """One process's figures: every call timed, the arms taking turns."""
     if hasattr(os, "sched_setaffinity"):  # one core: no migrations between the arms' calls
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
@@ -119,6 +145,7 @@ def measure(kernel: str, calls: int) -> dict:
     one_call = prefill_call(stand_ins) if kernel == "prefill" else decode_call()
     capture = FamilyCapture(spec, MemorySink(), policy)
     plain, captured = installed_arms(capture, spec.module.partition(".")[0])
+    plain, captured, fixed = part_arms(part, spec, plain, captured)
     times: dict[bool, list[int]] = {False: [], True: []}
     clock = time.perf_counter_ns
     try:
@@ -126,6 +153,7 @@ def measure(kernel: str, calls: int) -> dict:
             started = clock()
             one_call()  # the variant's first dispatch under capture: the slow path (stack read, events)
             first = clock() - started
+            put(fixed)
             put(plain)
             for _ in range(100):  # both arms warm
                 one_call()
@@ -157,14 +185,19 @@ def main() -> None:
     kernel = sys.argv[1] if len(sys.argv) > 1 else "prefill"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
     processes = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    part = sys.argv[4] if len(sys.argv) > 4 else "all"
+    if part not in ("all", "wrapper", "cache", "subclass") or (part == "subclass" and kernel != "prefill"):
+        raise SystemExit(f"part {part!r}: one of all, wrapper, cache, and subclass (prefill's dict only)")
     if processes == 0:  # one measuring process, as the parent starts it
-        print(json.dumps(measure(kernel, calls)))
+        print(json.dumps(measure(kernel, calls, part)))
         return
-    runs = [json.loads(subprocess.run([sys.executable, __file__, kernel, str(calls), "0"], check=True,
+    runs = [json.loads(subprocess.run([sys.executable, __file__, kernel, str(calls), "0", part], check=True,
                                       capture_output=True, text=True).stdout.splitlines()[-1])
             for _ in range(processes)]
     where = f"trace mode, {torch.cuda.get_device_name()}" if DEVICE == "cuda" else "dry mode, CPU"
-    print(f"{kernel}, {where}: {processes} processes x {runs[0]['calls']} timed calls per arm, {RUN} at a time "
+    arms = {"all": "capture vs none", "wrapper": "the dispatch wrappers alone", "cache": "the cache adapter alone",
+            "subclass": "a dict subclass that overrides nothing vs the program's dict"}[part]
+    print(f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {arms}: {processes} processes x {runs[0]['calls']} timed calls per arm, {RUN} at a time "
           "in A B B A order")
     for number, run in enumerate(runs, 1):
         print(f"  process {number}: without capture {run['without']:.2f} us, with capture {run['with']:.2f} us: "

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mlacheck's own pure dependencies that the GPU machine's image may lack (pydantic, packaging, pytest),
-# as Python 3.12 wheels in .device-wheels/extra with an install script; carry that folder beside half b:
+# as Python 3.12 wheels in .device-wheels/extra with an install script, and the setuptools that builds the
+# compiled hot path there (extra/build-tools, used for that build only); carry that folder beside half b:
 #   bash .device-wheels/b/install.sh && bash .device-wheels/extra/install.sh && source /root/gpu-env.sh && ...
 # Run from the project root, after ../shared/device/stage-wheels.sh.
 set -euo pipefail
@@ -9,6 +10,7 @@ mkdir -p "$dest"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
   pydantic pydantic-core annotated-types typing-inspection typing-extensions packaging pytest iniconfig pluggy
+python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/build-tools" "setuptools>=77"
 cat > "$dest/install.sh" <<'INSTALL'
 #!/usr/bin/env bash
 # On the GPU machine: install the wheels the image lacks into /tmp/site-extra, never over the image's own.

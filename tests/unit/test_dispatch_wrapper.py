@@ -1,11 +1,19 @@
-"""The dispatch wrapper: the original's own signature, every argument forwarded as the original takes it."""
+"""The dispatch wrapper (the hot path's forwarder, compiled and pure Python): every argument forwarded as the
+original takes it, the original's signature, raised and lookup-less calls reported."""
 
+import functools
 import inspect
 import itertools
+import sys
 
 import pytest
 
-from mlacheck.capture.dispatch import _forwarding
+from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
+
+
+@pytest.fixture(params=HOTPATHS, ids=lambda hot: hot.__name__)
+def forwarder(request):
+    return request.param.forwarder if request.param is PYTHON else request.param.Forwarder
 
 
 def record(calls, *args, **kwargs):
@@ -20,48 +28,77 @@ def positional_only(a, b=2, /, c=3, *rest, key=None, **extra):
     return ("positional_only", a, b, c, rest, key, extra)
 
 
-def mutable_default(a, seen=[]):  # noqa: B006 - the same default object must reach the original
-    seen.append(a)
-    return seen
-
-
 @pytest.mark.parametrize("function, calls", [
     (plain, [((1, 2), {"e": 5}), ((1,), {"b": 2, "c": 9, "d": 8, "e": 7})]),
     (positional_only, [((1,), {}), ((1, 2, 3, 4, 5), {"key": "k", "z": 1})]),
 ])
-def test_forwards_every_spelling_and_keeps_the_signature(function, calls):
+def test_forwards_every_spelling_and_keeps_the_signature(forwarder, function, calls):
     counter, ticks, raised = itertools.count(), itertools.count(), []
-    wrapper = _forwarding(function, counter, ticks, lambda *args: raised.append(args))
+    wrapper = functools.update_wrapper(forwarder(function, counter, ticks, lambda *args: raised.append(args)), function)
     assert inspect.signature(wrapper) == inspect.signature(function)
     for args, kwargs in calls:
         assert wrapper(*args, **kwargs) == function(*args, **kwargs)
     assert next(counter) == len(calls) and raised == []
     with pytest.raises(TypeError):
         wrapper()  # a missing argument is the same error as without the wrapper
-    assert raised == []  # raised while binding the call: neither the wrapper's body nor the original ran
 
 
-def test_default_objects_are_the_originals():
-    wrapper = _forwarding(mutable_default, itertools.count(), itertools.count(), lambda *args: None)
+def test_the_generated_wrapper_binds_a_call_before_its_body():
+    """The pure-Python wrapper refuses a call its signature refuses before counting it; the compiled one lets
+    the original refuse it, and reports that as a call that raised before its lookup."""
+    raised = []
+    wrapper = PYTHON.forwarder(plain, itertools.count(), itertools.count(), lambda *args: raised.append(args))
+    with pytest.raises(TypeError):
+        wrapper()
+    assert raised == []
+
+
+def test_default_objects_are_the_originals(forwarder):
+    def mutable_default(a, seen=[]):  # noqa: B006 - the same default object must reach the original
+        seen.append(a)
+        return seen
+
+    wrapper = forwarder(mutable_default, itertools.count(), itertools.count(), lambda *args: None)
     assert wrapper(1) is wrapper(2) and mutable_default.__defaults__[0] == [1, 2]
 
 
-def test_an_exception_in_the_original_is_reported_and_re_raised():
+def test_an_exception_in_the_original_is_reported_and_re_raised(forwarder):
     raised = []
 
     def failing(x, y=1):
         raise ValueError(f"bad {x}")
 
     ticks = itertools.count()
-    wrapper = _forwarding(failing, itertools.count(), ticks, lambda error, start, frame: raised.append((error, start)))
-    with pytest.raises(ValueError, match="bad 3"):
+    wrapper = forwarder(failing, itertools.count(), ticks, lambda error, start, frame: raised.append((error, start, frame)))
+    with pytest.raises(ValueError, match="bad 3") as caught:
         wrapper(3)
-    [(error, start)] = raised
-    assert isinstance(error, ValueError) and start == 0
+    [(error, start, frame)] = raised
+    assert error is caught.value and start == 0
+    assert frame.f_code is test_an_exception_in_the_original_is_reported_and_re_raised.__code__
+    assert caught.traceback[-1].name == "failing"  # the traceback still reaches where it was raised
+
+
+@pytest.mark.skipif(COMPILED is None, reason="this build has no compiled hot path")
+def test_a_failing_hook_never_replaces_the_programs_outcome(monkeypatch):
+    """A capture hook that raises (they catch their own) is reported as unraisable; the program's exception
+    stands. (In the pure-Python wrapper the hook's exception would chain onto the program's.)"""
+    def failing(x):
+        raise ValueError("the program's")
+
+    def broken_hook(*args):
+        raise RuntimeError("the hook's")
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    wrapper = COMPILED.Forwarder(failing, itertools.count(), itertools.count(), broken_hook)
+    with pytest.raises(ValueError, match="the program's"):
+        wrapper(1)
+    [report] = unraisable
+    assert isinstance(report.exc_value, RuntimeError) and report.object is broken_hook
 
 
 @pytest.mark.parametrize("generated", [True, False])
-def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(generated):
+def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(forwarder, generated):
     ticks, unlooked = itertools.count(), []
 
     def dispatch(x, look=True):
@@ -72,8 +109,30 @@ def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(generated)
     def clashing(x, _mlacheck_look=True):  # a parameter named like the wrapper's own: the *args wrapper
         return dispatch(x, _mlacheck_look)
 
-    wrapper = _forwarding(dispatch if generated else clashing, itertools.count(), ticks, lambda *args: None,
-                          unlooked.append)
-    assert (inspect.signature(wrapper) == inspect.signature(dispatch)) is generated
+    wrapper = forwarder(dispatch if generated else clashing, itertools.count(), ticks, lambda *args: None,
+                        unlooked.append)
     assert wrapper(1) == 1 and wrapper(2, False) == 2 and wrapper(3) == 3
     assert len(unlooked) == 1 and unlooked[0].f_code is test_a_call_that_returns_without_a_lookup_is_reported_where_asked.__code__
+
+
+def test_a_clashing_parameter_name_gets_the_args_kwargs_wrapper():
+    def clashing(x, _mlacheck_look=True):
+        return x
+
+    generated = PYTHON.forwarder(plain, itertools.count(), itertools.count(), lambda *args: None)
+    fallback = PYTHON.forwarder(clashing, itertools.count(), itertools.count(), lambda *args: None)
+    assert inspect.signature(generated) == inspect.signature(plain)
+    kinds = [parameter.kind for parameter in inspect.signature(fallback).parameters.values()]
+    assert kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD] and fallback(4) == 4
+
+
+def test_it_binds_as_a_method_does(forwarder):
+    calls = itertools.count()
+
+    class Engine:
+        def run(self, x):
+            return (self, x)
+
+    Engine.run = forwarder(Engine.run, calls, itertools.count(), lambda *args: None)
+    engine = Engine()
+    assert engine.run(2) == (engine, 2) and Engine.run(engine, 3) == (engine, 3) and next(calls) == 2

@@ -1,0 +1,471 @@
+/* The capture's hot path, compiled: what runs on every dispatch of a variant already seen in serving.
+ *
+ * The same four objects as hotpath_py.py, which states each one's contract; this file keeps them free of
+ * Python frames (a frame costs 0.3-1 us inside a dispatch, where its code and data are cold). Counters are
+ * the capture's itertools.count objects, stepped under the GIL, so the Python side reads them as before.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#define FLUSH_EVERY 1023 /* a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches */
+
+static PyObject *str_missed, *str_maybe_flush;
+
+/* Step a counter: its value before the step, or -1 with an exception set. */
+static Py_ssize_t
+step(PyObject *counter)
+{
+    PyObject *value = Py_TYPE(counter)->tp_iternext(counter);
+    if (value == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "mlacheck: a capture counter ran out");
+        return -1;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return count;
+}
+
+static int
+check_counter(PyObject *counter, const char *what)
+{
+    if (!PyIter_Check(counter)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an itertools.count, not %.100s", what, Py_TYPE(counter)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The frame the hot path was called from (what sys._getframe(1) is in the pure-Python wrapper), or None. */
+static PyObject *
+caller_frame(void)
+{
+    PyFrameObject *frame = PyEval_GetFrame();
+    return frame != NULL ? (PyObject *)frame : Py_None;
+}
+
+/* Call a capture hook that must never raise into the program; a hook that does anyway is reported as
+ * unraisable, and the program's own outcome stands. */
+static void
+call_hook(PyObject *hook, PyObject *const *args, size_t count)
+{
+    PyObject *outcome = PyObject_Vectorcall(hook, args, count, NULL);
+    if (outcome == NULL)
+        PyErr_WriteUnraisable(hook);
+    Py_XDECREF(outcome);
+}
+
+/* -- Forwarder: the dispatch wrapper -------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *original, *calls, *ticks, *raised, *unlooked; /* unlooked: None where a call may skip its lookup */
+    PyObject *dict;
+    vectorcallfunc vectorcall;
+} Forwarder;
+
+static void
+report_raised(Forwarder *self, PyObject *start)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *error = PyErr_GetRaisedException();
+    PyObject *args[] = {error, start, caller_frame()};
+    call_hook(self->raised, args, 3);
+    PyErr_SetRaisedException(error);
+#else
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    PyErr_NormalizeException(&type, &error, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(error, traceback);
+    PyObject *args[] = {error, start, caller_frame()};
+    call_hook(self->raised, args, 3);
+    PyErr_Restore(type, error, traceback);
+#endif
+}
+
+static PyObject *
+forwarder_vectorcall(Forwarder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *start = Py_TYPE(self->ticks)->tp_iternext(self->ticks);
+    if (start == NULL || step(self->calls) < 0) {
+        Py_XDECREF(start);
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
+    if (result == NULL) {
+        report_raised(self, start);
+    }
+    else if (self->unlooked != Py_None) {
+        Py_ssize_t end = step(self->ticks);
+        if (end < 0) {
+            Py_CLEAR(result);
+        }
+        else if (end == PyLong_AsSsize_t(start) + 1) {
+            PyObject *frame[] = {caller_frame()};
+            call_hook(self->unlooked, frame, 1);
+        }
+    }
+    Py_DECREF(start);
+    return result;
+}
+
+static PyObject *
+forwarder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"original", "calls", "ticks", "raised", "unlooked", NULL};
+    PyObject *original, *calls, *ticks, *raised, *unlooked = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|O:Forwarder", names, &original, &calls, &ticks, &raised,
+                                     &unlooked))
+        return NULL;
+    if (check_counter(calls, "calls") < 0 || check_counter(ticks, "ticks") < 0)
+        return NULL;
+    Forwarder *self = (Forwarder *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->original = Py_NewRef(original);
+    self->calls = Py_NewRef(calls);
+    self->ticks = Py_NewRef(ticks);
+    self->raised = Py_NewRef(raised);
+    self->unlooked = Py_NewRef(unlooked);
+    self->vectorcall = (vectorcallfunc)forwarder_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+forwarder_traverse(Forwarder *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->original);
+    Py_VISIT(self->calls);
+    Py_VISIT(self->ticks);
+    Py_VISIT(self->raised);
+    Py_VISIT(self->unlooked);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+forwarder_clear(Forwarder *self)
+{
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->calls);
+    Py_CLEAR(self->ticks);
+    Py_CLEAR(self->raised);
+    Py_CLEAR(self->unlooked);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+forwarder_dealloc(Forwarder *self)
+{
+    PyObject_GC_UnTrack(self);
+    forwarder_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Looked up on a class or an instance, it binds as a function does. */
+static PyObject *
+forwarder_get(PyObject *self, PyObject *instance, PyObject *owner)
+{
+    if (instance == NULL || instance == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, instance);
+}
+
+static PyObject *
+forwarder_repr(Forwarder *self)
+{
+    return PyUnicode_FromFormat("<mlacheck dispatch wrapper of %R>", self->original);
+}
+
+static PyGetSetDef forwarder_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject ForwarderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.Forwarder",
+    .tp_doc = "Forwarder(original, calls, ticks, raised, unlooked=None): hotpath_py.forwarder, compiled.",
+    .tp_basicsize = sizeof(Forwarder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = forwarder_new,
+    .tp_traverse = (traverseproc)forwarder_traverse,
+    .tp_clear = (inquiry)forwarder_clear,
+    .tp_dealloc = (destructor)forwarder_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Forwarder, vectorcall),
+    .tp_descr_get = forwarder_get,
+    .tp_repr = (reprfunc)forwarder_repr,
+    .tp_getset = forwarder_getset,
+    .tp_dictoffset = offsetof(Forwarder, dict),
+};
+
+/* -- Launcher: a functools family's launch of a variant seen in serving ----------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *counter, *kernel, *ticks, *flush;
+    vectorcallfunc vectorcall;
+} Launcher;
+
+static PyObject *
+launcher_vectorcall(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t count = step(self->counter);
+    if (count < 0)
+        return NULL;
+    if ((count & FLUSH_EVERY) == FLUSH_EVERY) {
+        PyObject *flushed = PyObject_CallNoArgs(self->flush);
+        if (flushed == NULL)
+            return NULL;
+        Py_DECREF(flushed);
+    }
+    if (step(self->ticks) < 0)
+        return NULL;
+    return PyObject_Vectorcall(self->kernel, args, nargsf, kwnames);
+}
+
+static PyObject *
+launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"counter", "kernel", "ticks", "flush", NULL};
+    PyObject *counter, *kernel, *ticks, *flush;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO:Launcher", names, &counter, &kernel, &ticks, &flush))
+        return NULL;
+    if (check_counter(counter, "counter") < 0 || check_counter(ticks, "ticks") < 0)
+        return NULL;
+    Launcher *self = (Launcher *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->counter = Py_NewRef(counter);
+    self->kernel = Py_NewRef(kernel);
+    self->ticks = Py_NewRef(ticks);
+    self->flush = Py_NewRef(flush);
+    self->vectorcall = (vectorcallfunc)launcher_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+launcher_traverse(Launcher *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->counter);
+    Py_VISIT(self->kernel);
+    Py_VISIT(self->ticks);
+    Py_VISIT(self->flush);
+    return 0;
+}
+
+static int
+launcher_clear(Launcher *self)
+{
+    Py_CLEAR(self->counter);
+    Py_CLEAR(self->kernel);
+    Py_CLEAR(self->ticks);
+    Py_CLEAR(self->flush);
+    return 0;
+}
+
+static void
+launcher_dealloc(Launcher *self)
+{
+    PyObject_GC_UnTrack(self);
+    launcher_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+launcher_repr(Launcher *self)
+{
+    return PyUnicode_FromFormat("<mlacheck launcher of %R>", self->kernel);
+}
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.Launcher",
+    .tp_doc = "Launcher(counter, kernel, ticks, flush): hotpath_py.launcher, compiled.",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = launcher_new,
+    .tp_traverse = (traverseproc)launcher_traverse,
+    .tp_clear = (inquiry)launcher_clear,
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_repr = (reprfunc)launcher_repr,
+};
+
+/* -- GetitemDict, ContainsDict: a dict family's lookup ---------------------------------------------------- */
+
+typedef struct {
+    PyDictObject dict;
+    PyObject *capture, *fast, *ticks;
+} HotDict;
+
+/* The fast table's entry for a key (a new reference), NULL where it has none or on an error. */
+static PyObject *
+fast_entry(HotDict *self, PyObject *key)
+{
+    if (self->fast == NULL || !PyDict_CheckExact(self->fast))
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(self->fast, key);
+    if (entry == NULL)
+        return NULL;
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        PyErr_SetString(PyExc_TypeError, "mlacheck: a fast-table entry is not (counter, value)");
+        return NULL;
+    }
+    return Py_NewRef(entry);
+}
+
+/* A lookup the fast table serves: the variant's counter and the ticks step. 0, or -1 with an exception set. */
+static int
+count_hit(HotDict *self, PyObject *entry)
+{
+    Py_ssize_t count = step(PyTuple_GET_ITEM(entry, 0));
+    if (count < 0)
+        return -1;
+    if ((count & FLUSH_EVERY) == FLUSH_EVERY) {
+        PyObject *flushed = PyObject_CallMethodNoArgs(self->capture, str_maybe_flush);
+        if (flushed == NULL)
+            return -1;
+        Py_DECREF(flushed);
+    }
+    return step(self->ticks) < 0 ? -1 : 0;
+}
+
+/* The slow path: the Python class's `_missed(key, frame)`. */
+static PyObject *
+missed(HotDict *self, PyObject *key)
+{
+    return PyObject_CallMethodObjArgs((PyObject *)self, str_missed, key, caller_frame(), NULL);
+}
+
+static PyObject *
+getitem_subscript(HotDict *self, PyObject *key)
+{
+    PyObject *entry = fast_entry(self, key);
+    if (entry == NULL)
+        return PyErr_Occurred() ? NULL : missed(self, key);
+    PyObject *value = count_hit(self, entry) < 0 ? NULL : Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+    Py_DECREF(entry);
+    return value;
+}
+
+static int
+contains_lookup(HotDict *self, PyObject *key)
+{
+    PyObject *entry = fast_entry(self, key);
+    if (entry != NULL) {
+        int counted = count_hit(self, entry);
+        Py_DECREF(entry);
+        return counted < 0 ? -1 : 1;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *found = missed(self, key);
+    if (found == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(found);
+    Py_DECREF(found);
+    return truth;
+}
+
+static int
+hotdict_traverse(HotDict *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->capture);
+    Py_VISIT(self->fast);
+    Py_VISIT(self->ticks);
+    return PyDict_Type.tp_traverse((PyObject *)self, visit, arg);
+}
+
+static int
+hotdict_clear(HotDict *self)
+{
+    Py_CLEAR(self->capture);
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->ticks);
+    return PyDict_Type.tp_clear((PyObject *)self);
+}
+
+static void
+hotdict_dealloc(HotDict *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->capture);
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->ticks);
+    PyDict_Type.tp_dealloc((PyObject *)self);
+}
+
+static PyMemberDef hotdict_members[] = {
+    {"_capture", T_OBJECT_EX, offsetof(HotDict, capture), 0, "the family's capture"},
+    {"_fast", T_OBJECT_EX, offsetof(HotDict, fast), 0, "the capture's table of variants seen in serving"},
+    {"_ticks", T_OBJECT_EX, offsetof(HotDict, ticks), 0, "the capture's ticks"},
+    {NULL},
+};
+
+static PyMappingMethods getitem_mapping = {.mp_subscript = (binaryfunc)getitem_subscript};
+static PySequenceMethods contains_sequence = {.sq_contains = (objobjproc)contains_lookup};
+
+#define HOTDICT_TYPE(type_name, doc)                                                                   \
+    PyVarObject_HEAD_INIT(NULL, 0)                                                                      \
+    .tp_name = "mlacheck.capture._hotpath." type_name, .tp_doc = doc, .tp_basicsize = sizeof(HotDict), \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                          \
+    .tp_traverse = (traverseproc)hotdict_traverse, .tp_clear = (inquiry)hotdict_clear,                  \
+    .tp_dealloc = (destructor)hotdict_dealloc, .tp_members = hotdict_members
+
+static PyTypeObject GetitemDictType = {
+    HOTDICT_TYPE("GetitemDict", "hotpath_py.GetitemDict, compiled."),
+    .tp_as_mapping = &getitem_mapping,
+};
+
+static PyTypeObject ContainsDictType = {
+    HOTDICT_TYPE("ContainsDict", "hotpath_py.ContainsDict, compiled."),
+    .tp_as_sequence = &contains_sequence,
+};
+
+/* -- the module --------------------------------------------------------------------------------------------- */
+
+static int
+add_type(PyObject *module, PyTypeObject *type, PyTypeObject *base)
+{
+    type->tp_base = base;
+    if (PyType_Ready(type) < 0)
+        return -1;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, strrchr(type->tp_name, '.') + 1, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
+static struct PyModuleDef hotpath_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "mlacheck.capture._hotpath",
+    .m_doc = "The capture's hot path, compiled (hotpath_py.py is the same in Python).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__hotpath(void)
+{
+    str_missed = PyUnicode_InternFromString("_missed");
+    str_maybe_flush = PyUnicode_InternFromString("maybe_flush");
+    if (str_missed == NULL || str_maybe_flush == NULL)
+        return NULL;
+    PyObject *module = PyModule_Create(&hotpath_module);
+    if (module == NULL)
+        return NULL;
+    if (add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
+        add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
+        PyModule_AddIntConstant(module, "FLUSH_EVERY", FLUSH_EVERY) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

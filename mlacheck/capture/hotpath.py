@@ -1,0 +1,22 @@
+"""The capture's hot path: compiled (`_hotpath`, built with the package where a C compiler was there) or,
+failing that, pure Python (`hotpath_py`, which states the contract both keep). MLACHECK_HOTPATH=python picks
+the pure Python one (to compare the two, or to rule the compiled one out)."""
+
+from __future__ import annotations
+
+import os
+
+from mlacheck.capture.hotpath_py import FLUSH_EVERY
+
+try:
+    if os.environ.get("MLACHECK_HOTPATH") == "python":
+        raise ImportError("MLACHECK_HOTPATH=python")
+    from mlacheck.capture._hotpath import ContainsDict, GetitemDict
+    from mlacheck.capture._hotpath import Forwarder as forwarder
+    from mlacheck.capture._hotpath import Launcher as launcher
+    IMPLEMENTATION = "c"
+except ImportError:
+    from mlacheck.capture.hotpath_py import ContainsDict, GetitemDict, forwarder, launcher
+    IMPLEMENTATION = "python"
+
+__all__ = ["FLUSH_EVERY", "IMPLEMENTATION", "ContainsDict", "GetitemDict", "forwarder", "launcher"]

@@ -1,0 +1,139 @@
+"""The capture's hot path in pure Python: what runs on every dispatch of a variant already seen in serving.
+
+`_hotpath.c` is the same four objects compiled, without the Python frames (one frame costs 0.3-1 us inside
+a dispatch); this module is what runs where the build had no C compiler, and the contract both keep:
+
+- `forwarder(original, calls, ticks, raised, unlooked=None)`: a dispatch function's wrapper. Each call steps
+  the ticks (keeping the value as `start`) and `calls`, then calls the original as it was called. A call
+  that raises reports `raised(error, start, caller's frame)` and re-raises; with `unlooked`, a call that
+  returns where the ticks moved only by its own entry reports `unlooked(caller's frame)`.
+- `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
+  serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
+  ticks, then calls the kernel.
+- `GetitemDict`, `ContainsDict`: the dict a dict family's cache becomes, whose lookup (`cache[key]`, or
+  `key in cache`) is served from `_fast` (key -> (counter, value)): the counter steps as a launcher's does
+  (asking `_capture.maybe_flush()`), then the ticks; a key not in `_fast` goes to `self._missed(key, frame)`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+
+FLUSH_EVERY = 1023  # a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches
+
+_getframe = sys._getframe
+
+
+def counting(original: Callable, calls, ticks, raised, unlooked=None) -> Callable:
+    """The forwarder of any callable: `*args, **kwargs`, re-packed on every call."""
+    def dispatch(*args: object, **kwargs: object) -> object:
+        start = next(ticks)
+        next(calls)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            raised(exc, start, _getframe(1))
+            raise
+        if unlooked is not None and next(ticks) == start + 1:
+            unlooked(_getframe(1))
+        return result
+
+    return dispatch
+
+
+def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callable:
+    """The forwarder, with the original's signature where it has a readable one: a `*args, **kwargs` wrapper
+    re-packs every call (about 0.5 us for a dozen keywords), this one costs a frame. It is generated from the
+    signature, as dataclasses generates its methods."""
+    try:
+        parameters = list(inspect.signature(original).parameters.values())
+    except (TypeError, ValueError):
+        parameters = None
+    if parameters is None or any(p.name.startswith("_mlacheck_") for p in parameters):
+        return counting(original, calls, ticks, raised, unlooked)
+    header, forward, defaults = _parameter_lists(parameters)
+    call = f"_mlacheck_original({', '.join(forward)})"
+    source = (f"def dispatch({', '.join(header)}):\n"
+              "    _mlacheck_start = next(_mlacheck_ticks)\n"
+              "    next(_mlacheck_calls)\n"
+              "    try:\n"
+              + (f"        return {call}\n" if unlooked is None else f"        _mlacheck_result = {call}\n") +
+              "    except BaseException as _mlacheck_error:\n"
+              "        _mlacheck_raised(_mlacheck_error, _mlacheck_start, _mlacheck_getframe(1))\n"
+              "        raise\n"
+              + ("" if unlooked is None else
+                 "    if next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
+                 "        _mlacheck_unlooked(_mlacheck_getframe(1))\n"
+                 "    return _mlacheck_result\n"))
+    namespace = {"__name__": __name__, "_mlacheck_ticks": ticks, "_mlacheck_calls": calls,
+                 "_mlacheck_original": original, "_mlacheck_raised": raised, "_mlacheck_unlooked": unlooked,
+                 "_mlacheck_getframe": sys._getframe, **defaults}
+    exec(compile(source, f"<mlacheck wrapper of {getattr(original, '__qualname__', 'a dispatch')}>", "exec"), namespace)
+    return namespace["dispatch"]
+
+
+def _parameter_lists(parameters: list[inspect.Parameter]) -> tuple[list[str], list[str], dict[str, object]]:
+    """The wrapper's parameter list, the call that forwards them as the original takes them, and the defaults
+    (the original's own default objects)."""
+    header, forward, defaults = [], [], {}
+    for index, parameter in enumerate(parameters):
+        text = parameter.name
+        if parameter.default is not parameter.empty:
+            defaults[f"_mlacheck_default_{index}"] = parameter.default
+            text += f"=_mlacheck_default_{index}"
+        kind = parameter.kind
+        if kind is parameter.VAR_POSITIONAL:
+            text, argument = f"*{parameter.name}", f"*{parameter.name}"
+        elif kind is parameter.VAR_KEYWORD:
+            text, argument = f"**{parameter.name}", f"**{parameter.name}"
+        elif kind is parameter.KEYWORD_ONLY:
+            argument = f"{parameter.name}={parameter.name}"
+            if not any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY) for p in parameters[:index]):
+                header.append("*")
+        else:
+            argument = parameter.name
+        header.append(text)
+        forward.append(argument)
+        last_positional_only = kind is parameter.POSITIONAL_ONLY and (
+            index + 1 == len(parameters) or parameters[index + 1].kind is not parameter.POSITIONAL_ONLY)
+        if last_positional_only:
+            header.append("/")
+    return header, forward, defaults
+
+
+def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Callable:
+    def launch(*args: object, **kwargs: object) -> object:
+        if next(counter) & FLUSH_EVERY == FLUSH_EVERY:
+            flush()
+        next(ticks)
+        return kernel(*args, **kwargs)
+
+    return launch
+
+
+class GetitemDict(dict):
+    __slots__ = ("_capture", "_fast", "_ticks")
+
+    def __getitem__(self, key: object) -> object:
+        entry = self._fast.get(key)
+        if entry is None:
+            return self._missed(key, _getframe(1))
+        if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+            self._capture.maybe_flush()
+        next(self._ticks)
+        return entry[1]
+
+
+class ContainsDict(dict):
+    __slots__ = ("_capture", "_fast", "_ticks")
+
+    def __contains__(self, key: object) -> bool:
+        entry = self._fast.get(key)
+        if entry is None:
+            return self._missed(key, _getframe(1))
+        if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+            self._capture.maybe_flush()
+        next(self._ticks)
+        return True

@@ -1,0 +1,171 @@
+"""The hot path's launcher and lookup dicts, compiled and pure Python: the same counts, flushes and answers;
+and the capture's own tests pass on the pure-Python hot path too."""
+
+import gc
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+
+from mlacheck.capture import hotpath
+from mlacheck.capture.family import count_of
+from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=HOTPATHS, ids=lambda hot: hot.__name__)
+def hot(request):
+    return request.param
+
+
+def launcher_of(hot):
+    return hot.launcher if hot is PYTHON else hot.Launcher
+
+
+class Capture:
+    """What the lookup dicts call on their capture: `maybe_flush`."""
+
+    def __init__(self):
+        self.flushes = 0
+
+    def maybe_flush(self):
+        self.flushes += 1
+
+
+def lookup_dict(hot, lookup, entries, fast, ticks):
+    base = hot.GetitemDict if lookup == "getitem" else hot.ContainsDict
+
+    class Recording(base):
+        __slots__ = ()
+
+        def _missed(self, key, frame):
+            self.misses.append((key, frame.f_code.co_name))
+            return dict.__getitem__(self, key) if lookup == "getitem" else dict.__contains__(self, key)
+
+    Recording.misses = []
+    cache = Recording(entries)
+    cache._capture, cache._fast, cache._ticks = Capture(), fast, ticks
+    return cache
+
+
+def test_the_compiled_hot_path_is_built_where_a_compiler_is():
+    """pip builds `_hotpath` wherever the interpreter's C compiler is installed; a build that silently left it
+    out would make every dispatch pay the pure-Python frames."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        pytest.skip(f"no C compiler ({compiler}) or Python headers here: the pure-Python hot path is the one")
+    assert COMPILED is not None and hotpath.IMPLEMENTATION == "c"
+    assert COMPILED.FLUSH_EVERY == PYTHON.FLUSH_EVERY
+
+
+def test_the_launcher_counts_flushes_and_forwards(hot):
+    counter, ticks, flushes, seen = itertools.count(), itertools.count(), [], []
+
+    def kernel(*args, **kwargs):
+        seen.append((args, kwargs))
+        return len(seen)
+
+    launch = launcher_of(hot)(counter, kernel, ticks, lambda: flushes.append(count_of(counter)))
+    for number in range(1, 2049):
+        assert launch(number, stream=None) == number
+    assert count_of(counter) == count_of(ticks) == 2048 and flushes == [1024, 2048]
+    assert seen[0] == ((1,), {"stream": None}) and seen[-1] == ((2048,), {"stream": None})
+
+
+def test_a_launch_that_raises_is_still_counted(hot):
+    counter = itertools.count()
+
+    def kernel():
+        raise RuntimeError("cudaErrorNoKernelImageForDevice")
+
+    launch = launcher_of(hot)(counter, kernel, itertools.count(), lambda: None)
+    with pytest.raises(RuntimeError, match="NoKernelImage"):
+        launch()
+    assert count_of(counter) == 1
+
+
+@pytest.mark.parametrize("lookup", ["getitem", "contains"])
+def test_the_lookup_dict_serves_the_fast_table_and_misses_to_python(hot, lookup):
+    counter, ticks = itertools.count(), itertools.count()
+    cache = lookup_dict(hot, lookup, {"a": 1, "b": 2}, {"a": (counter, "launcher of a")}, ticks)
+
+    def library_dispatch(key):
+        return cache[key] if lookup == "getitem" else key in cache
+
+    hit, missed = ("launcher of a", 2) if lookup == "getitem" else (True, True)
+    for _ in range(2048):
+        assert library_dispatch("a") == hit
+    assert library_dispatch("b") == missed
+    assert count_of(counter) == count_of(ticks) == 2048 and cache._capture.flushes == 2
+    assert cache.misses == [("b", "library_dispatch")]  # the slow path gets the library's frame
+    if lookup == "getitem":
+        with pytest.raises(KeyError):
+            library_dispatch("absent")
+    else:
+        assert library_dispatch("absent") is False
+    assert dict(cache) == {"a": 1, "b": 2} and len(cache) == 2 and cache.get("b") == 2  # a dict otherwise
+
+
+def test_a_lookup_dict_keeps_the_other_operation_a_dicts(hot):
+    """A getitem family's `in` and a contains family's `[]` are not lookups: neither counts."""
+    counter, ticks = itertools.count(), itertools.count()
+    getitem = lookup_dict(hot, "getitem", {"a": 1}, {"a": (counter, "x")}, ticks)
+    contains = lookup_dict(hot, "contains", {"a": 1}, {"a": (counter, "x")}, ticks)
+    assert "a" in getitem and contains["a"] == 1 and count_of(counter) == count_of(ticks) == 0
+
+
+def test_counts_are_exact_under_threads(hot):
+    counter, ticks = itertools.count(), itertools.count()
+    launch = launcher_of(hot)(counter, lambda: None, ticks, lambda: None)
+    cache = lookup_dict(hot, "getitem", {"k": 1}, {"k": (counter, "x")}, ticks)
+
+    def work():
+        for _ in range(20_000):
+            launch()
+            cache["k"]
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert count_of(counter) == count_of(ticks) == 160_000
+
+
+def test_cycles_through_the_hot_path_are_collected(hot):
+    """The capture holds its wrappers and they hold the capture: the collector must see through them."""
+    class Holder:
+        pass
+
+    holder = Holder()
+    forwarder = hot.forwarder if hot is PYTHON else hot.Forwarder
+    holder.wrapper = forwarder(lambda: None, itertools.count(), itertools.count(), lambda *args: holder)
+    holder.launch = launcher_of(hot)(itertools.count(), lambda: holder, itertools.count(), lambda: None)
+    holder.cache = lookup_dict(hot, "getitem", {"self": holder}, {}, itertools.count())
+    gone = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert gone() is None
+
+
+def test_the_capture_tests_pass_on_the_pure_python_hot_path():
+    """The whole capture suite, run with MLACHECK_HOTPATH=python (the rest of the suite runs on the build's)."""
+    if COMPILED is None:
+        pytest.skip("this build has the pure-Python hot path only: the suite itself ran on it")
+    env = {**os.environ, "MLACHECK_HOTPATH": "python"}
+    picked = subprocess.run([sys.executable, "-c", "from mlacheck.capture import hotpath; print(hotpath.IMPLEMENTATION)"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert picked.stdout.strip() == "python"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/unit/test_capture_hooks.py", "tests/unit/test_dispatch_wrapper.py"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout.splitlines()[-1]
