@@ -180,6 +180,18 @@ forwarder_repr(Forwarder *self)
     return PyUnicode_FromFormat("<mlacheck dispatch wrapper of %R>", self->original);
 }
 
+/* Pickled and copied as a function is: by reference to its module and qualified name (update_wrapper's). */
+static PyObject *
+forwarder_reduce(PyObject *self, PyObject *unused)
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef forwarder_methods[] = {
+    {"__reduce__", forwarder_reduce, METH_NOARGS, NULL},
+    {NULL},
+};
+
 static PyGetSetDef forwarder_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL},
@@ -200,6 +212,7 @@ static PyTypeObject ForwarderType = {
     .tp_descr_get = forwarder_get,
     .tp_repr = (reprfunc)forwarder_repr,
     .tp_getset = forwarder_getset,
+    .tp_methods = forwarder_methods,
     .tp_dictoffset = offsetof(Forwarder, dict),
 };
 

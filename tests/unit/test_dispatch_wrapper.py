@@ -1,8 +1,10 @@
 """The dispatch wrapper (the hot path's forwarder, compiled and pure Python): every argument forwarded as the
 original takes it, the original's signature, raised and lookup-less calls reported."""
 
+import copy
 import functools
 import inspect
+import pickle
 import itertools
 import sys
 
@@ -16,8 +18,8 @@ def forwarder(request):
     return request.param.forwarder if request.param is PYTHON else request.param.Forwarder
 
 
-def record(calls, *args, **kwargs):
-    calls.append((args, kwargs))
+def shipped(x):
+    return x
 
 
 def plain(a, b, c=3, *, d=4, e):
@@ -136,3 +138,11 @@ def test_it_binds_as_a_method_does(forwarder):
     Engine.run = forwarder(Engine.run, calls, itertools.count(), lambda *args: None)
     engine = Engine()
     assert engine.run(2) == (engine, 2) and Engine.run(engine, 3) == (engine, 3) and next(calls) == 2
+
+
+def test_it_pickles_and_copies_as_the_function_does(forwarder, monkeypatch):
+    """By reference to its module and name: a spawned child unpickles what its module holds there."""
+    wrapper = functools.update_wrapper(forwarder(shipped, itertools.count(), itertools.count(), lambda *args: None),
+                                       shipped)
+    monkeypatch.setitem(globals(), "shipped", wrapper)
+    assert pickle.loads(pickle.dumps(wrapper)) is wrapper and copy.deepcopy(wrapper) is wrapper
