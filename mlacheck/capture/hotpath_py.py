@@ -6,7 +6,10 @@ a dispatch); this module is what runs where the build had no C compiler, and the
 - `forwarder(original, calls, ticks, raised, unlooked=None)`: a dispatch function's wrapper. Each call steps
   the ticks (keeping the value as `start`) and `calls`, then calls the original as it was called. A call
   that raises reports `raised(error, start, caller's frame)` and re-raises; with `unlooked`, a call that
-  returns where the ticks moved only by its own entry reports `unlooked(caller's frame)`.
+  returns where the ticks moved only by its own entry reports `unlooked(caller's frame)`. It pickles and
+  copies by reference, as the function does. (A call the original's signature refuses: the generated
+  wrapper refuses it before counting it; the compiled one lets the original refuse it, a call that raised
+  before its lookup.)
 - `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
