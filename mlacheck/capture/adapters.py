@@ -188,7 +188,8 @@ class FunctoolsAdapter:
         where = capture.where(frame)
         if where is None or where.dispatch_depth is None or not callable(value):
             capture.safely("lookup", self.renew)
-            return capture.looked_up(key, value, frame, where)
+            # where the stack could not be read, that is an internal error already (the run is incomplete)
+            return value if where is None else capture.looked_up(key, value, frame, where)
         if where.phase is None:
             if key not in capture.fast:
                 capture.looked_up(key, value, frame, where, count=False)

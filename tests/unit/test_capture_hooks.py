@@ -419,6 +419,17 @@ def test_a_front_that_cannot_be_renewed_is_an_internal_error_not_the_programs(de
     assert any("capture failed 1 time(s)" in reason for reason in analysis.incomplete)
 
 
+def test_a_lookup_whose_stack_cannot_be_read_is_one_internal_error_and_gets_the_programs_value(decode, monkeypatch):
+    with observe(decode) as capture:
+        decode.precompile(FP8, True)
+        monkeypatch.setattr(type(capture._reader), "read", lambda self, frame: 1 / 0)
+        assert decode.dispatch(1, FP8, True) == 2  # the program's kernel, launched
+    errors = [error["where"].rpartition(": ")[2] for error in of_type(capture.sink.events, "internal_error")]
+    assert errors == ["lookup", "dispatch"]  # the lookup, and the wrapper's report of a call with none counted
+    analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
+    assert any("capture failed 2 time(s)" in reason for reason in analysis.incomplete)
+
+
 def test_a_typed_functools_cache_keeps_its_types_apart_under_capture(decode, monkeypatch):
     typed = functools.lru_cache(maxsize=None, typed=True)(synthetic_decode._get_compiled_mla_kernel.__wrapped__)
     monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel", typed)
