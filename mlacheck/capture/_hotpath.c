@@ -2,7 +2,7 @@
  *
  * The same four objects as hotpath_py.py, which states each one's contract; this file keeps them free of
  * Python frames (a frame costs 0.3-1 us inside a dispatch, where its code and data are cold). Counters are
- * the capture's itertools.count objects, stepped under the GIL, so the Python side reads them as before.
+ * `Counter`s (itertools.count where the Python hot path runs), stepped under the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -12,10 +12,64 @@
 
 static PyObject *str_missed, *str_maybe_flush;
 
+/* -- Counter: what the hot path steps, without making an int each time ------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    long long value;
+} Counter;
+
+static PyTypeObject CounterType;
+
+static PyObject *
+counter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"start", NULL};
+    long long start = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|L:Counter", names, &start))
+        return NULL;
+    Counter *self = (Counter *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->value = start;
+    return (PyObject *)self;
+}
+
+static PyObject *
+counter_next(Counter *self)
+{
+    return PyLong_FromLongLong(self->value++);
+}
+
+static PyObject *
+counter_repr(Counter *self)
+{
+    return PyUnicode_FromFormat("Counter(%lld)", self->value);
+}
+
+static PyMemberDef counter_members[] = {
+    {"value", T_LONGLONG, offsetof(Counter, value), READONLY, "how many times it was stepped (from its start)"},
+    {NULL},
+};
+
+static PyTypeObject CounterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.Counter",
+    .tp_doc = "Counter(start=0): hotpath_py.counter, compiled; `value` reads it without stepping it.",
+    .tp_basicsize = sizeof(Counter),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = counter_new,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)counter_next,
+    .tp_repr = (reprfunc)counter_repr,
+    .tp_members = counter_members,
+};
+
 /* Step a counter: its value before the step, or -1 with an exception set. */
 static Py_ssize_t
 step(PyObject *counter)
 {
+    if (Py_IS_TYPE(counter, &CounterType))
+        return (Py_ssize_t)((Counter *)counter)->value++;
     PyObject *value = Py_TYPE(counter)->tp_iternext(counter);
     if (value == NULL) {
         if (!PyErr_Occurred())
@@ -31,7 +85,7 @@ static int
 check_counter(PyObject *counter, const char *what)
 {
     if (!PyIter_Check(counter)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an itertools.count, not %.100s", what, Py_TYPE(counter)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s must be a counter, not %.100s", what, Py_TYPE(counter)->tp_name);
         return -1;
     }
     return 0;
@@ -66,12 +120,14 @@ typedef struct {
 } Forwarder;
 
 static void
-report_raised(Forwarder *self, PyObject *start)
+report_raised(Forwarder *self, Py_ssize_t start)
 {
+    PyObject *started = PyLong_FromSsize_t(start);
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *error = PyErr_GetRaisedException();
-    PyObject *args[] = {error, start, caller_frame()};
-    call_hook(self->raised, args, 3);
+    PyObject *args[] = {error, started, caller_frame()};
+    if (started != NULL)
+        call_hook(self->raised, args, 3);
     PyErr_SetRaisedException(error);
 #else
     PyObject *type, *error, *traceback;
@@ -79,20 +135,20 @@ report_raised(Forwarder *self, PyObject *start)
     PyErr_NormalizeException(&type, &error, &traceback);
     if (traceback != NULL)
         PyException_SetTraceback(error, traceback);
-    PyObject *args[] = {error, start, caller_frame()};
-    call_hook(self->raised, args, 3);
+    PyObject *args[] = {error, started, caller_frame()};
+    if (started != NULL)
+        call_hook(self->raised, args, 3);
     PyErr_Restore(type, error, traceback);
 #endif
+    Py_XDECREF(started);
 }
 
 static PyObject *
 forwarder_vectorcall(Forwarder *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *start = Py_TYPE(self->ticks)->tp_iternext(self->ticks);
-    if (start == NULL || step(self->calls) < 0) {
-        Py_XDECREF(start);
+    Py_ssize_t start = step(self->ticks);
+    if (start < 0 || step(self->calls) < 0)
         return NULL;
-    }
     PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     if (result == NULL) {
         report_raised(self, start);
@@ -102,12 +158,11 @@ forwarder_vectorcall(Forwarder *self, PyObject *const *args, size_t nargsf, PyOb
         if (end < 0) {
             Py_CLEAR(result);
         }
-        else if (end == PyLong_AsSsize_t(start) + 1) {
+        else if (end == start + 1) {
             PyObject *frame[] = {caller_frame()};
             call_hook(self->unlooked, frame, 1);
         }
     }
-    Py_DECREF(start);
     return result;
 }
 
@@ -474,7 +529,7 @@ PyInit__hotpath(void)
     PyObject *module = PyModule_Create(&hotpath_module);
     if (module == NULL)
         return NULL;
-    if (add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
+    if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
         add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
         PyModule_AddIntConstant(module, "FLUSH_EVERY", FLUSH_EVERY) < 0) {
         Py_DECREF(module);

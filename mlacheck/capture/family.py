@@ -13,15 +13,15 @@ import functools
 import hashlib
 import importlib
 import inspect
-import itertools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 
-from mlacheck.capture import compile_timer
+from mlacheck.capture import compile_timer, hotpath
 from mlacheck.capture.adapters import DICT_ADAPTERS, MISSING, FunctoolsAdapter, RecordingDict
 from mlacheck.capture.compile_timer import SkippedCompile
+from mlacheck.capture.hotpath import count_of
 from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.spec import CapturePolicy, CaptureSpec
@@ -46,11 +46,6 @@ def _packages_distributions() -> dict[str, list[str]]:
     return metadata.packages_distributions()
 
 
-def count_of(counter: itertools.count) -> int:
-    """How many times a counter was stepped (read without stepping it)."""
-    return int(repr(counter)[6:-1])
-
-
 class FamilyCapture:
     """Capture of one kernel family in one process."""
 
@@ -59,11 +54,11 @@ class FamilyCapture:
         self.spec, self.sink, self.policy = spec, sink, policy
         self.launch = launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
         self.fast: dict[object, tuple] = {}  # variants seen in serving: key -> (counter, value to return)
-        self.ticks = itertools.count()
+        self.ticks = hotpath.counter()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []
-        self._counters: dict[tuple[int, str], itertools.count] = {}
-        self._calls: dict[str, itertools.count] = {}
+        self._counters: dict[tuple[int, str], Counter] = {}
+        self._calls: dict[str, Counter] = {}
         self._call_base: dict[str, int] = {}  # a forked child counts from what it inherited
         self._family_event: dict = {}
         self._first: set[tuple[int, str]] = set()
@@ -242,10 +237,10 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001
             self._internal_error("dispatch", exc)
 
-    def call_counter(self, name: str) -> itertools.count:
+    def call_counter(self, name: str) -> Iterator[int]:
         counter = self._calls.get(name)
         if counter is None:
-            counter = self._calls[name] = itertools.count()
+            counter = self._calls[name] = hotpath.counter()
         return counter
 
     def serving_started(self) -> None:
@@ -254,7 +249,7 @@ class FamilyCapture:
         for (vid, phase), counter in list(self._counters.items()):
             if phase == "serving":
                 warmup = self._counters.get((vid, "warmup"))
-                self._counters[(vid, "warmup")] = itertools.count(count_of(counter) + (count_of(warmup) if warmup else 0))
+                self._counters[(vid, "warmup")] = hotpath.counter(count_of(counter) + (count_of(warmup) if warmup else 0))
                 del self._counters[(vid, phase)]
         self.forget_fast()
         self._first = {first for first in self._first if first[1] != "serving"}
@@ -290,11 +285,11 @@ class FamilyCapture:
         if isinstance(self._adapter, FunctoolsAdapter):
             self._adapter.forget()
 
-    def _count_dispatch(self, vid: int, where: Where, count: bool = True) -> itertools.count:
+    def _count_dispatch(self, vid: int, where: Where, count: bool = True) -> Iterator[int]:
         phase = where.phase or "serving"
         counter = self._counters.get((vid, phase))
         if counter is None:
-            counter = self._counters[(vid, phase)] = itertools.count()
+            counter = self._counters[(vid, phase)] = hotpath.counter()
         if count:
             next(counter)
             next(self.ticks)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import os
 
-from mlacheck.capture.hotpath_py import FLUSH_EVERY
+from mlacheck.capture.hotpath_py import FLUSH_EVERY, count_of
 
 try:
     if os.environ.get("MLACHECK_HOTPATH") == "python":
         raise ImportError("MLACHECK_HOTPATH=python")
     from mlacheck.capture._hotpath import ContainsDict, GetitemDict
+    from mlacheck.capture._hotpath import Counter as counter
     from mlacheck.capture._hotpath import Forwarder as forwarder
     from mlacheck.capture._hotpath import Launcher as launcher
     IMPLEMENTATION = "c"
 except ImportError:
-    from mlacheck.capture.hotpath_py import ContainsDict, GetitemDict, forwarder, launcher
+    from mlacheck.capture.hotpath_py import ContainsDict, GetitemDict, counter, forwarder, launcher
     IMPLEMENTATION = "python"
 
-__all__ = ["FLUSH_EVERY", "IMPLEMENTATION", "ContainsDict", "GetitemDict", "forwarder", "launcher"]
+__all__ = ["FLUSH_EVERY", "IMPLEMENTATION", "ContainsDict", "GetitemDict", "count_of", "counter", "forwarder", "launcher"]

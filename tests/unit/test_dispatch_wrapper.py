@@ -14,8 +14,19 @@ from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
 
 
 @pytest.fixture(params=HOTPATHS, ids=lambda hot: hot.__name__)
-def forwarder(request):
-    return request.param.forwarder if request.param is PYTHON else request.param.Forwarder
+def hot(request):
+    return request.param
+
+
+@pytest.fixture
+def forwarder(hot):
+    return hot.forwarder if hot is PYTHON else hot.Forwarder
+
+
+@pytest.fixture
+def counter(hot):
+    """The implementation's counter (the compiled one steps its own; it also takes any iterator)."""
+    return hot.counter if hot is PYTHON else hot.Counter
 
 
 def shipped(x):
@@ -34,8 +45,8 @@ def positional_only(a, b=2, /, c=3, *rest, key=None, **extra):
     (plain, [((1, 2), {"e": 5}), ((1,), {"b": 2, "c": 9, "d": 8, "e": 7})]),
     (positional_only, [((1,), {}), ((1, 2, 3, 4, 5), {"key": "k", "z": 1})]),
 ])
-def test_forwards_every_spelling_and_keeps_the_signature(forwarder, function, calls):
-    counter, ticks, raised = itertools.count(), itertools.count(), []
+def test_forwards_every_spelling_and_keeps_the_signature(forwarder, function, calls, counter):
+    counter, ticks, raised = counter(), counter(), []
     wrapper = functools.update_wrapper(forwarder(function, counter, ticks, lambda *args: raised.append(args)), function)
     assert inspect.signature(wrapper) == inspect.signature(function)
     for args, kwargs in calls:
@@ -55,23 +66,23 @@ def test_the_generated_wrapper_binds_a_call_before_its_body():
     assert raised == []
 
 
-def test_default_objects_are_the_originals(forwarder):
+def test_default_objects_are_the_originals(forwarder, counter):
     def mutable_default(a, seen=[]):  # noqa: B006 - the same default object must reach the original
         seen.append(a)
         return seen
 
-    wrapper = forwarder(mutable_default, itertools.count(), itertools.count(), lambda *args: None)
+    wrapper = forwarder(mutable_default, counter(), counter(), lambda *args: None)
     assert wrapper(1) is wrapper(2) and mutable_default.__defaults__[0] == [1, 2]
 
 
-def test_an_exception_in_the_original_is_reported_and_re_raised(forwarder):
+def test_an_exception_in_the_original_is_reported_and_re_raised(forwarder, counter):
     raised = []
 
     def failing(x, y=1):
         raise ValueError(f"bad {x}")
 
-    ticks = itertools.count()
-    wrapper = forwarder(failing, itertools.count(), ticks, lambda error, start, frame: raised.append((error, start, frame)))
+    ticks = counter()
+    wrapper = forwarder(failing, counter(), ticks, lambda error, start, frame: raised.append((error, start, frame)))
     with pytest.raises(ValueError, match="bad 3") as caught:
         wrapper(3)
     [(error, start, frame)] = raised
@@ -92,7 +103,7 @@ def test_a_failing_hook_never_replaces_the_programs_outcome(monkeypatch):
 
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    wrapper = COMPILED.Forwarder(failing, itertools.count(), itertools.count(), broken_hook)
+    wrapper = COMPILED.Forwarder(failing, COMPILED.Counter(), COMPILED.Counter(), broken_hook)
     with pytest.raises(ValueError, match="the program's"):
         wrapper(1)
     [report] = unraisable
@@ -100,8 +111,8 @@ def test_a_failing_hook_never_replaces_the_programs_outcome(monkeypatch):
 
 
 @pytest.mark.parametrize("generated", [True, False])
-def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(forwarder, generated):
-    ticks, unlooked = itertools.count(), []
+def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(forwarder, generated, counter):
+    ticks, unlooked = counter(), []
 
     def dispatch(x, look=True):
         if look:
@@ -111,7 +122,7 @@ def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(forwarder,
     def clashing(x, _mlacheck_look=True):  # a parameter named like the wrapper's own: the *args wrapper
         return dispatch(x, _mlacheck_look)
 
-    wrapper = forwarder(dispatch if generated else clashing, itertools.count(), ticks, lambda *args: None,
+    wrapper = forwarder(dispatch if generated else clashing, counter(), ticks, lambda *args: None,
                         unlooked.append)
     assert wrapper(1) == 1 and wrapper(2, False) == 2 and wrapper(3) == 3
     assert len(unlooked) == 1 and unlooked[0].f_code is test_a_call_that_returns_without_a_lookup_is_reported_where_asked.__code__
@@ -128,21 +139,21 @@ def test_a_clashing_parameter_name_gets_the_args_kwargs_wrapper():
     assert kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD] and fallback(4) == 4
 
 
-def test_it_binds_as_a_method_does(forwarder):
-    calls = itertools.count()
+def test_it_binds_as_a_method_does(forwarder, counter):
+    calls = counter()
 
     class Engine:
         def run(self, x):
             return (self, x)
 
-    Engine.run = forwarder(Engine.run, calls, itertools.count(), lambda *args: None)
+    Engine.run = forwarder(Engine.run, calls, counter(), lambda *args: None)
     engine = Engine()
     assert engine.run(2) == (engine, 2) and Engine.run(engine, 3) == (engine, 3) and next(calls) == 2
 
 
-def test_it_pickles_and_copies_as_the_function_does(forwarder, monkeypatch):
+def test_it_pickles_and_copies_as_the_function_does(forwarder, monkeypatch, counter):
     """By reference to its module and name: a spawned child unpickles what its module holds there."""
-    wrapper = functools.update_wrapper(forwarder(shipped, itertools.count(), itertools.count(), lambda *args: None),
+    wrapper = functools.update_wrapper(forwarder(shipped, counter(), counter(), lambda *args: None),
                                        shipped)
     monkeypatch.setitem(globals(), "shipped", wrapper)
     assert pickle.loads(pickle.dumps(wrapper)) is wrapper and copy.deepcopy(wrapper) is wrapper

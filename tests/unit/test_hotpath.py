@@ -2,7 +2,6 @@
 and the capture's own tests pass on the pure-Python hot path too."""
 
 import gc
-import itertools
 import os
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mlacheck.capture import hotpath
-from mlacheck.capture.family import count_of
+from mlacheck.capture.hotpath import count_of
 from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +27,10 @@ def hot(request):
 
 def launcher_of(hot):
     return hot.launcher if hot is PYTHON else hot.Launcher
+
+
+def counter_of(hot):
+    return hot.counter if hot is PYTHON else hot.Counter
 
 
 class Capture:
@@ -66,8 +69,13 @@ def test_the_compiled_hot_path_is_built_where_a_compiler_is():
     assert COMPILED.FLUSH_EVERY == PYTHON.FLUSH_EVERY
 
 
+def test_a_counter_counts_from_its_start_and_reads_without_stepping(hot):
+    counter = counter_of(hot)(5)
+    assert [next(counter) for _ in range(3)] == [5, 6, 7] and count_of(counter) == count_of(counter) == 8
+
+
 def test_the_launcher_counts_flushes_and_forwards(hot):
-    counter, ticks, flushes, seen = itertools.count(), itertools.count(), [], []
+    counter, ticks, flushes, seen = counter_of(hot)(), counter_of(hot)(), [], []
 
     def kernel(*args, **kwargs):
         seen.append((args, kwargs))
@@ -81,12 +89,12 @@ def test_the_launcher_counts_flushes_and_forwards(hot):
 
 
 def test_a_launch_that_raises_is_still_counted(hot):
-    counter = itertools.count()
+    counter = counter_of(hot)()
 
     def kernel():
         raise RuntimeError("cudaErrorNoKernelImageForDevice")
 
-    launch = launcher_of(hot)(counter, kernel, itertools.count(), lambda: None)
+    launch = launcher_of(hot)(counter, kernel, counter_of(hot)(), lambda: None)
     with pytest.raises(RuntimeError, match="NoKernelImage"):
         launch()
     assert count_of(counter) == 1
@@ -94,7 +102,7 @@ def test_a_launch_that_raises_is_still_counted(hot):
 
 @pytest.mark.parametrize("lookup", ["getitem", "contains"])
 def test_the_lookup_dict_serves_the_fast_table_and_misses_to_python(hot, lookup):
-    counter, ticks = itertools.count(), itertools.count()
+    counter, ticks = counter_of(hot)(), counter_of(hot)()
     cache = lookup_dict(hot, lookup, {"a": 1, "b": 2}, {"a": (counter, "launcher of a")}, ticks)
 
     def library_dispatch(key):
@@ -116,14 +124,14 @@ def test_the_lookup_dict_serves_the_fast_table_and_misses_to_python(hot, lookup)
 
 def test_a_lookup_dict_keeps_the_other_operation_a_dicts(hot):
     """A getitem family's `in` and a contains family's `[]` are not lookups: neither counts."""
-    counter, ticks = itertools.count(), itertools.count()
+    counter, ticks = counter_of(hot)(), counter_of(hot)()
     getitem = lookup_dict(hot, "getitem", {"a": 1}, {"a": (counter, "x")}, ticks)
     contains = lookup_dict(hot, "contains", {"a": 1}, {"a": (counter, "x")}, ticks)
     assert "a" in getitem and contains["a"] == 1 and count_of(counter) == count_of(ticks) == 0
 
 
 def test_counts_are_exact_under_threads(hot):
-    counter, ticks = itertools.count(), itertools.count()
+    counter, ticks = counter_of(hot)(), counter_of(hot)()
     launch = launcher_of(hot)(counter, lambda: None, ticks, lambda: None)
     cache = lookup_dict(hot, "getitem", {"k": 1}, {"k": (counter, "x")}, ticks)
 
@@ -147,9 +155,9 @@ def test_cycles_through_the_hot_path_are_collected(hot):
 
     holder = Holder()
     forwarder = hot.forwarder if hot is PYTHON else hot.Forwarder
-    holder.wrapper = forwarder(lambda: None, itertools.count(), itertools.count(), lambda *args: holder)
-    holder.launch = launcher_of(hot)(itertools.count(), lambda: holder, itertools.count(), lambda: None)
-    holder.cache = lookup_dict(hot, "getitem", {"self": holder}, {}, itertools.count())
+    holder.wrapper = forwarder(lambda: None, counter_of(hot)(), counter_of(hot)(), lambda *args: holder)
+    holder.launch = launcher_of(hot)(counter_of(hot)(), lambda: holder, counter_of(hot)(), lambda: None)
+    holder.cache = lookup_dict(hot, "getitem", {"self": holder}, {}, counter_of(hot)())
     gone = weakref.ref(holder)
     del holder
     gc.collect()
