@@ -1,6 +1,6 @@
 /* The capture's hot path, compiled: what runs on every dispatch of a variant already seen in serving.
  *
- * The same four objects as hotpath_py.py, which states each one's contract; this file keeps them free of
+ * The same objects as hotpath_py.py, which states each one's contract; this file keeps them free of
  * Python frames (a frame costs 0.3-1 us inside a dispatch, where its code and data are cold). Counters are
  * `Counter`s (itertools.count where the Python hot path runs), stepped under the GIL.
  */
@@ -108,6 +108,23 @@ call_hook(PyObject *hook, PyObject *const *args, size_t count)
     if (outcome == NULL)
         PyErr_WriteUnraisable(hook);
     Py_XDECREF(outcome);
+}
+
+/* A dispatch of a variant seen in serving: its counter steps (a counts flush is asked for every FLUSH_EVERY + 1
+ * steps: `flush()`, or `flush.<method>()` where a method is named), then the ticks. 0, or -1 with an error set. */
+static int
+count_dispatch(PyObject *counter, PyObject *ticks, PyObject *flush, PyObject *method)
+{
+    Py_ssize_t count = step(counter);
+    if (count < 0)
+        return -1;
+    if ((count & FLUSH_EVERY) == FLUSH_EVERY) {
+        PyObject *flushed = method != NULL ? PyObject_CallMethodNoArgs(flush, method) : PyObject_CallNoArgs(flush);
+        if (flushed == NULL)
+            return -1;
+        Py_DECREF(flushed);
+    }
+    return step(ticks) < 0 ? -1 : 0;
 }
 
 /* -- Forwarder: the dispatch wrapper -------------------------------------------------------------------- */
@@ -282,16 +299,7 @@ typedef struct {
 static PyObject *
 launcher_vectorcall(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    Py_ssize_t count = step(self->counter);
-    if (count < 0)
-        return NULL;
-    if ((count & FLUSH_EVERY) == FLUSH_EVERY) {
-        PyObject *flushed = PyObject_CallNoArgs(self->flush);
-        if (flushed == NULL)
-            return NULL;
-        Py_DECREF(flushed);
-    }
-    if (step(self->ticks) < 0)
+    if (count_dispatch(self->counter, self->ticks, self->flush, NULL) < 0)
         return NULL;
     return PyObject_Vectorcall(self->kernel, args, nargsf, kwnames);
 }
@@ -388,22 +396,6 @@ fast_entry(HotDict *self, PyObject *key)
     return Py_NewRef(entry);
 }
 
-/* A lookup the fast table serves: the variant's counter and the ticks step. 0, or -1 with an exception set. */
-static int
-count_hit(HotDict *self, PyObject *entry)
-{
-    Py_ssize_t count = step(PyTuple_GET_ITEM(entry, 0));
-    if (count < 0)
-        return -1;
-    if ((count & FLUSH_EVERY) == FLUSH_EVERY) {
-        PyObject *flushed = PyObject_CallMethodNoArgs(self->capture, str_maybe_flush);
-        if (flushed == NULL)
-            return -1;
-        Py_DECREF(flushed);
-    }
-    return step(self->ticks) < 0 ? -1 : 0;
-}
-
 /* The slow path: the Python class's `_missed(key, frame)`. */
 static PyObject *
 missed(HotDict *self, PyObject *key)
@@ -417,7 +409,9 @@ getitem_subscript(HotDict *self, PyObject *key)
     PyObject *entry = fast_entry(self, key);
     if (entry == NULL)
         return PyErr_Occurred() ? NULL : missed(self, key);
-    PyObject *value = count_hit(self, entry) < 0 ? NULL : Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+    PyObject *value = NULL;
+    if (count_dispatch(PyTuple_GET_ITEM(entry, 0), self->ticks, self->capture, str_maybe_flush) == 0)
+        value = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
     Py_DECREF(entry);
     return value;
 }
@@ -427,7 +421,7 @@ contains_lookup(HotDict *self, PyObject *key)
 {
     PyObject *entry = fast_entry(self, key);
     if (entry != NULL) {
-        int counted = count_hit(self, entry);
+        int counted = count_dispatch(PyTuple_GET_ITEM(entry, 0), self->ticks, self->capture, str_maybe_flush);
         Py_DECREF(entry);
         return counted < 0 ? -1 : 1;
     }

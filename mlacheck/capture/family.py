@@ -57,8 +57,8 @@ class FamilyCapture:
         self.ticks = hotpath.counter()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []
-        self._counters: dict[tuple[int, str], Counter] = {}
-        self._calls: dict[str, Counter] = {}
+        self._counters: dict[tuple[int, str], Iterator[int]] = {}
+        self._calls: dict[str, Iterator[int]] = {}
         self._call_base: dict[str, int] = {}  # a forked child counts from what it inherited
         self._family_event: dict = {}
         self._first: set[tuple[int, str]] = set()

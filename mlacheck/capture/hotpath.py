@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from mlacheck.capture.hotpath_py import FLUSH_EVERY, count_of
+from mlacheck.capture.hotpath_py import count_of
 
 try:
     if os.environ.get("MLACHECK_HOTPATH") == "python":
@@ -20,4 +20,4 @@ except ImportError:
     from mlacheck.capture.hotpath_py import ContainsDict, GetitemDict, counter, forwarder, launcher
     IMPLEMENTATION = "python"
 
-__all__ = ["FLUSH_EVERY", "IMPLEMENTATION", "ContainsDict", "GetitemDict", "count_of", "counter", "forwarder", "launcher"]
+__all__ = ["IMPLEMENTATION", "ContainsDict", "GetitemDict", "count_of", "counter", "forwarder", "launcher"]

@@ -1,8 +1,10 @@
 """The capture's hot path in pure Python: what runs on every dispatch of a variant already seen in serving.
 
-`_hotpath.c` is the same four objects compiled (and a counter that steps without making an int), without the Python frames (one frame costs 0.3-1 us inside
-a dispatch); this module is what runs where the build had no C compiler, and the contract both keep:
+`_hotpath.c` is the same objects compiled, without the Python frames (one frame costs 0.3-1 us inside a
+dispatch); this module is what runs where the build had no C compiler, and the contract both keep:
 
+- `counter(start=0)`: what the capture counts with, stepped by `next()`; `count_of` reads one without
+  stepping it (the compiled one steps without making an int).
 - `forwarder(original, calls, ticks, raised, unlooked=None)`: a dispatch function's wrapper. Each call steps
   the ticks (keeping the value as `start`) and `calls`, then calls the original as it was called. A call
   that raises reports `raised(error, start, caller's frame)` and re-raises; with `unlooked`, a call that
@@ -16,6 +18,7 @@ a dispatch); this module is what runs where the build had no C compiler, and the
 - `GetitemDict`, `ContainsDict`: the dict a dict family's cache becomes, whose lookup (`cache[key]`, or
   `key in cache`) is served from `_fast` (key -> (counter, value)): the counter steps as a launcher's does
   (asking `_capture.maybe_flush()`), then the ticks; a key not in `_fast` goes to `self._missed(key, frame)`.
+  (That step is written out in each of the three rather than shared: a helper would be a frame.)
 """
 
 from __future__ import annotations
