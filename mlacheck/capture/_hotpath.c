@@ -373,6 +373,223 @@ static PyTypeObject LauncherType = {
     .tp_repr = (reprfunc)launcher_repr,
 };
 
+/* -- FastTable: the capture's table of variants seen in serving ----------------------------------------- */
+
+#define MEMO_SLOTS 4 /* the keys served last, compared field by field before the table is hashed */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *table;                  /* dict: key -> (counter, value) */
+    int next;                         /* the memo slot the next new key takes */
+    PyObject *key[MEMO_SLOTS];        /* a key served lately (the lookup's own object) */
+    PyObject *entry[MEMO_SLOTS];      /* its (counter, value) */
+} FastTable;
+
+static PyTypeObject FastTableType;
+
+static void
+forget_memo(FastTable *self)
+{
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        Py_CLEAR(self->key[slot]);
+        Py_CLEAR(self->entry[slot]);
+    }
+}
+
+/* The same key, as a dict would find it: the same object, or tuples of the same length whose fields are the
+ * same objects (a dict treats an object as equal to itself, and equal tuples hash alike). */
+static int
+same_key(PyObject *known, PyObject *key)
+{
+    if (known == key)
+        return 1;
+    if (!PyTuple_CheckExact(known) || !PyTuple_CheckExact(key) || PyTuple_GET_SIZE(known) != PyTuple_GET_SIZE(key))
+        return 0;
+    for (Py_ssize_t field = PyTuple_GET_SIZE(key) - 1; field >= 0; field--) {
+        if (PyTuple_GET_ITEM(known, field) != PyTuple_GET_ITEM(key, field))
+            return 0;
+    }
+    return 1;
+}
+
+/* The table's (counter, value) for a key (a new reference), NULL where it has none or on an error. A key served
+ * lately is found without hashing it; a key the table found is remembered (the dict's probe restarts where a
+ * key's own __eq__ changed the table, so what it found is in the table now). */
+static PyObject *
+fasttable_entry(FastTable *self, PyObject *key)
+{
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        if (self->key[slot] != NULL && same_key(self->key[slot], key))
+            return Py_NewRef(self->entry[slot]);
+    }
+    PyObject *entry = PyDict_GetItemWithError(self->table, key);
+    if (entry == NULL)
+        return NULL;
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        PyErr_SetString(PyExc_TypeError, "mlacheck: a fast-table entry is not (counter, value)");
+        return NULL;
+    }
+    int slot = self->next;
+    PyObject *old_key = self->key[slot], *old_entry = self->entry[slot];
+    self->next = (slot + 1) % MEMO_SLOTS;
+    self->key[slot] = Py_NewRef(key);
+    self->entry[slot] = Py_NewRef(entry);
+    Py_XDECREF(old_key); /* last: what this may run finds the table and its memo as they are now */
+    Py_XDECREF(old_entry);
+    return Py_NewRef(entry);
+}
+
+static PyObject *
+fasttable_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":FastTable", names))
+        return NULL;
+    FastTable *self = (FastTable *)type->tp_alloc(type, 0);
+    if (self != NULL && (self->table = PyDict_New()) == NULL)
+        Py_CLEAR(self);
+    return (PyObject *)self;
+}
+
+static Py_ssize_t
+fasttable_length(FastTable *self)
+{
+    return PyDict_GET_SIZE(self->table);
+}
+
+static PyObject *
+fasttable_subscript(FastTable *self, PyObject *key)
+{
+    PyObject *entry = fasttable_entry(self, key);
+    if (entry == NULL && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    return entry;
+}
+
+/* Every change forgets the memo once it is made (a key's __eq__, or a value's __del__, run during a change can
+ * look a key up and have it remembered). */
+static int
+fasttable_assign(FastTable *self, PyObject *key, PyObject *entry)
+{
+    int done = entry == NULL ? PyDict_DelItem(self->table, key) : PyDict_SetItem(self->table, key, entry);
+    forget_memo(self);
+    return done;
+}
+
+static int
+fasttable_contains(FastTable *self, PyObject *key)
+{
+    return PyDict_Contains(self->table, key);
+}
+
+static PyObject *
+fasttable_get(FastTable *self, PyObject *const *args, Py_ssize_t count)
+{
+    if (count < 1 || count > 2) {
+        PyErr_SetString(PyExc_TypeError, "FastTable.get takes a key and, optionally, a default");
+        return NULL;
+    }
+    PyObject *entry = PyDict_GetItemWithError(self->table, args[0]);
+    if (entry == NULL && PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(entry != NULL ? entry : count == 2 ? args[1] : Py_None);
+}
+
+static PyObject *
+fasttable_pop(FastTable *self, PyObject *const *args, Py_ssize_t count)
+{
+    if (count < 1 || count > 2) {
+        PyErr_SetString(PyExc_TypeError, "FastTable.pop takes a key and, optionally, a default");
+        return NULL;
+    }
+    PyObject *method = PyObject_GetAttrString(self->table, "pop");
+    if (method == NULL)
+        return NULL;
+    PyObject *popped = PyObject_Vectorcall(method, args, count, NULL);
+    Py_DECREF(method);
+    forget_memo(self);
+    return popped;
+}
+
+static PyObject *
+fasttable_clear(FastTable *self, PyObject *unused)
+{
+    PyDict_Clear(self->table);
+    forget_memo(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+fasttable_iter(FastTable *self)
+{
+    return PyObject_GetIter(self->table);
+}
+
+static PyObject *
+fasttable_repr(FastTable *self)
+{
+    return PyUnicode_FromFormat("FastTable(%R)", self->table);
+}
+
+static int
+fasttable_traverse(FastTable *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->table);
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        Py_VISIT(self->key[slot]);
+        Py_VISIT(self->entry[slot]);
+    }
+    return 0;
+}
+
+static int
+fasttable_clear_references(FastTable *self)
+{
+    forget_memo(self);
+    Py_CLEAR(self->table);
+    return 0;
+}
+
+static void
+fasttable_dealloc(FastTable *self)
+{
+    PyObject_GC_UnTrack(self);
+    fasttable_clear_references(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef fasttable_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))fasttable_get, METH_FASTCALL, NULL},
+    {"pop", (PyCFunction)(void (*)(void))fasttable_pop, METH_FASTCALL, NULL},
+    {"clear", (PyCFunction)fasttable_clear, METH_NOARGS, NULL},
+    {NULL},
+};
+
+static PyMappingMethods fasttable_mapping = {
+    .mp_length = (lenfunc)fasttable_length,
+    .mp_subscript = (binaryfunc)fasttable_subscript,
+    .mp_ass_subscript = (objobjargproc)fasttable_assign,
+};
+
+static PySequenceMethods fasttable_sequence = {.sq_contains = (objobjproc)fasttable_contains};
+
+static PyTypeObject FastTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.FastTable",
+    .tp_doc = "FastTable(): hotpath_py.FastTable, compiled, with a memo of the keys served last.",
+    .tp_basicsize = sizeof(FastTable),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = fasttable_new,
+    .tp_traverse = (traverseproc)fasttable_traverse,
+    .tp_clear = (inquiry)fasttable_clear_references,
+    .tp_dealloc = (destructor)fasttable_dealloc,
+    .tp_as_mapping = &fasttable_mapping,
+    .tp_as_sequence = &fasttable_sequence,
+    .tp_iter = (getiterfunc)fasttable_iter,
+    .tp_repr = (reprfunc)fasttable_repr,
+    .tp_methods = fasttable_methods,
+};
+
 /* -- GetitemDict, ContainsDict: a dict family's lookup ---------------------------------------------------- */
 
 typedef struct {
@@ -384,16 +601,9 @@ typedef struct {
 static PyObject *
 fast_entry(HotDict *self, PyObject *key)
 {
-    if (self->fast == NULL || !PyDict_CheckExact(self->fast))
+    if (self->fast == NULL || !Py_IS_TYPE(self->fast, &FastTableType))
         return NULL;
-    PyObject *entry = PyDict_GetItemWithError(self->fast, key);
-    if (entry == NULL)
-        return NULL;
-    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
-        PyErr_SetString(PyExc_TypeError, "mlacheck: a fast-table entry is not (counter, value)");
-        return NULL;
-    }
-    return Py_NewRef(entry);
+    return fasttable_entry((FastTable *)self->fast, key);
 }
 
 /* The slow path: the Python class's `_missed(key, frame)`. */
@@ -524,6 +734,7 @@ PyInit__hotpath(void)
     if (module == NULL)
         return NULL;
     if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
+        add_type(module, &FastTableType, NULL) < 0 ||
         add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
         PyModule_AddIntConstant(module, "FLUSH_EVERY", FLUSH_EVERY) < 0) {
         Py_DECREF(module);

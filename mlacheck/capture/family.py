@@ -53,7 +53,7 @@ class FamilyCapture:
                  launch: LaunchPolicy | None = None) -> None:
         self.spec, self.sink, self.policy = spec, sink, policy
         self.launch = launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
-        self.fast: dict[object, tuple] = {}  # variants seen in serving: key -> (counter, value to return)
+        self.fast = hotpath.FastTable()  # variants seen in serving: key -> (counter, value to return)
         self.ticks = hotpath.counter()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []

@@ -15,8 +15,12 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 - `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
+- `FastTable()`: the capture's table of variants seen in serving, key -> (counter, value), a mapping with
+  `get`, `pop`, `clear`, `[]`, `in` and `len` (a dict here; the compiled one also remembers the few keys it
+  served last and finds a key whose fields are the same objects as one of those without hashing it, and it
+  forgets them on every change).
 - `GetitemDict`, `ContainsDict`: the dict a dict family's cache becomes, whose lookup (`cache[key]`, or
-  `key in cache`) is served from `_fast` (key -> (counter, value)): the counter steps as a launcher's does
+  `key in cache`) is served from `_fast` (a `FastTable`): the counter steps as a launcher's does
   (asking `_capture.maybe_flush()`), then the ticks; a key not in `_fast` goes to `self._missed(key, frame)`.
   (That step is written out in each of the three rather than shared: a helper would be a frame.)
 """
@@ -32,6 +36,7 @@ FLUSH_EVERY = 1023  # a variant's counter asks for a (time-bounded) counts flush
 
 _getframe = sys._getframe
 counter = itertools.count  # C-level, so no count is lost between threads
+FastTable = dict
 
 
 def count_of(counter: itertools.count) -> int:

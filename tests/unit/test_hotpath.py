@@ -55,8 +55,15 @@ def lookup_dict(hot, lookup, entries, fast, ticks):
 
     Recording.misses = []
     cache = Recording(entries)
-    cache._capture, cache._fast, cache._ticks = Capture(), fast, ticks
+    cache._capture, cache._fast, cache._ticks = Capture(), fast_table(hot, fast), ticks
     return cache
+
+
+def fast_table(hot, entries):
+    table = hot.FastTable()
+    for key, entry in entries.items():
+        table[key] = entry
+    return table
 
 
 def test_the_compiled_hot_path_is_built_where_a_compiler_is():
@@ -128,6 +135,67 @@ def test_a_lookup_dict_keeps_the_other_operation_a_dicts(hot):
     getitem = lookup_dict(hot, "getitem", {"a": 1}, {"a": (counter, "x")}, ticks)
     contains = lookup_dict(hot, "contains", {"a": 1}, {"a": (counter, "x")}, ticks)
     assert "a" in getitem and contains["a"] == 1 and count_of(counter) == count_of(ticks) == 0
+
+
+class Field:
+    """A key field that counts how often it is hashed."""
+
+    hashed = 0
+
+    def __init__(self, name):
+        self.name = name
+
+    def __hash__(self):
+        Field.hashed += 1
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Field) and other.name == self.name
+
+
+def test_a_key_served_lately_is_found_without_hashing_it_and_each_counts_to_its_own_variant(hot):
+    """The compiled table remembers the keys it served last (a new tuple of the same field objects, as the library
+    builds each call, is found by comparing fields); more keys than it remembers take turns; every lookup counts
+    to its own variant either way."""
+    fields = [Field(f"v{number}") for number in range(6)]
+    counters = [counter_of(hot)() for _ in fields]
+    ticks = counter_of(hot)()
+    cache = lookup_dict(hot, "getitem", {}, {("fp8", field, True): (counter, field.name) for field, counter in zip(fields, counters)},
+                        ticks)
+    Field.hashed = 0
+    for _ in range(100):
+        assert cache[("fp8", fields[0], True)] == "v0"
+    assert Field.hashed == (1 if hot is COMPILED else 100)
+    for _ in range(10):
+        for field in fields:
+            assert cache[("fp8", field, True)] == field.name
+    assert [count_of(counter) for counter in counters] == [110, 10, 10, 10, 10, 10] and count_of(ticks) == 160
+    assert cache[("fp8", Field("v1"), True)] == "v1"  # an equal key of other objects is found by hashing
+    assert count_of(counters[1]) == 11 and cache.misses == []
+
+
+@pytest.mark.parametrize("change", ["pop", "clear", "set", "delete"])
+def test_a_change_to_the_fast_table_forgets_the_keys_it_served(hot, change):
+    """A key retired from the table (a phase change, a mutation of the cache) must reach the slow path on its next
+    lookup, however lately it was served."""
+    field, counter, ticks = Field("v0"), counter_of(hot)(), counter_of(hot)()
+    cache = lookup_dict(hot, "getitem", {(field, 192): 1}, {(field, 192): (counter, "fast")}, ticks)
+    assert cache[(field, 192)] == "fast"
+    fast = cache._fast
+    if change == "pop":
+        assert fast.pop((field, 192))[1] == "fast" and fast.pop((field, 192), None) is None
+    elif change == "clear":
+        fast.clear()
+    elif change == "set":
+        fast[(field, 192)] = (counter, "renewed")
+    else:
+        del fast[(field, 192)]
+    served = cache[(field, 192)]
+    if change == "set":
+        assert served == "renewed" and count_of(counter) == 2 and cache.misses == []
+    else:
+        assert served == 1 and count_of(counter) == 1 and len(cache.misses) == 1 and len(fast) == 0
+        assert fast.get((field, 192)) is None and (field, 192) not in fast
 
 
 def test_counts_are_exact_under_threads(hot):
