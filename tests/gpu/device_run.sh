@@ -15,7 +15,7 @@ for kernel in prefill decode; do
   step 150 python3 tests/benchmarks/bench_dispatch_overhead.py $kernel 10000 5
   step 150 env MLACHECK_HOTPATH=python python3 tests/benchmarks/bench_dispatch_overhead.py $kernel 10000 5
 done
-for part in "prefill 10000 3 wrapper" "prefill 10000 3 cache" "prefill 10000 3 subclass" "decode 10000 3 wrapper"; do
+for part in "prefill 10000 3 wrapper" "prefill 10000 3 cache" "prefill 10000 3 passthrough" "prefill 10000 3 none"; do
   step 100 python3 tests/benchmarks/bench_dispatch_overhead.py $part
 done
 step 150 python3 -m mlacheck run --json "$OUT/default_trace.json"
