@@ -55,6 +55,10 @@ from tokenspeed_mla import mla_decode, mla_prefill  # noqa: E402
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MODEL = model_preset("deepseek-v3")
 TARGETS = {"prefill": 1.005, "decode": 1.02}  # issue 10: per dispatch, with capture / without
+PARTS = {"all": "capture vs none", "wrapper": "the dispatch wrappers alone", "cache": "the cache adapter alone",
+         "subclass": "a dict subclass that overrides nothing vs the program's dict",
+         "passthrough": "a C pass-through that counts nothing in front of the dispatch functions",
+         "none": "the program's objects in both arms (the method's null)"}  # what the arms differ in (`part_arms`)
 COVERAGE = 0.9  # a verdict needs the median over processes inside an interval this sure on the target's side
 
 
@@ -197,9 +201,8 @@ def main() -> None:
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
     processes = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     part = sys.argv[4] if len(sys.argv) > 4 else "all"
-    parts = ("all", "wrapper", "cache", "subclass", "passthrough", "none")
-    if part not in parts or (part == "subclass" and kernel != "prefill"):
-        raise SystemExit(f"part {part!r}: one of {', '.join(parts)} (subclass: prefill's dict only)")
+    if part not in PARTS or (part == "subclass" and kernel != "prefill"):
+        raise SystemExit(f"part {part!r}: one of {', '.join(PARTS)} (subclass: prefill's dict only)")
     if processes == 0:  # one measuring process, as the parent starts it
         print(json.dumps(measure(kernel, calls, part)))
         return
@@ -207,11 +210,7 @@ def main() -> None:
                                       capture_output=True, text=True).stdout.splitlines()[-1])
             for _ in range(processes)]
     where = f"trace mode, {torch.cuda.get_device_name()}" if DEVICE == "cuda" else "dry mode, CPU"
-    arms = {"all": "capture vs none", "wrapper": "the dispatch wrappers alone", "cache": "the cache adapter alone",
-            "subclass": "a dict subclass that overrides nothing vs the program's dict",
-            "passthrough": "a C pass-through that counts nothing in front of the dispatch functions",
-            "none": "the program's objects in both arms (the method's null)"}[part]
-    print(f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {arms}: {processes} processes x {runs[0]['calls']} timed calls per arm, {RUN} at a time "
+    print(f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {PARTS[part]}: {processes} processes x {runs[0]['calls']} timed calls per arm, {RUN} at a time "
           "in A B B A order")
     for number, run in enumerate(runs, 1):
         print(f"  process {number}: without capture {run['without']:.2f} us, with capture {run['with']:.2f} us: "
