@@ -7,20 +7,26 @@ no-op launch (prefill: in the cache dict; decode: from a functools.cache functio
 signature), and both run every call inside the same stand-ins for what the target GPU would answer
 (`mlacheck.capture.dry`: host cum_seq_lens, capability, SM count, a null CUDA stream context). The arms take
 turns in A B B A order, 50 calls at a time after 10 untimed ones (the interpreter re-specializes the library's
-code to the arm's objects), and every call is timed: bursts of noise on a shared host land on both arms alike,
-and the medians of thousands of calls resolve a tenth of a microsecond. The first
-captured call of the variant (the capture's slow path, paid once per variant and process) is timed apart.
+code to the arm's objects), and every call is timed. A process's figure is the median over its turns of what
+the turn's calls with capture took more than its calls without (medians of 100 calls each): the host drifts
+within a process (one process's dispatch took 65 us, the next 125 us), and pairing inside a turn cancels
+that; on the H200 host it took the spread over processes of the method's null (`none`) from 2.5 us to 0.2 us
+against comparing the medians of all calls. The first captured call of the variant (the capture's slow path,
+paid once per variant and process) is timed apart.
 Targets: prefill <= 1.005, decode <= 1.02, and <= 0.5 us added per dispatch.
 On a CUDA device it runs in trace mode; without one, in dry mode on the CPU. The process is pinned to one
 core, and no garbage collection runs while calls are timed.
-Each figure is measured in several processes (memory layout and the host move one process's figure by up to a
-few microseconds); the verdict is on their median, and only where an interval that holds it with 90 %
-(order statistics, 5 or more processes) lies on one side of the target: otherwise it says "not resolved".
+Each figure is measured in several processes (memory layout moves one process's figure); the verdict is on
+their median, and only where an interval that holds it with 90 % (order statistics, 5 or more processes) lies
+on one side of the target: otherwise it says "not resolved".
 Usage: python tests/benchmarks/bench_dispatch_overhead.py [prefill|decode] [calls per arm (10000)] [processes (5)]
-  [all|wrapper|cache|subclass|passthrough|none]: the arms differ in all of capture (the default), in one part of
-  it (`part_arms`), for prefill in a dict subclass that overrides nothing (the floor of any lookup hook in a
-  dict), in a C pass-through in front of the dispatch functions (`passthrough`: the floor of any wrapper that
-  is not in the function's own frame), or in nothing (`none`: what the method reads where nothing differs).
+  [PART[,PART...]] where a part is all|wrapper|cache|subclass|passthrough|none: the arms differ in all of
+  capture (the default), in one part of it (`part_arms`), for prefill in a dict subclass that overrides nothing
+  (the floor of any lookup hook in a dict), in a C pass-through in front of the dispatch functions
+  (`passthrough`: the floor of any wrapper that is not in the function's own frame), or in nothing (`none`:
+  what the method reads where nothing differs). Each process measures every part named, in an order turned
+  by one part per process, so that the parts are compared inside the same processes.
+MLACHECK_BENCH_RAW=FILE appends every call's time, one JSON line per process and part, to FILE.
 (MLACHECK_HOTPATH=python measures the pure-Python hot path where the compiled one is built.)
 """
 
@@ -95,7 +101,6 @@ def decode_call():
 
 
 Arm = list  # [(module name, attribute, value)]
-ROUNDS = 10  # the calls are cut into this many rounds, each with its own ratio, to show how stable the figure is
 RUN = 50  # timed calls an arm makes in a row
 SETTLE = 10  # untimed calls before them, after the arms change places
 
@@ -149,8 +154,8 @@ def part_arms(part: str, spec, plain: Arm, captured: Arm) -> tuple[Arm, Arm, Arm
     return rest[0], copies, wrappers[0]
 
 
-def measure(kernel: str, calls: int, part: str) -> dict:
-    """One process's figures: every call timed, the arms taking turns."""
+def measure(kernel: str, calls: int, parts: list[str], raw: str | None) -> dict[str, dict]:
+    """One process's figures for each part, in the order given: every call timed, the arms taking turns."""
     if hasattr(os, "sched_setaffinity"):  # one core: no migrations between the arms' calls
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     rules = load_rules()
@@ -159,65 +164,93 @@ def measure(kernel: str, calls: int, part: str) -> dict:
     stand_ins = DryStandIns(spec.dry_patches, (), policy)
     one_call = prefill_call(stand_ins) if kernel == "prefill" else decode_call()
     capture = FamilyCapture(spec, MemorySink(), policy)
-    plain, captured = installed_arms(capture, spec.module.partition(".")[0])
-    plain, captured, fixed = part_arms(part, spec, plain, captured)
-    times: dict[bool, list[int]] = {False: [], True: []}
-    clock = time.perf_counter_ns
+    installed, captured = installed_arms(capture, spec.module.partition(".")[0])
+    figures = {}
     try:
         with stand_ins.around_call():
-            started = clock()
+            started = time.perf_counter_ns()
             one_call()  # the variant's first dispatch under capture: the slow path (stack read, events)
-            first = clock() - started
-            put(fixed)
-            put(plain)
-            for _ in range(100):  # both arms warm
-                one_call()
-            gc.collect()
-            gc.disable()
-            for _ in range(calls // (2 * RUN)):
-                for instrumented in (False, True, True, False):
-                    put(captured if instrumented else plain)
-                    for _ in range(SETTLE):  # untimed: the interpreter re-specializes the library's code to the arm
-                        one_call()
-                    for _ in range(RUN):
-                        started = clock()
-                        one_call()
-                        times[instrumented].append(clock() - started)
-            if DEVICE == "cuda":
-                torch.cuda.synchronize()
-            gc.enable()
+            first = (time.perf_counter_ns() - started) / 1e3
+            for part in parts:
+                put(captured)
+                figures[part] = {**timed_arms(one_call, calls, *part_arms(part, spec, installed, captured)), "first": first}
+                if raw:
+                    with open(raw, "a") as out:
+                        out.write(json.dumps({"kernel": kernel, "part": part, "pid": os.getpid(), **figures[part].pop("times")}) + "\n")
+                figures[part].pop("times", None)
     finally:
         put(captured)
         capture.remove()
-    without, with_ = (statistics.median(times[arm]) / 1e3 for arm in (False, True))
-    size = len(times[False]) // ROUNDS
-    rounds = sorted(statistics.median(times[True][i * size:(i + 1) * size]) /
-                    statistics.median(times[False][i * size:(i + 1) * size]) for i in range(ROUNDS))
-    return {"without": without, "with": with_, "rounds": rounds, "first": first / 1e3, "calls": len(times[False])}
+    return figures
+
+
+def timed_arms(one_call, calls: int, plain: Arm, captured: Arm, fixed: Arm) -> dict:
+    """`calls` timed calls per arm, RUN at a time in A B B A order, after both arms are warm."""
+    times: dict[bool, list[int]] = {False: [], True: []}
+    clock = time.perf_counter_ns
+    put(fixed)
+    put(plain)
+    for _ in range(100):  # both arms warm
+        one_call()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(calls // (2 * RUN)):
+            for instrumented in (False, True, True, False):
+                put(captured if instrumented else plain)
+                for _ in range(SETTLE):  # untimed: the interpreter re-specializes the library's code to the arm
+                    one_call()
+                for _ in range(RUN):
+                    started = clock()
+                    one_call()
+                    times[instrumented].append(clock() - started)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+    finally:
+        gc.enable()
+    block = 2 * RUN  # one A B B A turn's calls per arm
+    turns = [(statistics.median(times[False][i:i + block]), statistics.median(times[True][i:i + block]))
+             for i in range(0, len(times[False]), block)]
+    ratios = statistics.quantiles([with_ / without for without, with_ in turns])
+    return {"without": statistics.median(times[False]) / 1e3, "with": statistics.median(times[True]) / 1e3,
+            "added": statistics.median(with_ - without for without, with_ in turns) / 1e3, "ratio": ratios[1],
+            "quartiles": [ratios[0], ratios[2]], "calls": len(times[False]),
+            "times": {"without_ns": times[False], "with_ns": times[True]}}
 
 
 def main() -> None:
     kernel = sys.argv[1] if len(sys.argv) > 1 else "prefill"
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
     processes = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    part = sys.argv[4] if len(sys.argv) > 4 else "all"
-    if part not in PARTS or (part == "subclass" and kernel != "prefill"):
-        raise SystemExit(f"part {part!r}: one of {', '.join(PARTS)} (subclass: prefill's dict only)")
+    parts = (sys.argv[4] if len(sys.argv) > 4 else "all").split(",")
+    raw = os.environ.get("MLACHECK_BENCH_RAW")
+    for part in parts:
+        if part not in PARTS or (part == "subclass" and kernel != "prefill"):
+            raise SystemExit(f"part {part!r}: one of {', '.join(PARTS)} (subclass: prefill's dict only)")
     if processes == 0:  # one measuring process, as the parent starts it
-        print(json.dumps(measure(kernel, calls, part)))
+        print(json.dumps(measure(kernel, calls, parts, raw)))
         return
-    runs = [json.loads(subprocess.run([sys.executable, __file__, kernel, str(calls), "0", part], check=True,
-                                      capture_output=True, text=True).stdout.splitlines()[-1])
-            for _ in range(processes)]
+    runs = []
+    for number in range(processes):  # each process takes the parts in a turned order: none is always first
+        order = parts[number % len(parts):] + parts[:number % len(parts)]
+        runs.append(json.loads(subprocess.run([sys.executable, __file__, kernel, str(calls), "0", ",".join(order)], check=True,
+                                              capture_output=True, text=True).stdout.splitlines()[-1]))
     where = f"trace mode, {torch.cuda.get_device_name()}" if DEVICE == "cuda" else "dry mode, CPU"
-    print(f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {PARTS[part]}: {processes} processes x {runs[0]['calls']} timed calls per arm, {RUN} at a time "
-          "in A B B A order")
+    for part in parts:
+        report(kernel, where, part, [run[part] for run in runs])
+
+
+def report(kernel: str, where: str, part: str, runs: list[dict]) -> None:
+    """One part's figures per process, their median and its interval, and the verdict against the target."""
+    processes = len(runs)
+    print(f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {PARTS[part]}: {processes} processes x {runs[0]['calls']} "
+          f"timed calls per arm, {RUN} at a time in A B B A order")
     for number, run in enumerate(runs, 1):
-        print(f"  process {number}: without capture {run['without']:.2f} us, with capture {run['with']:.2f} us: "
-              f"{run['with'] - run['without']:+.2f} us, ratio {run['with'] / run['without']:.4f} (rounds "
-              f"{run['rounds'][0]:.4f} .. {run['rounds'][-1]:.4f}); first dispatch under capture {run['first']:.0f} us")
-    ratios = [run["with"] / run["without"] for run in runs]
-    added = [run["with"] - run["without"] for run in runs]
+        print(f"  process {number}: without capture {run['without']:.2f} us, with capture {run['with']:.2f} us; per turn "
+              f"{run['added']:+.2f} us, ratio {run['ratio']:.4f} (quartiles {run['quartiles'][0]:.4f} .. "
+              f"{run['quartiles'][1]:.4f}); first dispatch under capture {run['first']:.0f} us")
+    ratios = [run["ratio"] for run in runs]
+    added = [run["added"] for run in runs]
     (low_ratio, high_ratio), coverage = median_interval(ratios)
     (low_added, high_added), _ = median_interval(added)
     print(f"median over processes: {statistics.median(added):+.2f} us per dispatch ({coverage:.0%} interval "

@@ -11,13 +11,9 @@ nvidia-smi -L >>"$log" 2>&1
 python3 -m pip install -q --no-index --no-deps --target /tmp/build-tools .device-wheels/extra/build-tools/*.whl >>"$log" 2>&1
 step 120 env PYTHONPATH="/tmp/build-tools:${PYTHONPATH:-}" python3 -m pip install -q --no-build-isolation --no-deps --no-index -e .
 step 20 python3 -c "from mlacheck.capture import hotpath; print('hot path:', hotpath.IMPLEMENTATION)"
-for kernel in prefill decode; do
-  step 150 python3 tests/benchmarks/bench_dispatch_overhead.py $kernel 10000 5
-  step 150 env MLACHECK_HOTPATH=python python3 tests/benchmarks/bench_dispatch_overhead.py $kernel 10000 5
-done
-for part in "prefill 10000 3 wrapper" "prefill 10000 3 cache" "prefill 10000 3 passthrough" "prefill 10000 3 none"; do
-  step 100 python3 tests/benchmarks/bench_dispatch_overhead.py $part
-done
+step 200 python3 tests/benchmarks/bench_dispatch_overhead.py prefill 10000 8 all,wrapper,passthrough,none
+step 150 python3 tests/benchmarks/bench_dispatch_overhead.py decode 10000 8 all,none
+step 100 env MLACHECK_HOTPATH=python python3 tests/benchmarks/bench_dispatch_overhead.py prefill 10000 5
 step 150 python3 -m mlacheck run --json "$OUT/default_trace.json"
 step 60 python3 -m mlacheck run --profile vllm --tp 8 --kernel decode --compile skip --json "$OUT/vllm_tp8_trace.json"
 step 200 python3 -m pytest -q -p no:cacheprovider tests/gpu tests/unit/test_reference.py tests/unit/test_activations.py \
