@@ -164,7 +164,7 @@ def measure(kernel: str, calls: int, parts: list[str], raw: str | None) -> dict[
     stand_ins = DryStandIns(spec.dry_patches, (), policy)
     one_call = prefill_call(stand_ins) if kernel == "prefill" else decode_call()
     capture = FamilyCapture(spec, MemorySink(), policy)
-    installed, captured = installed_arms(capture, spec.module.partition(".")[0])
+    program, captured = installed_arms(capture, spec.module.partition(".")[0])
     figures = {}
     try:
         with stand_ins.around_call():
@@ -173,11 +173,11 @@ def measure(kernel: str, calls: int, parts: list[str], raw: str | None) -> dict[
             first = (time.perf_counter_ns() - started) / 1e3
             for part in parts:
                 put(captured)
-                figures[part] = {**timed_arms(one_call, calls, *part_arms(part, spec, installed, captured)), "first": first}
+                figures[part] = {**timed_arms(one_call, calls, *part_arms(part, spec, program, captured)), "first": first}
+                times = figures[part].pop("times")
                 if raw:
                     with open(raw, "a") as out:
-                        out.write(json.dumps({"kernel": kernel, "part": part, "pid": os.getpid(), **figures[part].pop("times")}) + "\n")
-                figures[part].pop("times", None)
+                        out.write(json.dumps({"kernel": kernel, "part": part, "pid": os.getpid(), **times}) + "\n")
     finally:
         put(captured)
         capture.remove()
@@ -231,7 +231,7 @@ def main() -> None:
         print(json.dumps(measure(kernel, calls, parts, raw)))
         return
     runs = []
-    for number in range(processes):  # each process takes the parts in a turned order: none is always first
+    for number in range(processes):  # each process takes the parts in a turned order: no part is always first
         order = parts[number % len(parts):] + parts[:number % len(parts)]
         runs.append(json.loads(subprocess.run([sys.executable, __file__, kernel, str(calls), "0", ",".join(order)], check=True,
                                               capture_output=True, text=True).stdout.splitlines()[-1]))
