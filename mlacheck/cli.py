@@ -108,7 +108,7 @@ def run(
         help="The largest captured decode batch (default: the engine's); larger batches decode eagerly.")] = None,
     max_context_len: Annotated[Optional[int], typer.Option(help="The context length (default: the model's).")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option(help="Serving decode batch sizes, e.g. 1,8,64.")] = None,
-    arch: Annotated[str, typer.Option(help="Target arch: auto, sm_100a, sm_103a or sm_107a.")] = "auto",
+    arch: Annotated[str, typer.Option(help="Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...).")] = "auto",
     compile: Annotated[CompilePolicy, typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only.")] = CompilePolicy.real,
     rules: RulesOption = None,
     requests: Annotated[int, typer.Option(help="Requests in the seeded workload.")] = 8,
@@ -134,20 +134,20 @@ def run(
     if refused:
         where = "a program (-- COMMAND)" if command else "the embedded scenario (they need -- COMMAND)"
         _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
-    specs, parsed_context, known, source = _inputs(output, json_path, context, baseline)
+    specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
     if command:
-        from mlacheck.program.session import observe_program
+        from mlacheck.program.session import ProgramOptions, observe_program
 
-        report = _guard(lambda: observe_program(command, run_dir, rules, compile.value, dry, arch, num_sms, serving_start,
-                                                parsed_context, strict, allow_incomplete, known, source,
-                                                on_start=lambda path: _console(True).print(f"mlacheck: run folder {path}",
-                                                                                           markup=False)))
+        options = ProgramOptions(run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context)
+        report = _guard(lambda: observe_program(command, options, policy, on_start=lambda path: _console(True).print(
+            f"mlacheck: run folder {path}", markup=False)))
     else:
         from mlacheck.scenario.check import CheckOptions, run_check
 
         options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed, num_sms,
-                               kernel.value, cuda_graph is Switch.on, cuda_graph_max_bs, max_context_len, batch_sizes)
-        report = _guard(lambda: run_check(options, strict, allow_incomplete, known, source, parsed_context))
+                               kernel.value, cuda_graph is Switch.on, cuda_graph_max_bs, max_context_len, batch_sizes,
+                               parsed_context)
+        report = _guard(lambda: run_check(options, policy))
     _finish(report, specs)
 
 
@@ -163,10 +163,10 @@ def report(
     baseline: BaselineOption = None,
 ) -> None:
     """Re-render and merge saved program-mode runs, or re-render a saved JSON report."""
-    from mlacheck.report.saved import report_from_sources
+    from mlacheck.program.saved import report_from_sources
 
-    specs, parsed_context, known, source = _inputs(output, json_path, context, baseline)
-    _finish(_guard(lambda: report_from_sources(sources, rules, strict, allow_incomplete, parsed_context, known, source)), specs)
+    specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
+    _finish(_guard(lambda: report_from_sources(sources, rules, parsed_context, policy)), specs)
 
 
 @app.command()
@@ -176,12 +176,14 @@ def manifest(
     rules: Annotated[Optional[Path], typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
-    from mlacheck.manifest import manifest as make_manifest, write_manifest
-    from mlacheck.report.saved import report_from_sources
-    from mlacheck.rules import load_rules
+    from mlacheck.program.saved import report_from_sources
+    from mlacheck.report.manifest import manifest as make_manifest
+    from mlacheck.report.manifest import write_manifest
+    from mlacheck.report.model import ReportPolicy
+    from mlacheck.rulefiles import load_rules
 
     def build() -> dict:
-        saved = report_from_sources(sources, rules, allow_incomplete=True)
+        saved = report_from_sources(sources, rules, policy=ReportPolicy(allow_incomplete=True))
         rule_path = rules if rules is not None else (sources[0] / "rules" if sources[0].is_dir() else None)
         return make_manifest(saved, load_rules(rule_path))
 
@@ -218,15 +220,16 @@ def _finish(report, specs: list[tuple[str, Optional[Path]]]) -> None:
     raise typer.Exit(report.exit_code)
 
 
-def _inputs(output: Optional[list[str]], json_path: Optional[Path], context: Optional[list[str]],
-            baseline: Optional[Path]) -> tuple[list, dict[str, str], Optional[set[str]], Optional[str]]:
-    """The options every reporting command shares, checked before anything runs."""
+def _inputs(output: Optional[list[str]], json_path: Optional[Path], context: Optional[list[str]], strict: bool,
+            allow_incomplete: bool, baseline: Optional[Path]) -> tuple[list, dict[str, str], object]:
+    """The options every reporting command shares, checked before anything runs: the outputs, the run context and
+    the verdict policy."""
     from mlacheck.context import parse_context
-    from mlacheck.report.baseline import known_findings
     from mlacheck.report.formats import output_specs
+    from mlacheck.report.model import ReportPolicy
 
     specs = _guard(lambda: output_specs([*(output or []), *([f"json:{json_path}"] if json_path is not None else [])]))
-    return specs, _guard(lambda: parse_context(context)), *_guard(lambda: known_findings(baseline))
+    return specs, _guard(lambda: parse_context(context)), _guard(lambda: ReportPolicy.of(strict, allow_incomplete, baseline))
 
 
 def _guard(action):

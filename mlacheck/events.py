@@ -26,7 +26,7 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   rule says every call looks up; how many are in counts.calls as "function!nolookup"
 - serving_start:  {how, site}         serving starts here: earlier compiles and dispatches are warm-up
 - context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
-- numerics:       {family, key, tokens, fp8_cost, kernel}   one scenario call's accuracy (GPU modes)
+- numerics:       {family, key, kernel}   a launched kernel's output against the reference (execute mode)
 - internal_error: {where, message}    capture failed; the program went on
 - exit:           {rank, how}         the process ended normally (rank from torch.distributed when it was
                                       initialized, else RANK / LOCAL_RANK at exit)
@@ -40,6 +40,9 @@ import os
 from mlacheck.errors import MlacheckError
 
 FORMAT_VERSION = 2
+"""The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
+the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
+`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them)."""
 EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "counts", "dispatch_error", "no_lookup", "serving_start",
                          "context", "numerics", "internal_error", "exit"})
 

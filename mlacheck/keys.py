@@ -32,10 +32,15 @@ def value_text(value: JsonValue) -> str:
     return str(value)
 
 
-def key_text(key: Key, fields: list[str] | None = None) -> str:
-    """`(field=value, ...)` in the given field order, then any other fields."""
+def fields_text(key: Key, fields: list[str] | None = None) -> str:
+    """`field=value, ...` in the given field order, then any other fields."""
     names = [name for name in (fields or []) if name in key] + [name for name in key if name not in (fields or [])]
-    return "(" + ", ".join(f"{name}={value_text(key[name])}" for name in names) + ")"
+    return ", ".join(f"{name}={value_text(key[name])}" for name in names)
+
+
+def key_text(key: Key, fields: list[str] | None = None) -> str:
+    """`(field=value, ...)`: the key as findings and tables name it."""
+    return f"({fields_text(key, fields)})"
 
 
 def varying_fields(keys: list[Key], fields: list[str] | None = None) -> list[str]:
@@ -44,13 +49,10 @@ def varying_fields(keys: list[Key], fields: list[str] | None = None) -> list[str
     return [name for name in names if len({value_text(key.get(name)) for key in keys}) > 1]
 
 
-def key_identity(key: Key) -> tuple:
-    """A key as a hashable value (field order ignored, lists as tuples)."""
-    return tuple(sorted((name, _frozen(value)) for name, value in key.items()))
-
-
-def _frozen(value: JsonValue) -> object:
-    return tuple(_frozen(item) for item in value) if isinstance(value, list) else (type(value).__name__, value)
+def key_identity(key: Key) -> tuple[tuple[str, str], ...]:
+    """What makes two keys the same key, wherever they come from (a trace, a saved report, a baseline): the sorted
+    (field, value text) pairs. Field order does not count. Finding fingerprints hash exactly this."""
+    return tuple(sorted((str(name), value_text(value)) for name, value in key.items()))
 
 
 def spelling_text(spelling: dict | None) -> str:

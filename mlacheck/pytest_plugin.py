@@ -72,12 +72,11 @@ class MlacheckSession:
     def __init__(self, config: pytest.Config) -> None:
         from mlacheck.errors import MlacheckError
         from mlacheck.program.agent import ENV_RUN_DIR, Agent
-        from mlacheck.program.runner import observed_environment
-        from mlacheck.program.session import prepare_run
+        from mlacheck.program.session import ProgramOptions, prepare_run
+        from mlacheck.program.supervisor import observed_environment
 
         self.config = config
         option = config.getoption
-        self.rules_path = Path(option("mlacheck_rules")) if option("mlacheck_rules") else None
         self.compile_policy, self.dry = option("mlacheck_compile"), bool(option("mlacheck_dry"))
         self.report = None
         self.error: str | None = None
@@ -88,26 +87,31 @@ class MlacheckSession:
                 "`mlacheck run -- pytest`); use one of the two")
         try:
             from mlacheck.context import parse_context
-            from mlacheck.report.baseline import known_findings
             from mlacheck.report.formats import output_specs
+            from mlacheck.report.model import ReportPolicy
 
             outputs = list(option("mlacheck_output")) + ([f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else [])
             self.specs = output_specs(outputs)
-            self.context = parse_context(option("mlacheck_context"), "--mlacheck-context")
-            self.known, self.baseline_source = known_findings(Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None)
-            serving_start = list(option("mlacheck_serving_start"))
-            self.run, capture_config, environment = prepare_run(
-                Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None, self.rules_path,
-                self.compile_policy, self.dry, "auto", option("mlacheck_num_sms"), serving_start)
+            self.policy = ReportPolicy.of(bool(option("mlacheck_strict")), bool(option("mlacheck_allow_incomplete")),
+                                          Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None)
+            self.options = ProgramOptions(
+                Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
+                Path(option("mlacheck_rules")) if option("mlacheck_rules") else None, self.compile_policy, self.dry, "auto",
+                option("mlacheck_num_sms"), tuple(option("mlacheck_serving_start")),
+                parse_context(option("mlacheck_context"), "--mlacheck-context"))
+            prepared = prepare_run(self.options)
         except MlacheckError as exc:
             raise _usage_error(str(exc)) from None
+        self.run, self.rules = prepared.folder, prepared.rules
         self.started = time.time()
         self._saved_environment: dict[str, str | None] = {}
-        for name, value in {**environment, **observed_environment(self.run, dict(os.environ), serving_start)}.items():
+        environment = {**prepared.environment,
+                       **observed_environment(self.run, dict(os.environ), list(self.options.serving_start))}
+        for name, value in environment.items():
             if os.environ.get(name) != value:
                 self._saved_environment[name] = os.environ.get(name)
                 os.environ[name] = value
-        self.agent = Agent(self.run.path, capture_config)
+        self.agent = Agent(self.run.path, prepared.capture_config)
         self.agent.start()
 
     def _restore_environment(self) -> None:
@@ -128,19 +132,16 @@ class MlacheckSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from mlacheck.errors import MlacheckError
-        from mlacheck.program.runs import program_report
+        from mlacheck.program.saved import program_report
         from mlacheck.report.formats import write_outputs
 
         self._finish_recording()
-        option = self.config.getoption
         try:
             self.run.write_meta({
                 "command": ["pytest", *self.config.invocation_params.args], "started": self.started, "ended": time.time(),
                 "compile_policy": self.compile_policy, "dry": self.dry, "exit_code": int(session.exitstatus), "signal": None,
             })
-            self.report = program_report([self.run.path], self.rules_path, bool(option("mlacheck_strict")),
-                                         bool(option("mlacheck_allow_incomplete")), self.context, self.known,
-                                         self.baseline_source)
+            self.report = program_report([self.run.path], self.rules, self.options.context, self.policy)
             write_outputs(self.report, self.specs)
         except MlacheckError as exc:
             self.error = str(exc)

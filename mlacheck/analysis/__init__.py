@@ -13,8 +13,8 @@ from mlacheck.analysis.findings import (Finding, contract_findings, dead_warmup_
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.arch import capability
 from mlacheck.keys import key_identity, value_text, varying_fields
-from mlacheck.registry import Severity
-from mlacheck.rules import RuleSet
+from mlacheck.codes import Severity
+from mlacheck.rulefiles import RuleSet
 
 __all__ = ["Analysis", "FamilyResult", "Finding", "Variant", "analyse"]
 

@@ -1,4 +1,4 @@
-"""Findings: what the variant tables break, code by code (the registry says what each code means)."""
+"""Findings: what the variant tables break, code by code (`codes.py` says what each code means)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from mlacheck.analysis.tables import ProcessFamily, Variant
 from mlacheck.keys import Key, JsonValue, key_text, spelling_text, value_text
-from mlacheck.registry import Severity, finding_rule
-from mlacheck.rules import RuleFile
+from mlacheck import codes
+from mlacheck.codes import Severity
+from mlacheck.rulefiles import RuleFile
 
 
 @dataclass
@@ -26,11 +27,11 @@ class Finding:
 
     @property
     def name(self) -> str:
-        return finding_rule(self.code).name
+        return codes.lookup(self.code).name
 
     @property
     def severity(self) -> Severity:
-        return finding_rule(self.code).severity
+        return codes.lookup(self.code).severity
 
 
 LONG_KEY = 8  # fields; a finding names a longer key by the fields that tell it apart (the JSON has it whole)
@@ -72,7 +73,7 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
         closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
     elif not diff:
         closest = "a variant of the same field values was precompiled under another spelling of the functools key (MLA006)"
-        hint = finding_rule("MLA006").hint
+        hint = codes.lookup("MLA006").hint
     else:
         closest = "the nearest precompiled variant differs in " + ", ".join(
             f"{name} (precompiled {value_text(old)}, dispatched {value_text(new)}"
@@ -95,7 +96,7 @@ def dead_warmup_finding(rule: RuleFile, variant: Variant, proc: int | None, vary
     wasted = f"{variant.compile_s:.1f} s of compile wasted" if variant.compile_s is not None else "its compile time is wasted"
     return Finding("MLA002", rule.family.name, variant.key,
                    f"{named(variant.key, rule.family.key_fields, varying)} was precompiled at {variant.compiled_by} but never "
-                   f"dispatched{elsewhere}: {wasted}", finding_rule("MLA002").hint, site=variant.compiled_by, proc=proc)
+                   f"dispatched{elsewhere}: {wasted}", codes.lookup("MLA002").hint, site=variant.compiled_by, proc=proc)
 
 
 def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str], varying: list[str]) -> list[Finding]:
@@ -138,7 +139,7 @@ def spelling_findings(rule: RuleFile, table: ProcessFamily, varying: list[str]) 
             f"{named(first.key, rule.family.key_fields, varying)} was compiled {len(variants)} times, under {len(variants)} "
             f"spellings of one functools key: {described(first)}; {described(second)}. The cache keys on how the call "
             "is spelled, so the warm-up's entry is never hit by the other spelling",
-            finding_rule("MLA006").hint, site=second.serving_path_site or second.compiled_by, proc=table.proc))
+            codes.lookup("MLA006").hint, site=second.serving_path_site or second.compiled_by, proc=table.proc))
     return findings
 
 
@@ -213,4 +214,4 @@ def numerics_findings(rule: RuleFile, variant: Variant, varying: list[str]) -> l
         return []
     return [Finding("MLA005", rule.family.name, variant.key,
                     f"{named(variant.key, rule.family.key_fields, varying)}: the kernel's output against the reference on the "
-                    "same inputs: " + "; ".join(breaches), finding_rule("MLA005").hint)]
+                    "same inputs: " + "; ".join(breaches), codes.lookup("MLA005").hint)]

@@ -38,9 +38,7 @@ class Variant:
     serving_path_site: str | None = None
     serving_path_stack: list[str] = field(default_factory=list)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
-    tokens: int = 0
-    fp8_cost: dict[str, float] | None = None
-    numerics: dict[str, float] | None = None
+    numerics: dict[str, float] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
     first_phases: set[str] = field(default_factory=set)
 
@@ -224,8 +222,6 @@ def _measured(table: ProcessFamily, event: dict) -> None:
     variant = next((v for v in table.variants.values() if key_identity(v.key) == identity), None)
     if variant is None:
         return
-    variant.tokens += event.get("tokens") or 0
-    variant.fp8_cost = worst(variant.fp8_cost, event.get("fp8_cost"))
     variant.numerics = worst(variant.numerics, event.get("kernel"))
 
 
@@ -267,7 +263,5 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
             if variant.serving_path_compile:
                 _serving_path_compile(into, variant.serving_path_compile_s, variant.serving_path_site,
                                       variant.serving_path_stack)
-            into.tokens += variant.tokens
-            into.fp8_cost = worst(into.fp8_cost, variant.fp8_cost)
             into.numerics = worst(into.numerics, variant.numerics)
     return list(merged.values())

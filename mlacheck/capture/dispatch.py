@@ -14,17 +14,15 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from mlacheck.capture import hotpath
 from mlacheck.capture.dry import DryStandIns, zero_results
+from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import counting
 
-if TYPE_CHECKING:
-    from mlacheck.capture.family import FamilyCapture
 
-
-def wrap_dispatch(original: Callable, name: str, capture: FamilyCapture, dry: DryStandIns | None) -> Callable:
+def wrap_dispatch(original: Callable, name: str, capture: CaptureHooks, every_call_looks_up: bool,
+                  dry: DryStandIns | None) -> Callable:
     """A wrapper of one dispatch function that reports to `capture`. Where the rule says every call looks the
     cache up, a call that returns without a lookup is reported too (it ran a variant nothing checked)."""
     calls = capture.call_counter(name)
@@ -36,7 +34,7 @@ def wrap_dispatch(original: Callable, name: str, capture: FamilyCapture, dry: Dr
     def unlooked(frame) -> None:
         capture.dispatch_without_lookup(name, frame)
 
-    checked = unlooked if capture.spec.every_call_looks_up else None
+    checked = unlooked if every_call_looks_up else None
     if dry is None:
         dispatch = hotpath.forwarder(original, calls, ticks, raised, checked)
     else:

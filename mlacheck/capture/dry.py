@@ -12,47 +12,40 @@ import contextlib
 import importlib
 from collections.abc import Callable, Iterator
 
-from mlacheck.arch import capability
-from mlacheck.capture.spec import CapturePolicy, DryPatch
+from mlacheck import arch, qualnames
+from mlacheck.capture.policy import CapturePolicy
+from mlacheck.rulefiles.schema import DryPatch
 
 
 def _actions(policy: CapturePolicy) -> dict[str, Callable[..., object]]:
-    target = capability(policy.target_arch)
+    """Each action of the schema's DRY_ACTIONS but stand_in_class (`_stand_in` builds those), for the policy's target."""
+    target = arch.capability(policy.target_arch)
     sms = policy.num_sms or 0
-    clusters = lambda cluster_size=1, *args, **kwargs: max(1, sms // max(1, int(cluster_size)))  # noqa: E731
-
-    class TargetHardwareInfo:
-        """cutlass.utils.HardwareInfo of the target GPU, without a CUDA driver."""
-
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            pass
-
-        get_max_active_clusters = staticmethod(clusters)
-        get_device_multiprocessor_count = staticmethod(lambda: sms)
-        get_l2_cache_size_in_bytes = staticmethod(lambda: L2_BYTES)
-
+    l2_bytes = arch.flagship(policy.target_arch).l2_bytes
     return {
         "nullcontext": lambda *args, **kwargs: contextlib.nullcontext(),
         "target_capability": lambda *args, **kwargs: target,
         "target_sm_count": lambda *args, **kwargs: sms,
-        "target_clusters": clusters,
-        "target_hardware_info": TargetHardwareInfo,
+        "target_clusters": lambda cluster_size=1, *args, **kwargs: max(1, sms // max(1, int(cluster_size))),
+        "target_l2_bytes": lambda *args, **kwargs: l2_bytes,
     }
 
 
-ACTIONS = tuple(_actions(CapturePolicy()))
-"""nullcontext: a context manager that does nothing (a CUDA stream binding); target_capability: the target
-arch's (major, minor); target_sm_count: the target's SM count; target_clusters(cluster_size): SMs / size;
-target_hardware_info: a cutlass.utils.HardwareInfo class answering with those (and L2_BYTES)."""
-L2_BYTES = 126 << 20  # the B200's L2; no key field reads it (it sizes some schedulers' grids)
+def _stand_in(patch: DryPatch, actions: dict[str, Callable[..., object]]) -> object:
+    """The stand-in a patch declares: an action, or a class whose instances answer the declared methods."""
+    if patch.action != "stand_in_class":
+        return actions[patch.action]
+    methods = {name: staticmethod(actions[action]) for name, action in patch.methods.items()}
+    return type(f"DryStandIn_{patch.target.rpartition(':')[2]}", (), {
+        "__init__": lambda self, *args, **kwargs: None, "__doc__": f"--dry: {patch.target} of the target GPU", **methods})
 
 
 class DryStandIns:
     """The stand-ins of one family, put in place around each dispatch call."""
 
-    def __init__(self, patches: tuple[DryPatch, ...], host_arguments: tuple[str, ...], policy: CapturePolicy) -> None:
+    def __init__(self, patches: list[DryPatch], host_arguments: list[str], policy: CapturePolicy) -> None:
         actions = _actions(policy)
-        self._patches = [(_split(patch.target), actions[patch.action]) for patch in patches]
+        self._patches = [(qualnames.split(patch.target), _stand_in(patch, actions)) for patch in patches]
         self.host_arguments = frozenset(host_arguments)
 
     @contextlib.contextmanager
@@ -81,11 +74,6 @@ def zero_results(result: object) -> object:
         if hasattr(value, "zero_") and getattr(value, "is_floating_point", lambda: False)():
             value.zero_()
     return result
-
-
-def _split(target: str) -> tuple[str, str]:
-    module, _, attribute = target.partition(":")
-    return module, attribute
 
 
 _HOST_TENSOR: type | None = None

@@ -16,8 +16,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from mlacheck.capture.spec import PhaseFrame
+if TYPE_CHECKING:  # an annotation only: reading a stack needs no rule schema
+    from mlacheck.rulefiles.schema import PhaseRule
 
 STACK_DEPTH = 12
 INSTRUMENTATION = ("mlacheck.capture", "mlacheck.program", "mlacheck.cli", "mlacheck.pytest_plugin")
@@ -38,9 +40,9 @@ class Where:
 class StackReader:
     """Classifies cache accesses for one family."""
 
-    def __init__(self, dispatch_code_ids: frozenset[int], frames: tuple[PhaseFrame, ...], skip: tuple[str, ...]) -> None:
+    def __init__(self, dispatch_code_ids: frozenset[int], frames: tuple[PhaseRule, ...], skip: tuple[str, ...]) -> None:
         self.dispatch_code_ids = dispatch_code_ids
-        self._frames: dict[str, list[PhaseFrame]] = {}
+        self._frames: dict[str, list[PhaseRule]] = {}
         for frame in frames:
             self._frames.setdefault(frame.qualname.rpartition(".")[2], []).append(frame)
         self._skip = tuple(skip) + INSTRUMENTATION

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from mlacheck import __version__
+from mlacheck import __version__, qualnames
 from mlacheck.events import FORMAT_VERSION, JsonlSink
 from mlacheck.program.layout import CAPTURE_CONFIG, trace_path
 
@@ -69,13 +69,16 @@ class Agent:
         self.config = config
         self.sink = JsonlSink(trace_path(run_dir, os.getpid()))
         self.captures: dict[str, list] = {}  # module -> its families' FamilyCapture, made when the module is imported
-        self.families: dict[str, list[dict]] = {}
+        self.families: dict[str, list[dict]] = {}  # module -> its rule files, as the schema dumped them
         for data in config["families"]:
-            self.families.setdefault(data["module"], []).append(data)
-        self.serving_starts = list(config.get("serving_starts", [])) + _from_environment(os.environ.get(ENV_SERVING_START, ""))
-        self.frames = list(config.get("frames", []))
+            self.families.setdefault(data["family"]["module"], []).append(data)
+        starts = config.get("serving_starts", []) + _from_environment(os.environ.get(ENV_SERVING_START, ""))
+        self.serving_starts = [(*qualnames.split(start["function"]), start.get("at", "call")) for start in starts]
+        self.frames = [qualnames.split(phase["function"]) for phase in config.get("phases", [])]
         self.engines = [(engine["name"], engine["module"]) for engine in config.get("engines", [])]
-        watched = set(self.families) | {entry["module"] for entry in self.serving_starts + self.frames}
+        self.arch_env = list(config.get("arch_env", []))
+        self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
+        watched = set(self.families) | {module for module, *_ in self.serving_starts + self.frames}
         self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
         self._serving = False
@@ -101,6 +104,8 @@ class Agent:
         for captures in self.captures.values():
             for capture in captures:
                 self._safely(capture.remove)
+        if self._patches is not None:
+            self._patches.undo(lambda where, action: self._safely(action))
         self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how}))
         self.sink.close()
 
@@ -117,20 +122,22 @@ class Agent:
         name = module.__name__
         if name in self.families and name not in self.captures:
             from mlacheck.capture.family import FamilyCapture
-            from mlacheck.capture.spec import CapturePolicy, CaptureSpec
+            from mlacheck.capture.policy import CapturePolicy
+            from mlacheck.rulefiles.schema import PhaseRule, RuleFile
 
             policy = CapturePolicy(**self.config.get("policy", {}))
-            self.captures[name] = [FamilyCapture(CaptureSpec.from_json(data), self.sink, policy) for data in self.families[name]]
+            phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
+            self.captures[name] = [FamilyCapture(RuleFile.model_validate(data), self.sink, policy, phases=phases)
+                                   for data in self.families[name]]
             for capture in self.captures[name]:
                 self._safely(capture.install)
-        for start in self.serving_starts:
-            if start["module"] == name:
-                how = f"{name}:{start['qualname']} {'returned' if start.get('at') == 'return' else 'called'}"
-                self._safely(lambda: self._wrap(module, start["qualname"], lambda how=how: self.serving_started(how),
-                                                start.get("at", "call")))
-        for frame in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
-            if frame["module"] == name != "__main__":
-                self._safely(lambda: self._wrap(module, frame["qualname"], self._phase_changed, "both"))
+        for module_name, qualname, at in self.serving_starts:
+            if module_name == name:
+                how = f"{name}:{qualname} {'returned' if at == 'return' else 'called'}"
+                self._safely(lambda: self._wrap(module, qualname, lambda how=how: self.serving_started(how), at))
+        for module_name, qualname in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
+            if module_name == name != "__main__":
+                self._safely(lambda: self._wrap(module, qualname, self._phase_changed, "both"))
         if name in self.captures:
             self._safely(self._write_context)
 
@@ -142,11 +149,12 @@ class Agent:
             self._safely(capture.phase_changed)
 
     def _wrap(self, module, qualname: str, hook, at: str) -> None:
-        """Call `hook` when `module:qualname` is called ("call"), returns ("return") or both."""
-        owner_path, _, attribute = qualname.rpartition(".")
-        owner = module
-        for part in filter(None, owner_path.split(".")):
-            owner = getattr(owner, part)
+        """Call `hook` when `module:qualname` is called ("call"), returns ("return") or both (undone at stop)."""
+        from mlacheck.capture.install import Patches
+
+        if self._patches is None:
+            self._patches = Patches("agent")
+        owner, attribute = self._patches.function(qualname, module)
         function = getattr(owner, attribute)
 
         def marked(*args, **kwargs):
@@ -160,7 +168,7 @@ class Agent:
 
         marked.__wrapped__ = function
         marked.__name__, marked.__qualname__ = getattr(function, "__name__", attribute), getattr(function, "__qualname__", qualname)
-        setattr(owner, attribute, marked)
+        self._patches.replace(owner, attribute, marked)
 
     def _after_fork(self) -> None:
         if self._finder not in sys.meta_path:  # stopped: a later fork is not observed
@@ -186,14 +194,18 @@ class Agent:
         self.sink.write({
             "type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "ppid": os.getppid(),
             "host": os.uname().nodename, "mlacheck_version": __version__, "started": time.time(),
-            "argv": list(sys.argv), "rank": _environment_rank(), "cute_dsl_arch": os.environ.get("CUTE_DSL_ARCH"),
+            "argv": list(sys.argv), "rank": _environment_rank(), "target_arch": self._target_arch(),
             "forked_from": self._forked_from,
         })
 
     def _write_context(self) -> None:
         engine = next((name for name, module in self.engines if module in sys.modules), None)
-        values = {"target_arch": os.environ.get("CUTE_DSL_ARCH"), "engine": engine}
+        values = {"target_arch": self._target_arch(), "engine": engine}
         self.sink.write({"type": "context", "values": {k: v for k, v in values.items() if v is not None}})
+
+    def _target_arch(self) -> str | None:
+        """The target arch the process's compiles take: the first variable the families read it from that is set."""
+        return next((os.environ[name] for name in self.arch_env if os.environ.get(name)), None)
 
     def _safely(self, action) -> None:
         try:
@@ -210,18 +222,10 @@ def current() -> Agent | None:
     return _current
 
 
-def serving_start_entry(item: str) -> dict | None:
-    """MODULE:QUALNAME or MODULE:QUALNAME@return as a serving start; None where it is not that."""
-    function, _, at = item.partition("@")
-    module, _, qualname = function.partition(":")
-    if not module or not qualname:
-        return None
-    return {"module": module, "qualname": qualname, "at": "return" if at == "return" else "call", "engine": "environment"}
-
-
 def _from_environment(value: str) -> list[dict]:
-    entries = (serving_start_entry(part) for part in filter(None, (part.strip() for part in value.split(","))))
-    return [entry for entry in entries if entry is not None]
+    """MLACHECK_SERVING_START's MODULE:QUALNAME[@return] items as serving starts (a malformed item is skipped)."""
+    entries = (qualnames.serving_start(part) for part in filter(None, (part.strip() for part in value.split(","))))
+    return [{"function": f"{module}:{qualname}", "at": at} for module, qualname, at in filter(None, entries)]
 
 
 def _caller_site() -> str | None:

@@ -5,54 +5,76 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlacheck.capture.spec import CapturePolicy
-from mlacheck.environment import TARGET_ARCHES, flagship_sm_count
+from mlacheck import arch, qualnames
+from mlacheck.capture.caches import check_rules
+from mlacheck.capture.policy import CapturePolicy
 from mlacheck.errors import MlacheckError
-from mlacheck.program.agent import serving_start_entry
-from mlacheck.program.rundir import RunDir
-from mlacheck.program.runner import run_program
-from mlacheck.program.runs import program_report
-from mlacheck.report.model import Report
-from mlacheck.rules import load_rules
+from mlacheck.program.run_folder import RunFolder
+from mlacheck.program.saved import program_report
+from mlacheck.program.supervisor import run_program
+from mlacheck.report.model import Report, ReportPolicy
+from mlacheck.rulefiles import RuleSet, load_rules
 
 
-def prepare_run(run_dir: Path | None, rules_path: Path | None, compile_policy: str = "real", dry: bool = False,
-                arch: str = "auto", num_sms: int | None = None,
-                serving_start: list[str] | None = None) -> tuple[RunDir, dict, dict[str, str]]:
-    """A new run folder holding the rules and what capture does; returns it, the capture config, and the
-    environment the observed processes need on top of the caller's."""
-    if arch != "auto" and arch not in TARGET_ARCHES.values():
-        raise MlacheckError(f"--arch {arch}: choose auto, {', '.join(TARGET_ARCHES.values())}")
-    if num_sms is not None and num_sms < 1:
-        raise MlacheckError(f"--num-sms {num_sms}: an SM count is a positive number (148 on a B200)")
-    for item in serving_start or []:
-        if serving_start_entry(item) is None:
+@dataclass(frozen=True)
+class ProgramOptions:
+    """What program mode is asked to do (`mlacheck run -- COMMAND`, `pytest --mlacheck`)."""
+
+    run_dir: Path | None = None
+    rules: Path | None = None
+    compile: str = "real"  # "real" or "skip"
+    dry: bool = False
+    arch: str = "auto"
+    num_sms: int | None = None
+    serving_start: tuple[str, ...] = ()  # MODULE:QUALNAME[@return]
+    context: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A new run folder holding the rules and what capture does, and the environment the program needs on top of
+    the caller's."""
+
+    folder: RunFolder
+    rules: RuleSet
+    capture_config: dict
+    environment: dict[str, str]
+
+
+def prepare_run(options: ProgramOptions) -> PreparedRun:
+    """Check the options against the rules, then make the run folder."""
+    for item in options.serving_start:
+        if qualnames.serving_start(item) is None:
             raise MlacheckError(f"--serving-start {item}: write MODULE:QUALNAME or MODULE:QUALNAME@return")
-    rules = load_rules(rules_path)
-    target = arch if arch != "auto" else os.environ.get("CUTE_DSL_ARCH") or "sm_100a"
-    policy = CapturePolicy(compile=compile_policy, replace_launch=dry, dry=dry, target_arch=target,
-                           num_sms=num_sms or flagship_sm_count(target))
-    run = RunDir.create(run_dir)
+    if options.num_sms is not None and options.num_sms < 1:
+        raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
+    rules = load_rules(options.rules)
+    check_rules(rules)
+    if options.arch != "auto" and options.arch not in rules.arches:
+        raise MlacheckError(f"--arch {options.arch}: no loaded family has kernels for it; choose auto or one of "
+                            f"{', '.join(rules.arches)}")
+    declared = next((os.environ[name] for name in rules.arch_env if os.environ.get(name)), None)
+    target = options.arch if options.arch != "auto" else declared or arch.DEFAULT_ARCH
+    policy = CapturePolicy(compile=options.compile, replace_launch=options.dry, dry=options.dry, target_arch=target,
+                           num_sms=options.num_sms or arch.flagship(target).sms)
+    folder = RunFolder.create(options.run_dir)
     config = {**rules.capture_config(), "policy": asdict(policy)}
-    run.save([file.source for file in rules.files], config)
-    environment = {"CUTE_DSL_ARCH": target} if dry and "CUTE_DSL_ARCH" not in os.environ else {}
-    return run, config, environment
+    folder.save([file.source for file in rules.files], config)
+    environment = {name: target for name in rules.arch_env if name not in os.environ} if options.dry else {}
+    return PreparedRun(folder, rules, config, environment)
 
 
-def observe_program(command: list[str], run_dir: Path | None, rules_path: Path | None, compile_policy: str = "real",
-                    dry: bool = False, arch: str = "auto", num_sms: int | None = None,
-                    serving_start: list[str] | None = None, context: dict[str, str] | None = None, strict: bool = False,
-                    allow_incomplete: bool = False, known: set[str] | None = None, baseline_source: str | None = None,
+def observe_program(command: list[str], options: ProgramOptions, policy: ReportPolicy = ReportPolicy(),
                     on_start: Callable[[Path], None] | None = None) -> Report:
     """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under."""
-    run, _, environment = prepare_run(run_dir, rules_path, compile_policy, dry, arch, num_sms, serving_start)
+    run = prepare_run(options)
     if on_start is not None:
-        on_start(run.path)
+        on_start(run.folder.path)
     gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
-    meta = run_program(command, run, serving_start, extra_environment=environment)
-    meta.update(compile_policy=compile_policy, dry=dry)
-    run.write_meta(meta)
-    return program_report([run.path], rules_path, strict, allow_incomplete, context, known, baseline_source)
+    meta = run_program(command, run.folder, list(options.serving_start), extra_environment=run.environment)
+    meta.update(compile_policy=options.compile, dry=options.dry)
+    run.folder.write_meta(meta)
+    return program_report([run.folder.path], run.rules, options.context, policy)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
-from mlacheck.keys import value_text
+from mlacheck.keys import key_identity
 
 FINGERPRINT_SCHEME = "mlacheck/v1"
 
@@ -29,7 +29,7 @@ def fingerprint(finding: dict, occurrence: int = 0) -> str:
         FINGERPRINT_SCHEME,
         finding.get("code"),
         finding.get("family"),
-        sorted([str(name), value_text(value)] for name, value in (finding.get("key") or {}).items()),
+        key_identity(finding.get("key") or {}),
         process.get("rank"),
     ]
     if occurrence:

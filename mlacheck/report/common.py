@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from mlacheck import keys
-from mlacheck.registry import RULES
-
-
-def key_text(key: dict, order: list[str] | None = None) -> str:
-    """`field=value, ...` in the family's key_fields order (then any other fields in the key's own order)."""
-    return keys.key_text(key, order)[1:-1]
-
-
-def key_id(key: dict) -> frozenset:
-    """A key as a hashable value that ignores field order."""
-    return frozenset((str(name), keys.value_text(value)) for name, value in key.items())
+from mlacheck.codes import CODES
 
 
 def severity(finding: dict) -> str:
-    """"error" or "warning": the finding's own, else the registry's for its code."""
+    """"error" or "warning": the finding's own, else the code table's."""
     if finding.get("severity"):
         return finding["severity"]
-    rule = RULES.get(finding.get("code", ""))
-    return rule.severity.value if rule else "error"
+    code = CODES.get(finding.get("code", ""))
+    return code.severity.value if code else "error"
 
 
 def is_new(finding: dict) -> bool:

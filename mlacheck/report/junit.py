@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from mlacheck.report.common import family_key_fields, is_new, key_id, key_text, process_text, severity, summary_line
+from mlacheck.keys import fields_text, key_identity
+from mlacheck.report.common import family_key_fields, is_new, process_text, severity, summary_line
 
-PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "tokenspeed_mla_version", "mlacheck_version", "device")
+PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
 
 
 def to_junit(report: dict) -> str:
@@ -26,10 +27,10 @@ def to_junit(report: dict) -> str:
     for family in report.get("families") or []:
         for variant in family.get("variants") or []:
             findings: list[dict] = []
-            by_variant[(family["name"], key_id(variant.get("key") or {}))] = findings
-            cases.append((family["name"], key_text(variant.get("key") or {}, fields.get(family["name"])), findings))
+            by_variant[(family["name"], key_identity(variant.get("key") or {}))] = findings
+            cases.append((family["name"], fields_text(variant.get("key") or {}, fields.get(family["name"])), findings))
     for finding in report.get("findings") or []:
-        home = by_variant.get((finding.get("family"), key_id(finding.get("key") or {})))
+        home = by_variant.get((finding.get("family"), key_identity(finding.get("key") or {})))
         if home is not None:
             home.append(finding)
         else:
@@ -42,6 +43,8 @@ def to_junit(report: dict) -> str:
     for name in PROPERTIES:
         if report.get(name) is not None:
             ET.SubElement(properties, "property", name=name, value=str(report[name]))
+    for family, version in (report.get("versions") or {}).items():
+        ET.SubElement(properties, "property", name=f"version {family}", value=str(version))
     program = report.get("program")
     if program:
         ET.SubElement(properties, "property", name="program", value=" ".join(program.get("command") or []))

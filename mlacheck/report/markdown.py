@@ -59,9 +59,7 @@ def _facts(report: dict) -> list[list[object]]:
         ["compile", report.get("compile_policy")],
         ["versions", versions_text(report)],
     ]
-    if scenario.get("model") is not None:
-        rows.append(["model", f"{scenario['model']} tp={scenario.get('tp')}"])
-    rows += [["warm-up", scenario.get("warmup")], ["profile", scenario.get("profile")]]
+    rows += [list(row) for row in scenario.get("header") or []]
     for command, ended in program_runs(report):
         rows.append(["program", f"`{shlex.join(command)}` ({ended})"])
     processes = report.get("processes") or []

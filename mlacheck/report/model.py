@@ -2,8 +2,8 @@
 
 `build_report` takes the analysis and the run's facts and decides the verdict, the counts, the baseline
 state of each finding (by fingerprint) and the exit code, in one place. `Report.model_dump(mode="json")`
-is the JSON report (format_version 2; later versions add fields and never rename these), and
-`Report.model_validate` reads a saved one back.
+is the JSON report, and `Report.model_validate` reads a saved one back (of any format version: fields a
+later version dropped are ignored).
 
 Verdicts: `fail` (a new error finding, or with --strict any new finding), else `incomplete` (the run did
 not see enough to compare: see `incomplete`; --allow-incomplete keeps the verdict and only changes the
@@ -14,15 +14,37 @@ program's own status (its exit code, 128 + N for signal N); else 0.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from mlacheck.analysis import Analysis, Variant
 from mlacheck.keys import JsonValue
-from mlacheck.report.baseline import report_fingerprints
+from mlacheck.report.baseline import known_findings, report_fingerprints
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""The JSON report's format. 1: mlacheck 0.1. 2: typed keys, processes, baseline, exit_reason. 3: no field is named
+after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
+measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows."""
+
+
+@dataclass(frozen=True)
+class ReportPolicy:
+    """How findings become a verdict and an exit code (--strict, --allow-incomplete, --baseline); only `decide`
+    reads it, everything between the command line and it passes it on whole."""
+
+    strict: bool = False  # warnings fail too
+    allow_incomplete: bool = False  # an incomplete verdict keeps the program's exit status instead of 2
+    known: frozenset[str] | None = None  # the baseline's finding fingerprints (None: no baseline)
+    baseline: str | None = None  # where the baseline came from, for the report
+
+    @classmethod
+    def of(cls, strict: bool = False, allow_incomplete: bool = False, baseline: Path | None = None) -> ReportPolicy:
+        """The policy of the options; a --baseline file is read and checked now (a bad one is one MlacheckError line)."""
+        known, source = known_findings(baseline)
+        return cls(strict, allow_incomplete, frozenset(known) if known is not None else None, source)
 
 
 class _Model(BaseModel):
@@ -45,8 +67,6 @@ class VariantReport(_Model):
     first_dispatch_site: Optional[str] = None
     first_call: dict[str, JsonValue] = {}
     status: str = "ok"
-    tokens: int = 0
-    fp8_cost: Optional[dict[str, Optional[float]]] = None  # lse_max_abs_err is None where no LSE is returned (decode)
     numerics: Optional[dict[str, Optional[float]]] = None
 
 
@@ -95,7 +115,6 @@ class Report(_Model):
     target_arch: Optional[str] = None
     compile_policy: str = "real"
     mlacheck_version: str = ""
-    tokenspeed_mla_version: Optional[str] = None
     versions: dict[str, Optional[str]] = {}
     device: Optional[str] = None
     strict: bool = False
@@ -114,43 +133,33 @@ class Report(_Model):
 
 
 def variant_report(variant: Variant) -> VariantReport:
-    return VariantReport(
-        key=variant.key, spelling=variant.spelling, precompiled=variant.precompiled, compile_phase=variant.compile_phase,
-        compile_s=variant.compile_s, compiled_by=variant.compiled_by, captured=variant.captured,
-        dispatches=variant.dispatches, dispatches_at_least=variant.at_least and variant.dispatches > 0,
-        warmup_dispatches=variant.warmup_dispatches, serving_path_compile_s=variant.serving_path_compile_s,
-        serving_path_site=variant.serving_path_site, first_dispatch_site=variant.first_dispatch_site,
-        first_call=variant.first_call,
-        status=variant.status, tokens=variant.tokens, fp8_cost=variant.fp8_cost, numerics=variant.numerics)
+    return VariantReport.model_validate({**asdict(variant), "status": variant.status,
+                                         "dispatches_at_least": variant.at_least and variant.dispatches > 0})
 
 
-def build_report(analysis: Analysis, facts: dict, processes: list[dict] | None = None, strict: bool = False,
-                 allow_incomplete: bool = False, known: set[str] | None = None, baseline_source: str | None = None) -> Report:
+def build_report(analysis: Analysis, facts: dict, processes: list[dict] | None = None,
+                 policy: ReportPolicy = ReportPolicy()) -> Report:
     """The report of one run (or several merged); `decide` gives it its verdict."""
     processes = processes or []
     findings = []
     for finding in analysis.findings:
         process = processes[finding.proc] if finding.proc is not None and finding.proc < len(processes) else None
-        findings.append(FindingReport(
-            code=finding.code, name=finding.name, severity=finding.severity.value, family=finding.family,
-            key=finding.key, nearest=finding.nearest, diff=finding.diff, drivers=finding.drivers,
-            message=finding.message, hint=finding.hint, site=finding.site, stack=finding.stack,
-            process={name: process.get(name) for name in ("pid", "host", "rank")} if process else None))
-    families = [FamilyReport(name=f.name, version=f.version, versions=f.versions, key_fields=f.key_fields,
-                             variants=[variant_report(v) for v in f.variants], dispatch_calls=f.dispatch_calls,
-                             died_before_lookup=f.died_before_lookup, notes=f.notes, field_drivers=f.field_drivers)
-                for f in analysis.families]
-    versions = {f.name: f.version for f in analysis.families}
+        findings.append(FindingReport.model_validate({
+            **asdict(finding), "name": finding.name, "severity": finding.severity.value,
+            "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None}))
+    families = [FamilyReport.model_validate({**asdict(family), "version": family.version,
+                                             "variants": [variant_report(v) for v in family.variants]})
+                for family in analysis.families]
     report = Report(
-        verdict="pass", versions=versions, families=families, findings=findings, incomplete=list(analysis.incomplete),
-        tokenspeed_mla_version=next((v for name, v in versions.items() if name.startswith("tokenspeed_mla")), None),
-        not_checked=analysis.not_checked, internal_errors=analysis.internal_errors, processes=processes, **facts)
-    return decide(report, strict, allow_incomplete, known, baseline_source)
+        verdict="pass", versions={f.name: f.version for f in analysis.families}, families=families, findings=findings,
+        incomplete=list(analysis.incomplete), not_checked=analysis.not_checked, internal_errors=analysis.internal_errors,
+        processes=processes, **facts)
+    return decide(report, policy)
 
 
-def decide(report: Report, strict: bool = False, allow_incomplete: bool = False, known: set[str] | None = None,
-           baseline_source: str | None = None) -> Report:
+def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     """The one place a verdict is made: fingerprints and baseline state, counts, verdict, exit code and its reason."""
+    strict, allow_incomplete, known, baseline_source = policy.strict, policy.allow_incomplete, policy.known, policy.baseline
     for finding, print_ in zip(report.findings, report_fingerprints([f.model_dump() for f in report.findings])):
         finding.fingerprint = print_
         finding.baselined = known is not None and print_ in known

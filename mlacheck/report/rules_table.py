@@ -1,4 +1,4 @@
-"""`mlacheck rules`: the finding codes of the registry and the kernel families the rule files declare."""
+"""`mlacheck rules`: the finding codes (`codes.py`) and the kernel families the rule files declare."""
 
 from __future__ import annotations
 
@@ -9,18 +9,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mlacheck.registry import RULES
-from mlacheck.rules import RuleFile, load_rules
+from mlacheck.capture.caches import check_rules
+from mlacheck.capture.fingerprint import fingerprint
+from mlacheck.codes import CODES
+from mlacheck.rulefiles import RuleFile, load_rules
 
 
 def print_rules(console: Console, path: Path | None = None, fingerprints: bool = False) -> None:
     codes = Table(title="Finding codes", title_justify="left", header_style="bold")
     for column in ("code", "name", "severity", "what", "fix"):
         codes.add_column(column)
-    for rule in RULES.values():
-        codes.add_row(rule.code, rule.name, rule.severity.value, Text(rule.summary), Text(rule.hint))
+    for code in CODES.values():
+        codes.add_row(code.code, code.name, code.severity.value, Text(code.summary), Text(code.hint))
     console.print(codes)
     rules = load_rules(path)
+    check_rules(rules)
     families = Table(title="Kernel families", title_justify="left", header_style="bold")
     columns = ["family", "cache", "key fields", "checked against", "contracts", "file"] + (["fingerprint"] if fingerprints else [])
     for column in columns:
@@ -47,18 +50,13 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
 
 def _fingerprint_text(rule: RuleFile) -> str:
     """The installed code's fingerprint, against the one the rule records."""
-    from mlacheck.capture import FamilyCapture
-    from mlacheck.capture.spec import CapturePolicy
-    from mlacheck.events import MemorySink
-    from mlacheck.rules import capture_spec
-
     if not rule.family.key_functions:
         return "— (no key_functions)"
     try:
         module = importlib.import_module(rule.family.module)
     except Exception as exc:  # noqa: BLE001 - a missing library is a row, not a failure
         return f"cannot import {rule.family.module}: {type(exc).__name__}"
-    installed = FamilyCapture(capture_spec(rule), MemorySink(), CapturePolicy()).fingerprint(module)
+    installed = fingerprint(module, rule.family.key_functions)
     recorded = rule.family.fingerprints
     state = ("matches the rule" if installed in recorded else f"the rule has {' or '.join(recorded)}" if recorded
              else "the rule records none")

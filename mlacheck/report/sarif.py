@@ -1,4 +1,4 @@
-"""SARIF 2.1.0 for code-scanning uploads: one run, the registry's codes as rules, one result per finding.
+"""SARIF 2.1.0 for code-scanning uploads: one run, the finding codes as SARIF rules, one result per finding.
 
 A result is located at the finding's "site" ("path:line": the engine line for MLA001, where the dead
 variant was precompiled for MLA002), else where its variant was precompiled ("compiled_by"), else at
@@ -14,25 +14,26 @@ from __future__ import annotations
 from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
-from mlacheck.registry import RULES
+from mlacheck.codes import CODES
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import key_id, parse_site, severity
+from mlacheck.keys import key_identity
+from mlacheck.report.common import parse_site, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-RUN_PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "tokenspeed_mla_version", "device", "strict",
+RUN_PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "versions", "device", "strict",
                   "scenario", "program", "processes", "baseline")
 
 
 def to_sarif(report: dict, anchor: str | None = None) -> dict:
     """The report as a SARIF 2.1.0 log (a dict; json.dumps it); anchor ("path[:line]") locates site-less findings."""
-    rules = list(RULES.values())
+    rules = list(CODES.values())
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
-    compiled_by = {(family["name"], key_id(variant.get("key") or {})): variant.get("compiled_by")
+    compiled_by = {(family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
                    for family in report.get("families") or [] for variant in family.get("variants") or []}
     results = []
     for finding, print_ in zip(findings, report_fingerprints(findings)):
-        site = (finding.get("site") or compiled_by.get((finding.get("family"), key_id(finding.get("key") or {})))
+        site = (finding.get("site") or compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
                 or anchor)
         results.append(_result(finding, print_, index, site))
     errors = report.get("internal_errors") or []

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mlacheck.keys import spelling_text, value_text, varying_fields
+from mlacheck.keys import key_identity, spelling_text, value_text, varying_fields
 from mlacheck.report.common import program_runs, versions_text
 from mlacheck.report.model import Report
 
@@ -38,7 +38,7 @@ def render(report: Report | dict, console: Console) -> None:
             console.print(Text(f"{family['name']}  ({family.get('version') or 'version unknown'}): loaded; nothing was "
                                "compiled or looked up", style="dim"))
             continue
-        console.print(_variant_table(family))
+        console.print(_variant_table(family, ((data.get("scenario") or {}).get("measured") or {}).get(family["name"])))
         for note in family.get("notes") or []:
             console.print(Text(f"note: {note}", style="dim"))
     if data["findings"]:
@@ -61,48 +61,14 @@ def _header(data: dict) -> Panel:
     mode = data["mode"]
     rows = [
         ("versions", versions_text(data)),
-        ("target arch", data["target_arch"] or "not set (CUTE_DSL_ARCH unset in the program)"),
+        ("target arch", data["target_arch"] or "not set (no observed process named one)"),
         ("mode", f"{mode}: {MODE_NOTES.get(mode, '')}" + (f" ({data['device']})" if data.get("device") else "")),
-        ("compile", "real (cute.compile, timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
+        ("compile", "real (every compile timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
     ]
-    rows += _program_rows(data) if mode == "program" else _scenario_rows(data.get("scenario") or {}, mode)
+    rows += _program_rows(data) if mode == "program" else (data.get("scenario") or {}).get("header") or []
     for name, value in rows:
         grid.add_row(Text(name), Text(value))
     return Panel(grid, title="mlacheck report", title_align="left")
-
-
-def _scenario_rows(scenario: dict, mode: str) -> list[tuple[str, str]]:
-    rows = [("model", f"{scenario.get('model')}  tp={scenario.get('tp')}: {scenario.get('num_heads')} heads, "
-                      f"d_qk={scenario.get('d_qk')}, d_v={scenario.get('d_v')}"),
-            ("engine", f"{scenario.get('profile')} ({scenario.get('engine_source')})" if scenario.get("engine_source")
-             else str(scenario.get("profile"))),
-            ("warm-up", str(scenario.get("warmup")))]
-    if scenario.get("prefill_calls") is not None:
-        rows.append(("prefill traffic", f"{scenario.get('requests')} requests (seed {scenario.get('seed')}), "
-                                        f"{scenario.get('prefill_calls')} prefill calls, {scenario.get('tokens')} query "
-                                        f"tokens, q/k/v {scenario.get('prefill_q_dtype', 'float8_e4m3fn')}"))
-    if scenario.get("decode_dispatches") is not None:
-        capture = scenario.get("capture_sizes") or []
-        rows.append(("decode start-up", f"CUDA-graph capture of {len(capture)} batch sizes ({sizes_text(capture)}) at "
-                                        f"max_seq_len {scenario.get('context_len')}" if capture
-                     else "no CUDA graphs (--cuda-graph off): decode runs eagerly"))
-        eager = scenario.get("eager_batch_sizes") or []
-        rows.append(("decode traffic", f"batch sizes {sizes_text(scenario.get('batch_sizes') or [])}: "
-                                       f"{scenario.get('replays')} replayed a graph, eager at "
-                                       f"{sizes_text(eager) if eager else 'none'}; {scenario.get('decode_dispatches')} "
-                                       "decode dispatches in all"))
-        rows.append(("sm count", str(scenario.get("sm_count"))))
-    if scenario.get("launches") is not None:
-        rows.append(("launches", f"{scenario['launches']}" + (" (replaced)" if mode != "execute" else "")))
-    if scenario.get("merge_max_abs_err") is not None:
-        rows.append(("chunked prefix", f"merged by LSE vs one-shot attention: max abs error {scenario['merge_max_abs_err']:.2e}"))
-    return rows
-
-
-def sizes_text(sizes: list[int]) -> str:
-    """"1, 2, 4, 8, …, 160" for a long list of batch sizes."""
-    shown = [str(size) for size in sizes]
-    return ", ".join(shown if len(shown) <= 8 else [*shown[:4], "…", shown[-1]])
 
 
 def _program_rows(data: dict) -> list[tuple[str, str]]:
@@ -116,8 +82,9 @@ def _program_rows(data: dict) -> list[tuple[str, str]]:
     return [("program", "\n".join(ended)), ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace")]
 
 
-def _variant_table(family: dict) -> Table:
-    """Fields that every variant shares go in the caption; the columns are the fields that vary."""
+def _variant_table(family: dict, extra: dict | None = None) -> Table:
+    """Fields that every variant shares go in the caption; the columns are the fields that vary, then what the
+    variant's compiles and dispatches were, then the columns a scenario measured (`extra`: {"columns", "variants"})."""
     variants = family["variants"]
     fields = family.get("key_fields") or (list(variants[0]["key"]) if variants else [])
     fields = fields + [name for v in variants for name in v["key"] if name not in fields]
@@ -130,11 +97,13 @@ def _variant_table(family: dict) -> Table:
         title += f"  {family['dispatch_calls']} dispatch call(s)"
     table = Table(title=Text(title), title_justify="left", header_style="bold", caption_justify="left",
                   caption=Text(f"every variant: {caption}") if caption else None)
-    measured = [name for name, present in (("tokens", any(v.get("tokens") for v in variants)),
-                                           ("FP8 cost", any(v.get("fp8_cost") for v in variants)),
-                                           ("kernel vs reference", any(v.get("numerics") for v in variants))) if present]
-    columns = [*varying, *(["spelled"] if spelled else []), "precompiled", "compiled by", "dispatches", *measured, "status"]
-    rows = [_variant_cells(variant, varying, spelled, measured) for variant in variants]
+    cells = {key_identity(row["key"]): row["cells"] for row in (extra or {}).get("variants") or []}
+    measured = list((extra or {}).get("columns") or []) if cells else []
+    judged = any(v.get("numerics") for v in variants)
+    columns = [*varying, *(["spelled"] if spelled else []), "precompiled", "compiled by", "dispatches", *measured,
+               *(["kernel vs reference"] if judged else []), "status"]
+    rows = [_variant_cells(variant, varying, spelled, cells.get(key_identity(variant["key"]), ["—"] * len(measured)),
+                           judged) for variant in variants]
     for name in columns:
         table.add_column(Text(name), justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
     for row in rows:
@@ -142,7 +111,7 @@ def _variant_table(family: dict) -> Table:
     return table
 
 
-def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: list[str]) -> list[Text]:
+def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: list[str], judged: bool) -> list[Text]:
     if variant["precompiled"]:
         how = {"capture": "captured", "preexisting": "before mlacheck", "inherited": "inherited (fork)"}.get(
             variant.get("compile_phase"), "yes")
@@ -153,21 +122,18 @@ def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: l
     if variant.get("serving_path_compile_s") is not None:
         status += f" ({variant['serving_path_compile_s']:.1f} s stall)"
     dispatches = ("≥" if variant.get("dispatches_at_least") else "") + str(variant["dispatches"])
-    metrics = {"tokens": str(variant.get("tokens")), "FP8 cost": _metrics(variant.get("fp8_cost")),
-               "kernel vs reference": _metrics(variant.get("numerics"))}
     return [*(Text(value_text(variant["key"].get(name))) for name in varying),
             *([Text(spelling_text(variant.get("spelling")))] if spelled else []),
             Text(precompiled), Text(variant.get("compiled_by") or "—"), Text(dispatches),
-            *(Text(metrics[name]) for name in measured),
+            *(Text(cell) for cell in measured), *([Text(_metrics(variant.get("numerics")))] if judged else []),
             Text(status, style=STATUS_STYLES.get(variant["status"], ""))]
 
 
 def _metrics(metrics: dict | None) -> str:
+    """"name value, ...": a launched kernel's measured distance from the reference."""
     if metrics is None:
         return "—"
-    lse = metrics.get("lse_max_abs_err")
-    return (f"cos {metrics['cosine_similarity']:.5f}, rel {metrics['max_rel_err']:.2e}"
-            + (f", LSE {lse:.2e}" if lse is not None else ""))
+    return ", ".join(f"{name} {value:.4g}" for name, value in metrics.items() if value is not None)
 
 
 def _findings(findings: list[dict]) -> Group:

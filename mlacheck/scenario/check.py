@@ -7,7 +7,6 @@ decode (`tokenspeed_mla_decode`), as the chosen engine calls them (`engines.py`)
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -15,22 +14,26 @@ from pathlib import Path
 
 import torch
 
-from mlacheck import __version__
+from mlacheck import __version__, arch
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture
-from mlacheck.environment import detect_environment, flagship_sm_count, import_tokenspeed_mla, sm_count_label
+from mlacheck.capture.caches import check_rules
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
-from mlacheck.report.model import Report, build_report
-from mlacheck.rules import RuleSet, load_rules
+from mlacheck.report.model import Report, ReportPolicy, build_report
+from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.scenario import startup
 from mlacheck.scenario.decode_run import DecodeRunner
 from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batch_sizes
-from mlacheck.scenario.dispatch import dispatch, empty_tensors
-from mlacheck.scenario.engines import Engine, engine
-from mlacheck.scenario.prefill_run import Launcher, TrafficStats, run_traffic
+from mlacheck.scenario.engines import EngineProfile, engine_profile
+from mlacheck.scenario.environment import detect_environment, import_tokenspeed_mla
+from mlacheck.scenario.header import header_rows
+from mlacheck.scenario.launch import LaunchCounter
+from mlacheck.scenario.measurements import Measurements
+from mlacheck.scenario.prefill_call import dispatch, empty_tensors
+from mlacheck.scenario.prefill_run import TrafficStats, run_traffic
+from mlacheck.scenario.prefill_traffic import Request, make_workload
 from mlacheck.scenario.presets import ModelPreset, model_preset
-from mlacheck.scenario.traffic import Request, make_workload
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
 FAMILIES = {"prefill": "tokenspeed_mla.prefill", "decode": "tokenspeed_mla.decode"}
@@ -56,45 +59,49 @@ class CheckOptions:
     cuda_graph_max_bs: int | None = None
     max_context_len: int | None = None
     batch_sizes: str | None = None
+    context: dict[str, str] | None = None  # --context: the run context over the scenario's own
 
 
-def run_check(options: CheckOptions, strict: bool = False, allow_incomplete: bool = False, known: set[str] | None = None,
-              baseline_source: str | None = None, context: dict[str, str] | None = None) -> Report:
+def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> Report:
     """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
     if options.compile not in ("real", "skip"):
         raise MlacheckError(f"--compile {options.compile}: choose real or skip")
     if options.kernel not in KERNELS:
         raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
-    the_engine = engine(options.profile)
+    the_engine = engine_profile(options.profile)
     rules = load_rules(options.rules)
+    check_rules(rules)
     kinds = _kinds(rules, options.kernel, options.rules)
+    driven = [rules.family(FAMILIES[kind]).family for kind in kinds]
     model = model_preset(options.model, options.tp)
     context_len = options.max_context_len or model.context_len
     batch_sizes = parse_batch_sizes(options.batch_sizes)
-    environment = detect_environment(options.arch)
+    kernel_arches = [name for name in driven[0].arches if all(name in family.arches for family in driven)]
+    arch_env = list(dict.fromkeys(name for family in driven for name in family.arch_env))
+    environment = detect_environment(options.arch, kernel_arches, arch_env)
     if environment.mode == "execute" and options.compile == "skip":
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
     if environment.mode == "execute" and options.num_sms is not None:
         raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
     package = import_tokenspeed_mla()
-    warmup = resolve_warmup(options.warmup, the_engine.name)
+    warmup = resolve_warmup(options.warmup, the_engine.name, rules.family(FAMILIES["prefill"]))
     plan = decode_plan(the_engine, batch_sizes, context_len, options.cuda_graph, options.cuda_graph_max_bs, options.seed)
     enable_pdl = environment.enable_pdl if the_engine.pdl is None else the_engine.pdl
-    num_sms = options.num_sms or flagship_sm_count(environment.target_arch)
-    launcher = Launcher(execute=environment.mode == "execute")
+    num_sms = options.num_sms or arch.flagship(environment.target_arch).sms
+    launcher = LaunchCounter(execute=environment.mode == "execute")
     memory = MemorySink()
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
+    measurements = Measurements(sink)
     sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__,
                 "started": time.time()})
-    policy = CapturePolicy(compile=options.compile, replace_launch=environment.mode != "execute",
+    capture_policy = CapturePolicy(compile=options.compile, replace_launch=environment.mode != "execute",
                            dry=environment.mode != "execute", target_arch=environment.target_arch, num_sms=num_sms)
-    specs = [dataclasses.replace(rules.capture_spec_of(FAMILIES[kind]), frames=rules.frames() + startup.FRAMES)
-             for kind in kinds]
-    captures = [FamilyCapture(spec, sink, policy, launcher.stand_in) for spec in specs]
+    captures = [FamilyCapture(rules.family(FAMILIES[kind]), sink, capture_policy, launcher.stand_in, rules.phases + startup.FRAMES)
+                for kind in kinds]
     device = "cpu" if environment.mode == "dry" else "cuda"
     fp8 = the_engine.prefill_q_dtype == KV_CACHE_DTYPE
     q_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
-    decoder = DecodeRunner(package, model, enable_pdl, environment.mode, launcher, sink,
+    decoder = DecodeRunner(package, model, enable_pdl, environment.mode, launcher, measurements,
                            FAMILIES["decode"], device) if "decode" in kinds else None
     stats = TrafficStats()
     try:
@@ -107,7 +114,7 @@ def run_check(options: CheckOptions, strict: bool = False, allow_incomplete: boo
                                 for step in plan.steps if step.phase == "capture" and decoder is not None])
             if "prefill" in kinds:
                 stats = run_traffic(package.tokenspeed_mla_prefill, make_workload(options.requests, options.seed),
-                                    the_engine.name, model, environment.mode, enable_pdl, launcher, sink, FAMILIES["prefill"],
+                                    the_engine.name, model, environment.mode, enable_pdl, launcher, measurements, FAMILIES["prefill"],
                                     options.seed, device, fp8)
             for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
                 decoder.step(step, options.seed * 7919 + number)
@@ -122,16 +129,17 @@ def run_check(options: CheckOptions, strict: bool = False, allow_incomplete: boo
         sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()
     run_context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE, "engine": the_engine.name,
-                   "d_qk": str(model.d_qk), "d_v": str(model.d_v), "num_heads": str(model.num_heads), **(context or {})}
+                   "d_qk": str(model.d_qk), "d_v": str(model.d_v), "num_heads": str(model.num_heads), **(options.context or {})}
     scenario = _scenario_facts(options, the_engine, model, warmup.label, stats, plan, decoder, launcher, context_len,
-                               sm_count_label(environment.target_arch, options.num_sms), kinds)
+                               arch.sm_count_label(environment.target_arch, options.num_sms), kinds)
+    scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns())
     facts = {"mode": environment.mode, "target_arch": environment.target_arch, "compile_policy": options.compile,
              "mlacheck_version": __version__, "device": environment.device, "scenario": scenario}
-    return build_report(analyse(memory.events, rules, run_context), facts, strict=strict, allow_incomplete=allow_incomplete,
-                        known=known, baseline_source=baseline_source)
+    return build_report(analyse(memory.events, rules, run_context), facts, policy=policy)
 
 
-def _warmup_actions(the_engine: Engine, options: CheckOptions, warmup, plan: DecodePlan, decoder: DecodeRunner | None,
+def _warmup_actions(the_engine: EngineProfile, options: CheckOptions, warmup, plan: DecodePlan,
+                    decoder: DecodeRunner | None,
                     package, model: ModelPreset, enable_pdl: bool, target_arch: str, q_dtype: torch.dtype, device: str,
                     kinds: tuple[str, ...]) -> list:
     """The start-up warm-up in the engine's order: its warm-up function, a dummy prefill, decode dummy forwards."""
@@ -149,8 +157,9 @@ def _warmup_actions(the_engine: Engine, options: CheckOptions, warmup, plan: Dec
     return actions
 
 
-def _scenario_facts(options: CheckOptions, the_engine: Engine, model: ModelPreset, warmup_label: str, stats: TrafficStats,
-                    plan: DecodePlan, decoder: DecodeRunner | None, launcher: Launcher, context_len: int, sms: str,
+def _scenario_facts(options: CheckOptions, the_engine: EngineProfile, model: ModelPreset, warmup_label: str,
+                    stats: TrafficStats, plan: DecodePlan, decoder: DecodeRunner | None, launcher: LaunchCounter,
+                    context_len: int, sms: str,
                     kinds: tuple[str, ...]) -> dict:
     facts = {"model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
              "profile": the_engine.name, "engine_source": the_engine.source, "kernels": list(kinds), "warmup": warmup_label,
@@ -173,8 +182,8 @@ def _kinds(rules: RuleSet, kernel: str, path: Path | None) -> tuple[str, ...]:
         return declared
     missing = next((kind for kind in wanted if kind not in declared), None)
     if missing is not None:
-        raise MlacheckError(f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy the "
-                            f"bundled rules/{FAMILIES[missing].replace('.', '_')}.toml)")
+        raise MlacheckError(f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy "
+                            f"mlacheck's bundled {FAMILIES[missing].replace('.', '_')}.toml)")
     return declared
 
 

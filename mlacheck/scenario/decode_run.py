@@ -2,7 +2,7 @@
 
 The inputs are the engine's: FP8 q [B, 1, H, kv_lora_rank + rope] and a paged FP8 latent cache (page size
 64, one page run per request), max_seq_len as the engine passes it. In the GPU modes each dispatch
-writes a `numerics` event: the FP8 accuracy cost (the reference on the FP8 inputs against the original
+is measured (`measurements.py`): the FP8 accuracy cost (the reference on the FP8 inputs against the original
 bf16 ones) and, in execute mode, the kernel's output against the reference.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from mlacheck.events import EventSink
 from mlacheck.scenario.activations import compare_outputs
 from mlacheck.scenario.decode_traffic import DecodeStep
-from mlacheck.scenario.dispatch import FP8
-from mlacheck.scenario.prefill_run import Launcher
+from mlacheck.scenario.launch import LaunchCounter
+from mlacheck.scenario.measurements import Measurements
+from mlacheck.scenario.prefill_call import FP8
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_decode
 
@@ -37,10 +37,10 @@ class DecodeRunner:
     """Sends decode steps through the package's `tokenspeed_mla_decode` (looked up at each call, as engines
     that import the package do), as one engine calls it."""
 
-    def __init__(self, package, model: ModelPreset, enable_pdl: bool, mode: str, launcher: Launcher, sink: EventSink,
-                 family: str, device: str) -> None:
+    def __init__(self, package, model: ModelPreset, enable_pdl: bool, mode: str, launcher: LaunchCounter,
+                 measurements: Measurements, family: str, device: str) -> None:
         self.package, self.model, self.enable_pdl, self.mode = package, model, enable_pdl, mode
-        self.launcher, self.sink, self.family, self.device = launcher, sink, family, device
+        self.launcher, self.measurements, self.family, self.device = launcher, measurements, family, device
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.int8, device=device)
         self.dispatches = 0
         self._measured: set[tuple] = set()
@@ -97,7 +97,5 @@ class DecodeRunner:
                                     model.softmax_scale)
         flat = lambda x: x.reshape(-1, model.num_heads, model.kv_lora_rank)  # noqa: E731
         kernel = asdict(compare_outputs(flat(result), None, flat(reference), None)) if self.mode == "execute" else None
-        self.sink.write({"type": "numerics", "family": self.family, "key": self.launcher.last_key,
-                         "tokens": int(inputs.query.shape[0]), "fp8_cost": asdict(compare_outputs(flat(reference), None,
-                                                                                                  flat(original), None)),
-                         "kernel": kernel})
+        self.measurements.record(self.family, self.launcher.last_key, int(inputs.query.shape[0]),
+                                 asdict(compare_outputs(flat(reference), None, flat(original), None)), kernel)

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 from mlacheck.errors import MlacheckError
-from mlacheck.scenario.engines import Engine
+from mlacheck.scenario.engines import EngineProfile
 
 DEFAULT_BATCH_SIZES = (1, 3, 6, 12, 24, 48, 96, 160)
 SEQ_LEN_RANGE = (64, 4096)  # serving decode: log-uniform, capped at the context length
@@ -64,7 +64,7 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
-def decode_plan(engine: Engine, batch_sizes: tuple[int, ...], context_len: int, cuda_graph: bool,
+def decode_plan(engine: EngineProfile, batch_sizes: tuple[int, ...], context_len: int, cuda_graph: bool,
                 capture_max: int | None, seed: int) -> DecodePlan:
     """The engine's start-up decode steps, then one serving step per batch size (and vLLM's mixed steps)."""
     if context_len < 1:
@@ -100,7 +100,7 @@ def _dummy(phase: str, size: int, max_seq_len: int, note: str) -> DecodeStep:
     return DecodeStep(phase, size, max_seq_len, (min(CAPTURE_SEQ_LEN, max_seq_len),) * size, note=note)
 
 
-def _eager(engine: Engine, size: int, seq_lens: tuple[int, ...], context_len: int, note: str,
+def _eager(engine: EngineProfile, size: int, seq_lens: tuple[int, ...], context_len: int, note: str,
            longest: int | None = None) -> DecodeStep:
     max_seq_len = context_len if engine.eager_max_seq_len == "context" else (longest or max(seq_lens))
     return DecodeStep("serving", size, max_seq_len, seq_lens, note=note)

@@ -1,6 +1,6 @@
 """The engines the scenario replays, as their published code runs tokenspeed_mla at start-up and while serving.
 
-Each `Engine` names the upstream file, function and version it follows. Prefill calls are made by the
+Each `EngineProfile` names the upstream file, function and version it follows. Prefill calls are made by the
 profiles in `traffic.py`; decode steps by `decode_traffic.py` from the capture ladder and eager policy here.
 
 - tokenspeed (PyPI tokenspeed 0.1.1, tokenspeed-kernel 0.1.4): `runtime/layers/attention/backends/paged/
@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlacheck.errors import MlacheckError
-from mlacheck.scenario.traffic import PrefillCall, Request, sglang_profile, tokenspeed_profile, vllm_profile
+from mlacheck.scenario.prefill_traffic import PrefillCall, Request, sglang_profile, tokenspeed_profile, vllm_profile
 
 
 @dataclass(frozen=True)
-class Engine:
+class EngineProfile:
     name: str
     prefill_calls: Callable[[tuple[Request, ...], int], list[PrefillCall]]
     prefill_q_dtype: str  # the dtype of the q/k/v the prefill dispatch gets
@@ -69,17 +69,17 @@ def vllm_grid(maximum: int) -> list[int]:
     return [*grid, maximum]
 
 
-ENGINES: dict[str, Engine] = {
-    "tokenspeed": Engine(
+ENGINE_PROFILES: dict[str, EngineProfile] = {
+    "tokenspeed": EngineProfile(
         "tokenspeed", tokenspeed_profile, "float8_e4m3fn", None, tokenspeed_ladder, 160, 4, "context", False, (1,),
         "always", (),
         "PyPI tokenspeed 0.1.1: backends/paged/tokenspeed_mla.py CuteDSLMLABackend, execution/forward_step.py "
         "ForwardStepRunner.capture/_capture_one, execution/model_executor.py ModelExecutor.autotune"),
-    "sglang": Engine(
+    "sglang": EngineProfile(
         "sglang", sglang_profile, "float8_e4m3fn", None, sglang_ladder, 512, 2, "batch", False, (), "never", (),
         "SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
         "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py"),
-    "vllm": Engine(
+    "vllm": EngineProfile(
         "vllm", vllm_profile, "bfloat16", False, vllm_grid, 1024, 1, "batch", True, (), "with graphs", (1024, 2, 1),
         "PyPI vllm 0.34.0: v1/attention/backends/mla/tokenspeed_mla.py TokenspeedMLAImpl, mla/prefill/tokenspeed_mla.py, "
         "model_executor/layers/attention/mla_attention.py forward_mha, v1/worker/gpu_worker.py "
@@ -87,8 +87,8 @@ ENGINES: dict[str, Engine] = {
 }
 
 
-def engine(name: str) -> Engine:
+def engine_profile(name: str) -> EngineProfile:
     try:
-        return ENGINES[name]
+        return ENGINE_PROFILES[name]
     except KeyError:
-        raise MlacheckError(f"--profile {name}: choose one of {', '.join(ENGINES)}") from None
+        raise MlacheckError(f"--profile {name}: choose one of {', '.join(ENGINE_PROFILES)}") from None

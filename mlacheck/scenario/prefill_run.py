@@ -1,10 +1,10 @@
 """The traffic run: every prefill call of the workload through tokenspeed_mla's dispatch, in any mode.
 
-All three modes share this path; they differ only at the launch (`Launcher`). On a CUDA device the
+All three modes share this path; they differ only at the launch (`launch.LaunchCounter`). On a CUDA device the
 inputs are realistic bf16 activations, q cast to FP8 and K/V packed and quantized by the library's own
 `mla_kv_pack_quantize_fp8`; each call's output and LSE come from the kernel (execute) or from mlacheck's
 FP32 reference (trace), and a request with a prefix merges its extend pass and prefix chunks by LSE.
-Each call writes a `numerics` event: tokens, the FP8 accuracy cost (reference on FP8 inputs vs on the
+Each call is measured (`measurements.py`): tokens, the FP8 accuracy cost (reference on FP8 inputs vs on the
 original bf16 inputs) and, in execute mode, the kernel against the reference.
 """
 
@@ -15,30 +15,12 @@ from dataclasses import asdict, dataclass
 import torch
 
 from mlacheck.scenario.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
-from mlacheck.events import EventSink
 from mlacheck.scenario.reference import merge_by_lse, reference_prefill
-from mlacheck.scenario.dispatch import FP8, CallTensors, cumulative, dispatch, empty_tensors
+from mlacheck.scenario.launch import LaunchCounter
+from mlacheck.scenario.measurements import Measurements
+from mlacheck.scenario.prefill_call import FP8, CallTensors, cumulative, dispatch, empty_tensors
 from mlacheck.scenario.presets import ModelPreset
-from mlacheck.scenario.traffic import PROFILES, PrefillCall, Request, Workload
-
-
-class Launcher:
-    """The launch policy of every mode: one stand-in per variant notes the key of each launch and counts it;
-    only execute mode calls the compiled kernel."""
-
-    def __init__(self, execute: bool) -> None:
-        self.execute = execute
-        self.launches = 0
-        self.last_key: dict | None = None
-
-    def stand_in(self, key: dict, kernel: object):
-        """The capture's launch policy: what the dispatch gets instead of `kernel` (made once per variant)."""
-        def launch(*args: object, **kwargs: object) -> object:
-            self.launches += 1
-            self.last_key = key
-            return kernel(*args, **kwargs) if self.execute else None
-
-        return launch
+from mlacheck.scenario.prefill_traffic import PROFILES, PrefillCall, Request, Workload
 
 
 @dataclass
@@ -84,9 +66,9 @@ class TrafficStats:
 
 
 def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, mode: str, enable_pdl: bool,
-                launcher: Launcher, sink: EventSink, family: str, seed: int, device: str = "cuda",
+                launcher: LaunchCounter, measurements: Measurements, family: str, seed: int, device: str = "cuda",
                 fp8: bool = True) -> TrafficStats:
-    """Send the workload's prefill calls through `prefill` and write a `numerics` event per call (GPU modes).
+    """Send the workload's prefill calls through `prefill` and measure each call (GPU modes).
 
     q/k/v are FP8, or (fp8=False, vLLM without query quantization) the model's bf16 activations."""
     stats = TrafficStats()
@@ -102,14 +84,14 @@ def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, m
         inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
         merged = None
         for call in calls:
-            out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode, fp8)
+            out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, family, mode, fp8)
             merged = (out, lse) if merged is None else merge_by_lse(*merged, out, lse)
         error = _merge_error(merged, inputs, model, fp8)
         stats.merge_max_abs_err = max(stats.merge_max_abs_err or 0.0, error)
     return stats
 
 
-def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, mode, fp8: bool):
+def _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, family, mode, fp8: bool):
     fed = call_tensors(inputs, call, fp8=fp8)
     result = dispatch(prefill, call, fed, model, enable_pdl)
     reference = reference_prefill(fed.q, fed.k, fed.v, fed.cum_q, fed.cum_kv, model.softmax_scale, call.is_causal)
@@ -120,8 +102,7 @@ def _run_call(prefill, call, inputs, model, enable_pdl, launcher, sink, family, 
     if mode == "execute":
         out, lse = result if call.return_lse else (result, reference[1])
         kernel = asdict(compare_outputs(out, lse, *reference))
-    sink.write({"type": "numerics", "family": family, "key": launcher.last_key, "tokens": sum(call.q_lens),
-                "fp8_cost": asdict(compare_outputs(*reference, *original)), "kernel": kernel})
+    measurements.record(family, launcher.last_key, sum(call.q_lens), asdict(compare_outputs(*reference, *original)), kernel)
     return out.float(), lse.float()
 
 

@@ -1,9 +1,9 @@
 """An engine's start-up in the scenario: the warm-up, then CUDA-graph capture, under frames that capture reads.
 
 `warm_up` and `capture_graphs` are what the engines' own warm-up and capture functions are in
-rules/engines.toml: a dispatch under `warm_up` is warm-up (a compile there is no stall), and a variant
+the bundled engines.toml: a dispatch under `warm_up` is warm-up (a compile there is no stall), and a variant
 looked up under `capture_graphs` is captured (graph replay uses it). The scenario adds `FRAMES` to the
-capture specs of the families it drives, and tells each capture where a phase starts and ends, as the
+phases of the families it drives, and tells each capture where a phase starts and ends, as the
 program-mode agent does for the engines' functions.
 """
 
@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from mlacheck.capture import FamilyCapture
-from mlacheck.capture.spec import PhaseFrame
+from mlacheck.rulefiles.schema import PhaseRule
 
-FRAMES = (PhaseFrame("warmup", __name__, "warm_up", "scenario"), PhaseFrame("capture", __name__, "capture_graphs", "scenario"))
+FRAMES = (PhaseRule(phase="warmup", function=f"{__name__}:warm_up", engine="scenario"),
+          PhaseRule(phase="capture", function=f"{__name__}:capture_graphs", engine="scenario"))
 
 
 def warm_up(actions: Iterable[Callable[[], object]]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from mlacheck.errors import MlacheckError
+from mlacheck.rulefiles import RuleFile
 
 
 @dataclass(frozen=True)
@@ -30,15 +31,21 @@ class WarmupSource:
     function: Callable[..., object] | None
 
 
-def resolve_warmup(spec: str, engine: str) -> WarmupSource:
-    """Turn `--warmup` into a callable; problems are one line."""
+def resolve_warmup(spec: str, engine: str, prefill: RuleFile | None) -> WarmupSource:
+    """Turn `--warmup` into a callable (`library`: the prefill family's own `warmup` function); problems are one line."""
     if spec == "none":
         return WarmupSource("none", None)
-    if spec in ("library", "engine"):
+    if spec == "library":
+        family = prefill.family if prefill is not None else None
+        if family is None or family.warmup is None:
+            raise MlacheckError("--warmup library: the prefill family's rule file names no warmup function; pick another")
+        function = getattr(_import(spec, family.module), family.warmup, None)
+        if not callable(function):
+            raise MlacheckError(f"--warmup library: {family.module} has no function {family.warmup!r}; re-check the rule file")
+        return WarmupSource(f"library: {family.module}.{family.warmup}", _library_warmup(function))
+    if spec == "engine":
         from tokenspeed_mla import mla_prefill
 
-        if spec == "library":
-            return WarmupSource("library: tokenspeed_mla.warmup_compile_prefill", _library_warmup(mla_prefill))
         return WarmupSource(f"engine: {ENGINE_WARMUPS[engine][0]}", ENGINE_WARMUPS[engine][1](mla_prefill))
     where, _, name = spec.rpartition(":")
     if not where or not name:
@@ -65,9 +72,9 @@ def run_warmup(source: WarmupSource, arguments: dict[str, object]) -> None:
         raise MlacheckError(f"warm-up {source.label} raised {type(exc).__name__}: {exc}; fix the warm-up function") from None
 
 
-def _library_warmup(mla_prefill) -> Callable[..., object]:
+def _library_warmup(warmup: Callable[..., object]) -> Callable[..., object]:
     def library_warmup(q_dtype, d_qk, d_v, enable_pdl):
-        mla_prefill.warmup_compile_prefill(q_dtype=q_dtype, d_qk=d_qk, d_v=d_v, enable_pdl=enable_pdl)
+        warmup(q_dtype=q_dtype, d_qk=d_qk, d_v=d_v, enable_pdl=enable_pdl)
 
     return library_warmup
 

@@ -49,13 +49,14 @@ import tokenspeed_mla  # noqa: E402
 from mlacheck.capture import CapturePolicy, FamilyCapture, hotpath  # noqa: E402
 from mlacheck.capture.dry import DryStandIns  # noqa: E402
 from mlacheck.events import MemorySink  # noqa: E402
-from mlacheck.rules import load_rules  # noqa: E402
+from mlacheck.rulefiles import load_rules  # noqa: E402
 from mlacheck.scenario.decode_run import DecodeRunner  # noqa: E402
 from mlacheck.scenario.decode_traffic import DecodeStep  # noqa: E402
-from mlacheck.scenario.dispatch import FP8, dispatch, empty_tensors  # noqa: E402
-from mlacheck.scenario.prefill_run import Launcher  # noqa: E402
+from mlacheck.scenario.launch import LaunchCounter  # noqa: E402
+from mlacheck.scenario.measurements import Measurements  # noqa: E402
+from mlacheck.scenario.prefill_call import FP8, dispatch, empty_tensors  # noqa: E402
 from mlacheck.scenario.presets import model_preset  # noqa: E402
-from mlacheck.scenario.traffic import PrefillCall  # noqa: E402
+from mlacheck.scenario.prefill_traffic import PrefillCall  # noqa: E402
 from tokenspeed_mla import mla_decode, mla_prefill  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -92,7 +93,8 @@ def decode_call():
         return noop
 
     mla_decode._get_compiled_mla_kernel = functools.cache(no_compile)
-    runner = DecodeRunner(tokenspeed_mla, MODEL, True, "dry", Launcher(execute=False), MemorySink(), "decode", DEVICE)
+    runner = DecodeRunner(tokenspeed_mla, MODEL, True, "dry", LaunchCounter(execute=False), Measurements(MemorySink()),
+                          "decode", DEVICE)
     step = DecodeStep("serving", 8, 4096, (1000,) * 8)
     inputs = runner.inputs(step, 0)
     if DEVICE == "cuda":
@@ -131,14 +133,14 @@ class PlainSubclass(dict):
     __slots__ = ()
 
 
-def part_arms(part: str, spec, plain: Arm, captured: Arm) -> tuple[Arm, Arm, Arm]:
+def part_arms(part: str, family, plain: Arm, captured: Arm) -> tuple[Arm, Arm, Arm]:
     """The arms for one part of capture, and what both arms hold throughout: `all`; `wrapper` (the dispatch
     wrappers alone, the cache recorded in both); `cache` (the cache adapter and compile timer alone, the
     program's dispatch functions in both); `subclass` (the program's dict against a PlainSubclass copy);
     `passthrough` (the program's dispatch functions against `functools.partial` of them, which counts nothing,
     the cache recorded in both); `none` (the program's objects in both)."""
-    wrappers = [[place for place in arm if place[1] in spec.dispatch] for arm in (plain, captured)]
-    rest = [[place for place in arm if place[1] not in spec.dispatch] for arm in (plain, captured)]
+    wrappers = [[place for place in arm if place[1] in family.dispatch] for arm in (plain, captured)]
+    rest = [[place for place in arm if place[1] not in family.dispatch] for arm in (plain, captured)]
     if part == "all":
         return plain, captured, []
     if part == "none":
@@ -149,7 +151,7 @@ def part_arms(part: str, spec, plain: Arm, captured: Arm) -> tuple[Arm, Arm, Arm
         return wrappers[0], [(*place[:2], functools.partial(place[2])) for place in wrappers[0]], []
     if part == "cache":
         return rest[0], rest[1], wrappers[0]
-    cache = spec.cache.rpartition(".")[2]
+    cache = family.cache.rpartition(".")[2]
     copies = [(*place[:2], PlainSubclass(dict.items(place[2])) if place[1] == cache else place[2]) for place in rest[1]]
     return rest[0], copies, wrappers[0]
 
@@ -159,12 +161,12 @@ def measure(kernel: str, calls: int, parts: list[str], raw: str | None) -> dict[
     if hasattr(os, "sched_setaffinity"):  # one core: no migrations between the arms' calls
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     rules = load_rules()
-    spec = rules.capture_spec_of(rules.family(f"tokenspeed_mla.{kernel}").family.name)
+    rule = rules.family(f"tokenspeed_mla.{kernel}")
     policy = CapturePolicy(compile="real", target_arch="sm_100a", num_sms=148)
-    stand_ins = DryStandIns(spec.dry_patches, (), policy)
+    stand_ins = DryStandIns(rule.dry.patch, [], policy)
     one_call = prefill_call(stand_ins) if kernel == "prefill" else decode_call()
-    capture = FamilyCapture(spec, MemorySink(), policy)
-    program, captured = installed_arms(capture, spec.module.partition(".")[0])
+    capture = FamilyCapture(rule, MemorySink(), policy, phases=rules.phases)
+    program, captured = installed_arms(capture, rule.family.package)
     figures = {}
     try:
         with stand_ins.around_call():
@@ -173,7 +175,8 @@ def measure(kernel: str, calls: int, parts: list[str], raw: str | None) -> dict[
             first = (time.perf_counter_ns() - started) / 1e3
             for part in parts:
                 put(captured)
-                figures[part] = {**timed_arms(one_call, calls, *part_arms(part, spec, program, captured)), "first": first}
+                figures[part] = {**timed_arms(one_call, calls, *part_arms(part, rule.family, program, captured)),
+                                 "first": first}
                 times = figures[part].pop("times")
                 if raw:
                     with open(raw, "a") as out:

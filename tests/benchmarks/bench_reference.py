@@ -12,7 +12,7 @@ import torch
 from mlacheck.scenario.reference import reference_prefill
 from mlacheck.scenario.prefill_run import call_tensors, request_inputs
 from mlacheck.scenario.presets import model_preset
-from mlacheck.scenario.traffic import make_workload, tokenspeed_profile
+from mlacheck.scenario.prefill_traffic import make_workload, tokenspeed_profile
 
 
 def main() -> None:

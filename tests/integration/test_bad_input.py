@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "bad_input"
-BUNDLED_RULE = (REPO / "rules" / "tokenspeed_mla_prefill.toml").read_text(encoding="utf-8")
+BUNDLED_RULE = (REPO / "mlacheck" / "rulefiles" / "bundled" / "tokenspeed_mla_prefill.toml").read_text(encoding="utf-8")
 KEY_FIELDS_LINE = next(line for line in BUNDLED_RULE.splitlines() if line.startswith("key_fields = "))
 
 
@@ -142,3 +142,21 @@ def test_clean_run_passes(tmp_path):
     assert "PASS" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr and not result.stderr.strip()
     assert '"verdict": "pass"' in report.read_text(encoding="utf-8")
+
+
+def test_program_mode_checks_arch_against_the_families_loaded(tmp_path):
+    """FA4 has an SM90 forward: sm_90a is a target of the bundled rules; a rule set of SM100-only families refuses it."""
+    accepted = run_cli("run", "--dry", "--arch", "sm_90a", "--run-dir", tmp_path / "a", "--", sys.executable, "-c", "pass")
+    assert "--arch" not in accepted.stderr and accepted.returncode == 2, accepted.stdout + accepted.stderr  # nothing seen
+    assert "nothing was checked" in accepted.stdout
+    only_sm100 = REPO / "mlacheck" / "rulefiles" / "bundled" / "tokenspeed_mla_prefill.toml"
+    refused = run_cli("run", "--dry", "--arch", "sm_90a", "--rules", only_sm100, "--run-dir", tmp_path / "b", "--",
+                      sys.executable, "-c", "pass")
+    assert_one_line_error(refused, "--arch sm_90a: no loaded family has kernels for it", "sm_100a, sm_103a, sm_107a")
+
+
+def test_a_cache_kind_no_adapter_has_is_one_line(tmp_path):
+    rule_file = tmp_path / "odd.toml"
+    rule_file.write_text(edited('cache = "_compiled_kernels"\n', 'cache = "_compiled_kernels"\ncache_kind = "lmdb"\n'))
+    line = assert_one_line_error(run_cli("rules", "--rules", rule_file), str(rule_file), "family.cache_kind")
+    assert "unknown kind 'lmdb': choose one of dict, functools" in line

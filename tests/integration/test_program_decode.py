@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from mlacheck.rulefiles import BUNDLED
 from tests.integration.cli import ROOT, run_cli
 
 PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "decode_engine.py")
@@ -16,7 +17,7 @@ def rules(tmp_path):
     """The bundled rules plus the fixture engine's capture frame."""
     folder = tmp_path / "rules"
     folder.mkdir()
-    for path in [*(ROOT / "rules").glob("*.toml"), ROOT / "tests" / "fixtures" / "decode_engine.toml"]:
+    for path in [*BUNDLED.glob("*.toml"), ROOT / "tests" / "fixtures" / "decode_engine.toml"]:
         shutil.copy(path, folder)
     return folder
 

@@ -9,9 +9,8 @@ import zipfile
 
 import pytest
 
-from mlacheck.capture import CapturePolicy, FamilyCapture
-from mlacheck.events import MemorySink
-from mlacheck.rules import capture_spec, load_rules
+from mlacheck.capture.fingerprint import fingerprint as code_fingerprint
+from mlacheck.rulefiles import load_rules
 
 pytestmark = pytest.mark.network
 
@@ -41,7 +40,7 @@ def fingerprint(family: str, source) -> str:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-        return FamilyCapture(capture_spec(rule), MemorySink(), CapturePolicy()).fingerprint(module)
+        return code_fingerprint(module, rule.family.key_functions)
     finally:
         del sys.modules[name]
 

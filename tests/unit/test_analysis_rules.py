@@ -7,8 +7,7 @@ from importlib.metadata import version
 import pytest
 
 from mlacheck.analysis import analyse
-from mlacheck.capture import CaptureSpec, FamilyCapture
-from mlacheck.events import MemorySink
+from mlacheck.capture.fingerprint import fingerprint
 from mlacheck.trace import read_trace, upgrade_format_1
 from mlacheck.keys import key_text, typed
 from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, observe, of_type,
@@ -66,7 +65,7 @@ def test_the_family_event_carries_the_fingerprint_of_the_installed_code(kind):
     events = warm_and_serve(kind)
     [family] = of_type(events, "family")
     assert family["version"] == MLACHECK_VERSION and len(family["fingerprint"]) == 16
-    assert family["fingerprint"] == FamilyCapture(kind.rules().capture_spec_of(kind.family), MemorySink()).fingerprint(kind.module)
+    assert family["fingerprint"] == fingerprint(kind.module, kind.rule().family.key_functions)
 
 
 def test_the_rules_fingerprint_decides_over_the_version(kind):
@@ -112,8 +111,7 @@ def test_the_fingerprint_follows_the_source_and_signature_of_the_key_functions(t
     prints = {}
     for name, source in sources.items():
         (tmp_path / f"{name}.py").write_text(source)
-        spec = CaptureSpec("f", "d", name, "cache", key_functions=("dispatch",))
-        prints[name] = FamilyCapture(spec, MemorySink()).fingerprint(__import__(name))
+        prints[name] = fingerprint(__import__(name), ["dispatch"])
     assert prints["kernel_v1"] == prints["kernel_v1_copy"]
     assert len({prints["kernel_v1"], prints["kernel_v2"], prints["kernel_v3"]}) == 3
 

@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from mlacheck.analysis import analyse
-from mlacheck.capture import CapturePolicy, FamilyCapture, SkippedCompile
-from mlacheck.capture.adapters import RecordingDict
+from mlacheck.capture import CapturePolicy, SkippedCompile
+from mlacheck.capture.caches.recording import RecordingDict
 from mlacheck.events import JsonlSink, MemorySink
 from mlacheck.trace import read_trace
 from mlacheck.errors import MlacheckError
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, mark_serving_start, observe,
+from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, family_capture, mark_serving_start, observe,
                                               of_type, q, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
 
 DICT_KINDS = (PREFILL, FA4)
@@ -122,7 +122,7 @@ def assert_untouched(kind, before):
 
 def test_an_install_whose_sink_fails_leaves_the_module_as_it_was(kind):
     before = {name: getattr(kind.module, name) for name in vars(kind.module) if not name.startswith("__")}
-    capture = FamilyCapture(kind.rules().capture_spec_of(kind.family), BrokenSink(after=0))
+    capture = family_capture(kind, BrokenSink(after=0))
     with pytest.raises(OSError):
         capture.install()
     assert_untouched(kind, before)
@@ -132,7 +132,7 @@ def test_an_install_refused_by_a_stale_rule_leaves_the_module_as_it_was(kind):
     before = {name: getattr(kind.module, name) for name in vars(kind.module) if not name.startswith("__")}
     rule = kind.rule()
     stale = rule.model_copy(update={"family": rule.family.model_copy(update={"compile": "gone"})})  # found after the cache
-    capture = FamilyCapture(kind.rules(stale).capture_spec_of(kind.family), MemorySink())
+    capture = family_capture(kind, MemorySink(), rules=kind.rules(stale))
     with pytest.raises(MlacheckError, match="has no 'gone' where the rule looks"):
         capture.install()
     assert_untouched(kind, before)
@@ -256,7 +256,7 @@ def test_writes_through_a_reference_taken_before_install_are_an_internal_error(d
 def test_installing_twice_is_refused(dict_kind):
     with observe(dict_kind):
         with pytest.raises(MlacheckError, match="already being recorded"):
-            FamilyCapture(dict_kind.rules().capture_spec_of(dict_kind.family), MemorySink()).install()
+            family_capture(dict_kind, MemorySink()).install()
 
 
 # -- functools caches (kind c) ----------------------------------------------------------------------------
@@ -302,7 +302,7 @@ def test_functools_entries_cached_before_install_are_listed_as_preexisting(decod
 
 def test_entries_the_interpreter_does_not_let_us_list_are_counted_not_reported_as_bypass(decode, monkeypatch):
     decode.precompile(FP8, True)
-    monkeypatch.setattr("mlacheck.capture.adapters.gc.get_referents", lambda *objects: [])
+    monkeypatch.setattr("mlacheck.capture.caches.functools_cache.gc.get_referents", lambda *objects: [])
     original = synthetic_decode._get_compiled_mla_kernel
     with observe(decode) as capture:
         decode.dispatch(1, FP8, False)
@@ -444,7 +444,7 @@ def test_a_bounded_lru_cache_is_refused_in_one_line(decode, monkeypatch):
     monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel",
                         functools.lru_cache(maxsize=8)(synthetic_decode._get_compiled_mla_kernel.__wrapped__))
     with pytest.raises(MlacheckError, match="bounded to 8 entries; mlacheck watches unbounded functools caches only"):
-        FamilyCapture(decode.rules().capture_spec_of(decode.family), MemorySink()).install()
+        family_capture(decode, MemorySink()).install()
 
 
 def test_get_after_contains_is_not_a_second_lookup(monkeypatch):

@@ -4,8 +4,11 @@ import pytest
 import torch
 
 from mlacheck.scenario.check import CheckOptions, run_check
-from mlacheck.environment import detect_environment
+from mlacheck.scenario.environment import detect_environment
 from mlacheck.errors import MlacheckError
+
+
+TOKENSPEED_ARCHES = ["sm_100a", "sm_103a", "sm_107a"]
 
 
 @pytest.fixture
@@ -32,7 +35,7 @@ def test_mode_and_target_follow_the_device(device, capability, arch, mode, targe
     import os
 
     device(capability)
-    environment = detect_environment(arch)
+    environment = detect_environment(arch, TOKENSPEED_ARCHES, ["CUTE_DSL_ARCH"])
     assert (environment.mode, environment.target_arch) == (mode, target)
     assert os.environ["CUTE_DSL_ARCH"] == target
     assert environment.enable_pdl
@@ -41,7 +44,7 @@ def test_mode_and_target_follow_the_device(device, capability, arch, mode, targe
 def test_no_device_is_dry_mode_on_sm_100a(monkeypatch):
     monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    environment = detect_environment("auto")
+    environment = detect_environment("auto", TOKENSPEED_ARCHES, ["CUTE_DSL_ARCH"])
     assert (environment.mode, environment.target_arch, environment.device) == ("dry", "sm_100a", None)
 
 

@@ -19,13 +19,13 @@ import jsonschema
 import pytest
 
 from mlacheck.errors import MlacheckError
-from mlacheck.registry import RULES
+from mlacheck.codes import CODES
 from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints
 from mlacheck.report.formats import output_specs, parse_output, write_outputs
 from mlacheck.report.github import escape_property, to_github, write_github
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
-from mlacheck.report.model import Report, decide
+from mlacheck.report.model import Report, ReportPolicy, decide
 from mlacheck.report.sarif import to_sarif
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,8 @@ def hand_made() -> dict:
     return {
         "format_version": 1, "verdict": "fail", "mode": "dry", "target_arch": "sm_100a", "compile_policy": "skip",
         "tokenspeed_mla_version": "2.0.4", "mlacheck_version": "0.1.0", "device": None, "strict": False,
-        "scenario": {"model": "deepseek-v3", "tp": 8, "warmup": "engine.py:warm|up", "profile": "sglang"},
+        "scenario": {"model": "deepseek-v3", "tp": 8, "warmup": "engine.py:warm|up", "profile": "sglang",
+                     "header": [["model", "deepseek-v3  tp=8"], ["warm-up", "engine.py:warm|up"]]},
         "program": {"command": ["python", "-m", "sglang.launch_server", "--tp", "8"], "exit_code": 0, "signal": None},
         "processes": [{"pid": 4242, "rank": 3, "trace": "/tmp/t.jsonl", "truncated": False}],
         "families": [{
@@ -95,7 +96,8 @@ def hand_made() -> dict:
 
 def apply_baseline(report: dict, baseline: dict) -> dict:
     """The report decided again with the baseline's findings known, as `mlacheck report --baseline` does."""
-    decided = decide(Report.model_validate(report), report.get("strict", False), known=baseline_fingerprints(baseline))
+    policy = ReportPolicy(report.get("strict", False), known=frozenset(baseline_fingerprints(baseline)))
+    decided = decide(Report.model_validate(report), policy)
     return decided.model_dump(mode="json")
 
 
@@ -205,9 +207,9 @@ def test_sarif_rules_results_and_fingerprints(real_reports):
     assert logs[0]["version"] == "2.1.0"
     driver = run["tool"]["driver"]
     assert driver["name"] == "mlacheck" and driver["version"] == real_reports[0]["mlacheck_version"]
-    assert [rule["id"] for rule in driver["rules"]] == list(RULES)
+    assert [rule["id"] for rule in driver["rules"]] == list(CODES)
     assert driver["rules"][1]["defaultConfiguration"]["level"] == "warning"
-    assert driver["rules"][0]["help"]["text"] == RULES["MLA001"].hint
+    assert driver["rules"][0]["help"]["text"] == CODES["MLA001"].hint
     results = run["results"]
     assert [(r["ruleId"], r["level"]) for r in results] == [(f["code"], f["severity"]) for f in real_reports[0]["findings"]]
     compiled_by = {json.dumps(v["key"], sort_keys=True): v["compiled_by"] for v in real_reports[0]["families"][0]["variants"]}

@@ -1,4 +1,4 @@
-"""Rule files, traces, traffic profiles and the registry/README agreement."""
+"""Rule files, traces, traffic profiles and the finding-code table and README agreement."""
 
 import json
 from pathlib import Path
@@ -8,9 +8,9 @@ import pytest
 from mlacheck.errors import MlacheckError
 from mlacheck.events import JsonlSink
 from mlacheck.trace import read_trace
-from mlacheck.registry import RULES
-from mlacheck.rules import bundled_rules_dir, load_rules
-from mlacheck.scenario.traffic import Request, make_workload, prefix_chunks, sglang_profile, tokenspeed_profile
+from mlacheck.codes import CODES
+from mlacheck.rulefiles import BUNDLED, load_rules
+from mlacheck.scenario.prefill_traffic import Request, make_workload, prefix_chunks, sglang_profile, tokenspeed_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bundled_rules_load_and_name_the_prefill_key():
     rule = load_rules().family("tokenspeed_mla.prefill")
     assert rule.family.key_fields[0] == "q_dtype" and len(rule.family.key_fields) == 7
-    assert Path(rule.source).parent == bundled_rules_dir()
+    assert Path(rule.source).parent == BUNDLED
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -36,7 +36,7 @@ def test_rule_errors_are_one_line_naming_file_and_key(tmp_path, text, expected):
 
 
 def test_bad_version_specifier_is_refused(tmp_path):
-    text = (ROOT / "rules" / "tokenspeed_mla_prefill.toml").read_text().replace('"==0.2.16"', '"two point oh"')
+    text = (BUNDLED / "tokenspeed_mla_prefill.toml").read_text().replace('"==0.2.16"', '"two point oh"')
     path = tmp_path / "r.toml"
     path.write_text(text)
     with pytest.raises(MlacheckError, match="family.checked_versions"):
@@ -102,7 +102,7 @@ def test_workload_is_seeded_and_has_batches_with_and_without_prefix():
     assert {c.return_lse for batch in first.batches for c in sglang_profile(batch, first.chunk_capacity)} == {True, False}
 
 
-def test_readme_lists_every_finding_code_from_the_registry():
+def test_readme_lists_every_finding_code_from_the_code_table():
     readme = (ROOT / "README.md").read_text()
-    for rule in RULES.values():
+    for rule in CODES.values():
         assert f"| {rule.code} | {rule.name} | {rule.severity.value} | {rule.summary} |" in readme

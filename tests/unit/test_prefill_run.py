@@ -1,11 +1,13 @@
-"""The GPU modes' traffic path on the CPU: a stand-in prefill that looks its key up through the Launcher
-and answers with the reference, so slicing, numerics events and the chunked-prefix merge are checked."""
+"""The GPU modes' traffic path on the CPU: a stand-in prefill that looks its key up through the launch counter
+and answers with the reference, so slicing, measurements and the chunked-prefix merge are checked."""
 
 from mlacheck.events import MemorySink
 from mlacheck.scenario.reference import reference_prefill
-from mlacheck.scenario.prefill_run import Launcher, run_traffic
+from mlacheck.scenario.launch import LaunchCounter
+from mlacheck.scenario.measurements import Measurements
+from mlacheck.scenario.prefill_run import run_traffic
 from mlacheck.scenario.presets import ModelPreset
-from mlacheck.scenario.traffic import make_workload
+from mlacheck.scenario.prefill_traffic import make_workload
 
 MODEL = ModelPreset("tiny", num_heads=2, context_len=64)
 
@@ -13,39 +15,41 @@ MODEL = ModelPreset("tiny", num_heads=2, context_len=64)
 def make_prefill(launcher):
     def prefill(q, k, v, seq_lens, cum_seq_lens, max_seq_len, batch_size, softmax_scale, is_causal, return_lse,
                 cum_seq_lens_q, max_seq_len_q, enable_pdl):
-        key = ["float8_e4m3fn", str(is_causal), str(return_lse)]
+        key = {"q_dtype": "float8_e4m3fn", "is_causal": is_causal, "return_lse": return_lse}
         kernel = lambda: reference_prefill(q, k, v, cum_seq_lens_q, cum_seq_lens, softmax_scale, is_causal)  # noqa: E731
         out, lse = launcher.stand_in(key, kernel)()
         return (out.bfloat16(), lse) if return_lse else out.bfloat16()
     return prefill
 
 
-def test_execute_path_writes_numerics_per_call_and_merges_prefix_chunks():
-    launcher = Launcher(execute=True)
+def test_execute_path_measures_each_call_and_merges_prefix_chunks():
+    launcher = LaunchCounter(execute=True)
     sink = MemorySink()
+    measurements = Measurements(sink)
     workload = make_workload(requests=4, seed=3, max_len=40, batch_size=2, chunk_capacity=16)
-    stats = run_traffic(make_prefill(launcher), workload, "tokenspeed", MODEL, "execute", True, launcher, sink,
+    stats = run_traffic(make_prefill(launcher), workload, "tokenspeed", MODEL, "execute", True, launcher, measurements,
                         "tokenspeed_mla.prefill", seed=3, device="cpu")
     events = [e for e in sink.events if e["type"] == "numerics"]
     assert len(events) == stats.prefill_calls == launcher.launches > len(workload.batches)
-    assert sum(e["tokens"] for e in events) == stats.tokens
-    assert {tuple(e["key"][1:]) for e in events} == {("True", "True"), ("False", "True")}
+    measured = measurements.of("tokenspeed_mla.prefill")
+    assert sum(entry["tokens"] for entry in measured) == stats.tokens
+    assert {(e["key"]["is_causal"], e["key"]["return_lse"]) for e in events} == {(True, True), (False, True)}
     for event in events:
         assert event["kernel"]["cosine_similarity"] > 0.999  # bf16 rounding of the output only
-        assert event["fp8_cost"]["max_abs_err"] > 0  # FP8 inputs do cost accuracy
+    assert all(entry["fp8_cost"]["max_abs_err"] > 0 for entry in measured)  # FP8 inputs do cost accuracy
     assert stats.merge_max_abs_err < 2e-2  # bf16 outputs merged vs the one-shot FP32 reference
 
 
 def test_trace_path_never_calls_the_kernel():
-    launcher = Launcher(execute=False)
+    launcher = LaunchCounter(execute=False)
 
     def prefill(q, k, v, **kwargs):
-        launcher.stand_in(["k"], lambda: (_ for _ in ()).throw(AssertionError("launched")))()
+        launcher.stand_in({"k": 1}, lambda: (_ for _ in ()).throw(AssertionError("launched")))()
         return None
 
     sink = MemorySink()
     stats = run_traffic(prefill, make_workload(requests=2, max_len=8, batch_size=1), "sglang", MODEL, "trace", True,
-                        launcher, sink, "tokenspeed_mla.prefill", seed=0, device="cpu")
+                        launcher, Measurements(sink), "tokenspeed_mla.prefill", seed=0, device="cpu")
     assert launcher.launches == stats.prefill_calls
-    assert all(e["kernel"] is None for e in sink.events if e["type"] == "numerics")
+    assert not [e for e in sink.events if e["type"] == "numerics"]  # only a launched kernel is judged
     assert stats.merge_max_abs_err < 1e-5  # trace merges the FP32 reference itself

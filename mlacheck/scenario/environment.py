@@ -6,26 +6,8 @@ import importlib
 import os
 from dataclasses import dataclass
 
+from mlacheck import arch
 from mlacheck.errors import MlacheckError
-
-TARGET_ARCHES = {(10, 0): "sm_100a", (10, 3): "sm_103a", (10, 7): "sm_107a"}
-"""The arches tokenspeed_mla has kernels for, by CUDA compute capability."""
-
-FLAGSHIP_SMS = {"sm_100a": (148, "B200")}
-"""The SM count of each target arch's flagship GPU, which the decode key depends on (through split_kv)."""
-
-
-def flagship_sm_count(arch: str) -> int:
-    """The target arch's flagship SM count; arches without a known flagship get B200's (pass --num-sms)."""
-    return FLAGSHIP_SMS.get(arch, FLAGSHIP_SMS["sm_100a"])[0]
-
-
-def sm_count_label(arch: str, num_sms: int | None) -> str:
-    """How the report names the SM count in use."""
-    if num_sms is not None:
-        return f"{num_sms} (--num-sms)"
-    count, gpu = FLAGSHIP_SMS.get(arch, (None, None))
-    return f"{count} ({gpu}, the {arch} flagship)" if count else f"{flagship_sm_count(arch)} (assumed, B200's: pass --num-sms)"
 
 
 @dataclass(frozen=True)
@@ -37,7 +19,7 @@ class Environment:
     @property
     def enable_pdl(self) -> bool:
         """PDL as engines set it: on where the compute capability is 9 or more (every target arch)."""
-        return int(self.target_arch[3:-1]) >= 90
+        return arch.capability(self.target_arch)[0] >= 9
 
 
 def _torch():
@@ -47,19 +29,22 @@ def _torch():
         raise MlacheckError("torch is not installed; install mlacheck's dependencies (pip install mlacheck)") from None
 
 
-def detect_environment(arch: str = "auto") -> Environment:
-    """Pick the mode and target arch, and set CUTE_DSL_ARCH so that every compile targets that arch."""
-    if arch != "auto" and arch not in TARGET_ARCHES.values():
-        raise MlacheckError(f"--arch {arch}: tokenspeed_mla has kernels for {', '.join(TARGET_ARCHES.values())} only; pick one or auto")
+def detect_environment(requested: str, kernel_arches: list[str], arch_env: list[str]) -> Environment:
+    """Pick the mode and target arch among the arches the driven families have kernels for, and set the variables
+    the families read their target from (`arch_env`, e.g. CUTE_DSL_ARCH) so that every compile targets it."""
+    if requested != "auto" and requested not in kernel_arches:
+        raise MlacheckError(f"--arch {requested}: the scenario's families have kernels for {', '.join(kernel_arches)} only; "
+                            "pick one or auto")
     torch = _torch()
     device = device_arch = None
     if torch.cuda.is_available():
         capability = torch.cuda.get_device_capability()
-        device_arch = TARGET_ARCHES.get(capability)
+        device_arch = next((name for name in kernel_arches if arch.capability(name) == capability), None)
         device = f"{torch.cuda.get_device_name()} (sm_{capability[0]}{capability[1]})"
-    target = (device_arch or "sm_100a") if arch == "auto" else arch
+    target = (device_arch or arch.DEFAULT_ARCH) if requested == "auto" else requested
     mode = "dry" if device is None else ("execute" if device_arch == target else "trace")
-    os.environ["CUTE_DSL_ARCH"] = target
+    for name in arch_env:
+        os.environ[name] = target
     return Environment(mode, target, device)
 
 

@@ -1,7 +1,7 @@
 """Dispatch: feed the traffic's prefill calls through tokenspeed_mla's own `tokenspeed_mla_prefill`.
 
 The library computes the key from the tensors and looks it up in its cache; what happens at the launch
-is the capture's launch policy (prefill_run.Launcher: only execute mode calls the kernel). In dry mode
+is the capture's launch policy (`launch.LaunchCounter`: only execute mode calls the kernel). In dry mode
 the capture puts the rule file's stand-ins in place around each call (host cum_seq_lens, a null CUDA
 stream context); nothing of the library's own code is patched.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from mlacheck.scenario.presets import ModelPreset
-from mlacheck.scenario.traffic import PrefillCall
+from mlacheck.scenario.prefill_traffic import PrefillCall
 
 FP8 = torch.float8_e4m3fn
 

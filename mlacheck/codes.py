@@ -1,4 +1,8 @@
-"""Every finding code in one table: `mlacheck rules`, the report and the README read it."""
+"""Every finding code in one table: `mlacheck rules`, the report and the README read it.
+
+The codes keep the MLA prefix they were born with (baselines and SARIF fingerprints depend on them); they
+apply to every kernel family, not to MLA kernels only.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ class Severity(str, Enum):
 
 
 @dataclass(frozen=True)
-class Rule:
+class Code:
     code: str
     name: str
     severity: Severity
@@ -21,10 +25,10 @@ class Rule:
     hint: str
 
 
-RULES: dict[str, Rule] = {
-    r.code: r
-    for r in (
-        Rule(
+CODES: dict[str, Code] = {
+    c.code: c
+    for c in (
+        Code(
             "MLA001",
             "serving-path-compile",
             Severity.ERROR,
@@ -33,7 +37,7 @@ RULES: dict[str, Rule] = {
             "scheduler past its watchdog (300 s in SGLang).",
             "Precompile this key in the warm-up: make the warm-up compute the key the way the dispatch does.",
         ),
-        Rule(
+        Code(
             "MLA002",
             "dead-warmup",
             Severity.WARNING,
@@ -41,7 +45,7 @@ RULES: dict[str, Rule] = {
             "Dead warm-up lengthens start-up and usually means the warm-up and the dispatch disagree on a field.",
             "Drop this variant from the warm-up, or fix the field in which it differs from what is dispatched.",
         ),
-        Rule(
+        Code(
             "MLA003",
             "field-contract",
             Severity.ERROR,
@@ -49,7 +53,7 @@ RULES: dict[str, Rule] = {
             "Such a variant is wrong for the deployment (e.g. bf16 q against an FP8 KV cache) even if it is cached.",
             "Make the field what the contract requires where the key is computed.",
         ),
-        Rule(
+        Code(
             "MLA004",
             "stale-rule",
             Severity.ERROR,
@@ -57,7 +61,7 @@ RULES: dict[str, Rule] = {
             "A rule that names the wrong fields or versions reports wrong diffs, or none.",
             "Re-check the rule file against the installed library and update key_fields or checked_versions.",
         ),
-        Rule(
+        Code(
             "MLA005",
             "numerics",
             Severity.ERROR,
@@ -65,7 +69,7 @@ RULES: dict[str, Rule] = {
             "A variant that compiles and launches can still compute the wrong attention (a wrong mask, scale or LSE).",
             "Compare the variant's compile arguments with the dispatch's inputs; check the kernel on these shapes.",
         ),
-        Rule(
+        Code(
             "MLA006",
             "key-spelling",
             Severity.ERROR,
@@ -78,6 +82,6 @@ RULES: dict[str, Rule] = {
 }
 
 
-def finding_rule(code: str) -> Rule:
-    """The registry entry of a finding code."""
-    return RULES[code]
+def lookup(code: str) -> Code:
+    """The table entry of a finding code."""
+    return CODES[code]

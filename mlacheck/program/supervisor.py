@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mlacheck.errors import MlacheckError
 from mlacheck.program.agent import ENV_RUN_DIR, ENV_SERVING_START
-from mlacheck.program.rundir import RunDir
+from mlacheck.program.run_folder import RunFolder
 
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -24,7 +24,7 @@ GRACE_SECONDS = 10.0
 REMNANT_SECONDS = 2.0  # how long the rest of the group may take to end by itself after the main process
 
 
-def observed_environment(run: RunDir, base: dict[str, str], serving_start: list[str] | None = None) -> dict[str, str]:
+def observed_environment(run: RunFolder, base: dict[str, str], serving_start: list[str] | None = None) -> dict[str, str]:
     """The program's environment: the caller's, plus what starts the agent in every Python process."""
     python_path = os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")]))
     environment = {**base, "PYTHONPATH": python_path, ENV_RUN_DIR: str(run.path)}
@@ -33,7 +33,7 @@ def observed_environment(run: RunDir, base: dict[str, str], serving_start: list[
     return environment
 
 
-def run_program(command: list[str], run: RunDir, serving_start: list[str] | None = None,
+def run_program(command: list[str], run: RunFolder, serving_start: list[str] | None = None,
                 extra_environment: dict[str, str] | None = None, grace_seconds: float = GRACE_SECONDS) -> dict:
     """Run `command` to its end under observation; write and return meta.json (command, exit code, signal)."""
     started = time.time()

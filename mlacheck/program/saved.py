@@ -1,4 +1,5 @@
-"""Read run folders back: every process's trace merged into one analysis, with per-process attribution.
+"""Reports from what was saved: run folders (every process's trace merged into one analysis, with per-process
+attribution) or one JSON report (read back and decided again, e.g. under a baseline).
 
 Runs recorded under different rule files are analysed with the union of their rules; a family that two
 runs declare differently is refused in one line, and a family recorded without any rule is reported as
@@ -8,16 +9,19 @@ not checked, never dropped. Imports nothing of torch or of a kernel library.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.errors import MlacheckError
+from mlacheck.program.run_folder import RunFolder
+from mlacheck.report.model import Report, ReportPolicy, build_report, decide
+from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.trace import read_trace
-from mlacheck.program.rundir import RunDir
-from mlacheck.report.model import Report, build_report
-from mlacheck.rules import RuleSet, load_rules
 
 
 @dataclass
@@ -40,7 +44,7 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
     for path in paths:
         if not path.is_dir():
             raise MlacheckError(f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)")
-        run = RunDir(path)
+        run = RunFolder(path)
         meta = run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
         loaded.unobserved += run.unobserved()
@@ -69,7 +73,7 @@ def run_rules(paths: list[Path]) -> RuleSet:
     """The union of the rule files saved in the run folders; a family declared differently by two runs is refused."""
     files: dict[str, tuple[str, Path]] = {}
     for path in paths:
-        for rule_file in sorted(RunDir(path).rules_dir.glob("*.toml")):
+        for rule_file in sorted(RunFolder(path).rules_dir.glob("*.toml")):
             digest = hashlib.sha256(rule_file.read_bytes()).hexdigest()
             earlier = files.setdefault(rule_file.name, (digest, path))
             if earlier[0] != digest:
@@ -77,11 +81,11 @@ def run_rules(paths: list[Path]) -> RuleSet:
                                     "of this rule file; report them separately, or pass --rules to analyse both with one")
     if not files:
         raise MlacheckError(f"{paths[0]}: no saved rule files in its rules/ folder; pass --rules")
-    folder = next(path for path in paths if any(RunDir(path).rules_dir.glob("*.toml")))
-    rules = load_rules(RunDir(folder).rules_dir)
+    folder = next(path for path in paths if any(RunFolder(path).rules_dir.glob("*.toml")))
+    rules = load_rules(RunFolder(folder).rules_dir)
     for path in paths:
         if path != folder:
-            rules = _union(rules, load_rules(RunDir(path).rules_dir))
+            rules = _union(rules, load_rules(RunFolder(path).rules_dir))
     return rules
 
 
@@ -90,12 +94,11 @@ def _union(first: RuleSet, second: RuleSet) -> RuleSet:
     return RuleSet(first.files + [file for file in second.files if Path(file.source).name not in sources])
 
 
-def program_report(paths: list[Path], rules_path: Path | None = None, strict: bool = False, allow_incomplete: bool = False,
-                   context: dict[str, str] | None = None, known: set[str] | None = None,
-                   baseline_source: str | None = None) -> Report:
-    """Analyse saved runs: the rules given, else the rule files saved in the run folders."""
+def program_report(paths: list[Path], rules: RuleSet | None = None, context: dict[str, str] | None = None,
+                   policy: ReportPolicy = ReportPolicy()) -> Report:
+    """Analyse saved runs with `rules`, else with the rule files saved in the run folders."""
     loaded = load_runs(paths)
-    rules = load_rules(rules_path) if rules_path is not None else run_rules(paths)
+    rules = rules if rules is not None else run_rules(paths)
     lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
         f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
         for process in loaded.processes if process["truncated"]]
@@ -106,11 +109,38 @@ def program_report(paths: list[Path], rules_path: Path | None = None, strict: bo
                             "with its rule file" for name in recorded]
     arch = next((e["values"]["target_arch"] for e in reversed(loaded.events)
                  if e["type"] == "context" and e["values"].get("target_arch")), None)
-    arch = arch or next((e.get("cute_dsl_arch") for e in loaded.events if e["type"] == "run" and e.get("cute_dsl_arch")), None)
+    arch = arch or next((e.get("target_arch") or e.get("cute_dsl_arch") for e in loaded.events
+                         if e["type"] == "run" and (e.get("target_arch") or e.get("cute_dsl_arch"))), None)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
     facts = {
         "mode": "program", "target_arch": (context or {}).get("target_arch", arch), "compile_policy": compile_policy,
         "mlacheck_version": __version__, "device": None, "bad_lines": loaded.bad_lines,
         "program": loaded.programs[0] if len(loaded.programs) == 1 else {"runs": loaded.programs},
     }
-    return build_report(analysis, facts, loaded.processes, strict, allow_incomplete, known, baseline_source)
+    return build_report(analysis, facts, loaded.processes, policy)
+
+
+def load_report(path: Path) -> Report:
+    """A JSON report written by `--json` or `--output json:PATH`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MlacheckError(f"{path}: not a readable JSON report: {exc}".replace("\n", " ")) from None
+    if not isinstance(data, dict) or "families" not in data or "verdict" not in data:
+        raise MlacheckError(f"{path}: not an mlacheck JSON report (no 'families' or 'verdict'); write one with --json")
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise MlacheckError(f"{path}: not an mlacheck JSON report: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+
+
+def report_from_sources(sources: list[Path], rules: Path | None = None, context: dict[str, str] | None = None,
+                        policy: ReportPolicy = ReportPolicy()) -> Report:
+    """Run folders are analysed (merged, with `rules` where given); a single JSON file is read back and decided again."""
+    files = [source for source in sources if source.is_file()]
+    if files:
+        if len(sources) > 1:
+            raise MlacheckError(f"{files[0]}: give one saved JSON report, or run folders only (not both, not several reports)")
+        return decide(load_report(files[0]), policy)
+    return program_report(sources, load_rules(rules) if rules is not None else None, context, policy)

@@ -14,7 +14,7 @@ from mlacheck.errors import MlacheckError
 from mlacheck.program.layout import CAPTURE_CONFIG, TRACE_GLOB, UNOBSERVED_GLOB
 
 @dataclass(frozen=True)
-class RunDir:
+class RunFolder:
     path: Path
 
     @property
@@ -26,7 +26,7 @@ class RunDir:
         return self.path / "meta.json"
 
     @classmethod
-    def create(cls, path: Path | None) -> RunDir:
+    def create(cls, path: Path | None) -> RunFolder:
         """A new folder: the given one (must be empty or new), or mlacheck-runs/<UTC time>-<pid>."""
         if path is None:
             path = Path("mlacheck-runs") / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"

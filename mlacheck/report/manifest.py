@@ -17,9 +17,11 @@ from pathlib import Path
 from mlacheck import __version__
 from mlacheck.errors import MlacheckError
 from mlacheck.report.model import Report
-from mlacheck.rules import RuleSet
+from mlacheck.rulefiles import RuleSet
 
 FORMAT_VERSION = 2
+"""The manifest's format. 1: keys as lists of strings. 2: keys as {field: typed value}, with each family's module,
+cache, cache_kind and compile."""
 
 
 def manifest(report: Report, rules: RuleSet) -> dict:

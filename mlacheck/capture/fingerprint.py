@@ -1,0 +1,50 @@
+"""What code a family's key depends on, as installed: a fingerprint of its functions, the distribution's version,
+and which distributions install the family's package (a fork can install the same import name)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+
+from mlacheck.capture.install import Patches
+from mlacheck.errors import MlacheckError
+
+
+def fingerprint(module: object, key_functions: list[str]) -> str | None:
+    """sha256 over the signature and source of the functions the key depends on (None where unreadable or none)."""
+    if not key_functions:
+        return None
+    digest, patches = hashlib.sha256(), Patches("fingerprint")
+    try:
+        for name in key_functions:
+            function = inspect.unwrap(patches.resolve(module, name))
+            digest.update(f"{name}{inspect.signature(function)}\n{inspect.getsource(function)}".encode())
+    except (OSError, TypeError, ValueError, MlacheckError):
+        return None
+    return digest.hexdigest()[:16]
+
+
+def installed_version(distribution: str) -> str | None:
+    from importlib import metadata  # slow to import; only a family's install needs it
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def providers(package: str) -> list[str]:
+    """"name version" of each installed distribution that provides the top-level `package`."""
+    from importlib import metadata
+
+    names = _packages_distributions().get(package, [])
+    return [f"{name} {metadata.version(name)}" for name in dict.fromkeys(names)]
+
+
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    """Top-level package -> the installed distributions that provide it; read once per process (it scans them all)."""
+    from importlib import metadata
+
+    return metadata.packages_distributions()

@@ -1,0 +1,64 @@
+"""What a cache adapter and a dispatch wrapper may ask of the capture they report to (`FamilyCapture` is it).
+
+Adapters and wrappers know this protocol, never the capture's class, so that the capture can pick its adapter
+from a table without either importing the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import FrameType
+from typing import Protocol
+
+from mlacheck.capture.policy import CapturePolicy
+from mlacheck.capture.stack import Where
+
+MISSING = object()
+"""The value a `contains` lookup that found nothing reports (the insert follows)."""
+
+LaunchPolicy = Callable[[dict, object], object]
+"""(typed key, compiled kernel) of a dispatch's lookup -> what the dispatch gets back and launches."""
+
+
+class CaptureHooks(Protocol):
+    """The capture of one family in one process, as its adapter and dispatch wrappers see it."""
+
+    fast: object  # hotpath.FastTable: variants seen in serving, key -> (counter, value to return)
+    ticks: object  # hotpath.counter: stepped by each dispatch call's entry and by each lookup
+    launch: LaunchPolicy | None
+    policy: CapturePolicy
+
+    def inserted(self, key: object, value: object, frame: FrameType, seconds: float | None = None,
+                 origin: str | None = None) -> None:
+        """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself)."""
+
+    def looked_up(self, key: object, value: object, frame: FrameType, where: Where | None = None,
+                  count: bool = True) -> object:
+        """A lookup the fast path did not serve; returns what the lookup gives the program."""
+
+    def where(self, frame: FrameType) -> Where | None:
+        """Where a cache access happened (None where the stack could not be read: an internal error)."""
+
+    def launched(self, key: object, value: object, frame: FrameType) -> object:
+        """What the value of a `contains` family's lookup is replaced by for a dispatch under a launch policy."""
+
+    def call_counter(self, name: str) -> object:
+        """The counter of calls of a dispatch function (or `function!before` etc.)."""
+
+    def dispatch_raised(self, name: str, error: BaseException, start: int, frame: FrameType) -> None: ...
+
+    def dispatch_without_lookup(self, name: str, frame: FrameType) -> None: ...
+
+    def forget_fast(self) -> None:
+        """Every variant's next lookup reads the stack again."""
+
+    def cleared(self) -> None:
+        """The cache was emptied: its variants compile again when next used."""
+
+    def maybe_flush(self) -> None: ...
+
+    def safely(self, where: str, action: Callable[[], object]) -> None:
+        """Run a capture action; a failure becomes an internal error, never an exception in the program."""
+
+    def internal_error(self, where: str, error: object) -> None:
+        """Something capture could not see or do: the run cannot pass."""

@@ -1,0 +1,109 @@
+"""Rule files: TOML that declares kernel families and the engine functions around them. Strict; one-line errors.
+
+`load_rules` reads a file or a folder (default: the bundled rules, `bundled/`) into a `RuleSet`; the schema is
+`schema.py`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mlacheck.errors import MlacheckError
+from mlacheck.rulefiles.schema import EngineRule, PhaseRule, RuleFile, ServingStartRule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["BUNDLED", "RuleFile", "RuleSet", "load_rule_file", "load_rules"]
+
+BUNDLED = Path(__file__).resolve().parent / "bundled"
+"""The rule files shipped with mlacheck."""
+
+
+@dataclass
+class RuleSet:
+    """Every rule file loaded: the families, and the engine facts every family shares."""
+
+    files: list[RuleFile]
+    families: list[RuleFile] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.families = [file for file in self.files if file.family is not None]
+
+    @property
+    def phases(self) -> tuple[PhaseRule, ...]:
+        """The engine functions under which a dispatch is warm-up or CUDA-graph capture."""
+        return tuple(phase for file in self.files for phase in file.phase)
+
+    @property
+    def serving_starts(self) -> list[ServingStartRule]:
+        return [start for file in self.files for start in file.serving_start]
+
+    @property
+    def engines(self) -> list[EngineRule]:
+        return [engine for file in self.files for engine in file.engine]
+
+    @property
+    def arches(self) -> list[str]:
+        """The target arches some family's kernels exist for, in the order the rule files name them."""
+        return list(dict.fromkeys(name for rule in self.families for name in rule.family.arches))
+
+    @property
+    def arch_env(self) -> list[str]:
+        """The environment variables some family's compiles take their target arch from."""
+        return list(dict.fromkeys(name for rule in self.families for name in rule.family.arch_env))
+
+    def family(self, name: str) -> RuleFile | None:
+        return next((rule for rule in self.families if rule.family.name == name), None)
+
+    def capture_config(self) -> dict:
+        """What an observed process needs, as JSON: the family files as the schema dumps them, the engine facts."""
+        return {"families": [rule.model_dump(mode="json") for rule in self.families],
+                "phases": [phase.model_dump(mode="json") for phase in self.phases],
+                "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
+                "engines": [engine.model_dump(mode="json") for engine in self.engines],
+                "arch_env": self.arch_env}
+
+
+def load_rules(path: Path | None = None) -> RuleSet:
+    """Load a rule file, or every *.toml in a folder; None loads the bundled rules."""
+    path = BUNDLED if path is None else path
+    if path.is_dir():
+        files = sorted(path.glob("*.toml"))
+        if not files:
+            raise MlacheckError(f"{path}: no *.toml rule files in this folder; point --rules at a rule file or a folder of them")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise MlacheckError(f"{path}: no such rule file or folder; check the --rules path")
+    rules = RuleSet([load_rule_file(file) for file in files])
+    names = [rule.family.name for rule in rules.families]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate:
+        raise MlacheckError(f"{path}: family {duplicate!r} is declared by more than one rule file; keep one")
+    if not rules.families:
+        raise MlacheckError(f"{path}: no rule file here declares a [family]; add one (see mlacheck's bundled rule files)")
+    return rules
+
+
+def load_rule_file(file: Path) -> RuleFile:
+    """Parse and validate one rule file; any problem is one line naming the file and the key."""
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise MlacheckError(f"{file}: broken TOML: {exc}; fix the file's syntax") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MlacheckError(f"{file}: cannot read the rule file: {exc}") from None
+    try:
+        return RuleFile.model_validate({**data, "source": str(file)})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".") or "(rule file)"
+        what = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        raise MlacheckError(f"{file}: {where}: {what} (the README's 'Rule files' section gives the schema)") from None

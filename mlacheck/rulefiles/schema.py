@@ -1,0 +1,267 @@
+"""The rule-file schema: pydantic models, strict (an unknown key or a wrong type is refused). The README gives it.
+
+A family file has a `[family]` table (where the cache lives, how its key reads, what the key depends on, the
+arches its kernels exist for) and may add `[fields.NAME]`, `[context]`, `[[contract]]`, `[dry]` and
+`[numerics]`. An engine file (`bundled/engines.toml`) declares `[[phase]]` frames (warm-up, CUDA-graph capture),
+`[[serving_start]]` markers and `[[engine]]` names; a family file may declare those too.
+
+These models are the one declaration of a family: capture reads them (an observed process gets them as JSON,
+`model_dump`, and validates them back when the family's module is imported), analysis reads them. Which
+`cache_kind`s exist, and what each needs of the `[family]` table, is capture's to say (`capture.caches`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Union
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mlacheck import arch, qualnames
+from mlacheck.keys import value_text
+
+Scalar = Union[bool, int, float, str]
+
+DRY_ACTIONS = ("nullcontext", "target_capability", "target_sm_count", "target_clusters", "target_l2_bytes",
+               "stand_in_class")
+"""What a `[[dry.patch]]` can stand in with (`capture.dry` implements each): nullcontext (a context manager that does
+nothing, e.g. a CUDA stream binding); target_capability (the target arch's (major, minor)); target_sm_count;
+target_clusters(cluster_size) (SMs / cluster size); target_l2_bytes; stand_in_class (a class whose instances answer
+the methods named in `methods`, each with one of the other actions)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _function_path(value: str) -> str:
+    if qualnames.split(value) is None:
+        raise ValueError(f"write MODULE:QUALNAME (e.g. vllm.utils.jit_monitor:activate), not {value!r}")
+    return value
+
+
+class Family(_Strict):
+    """Where a kernel family's compile cache lives and how its key reads."""
+
+    name: str
+    description: str = ""
+    distribution: str = Field(description="the PyPI distribution whose version the rule was checked against")
+    checked_versions: Union[str, list[str]] = Field(description="PEP 440 specifier set(s), e.g. '>=2.0.4,<2.1'")
+    arches: list[str] = Field(min_length=1, description="the target arches the family's kernels exist for, e.g. sm_100a")
+    arch_env: list[str] = Field(default=[], description="environment variables the family's compiles take their "
+                                "target arch from, first set first (e.g. CUTE_DSL_ARCH)")
+    module: str
+    cache: str = Field(description="dotted path from the module to the cache, read as the cache_kind says")
+    cache_kind: str = Field(default="dict", description="how the cache is held: capture.caches names the kinds")
+    lookup: Literal["getitem", "contains"] = "getitem"
+    compile: str | None = Field(default=None, description="compile function: a module attribute or MODULE:ATTRIBUTE")
+    dispatch: list[str] = Field(min_length=1, description="the functions that look variants up at run time: module "
+                                "functions, or methods as Class.method")
+    warmup: str | None = Field(default=None, description="the library's own warm-up function, if it has one")
+    key_fields: list[str] = Field(min_length=1)
+    key_functions: list[str] = Field(default=[], description="functions whose signature and source the key depends on")
+    fingerprint: Union[str, list[str], None] = Field(
+        default=None, description="their fingerprint when the rule was checked; a list where several versions' code was")
+    site_skip: list[str] = Field(default=[], description="wrapper packages that are never a site")
+    call_facts: list[str] = Field(default=[], description="locals of the dispatch function that say which call dispatched a variant")
+    every_call_looks_up: bool = Field(default=False, description="each dispatch call looks the cache up: one that "
+                                      "returns without a lookup ran a variant through a path the rule does not watch")
+
+    @field_validator("checked_versions")
+    @classmethod
+    def _specifiers(cls, value: str | list[str]) -> str | list[str]:
+        for text in [value] if isinstance(value, str) else value:
+            try:
+                SpecifierSet(text)
+            except InvalidSpecifier as exc:
+                raise ValueError(f"not a version specifier: {text!r}") from exc
+        return value
+
+    @field_validator("arches")
+    @classmethod
+    def _arches(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if arch.capability(name) is None:
+                raise ValueError(f"not a target arch: {name!r} (write e.g. sm_90a, sm_100a)")
+        return value
+
+    @property
+    def fingerprints(self) -> tuple[str, ...]:
+        """The fingerprints of the code the rule was checked against (none where the rule records none)."""
+        if self.fingerprint is None:
+            return ()
+        return (self.fingerprint,) if isinstance(self.fingerprint, str) else tuple(self.fingerprint)
+
+    @property
+    def version_ranges(self) -> tuple[str, ...]:
+        """The specifier sets of the versions the rule was checked against."""
+        return (self.checked_versions,) if isinstance(self.checked_versions, str) else tuple(self.checked_versions)
+
+    @property
+    def package(self) -> str:
+        """The top-level package the family's module belongs to."""
+        return self.module.partition(".")[0]
+
+    def checks_version(self, version: str | None) -> bool:
+        """True when the installed version lies inside one of the checked ranges."""
+        try:
+            parsed = Version(version) if version is not None else None
+        except InvalidVersion:
+            return False
+        return parsed is not None and any(parsed in SpecifierSet(text) for text in self.version_ranges)
+
+
+class FieldNote(_Strict):
+    """What drives a key field, so that a diff on it says so."""
+
+    varies_with: list[str] = []
+    note: str = ""
+
+
+class Contract(_Strict):
+    """A constraint on one key field, checked where every `when` entry matches the run's context."""
+
+    field: str
+    equals: Scalar | None = None
+    equals_context: str | None = Field(default=None, description="name of a context value the field must equal")
+    when: dict[str, Union[str, list[str]]] = {}
+    why: str = ""
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Contract:
+        if (self.equals is None) == (self.equals_context is None):
+            raise ValueError("give exactly one of equals, equals_context")
+        return self
+
+    def needs(self) -> list[str]:
+        """The context keys this contract cannot be evaluated without."""
+        return [*self.when, *([self.equals_context] if self.equals_context else [])]
+
+    def applies(self, context: dict[str, str]) -> bool:
+        """True when every `when` entry is known in the context and matches it."""
+        return all(context.get(name) in ([wanted] if isinstance(wanted, str) else wanted) for name, wanted in self.when.items())
+
+    def expected(self, context: dict[str, str]) -> str | None:
+        """The value the field must have, as text, or None when the context does not say."""
+        return value_text(self.equals) if self.equals_context is None else context.get(self.equals_context)
+
+
+class DryPatch(_Strict):
+    """`--dry`: replace `module:attribute` for the duration of each dispatch call with a stand-in."""
+
+    target: str = Field(description="MODULE:ATTRIBUTE to stand in for during each dispatch call")
+    action: Literal[DRY_ACTIONS]
+    methods: dict[str, Literal[DRY_ACTIONS]] = Field(
+        default={}, description="stand_in_class: each method of the stand-in class, and the action it answers with")
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        return _function_path(value)
+
+    @model_validator(mode="after")
+    def _methods_for_classes(self) -> DryPatch:
+        if (self.action == "stand_in_class") != bool(self.methods):
+            raise ValueError("methods go with action = \"stand_in_class\", and it needs them")
+        if "stand_in_class" in self.methods.values():
+            raise ValueError("a method of a stand-in class answers with another action than stand_in_class")
+        return self
+
+
+class Dry(_Strict):
+    """What lets the dispatch run past its lookup without the target GPU (`--dry`)."""
+
+    host_arguments: list[str] = []
+    patch: list[DryPatch] = []
+
+
+class Numerics(_Strict):
+    """How far a launched kernel's output may be from the reference on the same inputs (MLA005): per metric that
+    the launch measured, an upper (`max`) or lower (`min`) bound. A metric a launch did not measure is not judged."""
+
+    max: dict[str, float] = {}
+    min: dict[str, float] = {}
+
+    def breaches(self, metrics: dict[str, float | None]) -> list[str]:
+        """The metrics beyond their bound, as readable phrases (NaN counts as beyond)."""
+        out = []
+        for name, bound in self.max.items():
+            value = metrics.get(name)
+            if value is not None and not value <= bound:
+                out.append(f"{name} {value:.3g} > {bound}")
+        for name, bound in self.min.items():
+            value = metrics.get(name)
+            if value is not None and (math.isnan(value) or value < bound):
+                out.append(f"{name} {value:.6f} < {bound}")
+        return out
+
+
+class _EngineFunction(_Strict):
+    function: str = Field(description="MODULE:QUALNAME of an engine function")
+    engine: str = ""
+    source: str = Field(default="", description="where upstream, for the reader")
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, value: str) -> str:
+        return _function_path(value)
+
+    @property
+    def module(self) -> str:
+        return qualnames.split(self.function)[0]
+
+    @property
+    def qualname(self) -> str:
+        return qualnames.split(self.function)[1]
+
+
+class PhaseRule(_EngineFunction):
+    """An engine function under which a dispatch is warm-up, or CUDA-graph capture."""
+
+    phase: Literal["warmup", "capture"]
+
+
+class ServingStartRule(_EngineFunction):
+    """An engine function whose call (or return) marks the moment serving starts in a process."""
+
+    at: Literal["call", "return"] = "call"
+
+
+class EngineRule(_Strict):
+    """An engine, recognised in a process by a module it imported (the run context's `engine`)."""
+
+    name: str
+    module: str
+
+
+class RuleFile(_Strict):
+    """One rule file: a family, engine facts, or both."""
+
+    family: Family | None = None
+    fields: dict[str, FieldNote] = {}
+    context: dict[str, str] = {}
+    contract: list[Contract] = []
+    dry: Dry = Dry()
+    numerics: Numerics | None = None
+    phase: list[PhaseRule] = []
+    serving_start: list[ServingStartRule] = []
+    engine: list[EngineRule] = []
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuleFile:
+        if self.family is None:
+            if self.fields or self.context or self.contract or self.numerics or self.dry != Dry():
+                raise ValueError("fields, context, contract, dry and numerics belong to a file with a [family] table")
+            if not (self.phase or self.serving_start or self.engine):
+                raise ValueError("neither a [family] table nor any [[phase]], [[serving_start]] or [[engine]] entry")
+            return self
+        for index, contract in enumerate(self.contract):
+            if contract.field not in self.family.key_fields:
+                raise ValueError(f"contract[{index}].field {contract.field!r} is not one of family.key_fields")
+        for name in self.fields:
+            if name not in self.family.key_fields:
+                raise ValueError(f"fields.{name} is not one of family.key_fields")
+        return self
