@@ -30,6 +30,15 @@ from mlacheck.rulefiles.schema import Family
 _getframe = sys._getframe
 
 
+def call_fields(signature: inspect.Signature, args: tuple, items: tuple) -> tuple[dict[str, object], dict]:
+    """A call's key (its positional arguments, its keyword items) as fields by name, defaults applied, and its
+    spelling (which fields came positionally, the keywords' order)."""
+    bound = signature.bind(*args, **dict(items))
+    bound.apply_defaults()
+    names = list(signature.parameters)
+    return dict(bound.arguments), {"positional": names[:len(args)], "keywords": [name for name, _ in items]}
+
+
 class FunctoolsCache:
     """The adapter of a functools cache."""
 
@@ -72,12 +81,7 @@ class FunctoolsCache:
         return keys, count
 
     def describe(self, key: tuple) -> tuple[dict[str, object], dict]:
-        """A call key's fields (defaults applied) and its spelling."""
-        args, items = key
-        bound = self.signature.bind(*args, **dict(items))
-        bound.apply_defaults()
-        names = list(self.signature.parameters)
-        return dict(bound.arguments), {"positional": names[:len(args)], "keywords": [name for name, _ in items]}
+        return call_fields(self.signature, *key)
 
     def cached(self, keys: Collection) -> list:
         """Those of `keys` that the cache holds now (a skipped compile is not held)."""
