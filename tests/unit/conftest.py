@@ -15,5 +15,6 @@ def empty_caches():
 
 @pytest.fixture(params=KINDS, ids=lambda kind: kind.name)
 def kind(request):
-    """Each cache kind in turn: a module dict, a dict reached by a dotted path, a functools.cache function."""
+    """Each cache kind in turn: a module dict, a dict reached by a dotted path, a functools.cache function, a dict in
+    a closure cell, a dict held by a class attribute."""
     return request.param

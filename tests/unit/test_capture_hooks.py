@@ -13,11 +13,9 @@ from mlacheck.capture.caches.recording import RecordingDict
 from mlacheck.events import JsonlSink, MemorySink
 from mlacheck.trace import read_trace
 from mlacheck.errors import MlacheckError
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, family_capture, mark_serving_start, observe,
+from tests.fixtures.synthetic_harness import (BF16, DECODE, DICT_KINDS, FA4, FP8, FP8_CONTEXT, PREFILL, family_capture,
+                                              mark_serving_start, observe,
                                               of_type, q, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
-
-DICT_KINDS = (PREFILL, FA4)
-
 
 @pytest.fixture(params=DICT_KINDS, ids=lambda kind: kind.name)
 def dict_kind(request):
@@ -30,8 +28,8 @@ def decode():
 
 
 def module_cache(kind):
-    """The module's own dict cache (kinds a and b), as the program reaches it now."""
-    return synthetic_prefill._compiled_kernels if kind is PREFILL else synthetic_fa4._flash_attn_fwd.compile_cache.cache
+    """A dict kind's own dict cache, as the program reaches it now."""
+    return kind.own_cache()
 
 
 def warmed_up(kind):
@@ -458,3 +456,34 @@ def test_get_after_contains_is_not_a_second_lookup(monkeypatch):
     [counts] = of_type(capture.sink.events, "counts")
     vid = of_type(capture.sink.events, "compile")[0]["vid"]
     assert counts["dispatches"] == {f"{vid}:serving": 3}
+
+
+def test_a_cache_once_key_is_named_by_the_signature_and_keeps_its_spelling():
+    """SGLang's cache_once keys the call as spelled: a warm-up that passes causal by keyword compiles an entry the
+    dispatch (all positional) never hits: the variant compiles twice (MLA006), and the key is named by parameter."""
+    from tests.fixtures.synthetic_harness import CLOSURE, synthetic_closure
+
+    with observe(CLOSURE) as capture:
+        synthetic_closure.jit_module(FP8, 192, causal=True)
+        CLOSURE.dispatch(1, FP8, True)
+    compiles = of_type(capture.sink.events, "compile")
+    assert [(e["key"], e["spelling"], e["phase"]) for e in compiles] == [
+        (CLOSURE.key(FP8, True), {"positional": ["q_dtype", "head_dim"], "keywords": ["causal"]}, "warmup"),
+        (CLOSURE.key(FP8, True), {"positional": ["q_dtype", "head_dim", "causal"], "keywords": []}, "serving")]
+    findings = analyse(capture.sink.events, CLOSURE.rules(), FP8_CONTEXT).findings
+    assert sorted(f.code for f in findings) == ["MLA001", "MLA006"]
+
+
+def test_a_class_dict_is_replaced_where_it_is_defined_and_given_back():
+    """The rule names the subclass; the base class defines the dict: it is recorded there, so every runner shares it."""
+    from tests.fixtures.synthetic_harness import CLASSDICT, synthetic_classdict
+
+    original = synthetic_classdict.Runner.kernel_cache
+    with observe(CLASSDICT) as capture:
+        assert isinstance(synthetic_classdict.Runner.kernel_cache, RecordingDict)
+        assert "kernel_cache" not in vars(synthetic_classdict.PagedRunner)
+        synthetic_classdict.Runner()._compile(FP8, 192, True)
+        CLASSDICT.dispatch(1, FP8, True)  # a PagedRunner: hits what the base runner compiled
+    assert synthetic_classdict.Runner.kernel_cache is original and len(original) == 1
+    assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["warmup"]
+    assert analyse(capture.sink.events, CLASSDICT.rules(), FP8_CONTEXT).findings == []

@@ -1,7 +1,8 @@
-"""Capture and analysis on the three synthetic cache kinds: phases, serving start, nearest match, dispatch accounting.
+"""Capture and analysis on the synthetic cache kinds: phases, serving start, nearest match, dispatch accounting.
 
-Every test runs once per cache kind: (a) a module-global dict (prefill), (b) a dict reached by a dotted path
-and looked up with `in` (fa4), (c) a functools.cache function (decode).
+Every test runs once per cache kind: a module-global dict (prefill), a dict reached by a dotted path and looked up
+with `in` (fa4), a functools.cache function (decode), a dict in a decorator's closure (closure, SGLang's cache_once)
+and a dict held by a class attribute, looked up by a method (classdict, SGLang's DSA indexer runner).
 """
 
 import pytest

@@ -11,6 +11,8 @@ from collections.abc import Collection
 from typing import Protocol
 
 from mlacheck.capture.caches.attribute_dict import AttributeDict
+from mlacheck.capture.caches.class_dict import ClassDict
+from mlacheck.capture.caches.closure_dict import ClosureDict
 from mlacheck.capture.caches.functools_cache import FunctoolsCache
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.install import Patches
@@ -46,6 +48,8 @@ class CacheAdapter(Protocol):
 
 KINDS: dict[str, type[CacheAdapter]] = {
     "dict": AttributeDict,
+    "class_dict": ClassDict,
+    "closure_dict": ClosureDict,
     "functools": FunctoolsCache,
 }
 
