@@ -12,7 +12,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -39,17 +39,30 @@ def _console(stderr: bool = False) -> Console:
     return console
 
 
-JsonOption = Annotated[Optional[Path], typer.Option("--json", help="Also write the JSON report here.")]
+JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the JSON report here.")]
 StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
-OutputOption = Annotated[Optional[list[str]], typer.Option(
-    help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable.")]
-BaselineOption = Annotated[Optional[Path], typer.Option(
-    help="A saved JSON report or baseline: its findings show as known and do not fail.")]
-AllowIncompleteOption = Annotated[bool, typer.Option(
-    help="An incomplete check (nothing observed, dispatches that died before their lookup) does not exit 2.")]
-ContextOption = Annotated[Optional[list[str]], typer.Option(
-    help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable.")]
-RulesOption = Annotated[Optional[Path], typer.Option(help="A rule file or folder that replaces the bundled rules.")]
+OutputOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable."
+    ),
+]
+BaselineOption = Annotated[
+    Path | None, typer.Option(help="A saved JSON report or baseline: its findings show as known and do not fail.")
+]
+AllowIncompleteOption = Annotated[
+    bool,
+    typer.Option(
+        help="An incomplete check (nothing observed, dispatches that died before their lookup) does not exit 2."
+    ),
+]
+ContextOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable."
+    ),
+]
+RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder that replaces the bundled rules.")]
 
 
 class Profile(str, Enum):
@@ -74,8 +87,20 @@ class CompilePolicy(str, Enum):
     skip = "skip"
 
 
-SCENARIO_ONLY = ("model", "tp", "profile", "warmup", "requests", "seed", "trace", "kernel", "cuda_graph", "cuda_graph_max_bs",
-                 "max_context_len", "batch_sizes")
+SCENARIO_ONLY = (
+    "model",
+    "tp",
+    "profile",
+    "warmup",
+    "requests",
+    "seed",
+    "trace",
+    "kernel",
+    "cuda_graph",
+    "cuda_graph_max_bs",
+    "max_context_len",
+    "batch_sizes",
+)
 PROGRAM_ONLY = ("run_dir", "dry", "serving_start")
 
 
@@ -87,8 +112,10 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
-                                          help="Print mlacheck's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print mlacheck's version and exit."),
+    ] = False,
 ) -> None:
     """Checks that a serving engine's kernel warm-up covers what its runtime dispatches."""
 
@@ -98,34 +125,64 @@ def run(
     ctx: typer.Context,
     model: Annotated[str, typer.Option(help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
     tp: Annotated[int, typer.Option(help="Tensor-parallel size: divides the model's heads.")] = 1,
-    profile: Annotated[Profile, typer.Option(help="The engine whose start-up and traffic to replay.")] = Profile.tokenspeed,
+    profile: Annotated[
+        Profile, typer.Option(help="The engine whose start-up and traffic to replay.")
+    ] = Profile.tokenspeed,
     kernel: Annotated[Kernel, typer.Option(help="The kernel families to check.")] = Kernel.all,
-    warmup: Annotated[str, typer.Option(
-        help="Prefill compile path under test: engine (the profile's own), library, none, PATH.py:FUNC or pkg.module:FUNC.")] = "engine",
-    cuda_graph: Annotated[Switch, typer.Option(
-        help="off: the engine's enforce-eager / disable-cuda-graph start-up; decode then runs eagerly.")] = Switch.on,
-    cuda_graph_max_bs: Annotated[Optional[int], typer.Option(
-        help="The largest captured decode batch (default: the engine's); larger batches decode eagerly.")] = None,
-    max_context_len: Annotated[Optional[int], typer.Option(help="The context length (default: the model's).")] = None,
-    batch_sizes: Annotated[Optional[str], typer.Option(help="Serving decode batch sizes, e.g. 1,8,64.")] = None,
-    arch: Annotated[str, typer.Option(help="Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...).")] = "auto",
-    compile: Annotated[CompilePolicy, typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only.")] = CompilePolicy.real,
+    warmup: Annotated[
+        str,
+        typer.Option(
+            help="Prefill compile path under test: engine (the profile's own), library, none, PATH.py:FUNC or pkg.module:FUNC."
+        ),
+    ] = "engine",
+    cuda_graph: Annotated[
+        Switch,
+        typer.Option(help="off: the engine's enforce-eager / disable-cuda-graph start-up; decode then runs eagerly."),
+    ] = Switch.on,
+    cuda_graph_max_bs: Annotated[
+        int | None,
+        typer.Option(help="The largest captured decode batch (default: the engine's); larger batches decode eagerly."),
+    ] = None,
+    max_context_len: Annotated[int | None, typer.Option(help="The context length (default: the model's).")] = None,
+    batch_sizes: Annotated[str | None, typer.Option(help="Serving decode batch sizes, e.g. 1,8,64.")] = None,
+    arch: Annotated[
+        str, typer.Option(help="Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...).")
+    ] = "auto",
+    compile: Annotated[
+        CompilePolicy,
+        typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only."),
+    ] = CompilePolicy.real,
     rules: RulesOption = None,
     requests: Annotated[int, typer.Option(help="Requests in the seeded workload.")] = 8,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
     json_path: JsonOption = None,
-    trace: Annotated[Optional[Path], typer.Option(help="Also write the event trace (JSONL) here.")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Also write the event trace (JSONL) here.")] = None,
     strict: StrictOption = False,
     allow_incomplete: AllowIncompleteOption = False,
     context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
-    run_dir: Annotated[Optional[Path], typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")] = None,
-    dry: Annotated[bool, typer.Option(help="Program mode: the watched dispatches run past their lookup without the target GPU; nothing launches.")] = False,
-    serving_start: Annotated[Optional[list[str]], typer.Option(
-        help="Program mode: MODULE:QUALNAME[@return], a function whose call (or return) marks serving start; repeatable.")] = None,
-    num_sms: Annotated[Optional[int], typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")] = None,
-    command: Annotated[Optional[list[str]], typer.Argument(help="Program mode: after --, a command to run and observe.")] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")
+    ] = None,
+    dry: Annotated[
+        bool,
+        typer.Option(
+            help="Program mode: the watched dispatches run past their lookup without the target GPU; nothing launches."
+        ),
+    ] = False,
+    serving_start: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Program mode: MODULE:QUALNAME[@return], a function whose call (or return) marks serving start; repeatable."
+        ),
+    ] = None,
+    num_sms: Annotated[
+        int | None, typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")
+    ] = None,
+    command: Annotated[
+        list[str] | None, typer.Argument(help="Program mode: after --, a command to run and observe.")
+    ] = None,
 ) -> None:
     """Run the embedded scenario (warm-up, then traffic through the kernels' own dispatch), or with
     `-- COMMAND`, run a program and observe every Python process it starts; report mismatches."""
@@ -138,23 +195,52 @@ def run(
     if command:
         from mlacheck.program.session import ProgramOptions, observe_program
 
-        options = ProgramOptions(run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context)
-        report = _guard(lambda: observe_program(command, options, policy, on_start=lambda path: _console(True).print(
-            f"mlacheck: run folder {path}", markup=False)))
+        options = ProgramOptions(
+            run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context
+        )
+        report = _guard(
+            lambda: observe_program(
+                command,
+                options,
+                policy,
+                on_start=lambda path: _console(True).print(f"mlacheck: run folder {path}", markup=False),
+            )
+        )
     else:
         from mlacheck.scenario.check import CheckOptions, run_check
 
-        options = CheckOptions(model, tp, profile.value, warmup, arch, compile.value, rules, trace, requests, seed, num_sms,
-                               kernel.value, cuda_graph is Switch.on, cuda_graph_max_bs, max_context_len, batch_sizes,
-                               parsed_context)
+        options = CheckOptions(
+            model,
+            tp,
+            profile.value,
+            warmup,
+            arch,
+            compile.value,
+            rules,
+            trace,
+            requests,
+            seed,
+            num_sms,
+            kernel.value,
+            cuda_graph is Switch.on,
+            cuda_graph_max_bs,
+            max_context_len,
+            batch_sizes,
+            parsed_context,
+        )
         report = _guard(lambda: run_check(options, policy))
     _finish(report, specs)
 
 
 @app.command()
 def report(
-    sources: Annotated[list[Path], typer.Argument(help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report.")],
-    rules: Annotated[Optional[Path], typer.Option(help="Rules to analyse with (default: those saved in the run folders).")] = None,
+    sources: Annotated[
+        list[Path],
+        typer.Argument(help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report."),
+    ],
+    rules: Annotated[
+        Path | None, typer.Option(help="Rules to analyse with (default: those saved in the run folders).")
+    ] = None,
     json_path: JsonOption = None,
     strict: StrictOption = False,
     allow_incomplete: AllowIncompleteOption = False,
@@ -171,9 +257,13 @@ def report(
 
 @app.command()
 def manifest(
-    sources: Annotated[list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")],
+    sources: Annotated[
+        list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the warm-up manifest (JSON).")],
-    rules: Annotated[Optional[Path], typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")] = None,
+    rules: Annotated[
+        Path | None, typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")
+    ] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
     from mlacheck.program.saved import report_from_sources
@@ -196,7 +286,9 @@ def manifest(
 @app.command("rules")
 def list_rules(
     rules: RulesOption = None,
-    fingerprints: Annotated[bool, typer.Option(help="Also print the fingerprint of each family's key functions as installed.")] = False,
+    fingerprints: Annotated[
+        bool, typer.Option(help="Also print the fingerprint of each family's key functions as installed.")
+    ] = False,
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
     from mlacheck.report.rules_table import print_rules
@@ -210,7 +302,7 @@ def version() -> None:
     _console().print(f"mlacheck {__version__}", markup=False)
 
 
-def _finish(report, specs: list[tuple[str, Optional[Path]]]) -> None:
+def _finish(report, specs: list[tuple[str, Path | None]]) -> None:
     """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code."""
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
@@ -220,8 +312,14 @@ def _finish(report, specs: list[tuple[str, Optional[Path]]]) -> None:
     raise typer.Exit(report.exit_code)
 
 
-def _inputs(output: Optional[list[str]], json_path: Optional[Path], context: Optional[list[str]], strict: bool,
-            allow_incomplete: bool, baseline: Optional[Path]) -> tuple[list, dict[str, str], object]:
+def _inputs(
+    output: list[str] | None,
+    json_path: Path | None,
+    context: list[str] | None,
+    strict: bool,
+    allow_incomplete: bool,
+    baseline: Path | None,
+) -> tuple[list, dict[str, str], object]:
     """The options every reporting command shares, checked before anything runs: the outputs, the run context and
     the verdict policy."""
     from mlacheck.context import parse_context
@@ -229,7 +327,11 @@ def _inputs(output: Optional[list[str]], json_path: Optional[Path], context: Opt
     from mlacheck.report.model import ReportPolicy
 
     specs = _guard(lambda: output_specs([*(output or []), *([f"json:{json_path}"] if json_path is not None else [])]))
-    return specs, _guard(lambda: parse_context(context)), _guard(lambda: ReportPolicy.of(strict, allow_incomplete, baseline))
+    return (
+        specs,
+        _guard(lambda: parse_context(context)),
+        _guard(lambda: ReportPolicy.of(strict, allow_incomplete, baseline)),
+    )
 
 
 def _guard(action):
@@ -265,14 +367,19 @@ def main() -> None:
         code = result if isinstance(result, int) else 0
     except Exception as exc:  # noqa: BLE001 - typer's usage errors; anything else is a bug shown as one line too
         if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
-            _console(stderr=True).print(f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False,
-                                        soft_wrap=True)
+            _console(stderr=True).print(
+                f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False, soft_wrap=True
+            )
             code = 2
         elif type(exc).__name__ == "Abort":
             code = 130
         else:
-            _console(stderr=True).print(f"mlacheck: internal error: {_bug_line(exc)}; this is a bug in mlacheck, please "
-                                        "report it with this line", markup=False, soft_wrap=True)
+            _console(stderr=True).print(
+                f"mlacheck: internal error: {_bug_line(exc)}; this is a bug in mlacheck, please "
+                "report it with this line",
+                markup=False,
+                soft_wrap=True,
+            )
             code = 2
     except KeyboardInterrupt:
         code = 130

@@ -43,8 +43,22 @@ FORMAT_VERSION = 2
 """The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
 the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
 `numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them)."""
-EVENT_TYPES = frozenset({"run", "family", "compile", "dispatch", "counts", "dispatch_error", "no_lookup", "serving_start",
-                         "context", "numerics", "internal_error", "exit"})
+EVENT_TYPES = frozenset(
+    {
+        "run",
+        "family",
+        "compile",
+        "dispatch",
+        "counts",
+        "dispatch_error",
+        "no_lookup",
+        "serving_start",
+        "context",
+        "numerics",
+        "internal_error",
+        "exit",
+    }
+)
 
 
 class EventSink:

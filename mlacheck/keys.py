@@ -7,9 +7,7 @@ records them, so nothing downstream guesses types back from strings: torch dtype
 
 from __future__ import annotations
 
-from typing import Union
-
-JsonValue = Union[bool, int, float, str, None, list]
+JsonValue = bool | int | float | str | None | list
 Key = dict[str, JsonValue]
 
 
@@ -22,7 +20,7 @@ def typed(value: object) -> JsonValue:
     if isinstance(value, type):
         return value.__name__
     text = str(value)
-    return text[len("torch."):] if text.startswith("torch.") else text
+    return text[len("torch.") :] if text.startswith("torch.") else text
 
 
 def value_text(value: JsonValue) -> str:

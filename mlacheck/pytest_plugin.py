@@ -19,37 +19,89 @@ from pathlib import Path
 import pytest
 
 PLUGIN_NAME = "mlacheck-session"
-FLAG_NAMES = {"--run-dir ": "--mlacheck-run-dir=", "--rules ": "--mlacheck-rules=", "--output ": "--mlacheck-output=",
-              "--baseline ": "--mlacheck-baseline=", "--context ": "--mlacheck-context=", "--num-sms ": "--mlacheck-num-sms=",
-              "--serving-start ": "--mlacheck-serving-start="}
+FLAG_NAMES = {
+    "--run-dir ": "--mlacheck-run-dir=",
+    "--rules ": "--mlacheck-rules=",
+    "--output ": "--mlacheck-output=",
+    "--baseline ": "--mlacheck-baseline=",
+    "--context ": "--mlacheck-context=",
+    "--num-sms ": "--mlacheck-num-sms=",
+    "--serving-start ": "--mlacheck-serving-start=",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mlacheck", "mlacheck: JIT-kernel warm-up vs runtime dispatch")
-    group.addoption("--mlacheck", action="store_true", default=False,
-                    help="Observe the session's kernel compile caches (this process and its Python subprocesses); "
-                         "error findings, or a check that saw nothing, fail the session.")
-    group.addoption("--mlacheck-rules", metavar="PATH", default=None, help="A rule file or folder that replaces the bundled rules.")
-    group.addoption("--mlacheck-run-dir", metavar="PATH", default=None,
-                    help="The run folder, new or empty (default mlacheck-runs/<time>-<pid>).")
-    group.addoption("--mlacheck-compile", choices=("real", "skip"), default="real",
-                    help="real: compile and time every variant; skip: record keys only (kernels then cannot launch).")
-    group.addoption("--mlacheck-dry", action="store_true", default=False,
-                    help="The watched dispatches run past their lookup without the target GPU; nothing launches.")
-    group.addoption("--mlacheck-num-sms", metavar="N", type=int, default=None,
-                    help="With --mlacheck-dry: the target GPU's SM count (default: the target arch's flagship).")
-    group.addoption("--mlacheck-context", metavar="KEY=VALUE", action="append", default=[],
-                    help="A run-context value that contracts read (kv_cache_dtype, d_qk, ...); repeatable.")
-    group.addoption("--mlacheck-serving-start", metavar="MODULE:QUALNAME[@return]", action="append", default=[],
-                    help="A function whose call (or return) marks serving start; repeatable.")
-    group.addoption("--mlacheck-output", metavar="FORMAT:PATH", action="append", default=[],
-                    help="Also write the report as FORMAT (json, junit, sarif, github, markdown) to PATH; repeatable.")
+    group.addoption(
+        "--mlacheck",
+        action="store_true",
+        default=False,
+        help="Observe the session's kernel compile caches (this process and its Python subprocesses); "
+        "error findings, or a check that saw nothing, fail the session.",
+    )
+    group.addoption(
+        "--mlacheck-rules", metavar="PATH", default=None, help="A rule file or folder that replaces the bundled rules."
+    )
+    group.addoption(
+        "--mlacheck-run-dir",
+        metavar="PATH",
+        default=None,
+        help="The run folder, new or empty (default mlacheck-runs/<time>-<pid>).",
+    )
+    group.addoption(
+        "--mlacheck-compile",
+        choices=("real", "skip"),
+        default="real",
+        help="real: compile and time every variant; skip: record keys only (kernels then cannot launch).",
+    )
+    group.addoption(
+        "--mlacheck-dry",
+        action="store_true",
+        default=False,
+        help="The watched dispatches run past their lookup without the target GPU; nothing launches.",
+    )
+    group.addoption(
+        "--mlacheck-num-sms",
+        metavar="N",
+        type=int,
+        default=None,
+        help="With --mlacheck-dry: the target GPU's SM count (default: the target arch's flagship).",
+    )
+    group.addoption(
+        "--mlacheck-context",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="A run-context value that contracts read (kv_cache_dtype, d_qk, ...); repeatable.",
+    )
+    group.addoption(
+        "--mlacheck-serving-start",
+        metavar="MODULE:QUALNAME[@return]",
+        action="append",
+        default=[],
+        help="A function whose call (or return) marks serving start; repeatable.",
+    )
+    group.addoption(
+        "--mlacheck-output",
+        metavar="FORMAT:PATH",
+        action="append",
+        default=[],
+        help="Also write the report as FORMAT (json, junit, sarif, github, markdown) to PATH; repeatable.",
+    )
     group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
-    group.addoption("--mlacheck-baseline", metavar="PATH", default=None,
-                    help="A saved JSON report or baseline: its findings show as known and do not fail.")
+    group.addoption(
+        "--mlacheck-baseline",
+        metavar="PATH",
+        default=None,
+        help="A saved JSON report or baseline: its findings show as known and do not fail.",
+    )
     group.addoption("--mlacheck-strict", action="store_true", default=False, help="Warnings fail the session too.")
-    group.addoption("--mlacheck-allow-incomplete", action="store_true", default=False,
-                    help="A check that saw nothing to compare does not fail the session.")
+    group.addoption(
+        "--mlacheck-allow-incomplete",
+        action="store_true",
+        default=False,
+        help="A check that saw nothing to compare does not fail the session.",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,29 +136,42 @@ class MlacheckSession:
         if os.environ.get(ENV_RUN_DIR):
             raise pytest.UsageError(
                 f"--mlacheck: this pytest is already observed ({ENV_RUN_DIR}={os.environ[ENV_RUN_DIR]}, e.g. under "
-                "`mlacheck run -- pytest`); use one of the two")
+                "`mlacheck run -- pytest`); use one of the two"
+            )
         try:
             from mlacheck.context import parse_context
             from mlacheck.report.formats import output_specs
             from mlacheck.report.model import ReportPolicy
 
-            outputs = list(option("mlacheck_output")) + ([f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else [])
+            outputs = list(option("mlacheck_output")) + (
+                [f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else []
+            )
             self.specs = output_specs(outputs)
-            self.policy = ReportPolicy.of(bool(option("mlacheck_strict")), bool(option("mlacheck_allow_incomplete")),
-                                          Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None)
+            self.policy = ReportPolicy.of(
+                bool(option("mlacheck_strict")),
+                bool(option("mlacheck_allow_incomplete")),
+                Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None,
+            )
             self.options = ProgramOptions(
                 Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
-                Path(option("mlacheck_rules")) if option("mlacheck_rules") else None, self.compile_policy, self.dry, "auto",
-                option("mlacheck_num_sms"), tuple(option("mlacheck_serving_start")),
-                parse_context(option("mlacheck_context"), "--mlacheck-context"))
+                Path(option("mlacheck_rules")) if option("mlacheck_rules") else None,
+                self.compile_policy,
+                self.dry,
+                "auto",
+                option("mlacheck_num_sms"),
+                tuple(option("mlacheck_serving_start")),
+                parse_context(option("mlacheck_context"), "--mlacheck-context"),
+            )
             prepared = prepare_run(self.options)
         except MlacheckError as exc:
             raise _usage_error(str(exc)) from None
         self.run, self.rules = prepared.folder, prepared.rules
         self.started = time.time()
         self._saved_environment: dict[str, str | None] = {}
-        environment = {**prepared.environment,
-                       **observed_environment(self.run, dict(os.environ), list(self.options.serving_start))}
+        environment = {
+            **prepared.environment,
+            **observed_environment(self.run, dict(os.environ), list(self.options.serving_start)),
+        }
         for name, value in environment.items():
             if os.environ.get(name) != value:
                 self._saved_environment[name] = os.environ.get(name)
@@ -137,10 +202,17 @@ class MlacheckSession:
 
         self._finish_recording()
         try:
-            self.run.write_meta({
-                "command": ["pytest", *self.config.invocation_params.args], "started": self.started, "ended": time.time(),
-                "compile_policy": self.compile_policy, "dry": self.dry, "exit_code": int(session.exitstatus), "signal": None,
-            })
+            self.run.write_meta(
+                {
+                    "command": ["pytest", *self.config.invocation_params.args],
+                    "started": self.started,
+                    "ended": time.time(),
+                    "compile_policy": self.compile_policy,
+                    "dry": self.dry,
+                    "exit_code": int(session.exitstatus),
+                    "signal": None,
+                }
+            )
             self.report = program_report([self.run.path], self.rules, self.options.context, self.policy)
             write_outputs(self.report, self.specs)
         except MlacheckError as exc:
@@ -183,11 +255,17 @@ class MlacheckSession:
         for message in report.internal_errors:
             write(f"internal error in capture (the program went on): {message}", purple=True)
         variants = [v for family in report.families for v in family.variants]
-        write(f"verdict: {report.verdict.upper()}  {report.counts.errors} error(s), {report.counts.warnings} warning(s)"
-              + (f", {report.counts.baselined} known from the baseline" if report.counts.baselined else "")
-              + (" (strict: warnings fail)" if report.strict else "") + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
-              f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)",
-              red=report.verdict == "fail", green=report.verdict == "pass", purple=report.verdict == "incomplete", bold=True)
+        write(
+            f"verdict: {report.verdict.upper()}  {report.counts.errors} error(s), {report.counts.warnings} warning(s)"
+            + (f", {report.counts.baselined} known from the baseline" if report.counts.baselined else "")
+            + (" (strict: warnings fail)" if report.strict else "")
+            + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
+            f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)",
+            red=report.verdict == "fail",
+            green=report.verdict == "pass",
+            purple=report.verdict == "incomplete",
+            bold=True,
+        )
         if self.failed_session:
             write(f"the session fails on mlacheck's verdict ({report.exit_reason}), though its tests passed", red=True)
         if report.findings:

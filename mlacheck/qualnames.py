@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 def split(path: str) -> tuple[str, str] | None:
-    """"vllm.utils.jit_monitor:activate" -> ("vllm.utils.jit_monitor", "activate"); None where it is not that form."""
+    """ "vllm.utils.jit_monitor:activate" -> ("vllm.utils.jit_monitor", "activate"); None where it is not that form."""
     module, sep, qualname = path.partition(":")
     return (module, qualname) if sep and module and qualname else None
 

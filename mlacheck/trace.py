@@ -45,8 +45,10 @@ def read_trace(path: Path) -> Trace:
         first = trace.events[0]
         version = first.get("format_version") if first.get("type") == "run" else None
         if version not in READABLE_VERSIONS:
-            raise MlacheckError(f"{path}: not an mlacheck trace of format {' or '.join(map(str, READABLE_VERSIONS))}; "
-                                "re-record it with this mlacheck version")
+            raise MlacheckError(
+                f"{path}: not an mlacheck trace of format {' or '.join(map(str, READABLE_VERSIONS))}; "
+                "re-record it with this mlacheck version"
+            )
         trace.format_version = version
         if version == 1:
             trace.events = upgrade_format_1(trace.events)
@@ -80,26 +82,51 @@ def upgrade_format_1(events: list[dict]) -> list[dict]:
             key = {(names[i] if i < len(names) else f"field{i}"): _guess(text) for i, text in enumerate(strings)}
             if kind == "compile":
                 phase = "serving" if event.get("phase") == "dispatch" else "warmup"
-                upgraded.append({"type": "compile", "family": family, "vid": vid, "key": key, "spelling": None,
-                                 "phase": phase, "seconds": event.get("seconds"), "origin": "compile",
-                                 "site": event.get("site"), "stack": []})
+                upgraded.append(
+                    {
+                        "type": "compile",
+                        "family": family,
+                        "vid": vid,
+                        "key": key,
+                        "spelling": None,
+                        "phase": phase,
+                        "seconds": event.get("seconds"),
+                        "origin": "compile",
+                        "site": event.get("site"),
+                        "stack": [],
+                    }
+                )
             else:
                 tally = counts.setdefault(family, {})
                 tally[f"{vid}:serving"] = tally.get(f"{vid}:serving", 0) + 1
                 if (family, vid) not in seen:
                     seen.add((family, vid))
-                    upgraded.append({"type": "dispatch", "family": family, "vid": vid, "key": key, "spelling": None,
-                                     "phase": "serving", "site": None, "stack": []})
+                    upgraded.append(
+                        {
+                            "type": "dispatch",
+                            "family": family,
+                            "vid": vid,
+                            "key": key,
+                            "spelling": None,
+                            "phase": "serving",
+                            "site": None,
+                            "stack": [],
+                        }
+                    )
         elif kind == "numerics":
             names = fields.get(event["family"], [])
-            key = {(names[i] if i < len(names) else f"field{i}"): _guess(t) for i, t in enumerate(event.get("key") or [])}
+            key = {
+                (names[i] if i < len(names) else f"field{i}"): _guess(t) for i, t in enumerate(event.get("key") or [])
+            }
             upgraded.append({**event, "key": key})
         else:
             upgraded.append(event)
     at = next((i for i, e in enumerate(upgraded) if e["type"] == "exit"), len(upgraded))
     exited = at < len(upgraded)
-    upgraded[at:at] = [{"type": "counts", "family": family, "dispatches": tally, "calls": {}, "final": exited}
-                       for family, tally in counts.items()]
+    upgraded[at:at] = [
+        {"type": "counts", "family": family, "dispatches": tally, "calls": {}, "final": exited}
+        for family, tally in counts.items()
+    ]
     return upgraded
 
 

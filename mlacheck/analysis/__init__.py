@@ -8,12 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
-from mlacheck.analysis.findings import (Finding, contract_findings, dead_warmup_finding, key_layout_findings,
-                                        numerics_findings, serving_path_finding, spelling_findings, stale_rule_findings)
+from mlacheck.analysis.findings import (
+    Finding,
+    contract_findings,
+    dead_warmup_finding,
+    key_layout_findings,
+    numerics_findings,
+    serving_path_finding,
+    spelling_findings,
+    stale_rule_findings,
+)
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.arch import capability
-from mlacheck.keys import key_identity, value_text, varying_fields
 from mlacheck.codes import Severity
+from mlacheck.keys import key_identity, value_text, varying_fields
 from mlacheck.rulefiles import RuleSet
 
 __all__ = ["Analysis", "FamilyResult", "Finding", "Variant", "analyse"]
@@ -49,8 +57,14 @@ class Analysis:
         return any(strict or finding.severity is Severity.ERROR for finding in self.findings)
 
 
-def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None = None,
-            unobserved: list[str] | None = None, observed: int | None = None, lost: list[str] | None = None) -> Analysis:
+def analyse(
+    events: list[dict],
+    rules: RuleSet,
+    context: dict[str, str] | None = None,
+    unobserved: list[str] | None = None,
+    observed: int | None = None,
+    lost: list[str] | None = None,
+) -> Analysis:
     """Turn the events of one or more traces (tagged "proc") into per-family variants and findings.
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
@@ -59,7 +73,7 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
     """
     tables, facts = build_tables(events)
     by_family: dict[str, list[ProcessFamily]] = {}
-    for (proc, name), table in tables.items():
+    for (_, name), table in tables.items():
         if rules.family(name) is not None:
             by_family.setdefault(name, []).append(table)
     findings: list[Finding] = []
@@ -72,8 +86,14 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
         if not family_tables:
             continue
         mark_unverified(family_tables)
-        observed_code = sorted({(t.version, t.fingerprint, t.providers) for t in family_tables
-                                if t.version or t.fingerprint or t.providers}, key=str) or [(None, None, ())]
+        observed_code = sorted(
+            {
+                (t.version, t.fingerprint, t.providers)
+                for t in family_tables
+                if t.version or t.fingerprint or t.providers
+            },
+            key=str,
+        ) or [(None, None, ())]
         stale, notes = stale_rule_findings(rule, observed_code)
         findings += stale
         merged = merge(family_tables)
@@ -86,23 +106,36 @@ def analyse(events: list[dict], rules: RuleSet, context: dict[str, str] | None =
             for contract in rule.contract:
                 missing = [need for need in contract.needs() if need not in run_context]
                 if missing and table.variants:
-                    not_checked.add(f"{name}: the {contract.field} contract needs {', '.join(missing)} "
-                                    "(give --context " + " ".join(f"{m}=..." for m in missing) + ")")
+                    not_checked.add(
+                        f"{name}: the {contract.field} contract needs {', '.join(missing)} "
+                        "(give --context " + " ".join(f"{m}=..." for m in missing) + ")"
+                    )
             for variant in table.variants.values():
-                for finding in contract_findings(rule, variant, run_context, varying) + numerics_findings(rule, variant, varying):
+                for finding in contract_findings(rule, variant, run_context, varying) + numerics_findings(
+                    rule, variant, varying
+                ):
                     identity = (finding.code, key_identity(finding.key), finding.message)
                     if identity not in seen:
                         seen.add(identity)
                         findings.append(finding)
-        families.append(FamilyResult(
-            name, list(rule.family.key_fields), sorted({t.version for t in family_tables}, key=str), merged,
-            sum(t.dispatch_calls for t in family_tables), sum(t.died_before_lookup for t in family_tables), notes,
-            {field_name: note.varies_with for field_name, note in rule.fields.items() if note.varies_with}))
+        families.append(
+            FamilyResult(
+                name,
+                list(rule.family.key_fields),
+                sorted({t.version for t in family_tables}, key=str),
+                merged,
+                sum(t.dispatch_calls for t in family_tables),
+                sum(t.died_before_lookup for t in family_tables),
+                notes,
+                {field_name: note.varies_with for field_name, note in rule.fields.items() if note.varies_with},
+            )
+        )
     findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
     watched = [rule.family.module for rule in rules.families]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
-    incomplete = incomplete_reasons(by_family, watched, len(facts) if observed is None else observed, unobserved or [],
-                                    lost or [], len(internal))
+    incomplete = incomplete_reasons(
+        by_family, watched, len(facts) if observed is None else observed, unobserved or [], lost or [], len(internal)
+    )
     return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
 
 

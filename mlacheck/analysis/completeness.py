@@ -22,59 +22,82 @@ def mark_unverified(tables: list[ProcessFamily]) -> None:
                     variant.unverified = True
 
 
-def incomplete_reasons(family_tables: dict[str, list[ProcessFamily]], watched: list[str], observed: int,
-                       unobserved: list[str], lost: list[str], internal_errors: int) -> list[str]:
+def incomplete_reasons(
+    family_tables: dict[str, list[ProcessFamily]],
+    watched: list[str],
+    observed: int,
+    unobserved: list[str],
+    lost: list[str],
+    internal_errors: int,
+) -> list[str]:
     """One line per reason the run cannot pass."""
     reasons = [f"a Python process ran unobserved: {line}" for line in unobserved]
     reasons += [f"events were lost: {line}" for line in lost]
     if internal_errors:
-        reasons.append(f"capture failed {internal_errors} time(s) (the internal errors below): what it would have "
-                       "recorded is missing")
+        reasons.append(
+            f"capture failed {internal_errors} time(s) (the internal errors below): what it would have "
+            "recorded is missing"
+        )
     if observed == 0:
         return reasons + ["no Python process was observed (the program started none, or none could import mlacheck)"]
     if not family_tables:
-        return reasons + [f"no observed process loaded a watched kernel family ({', '.join(watched)}): nothing was checked"]
+        return reasons + [
+            f"no observed process loaded a watched kernel family ({', '.join(watched)}): nothing was checked"
+        ]
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
     died = {name: _died(tables) for name, tables in sorted(used.items())}
     if not any(t.lookups for tables in used.values() for t in tables) and not any(died.values()):
         names = ", ".join(sorted(used or family_tables))
-        reasons.append(f"{names}: loaded, but no dispatch call reached the cache lookup: the warm-up was never compared "
-                       "with a dispatch")
+        reasons.append(
+            f"{names}: loaded, but no dispatch call reached the cache lookup: the warm-up was never compared "
+            "with a dispatch"
+        )
     for name, tables in sorted(used.items()):
         precompiled = sum(v.precompiled for t in tables for v in t.variants.values())
         if precompiled and not any(t.lookups for t in tables) and any(t.lookups for ts in used.values() for t in ts):
             reasons.append(f"{name}: {precompiled} variant(s) precompiled, but no dispatch reached its cache lookup")
         for function, count, calls, error in died[name]:
-            reasons.append(f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
-                           "they checked nothing")
+            reasons.append(
+                f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
+                "they checked nothing"
+            )
         reasons += _unlooked(name, tables)
     return reasons
 
 
 def _unlooked(name: str, tables: list[ProcessFamily]) -> list[str]:
     out = []
-    for function in sorted({event["function"] for t in tables for event in t.no_lookup}
-                           | {n.partition("!")[0] for t in tables for n in t.calls if n.endswith("!nolookup")}):
+    for function in sorted(
+        {event["function"] for t in tables for event in t.no_lookup}
+        | {n.partition("!")[0] for t in tables for n in t.calls if n.endswith("!nolookup")}
+    ):
         count = sum(t.calls.get(f"{function}!nolookup", 0) for t in tables)
         count = count or sum(1 for t in tables for e in t.no_lookup if e["function"] == function)
         calls = max(sum(t.calls.get(function, 0) for t in tables), count)
         site = next((e.get("site") for t in tables for e in t.no_lookup if e["function"] == function), None)
-        out.append(f"{name}: {count} of {calls} {function} call(s) returned without looking the cache up"
-                   + (f" (first at {site})" if site else "") + ": they ran variants through a path the rule does not "
-                   "watch, which nothing checked")
+        out.append(
+            f"{name}: {count} of {calls} {function} call(s) returned without looking the cache up"
+            + (f" (first at {site})" if site else "")
+            + ": they ran variants through a path the rule does not "
+            "watch, which nothing checked"
+        )
     return out
 
 
 def _died(tables: list[ProcessFamily]) -> list[tuple[str, int, int, str]]:
     out = []
-    functions = sorted({name.partition("!")[0] for t in tables for name in t.calls} | {e["function"] for t in tables for e in t.errors})
+    functions = sorted(
+        {name.partition("!")[0] for t in tables for name in t.calls} | {e["function"] for t in tables for e in t.errors}
+    )
     for function in functions:
         died = sum(t.calls.get(f"{function}!before", 0) for t in tables)
         died = died or sum(1 for t in tables for e in t.errors if e["function"] == function and not e["reached_lookup"])
         if not died:
             continue
         calls = max(sum(t.calls.get(function, 0) for t in tables), died)
-        first = next((e for t in tables for e in t.errors if e["function"] == function and not e["reached_lookup"]), None)
+        first = next(
+            (e for t in tables for e in t.errors if e["function"] == function and not e["reached_lookup"]), None
+        )
         error = "the error line was lost" if first is None else f"{first['error']}: {first['message']}".rstrip(": ")
         out.append((function, died, calls, error))
     return out

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlacheck.analysis.tables import ProcessFamily, Variant
-from mlacheck.keys import Key, JsonValue, key_text, spelling_text, value_text
 from mlacheck import codes
+from mlacheck.analysis.tables import ProcessFamily, Variant
 from mlacheck.codes import Severity
+from mlacheck.keys import JsonValue, Key, key_text, spelling_text, value_text
 from mlacheck.rulefiles import RuleFile
 
 
@@ -42,15 +42,20 @@ def named(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tu
     shown = [name for name in telling if name in key]
     if len(key) <= LONG_KEY or not shown:
         return key_text(key, list(fields))
-    return key_text({name: key[name] for name in shown}, list(fields))[:-1] + f", and {len(key) - len(shown)} more fields)"
+    return (
+        key_text({name: key[name] for name in shown}, list(fields))[:-1] + f", and {len(key) - len(shown)} more fields)"
+    )
 
 
 def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
     """The precompiled key with the fewest differing fields (first in compile order on a tie) and the diff."""
     best: tuple[Key | None, dict[str, list[JsonValue]]] = (None, {})
     for candidate in precompiled:
-        diff = {name: [candidate.key.get(name), value] for name, value in variant.key.items()
-                if candidate.key.get(name) != value}
+        diff = {
+            name: [candidate.key.get(name), value]
+            for name, value in variant.key.items()
+            if candidate.key.get(name) != value
+        }
         if best[0] is None or len(diff) < len(best[1]):
             best = (candidate.key, diff)
     return best
@@ -61,42 +66,92 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     family = rule.family
     precompiled = [v for v in table.variants.values() if v.precompiled and v is not variant]
     nearest, diff = (variant.key, {}) if variant.precompiled else nearest_precompiled(variant, precompiled)
-    drivers = {name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with}
-    stall = (f"a {variant.serving_path_compile_s:.1f} s stall" if variant.serving_path_compile_s is not None
-             else "a stall (not measured: --compile skip)")
+    drivers = {
+        name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with
+    }
+    stall = (
+        f"a {variant.serving_path_compile_s:.1f} s stall"
+        if variant.serving_path_compile_s is not None
+        else "a stall (not measured: --compile skip)"
+    )
     text = named(variant.key, family.key_fields, list(diff))
     if variant.precompiled:
-        closest = (f"it was precompiled at {variant.compiled_by}, but its cache entry was dropped (cleared, popped or "
-                   "evicted) before this dispatch, so it compiled again")
-        hint = "keep the warm-up's entries in the cache: nothing may clear it or evict from it between warm-up and serving"
+        closest = (
+            f"it was precompiled at {variant.compiled_by}, but its cache entry was dropped (cleared, popped or "
+            "evicted) before this dispatch, so it compiled again"
+        )
+        hint = (
+            "keep the warm-up's entries in the cache: nothing may clear it or evict from it between warm-up and serving"
+        )
     elif nearest is None:
-        closest, hint = "nothing of this family was precompiled in this process", f"add a warm-up that precompiles {text}"
+        closest, hint = (
+            "nothing of this family was precompiled in this process",
+            f"add a warm-up that precompiles {text}",
+        )
     elif not diff:
-        closest = "a variant of the same field values was precompiled under another spelling of the functools key (MLA006)"
+        closest = (
+            "a variant of the same field values was precompiled under another spelling of the functools key (MLA006)"
+        )
         hint = codes.lookup("MLA006").hint
     else:
         closest = "the nearest precompiled variant differs in " + ", ".join(
             f"{name} (precompiled {value_text(old)}, dispatched {value_text(new)}"
-            + (f"; follows {', '.join(drivers[name])}" if name in drivers else "") + ")" for name, (old, new) in diff.items())
+            + (f"; follows {', '.join(drivers[name])}" if name in drivers else "")
+            + ")"
+            for name, (old, new) in diff.items()
+        )
         if drivers and len(drivers) == len(diff):
             driven = list(dict.fromkeys(what for names in drivers.values() for what in names))
-            hint = (f"the warm-up did not cover the {', '.join(driven)} of this dispatch: warm up (capture) that "
-                    f"{' / '.join(driven)}, or precompile " + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items()))
+            hint = (
+                f"the warm-up did not cover the {', '.join(driven)} of this dispatch: warm up (capture) that "
+                f"{' / '.join(driven)}, or precompile "
+                + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items())
+            )
         else:
-            hint = "make the warm-up compile " + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items()) + " as the dispatch does"
-    call = (" (" + ", ".join(f"{name}={value_text(value)}" for name, value in variant.first_call.items()) + ")"
-            if variant.first_call else "")
-    return Finding("MLA001", family.name, variant.key,
-                   f"{text} compiled on the serving path: {stall} in the first call that dispatched it{call}; {closest}",
-                   hint, nearest, diff, drivers, variant.serving_path_site, variant.serving_path_stack, table.proc)
+            hint = (
+                "make the warm-up compile "
+                + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items())
+                + " as the dispatch does"
+            )
+    call = (
+        " (" + ", ".join(f"{name}={value_text(value)}" for name, value in variant.first_call.items()) + ")"
+        if variant.first_call
+        else ""
+    )
+    return Finding(
+        "MLA001",
+        family.name,
+        variant.key,
+        f"{text} compiled on the serving path: {stall} in the first call that dispatched it{call}; {closest}",
+        hint,
+        nearest,
+        diff,
+        drivers,
+        variant.serving_path_site,
+        variant.serving_path_stack,
+        table.proc,
+    )
 
 
-def dead_warmup_finding(rule: RuleFile, variant: Variant, proc: int | None, varying: list[str], elsewhere: str = "") -> Finding:
+def dead_warmup_finding(
+    rule: RuleFile, variant: Variant, proc: int | None, varying: list[str], elsewhere: str = ""
+) -> Finding:
     """MLA002: a precompiled variant that nothing dispatched."""
-    wasted = f"{variant.compile_s:.1f} s of compile wasted" if variant.compile_s is not None else "its compile time is wasted"
-    return Finding("MLA002", rule.family.name, variant.key,
-                   f"{named(variant.key, rule.family.key_fields, varying)} was precompiled at {variant.compiled_by} but never "
-                   f"dispatched{elsewhere}: {wasted}", codes.lookup("MLA002").hint, site=variant.compiled_by, proc=proc)
+    wasted = (
+        f"{variant.compile_s:.1f} s of compile wasted"
+        if variant.compile_s is not None
+        else "its compile time is wasted"
+    )
+    return Finding(
+        "MLA002",
+        rule.family.name,
+        variant.key,
+        f"{named(variant.key, rule.family.key_fields, varying)} was precompiled at {variant.compiled_by} but never "
+        f"dispatched{elsewhere}: {wasted}",
+        codes.lookup("MLA002").hint,
+        site=variant.compiled_by,
+        proc=proc,
+    )
 
 
 def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str], varying: list[str]) -> list[Finding]:
@@ -109,13 +164,20 @@ def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str],
             continue
         where = ", ".join(f"{name}={context[name]}" for name in contract.when)
         role = "precompiled" if variant.precompiled else "dispatched"
-        findings.append(Finding(
-            "MLA003", rule.family.name, variant.key,
-            f"{role} {named(variant.key, rule.family.key_fields, [*varying, contract.field])}: {contract.field} is {actual}, "
-            "the contract "
-            f"requires {expected}" + (f" where {where}" if where else "") + (f": {contract.why}" if contract.why else ""),
-            f"make {contract.field}={expected} where the key is computed",
-            site=variant.compiled_by or variant.serving_path_site or variant.first_dispatch_site))
+        findings.append(
+            Finding(
+                "MLA003",
+                rule.family.name,
+                variant.key,
+                f"{role} {named(variant.key, rule.family.key_fields, [*varying, contract.field])}: {contract.field} is {actual}, "
+                "the contract "
+                f"requires {expected}"
+                + (f" where {where}" if where else "")
+                + (f": {contract.why}" if contract.why else ""),
+                f"make {contract.field}={expected} where the key is computed",
+                site=variant.compiled_by or variant.serving_path_site or variant.first_dispatch_site,
+            )
+        )
     return findings
 
 
@@ -130,16 +192,25 @@ def spelling_findings(rule: RuleFile, table: ProcessFamily, varying: list[str]) 
         if len(variants) < 2:
             continue
         first, second = variants[0], variants[1]
+
         def described(v: Variant) -> str:
             site = v.compiled_by if v.precompiled else v.serving_path_site
             phase = v.compile_phase if v.precompiled else "serving"
             return f"spelled {spelling_text(v.spelling)} at {site} ({phase})"
-        findings.append(Finding(
-            "MLA006", rule.family.name, first.key,
-            f"{named(first.key, rule.family.key_fields, varying)} was compiled {len(variants)} times, under {len(variants)} "
-            f"spellings of one functools key: {described(first)}; {described(second)}. The cache keys on how the call "
-            "is spelled, so the warm-up's entry is never hit by the other spelling",
-            codes.lookup("MLA006").hint, site=second.serving_path_site or second.compiled_by, proc=table.proc))
+
+        findings.append(
+            Finding(
+                "MLA006",
+                rule.family.name,
+                first.key,
+                f"{named(first.key, rule.family.key_fields, varying)} was compiled {len(variants)} times, under {len(variants)} "
+                f"spellings of one functools key: {described(first)}; {described(second)}. The cache keys on how the call "
+                "is spelled, so the warm-up's entry is never hit by the other spelling",
+                codes.lookup("MLA006").hint,
+                site=second.serving_path_site or second.compiled_by,
+                proc=table.proc,
+            )
+        )
     return findings
 
 
@@ -154,13 +225,28 @@ def key_layout_findings(rule: RuleFile, variants: list[Variant]) -> list[Finding
         seen.add(tuple(names))
         missing = [n for n in expected if n not in names]
         extra = [n for n in names if n not in expected]
-        what = (f"observed key has {len(names)} fields, the rule names {len(expected)}" if len(names) != len(expected)
-                else "observed key fields are in another order than the rule's")
-        details = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                              f"not in the rule: {', '.join(extra)}" if extra else "") if part)
-        findings.append(Finding("MLA004", rule.family.name, variant.key,
-                                f"{what} ({', '.join(expected)})" + (f": {details}" if details else ""),
-                                f"re-read {rule.family.module} and update key_fields in {rule.source}"))
+        what = (
+            f"observed key has {len(names)} fields, the rule names {len(expected)}"
+            if len(names) != len(expected)
+            else "observed key fields are in another order than the rule's"
+        )
+        details = "; ".join(
+            part
+            for part in (
+                f"missing {', '.join(missing)}" if missing else "",
+                f"not in the rule: {', '.join(extra)}" if extra else "",
+            )
+            if part
+        )
+        findings.append(
+            Finding(
+                "MLA004",
+                rule.family.name,
+                variant.key,
+                f"{what} ({', '.join(expected)})" + (f": {details}" if details else ""),
+                f"re-read {rule.family.module} and update key_fields in {rule.source}",
+            )
+        )
     return findings
 
 
@@ -171,33 +257,52 @@ def stale_rule_findings(rule: RuleFile, observed: list[tuple]) -> tuple[list[Fin
     findings, notes = [], []
     for version, fingerprint, providers in observed:
         if providers and not any(_same_distribution(p.rpartition(" ")[0], family.distribution) for p in providers):
-            findings.append(Finding("MLA004", family.name, {},
-                                    f"{family.module.partition('.')[0]} is installed by {', '.join(providers)}, not by "
-                                    f"{family.distribution}, the distribution this rule was written for: its key layout "
-                                    "and cache may differ",
-                                    f"write a rule file for {providers[0].rpartition(' ')[0]} (copy {rule.source} and "
-                                    "re-read its cache and key), or install " + family.distribution))
+            findings.append(
+                Finding(
+                    "MLA004",
+                    family.name,
+                    {},
+                    f"{family.module.partition('.')[0]} is installed by {', '.join(providers)}, not by "
+                    f"{family.distribution}, the distribution this rule was written for: its key layout "
+                    "and cache may differ",
+                    f"write a rule file for {providers[0].rpartition(' ')[0]} (copy {rule.source} and "
+                    "re-read its cache and key), or install " + family.distribution,
+                )
+            )
             continue
         same_code = fingerprint in family.fingerprints
         if family.fingerprints and fingerprint is not None and not same_code:
-            findings.append(Finding("MLA004", family.name, {},
-                                    f"the code {family.name}'s key depends on ({', '.join(family.key_functions)}) changed in "
-                                    f"{family.distribution} {version}: fingerprint {fingerprint}, the rule was checked "
-                                    f"against {' or '.join(family.fingerprints)}",
-                                    f"re-check {rule.source} against {family.distribution} {version}, then set fingerprint = "
-                                    f"\"{fingerprint}\" (or add it to the list where both versions stay checked; "
-                                    "mlacheck rules --fingerprints prints it)"))
+            findings.append(
+                Finding(
+                    "MLA004",
+                    family.name,
+                    {},
+                    f"the code {family.name}'s key depends on ({', '.join(family.key_functions)}) changed in "
+                    f"{family.distribution} {version}: fingerprint {fingerprint}, the rule was checked "
+                    f"against {' or '.join(family.fingerprints)}",
+                    f"re-check {rule.source} against {family.distribution} {version}, then set fingerprint = "
+                    f'"{fingerprint}" (or add it to the list where both versions stay checked; '
+                    "mlacheck rules --fingerprints prints it)",
+                )
+            )
         elif not family.checks_version(version):
             if same_code:
-                notes.append(f"{family.distribution} {version} lies outside the checked versions, but the code the key "
-                             "depends on is unchanged (same fingerprint)")
+                notes.append(
+                    f"{family.distribution} {version} lies outside the checked versions, but the code the key "
+                    "depends on is unchanged (same fingerprint)"
+                )
             else:
                 ranges = " or ".join(family.version_ranges)
-                findings.append(Finding("MLA004", family.name, {},
-                                        f"installed {family.distribution} {version} lies outside the versions this rule "
-                                        f"was checked against ({ranges})",
-                                        f"re-check {rule.source} against {family.distribution} {version} and widen "
-                                        "checked_versions"))
+                findings.append(
+                    Finding(
+                        "MLA004",
+                        family.name,
+                        {},
+                        f"installed {family.distribution} {version} lies outside the versions this rule "
+                        f"was checked against ({ranges})",
+                        f"re-check {rule.source} against {family.distribution} {version} and widen checked_versions",
+                    )
+                )
     return findings, notes
 
 
@@ -212,6 +317,13 @@ def numerics_findings(rule: RuleFile, variant: Variant, varying: list[str]) -> l
     breaches = rule.numerics.breaches(variant.numerics)
     if not breaches:
         return []
-    return [Finding("MLA005", rule.family.name, variant.key,
-                    f"{named(variant.key, rule.family.key_fields, varying)}: the kernel's output against the reference on the "
-                    "same inputs: " + "; ".join(breaches), codes.lookup("MLA005").hint)]
+    return [
+        Finding(
+            "MLA005",
+            rule.family.name,
+            variant.key,
+            f"{named(variant.key, rule.family.key_fields, varying)}: the kernel's output against the reference on the "
+            "same inputs: " + "; ".join(breaches),
+            codes.lookup("MLA005").hint,
+        )
+    ]

@@ -54,7 +54,9 @@ class Variant:
         if self.precompiled and not self.dispatches:
             if self.captured:
                 return "captured"
-            if self.compile_phase in INHERITED_PHASES:  # compiled before this process's capture saw it: no warm-up of its own
+            if (
+                self.compile_phase in INHERITED_PHASES
+            ):  # compiled before this process's capture saw it: no warm-up of its own
                 return "unused"
             return "unverified" if self.unverified else "dead warm-up"
         return "ok" if self.precompiled else "not compiled"
@@ -122,7 +124,9 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
         elif kind == "serving_start":
             fact.serving_started = event.get("how") or "marked"
         elif kind == "context":
-            fact.context.update({name: str(value) for name, value in (event.get("values") or {}).items() if value is not None})
+            fact.context.update(
+                {name: str(value) for name, value in (event.get("values") or {}).items() if value is not None}
+            )
         if "family" not in event or kind == "internal_error":
             continue
         table = tables.get((proc, event["family"]))
@@ -134,7 +138,11 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             table.providers = tuple(event.get("providers") or ())
             table.key_fields = list(event.get("key_fields") or [])
         elif kind == "compile":
-            _compiled(_variant(table, event), event, "warmup" if before_mark and event["phase"] == "serving" else event["phase"])
+            _compiled(
+                _variant(table, event),
+                event,
+                "warmup" if before_mark and event["phase"] == "serving" else event["phase"],
+            )
         elif kind == "dispatch":
             variant = _variant(table, event)
             phase = "warmup" if before_mark and event["phase"] == "serving" else event["phase"]
@@ -211,7 +219,11 @@ def _counted(table: ProcessFamily, event: dict) -> None:
 
 def _at_least_once(variant: Variant) -> None:
     """A first dispatch whose count was never written (the process was killed first) is at least one."""
-    for phase, attribute in (("serving", "dispatches"), ("warmup", "warmup_dispatches"), ("capture", "capture_dispatches")):
+    for phase, attribute in (
+        ("serving", "dispatches"),
+        ("warmup", "warmup_dispatches"),
+        ("capture", "capture_dispatches"),
+    ):
         if phase in variant.first_phases and not getattr(variant, attribute):
             setattr(variant, attribute, 1)
             variant.at_least = True
@@ -261,7 +273,8 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
             if variant.precompiled:
                 _precompiled(into, variant.compile_phase, variant.compile_s, variant.compiled_by)
             if variant.serving_path_compile:
-                _serving_path_compile(into, variant.serving_path_compile_s, variant.serving_path_site,
-                                      variant.serving_path_stack)
+                _serving_path_compile(
+                    into, variant.serving_path_compile_s, variant.serving_path_site, variant.serving_path_stack
+                )
             into.numerics = worst(into.numerics, variant.numerics)
     return list(merged.values())

@@ -21,8 +21,9 @@ from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import counting
 
 
-def wrap_dispatch(original: Callable, name: str, capture: CaptureHooks, every_call_looks_up: bool,
-                  dry: DryStandIns | None) -> Callable:
+def wrap_dispatch(
+    original: Callable, name: str, capture: CaptureHooks, every_call_looks_up: bool, dry: DryStandIns | None
+) -> Callable:
     """A wrapper of one dispatch function that reports to `capture`. Where the rule says every call looks the
     cache up, a call that returns without a lookup is reported too (it ran a variant nothing checked)."""
     calls = capture.call_counter(name)

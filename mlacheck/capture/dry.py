@@ -36,8 +36,15 @@ def _stand_in(patch: DryPatch, actions: dict[str, Callable[..., object]]) -> obj
     if patch.action != "stand_in_class":
         return actions[patch.action]
     methods = {name: staticmethod(actions[action]) for name, action in patch.methods.items()}
-    return type(f"DryStandIn_{patch.target.rpartition(':')[2]}", (), {
-        "__init__": lambda self, *args, **kwargs: None, "__doc__": f"--dry: {patch.target} of the target GPU", **methods})
+    return type(
+        f"DryStandIn_{patch.target.rpartition(':')[2]}",
+        (),
+        {
+            "__init__": lambda self, *args, **kwargs: None,
+            "__doc__": f"--dry: {patch.target} of the target GPU",
+            **methods,
+        },
+    )
 
 
 class DryStandIns:

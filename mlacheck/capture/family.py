@@ -37,10 +37,18 @@ def no_launch(*args: object, **kwargs: object) -> None:
 class FamilyCapture:
     """Capture of one kernel family in one process (it keeps `hooks.CaptureHooks` for its adapter and wrappers)."""
 
-    def __init__(self, rule: RuleFile, sink: EventSink, policy: CapturePolicy = CapturePolicy(),
-                 launch: LaunchPolicy | None = None, phases: tuple[PhaseRule, ...] = ()) -> None:
+    def __init__(
+        self,
+        rule: RuleFile,
+        sink: EventSink,
+        policy: CapturePolicy = CapturePolicy(),
+        launch: LaunchPolicy | None = None,
+        phases: tuple[PhaseRule, ...] = (),
+    ) -> None:
         self.rule, self.family, self.sink, self.policy, self.phases = rule, rule.family, sink, policy, phases
-        self.launch = launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
+        self.launch = (
+            launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
+        )
         self.fast = hotpath.FastTable()  # variants seen in serving: key -> (counter, value to return)
         self.ticks = hotpath.counter()
         self.counts = Counts()
@@ -73,13 +81,18 @@ class FamilyCapture:
         adapter = self._adapter = caches.adapter(family, module, self, patches)
         dispatch = {name: patches.function(name, module) for name in family.dispatch}  # name -> (owner, attribute)
         functions = {name: getattr(owner, attribute) for name, (owner, attribute) in dispatch.items()}
-        self._reader = StackReader(frozenset(id(inspect.unwrap(f).__code__) for f in functions.values()), self.phases,
-                                   (family.package, *family.site_skip))
+        self._reader = StackReader(
+            frozenset(id(inspect.unwrap(f).__code__) for f in functions.values()),
+            self.phases,
+            (family.package, *family.site_skip),
+        )
         code = fingerprint(module, family.key_functions)
         adapter.install()
         existing, count = adapter.preexisting()
         if family.compile:
-            self._timer = compile_timer.acquire(*patches.function(family.compile, module), self.policy.compile == "skip")
+            self._timer = compile_timer.acquire(
+                *patches.function(family.compile, module), self.policy.compile == "skip"
+            )
             patches.on_undo(lambda: compile_timer.release(self._timer))
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
@@ -88,9 +101,16 @@ class FamilyCapture:
                 patches.replace_everywhere(family.package, functions[name], wrapper)
             else:  # a method (Class.method): on its class
                 patches.replace(owner, attribute, wrapper)
-        self._family_event = {"type": "family", "family": family.name, "distribution": family.distribution,
-                              "version": installed_version(family.distribution), "providers": providers(family.package),
-                              "key_fields": list(family.key_fields), "cache_kind": family.cache_kind, "fingerprint": code}
+        self._family_event = {
+            "type": "family",
+            "family": family.name,
+            "distribution": family.distribution,
+            "version": installed_version(family.distribution),
+            "providers": providers(family.package),
+            "key_fields": list(family.key_fields),
+            "cache_kind": family.cache_kind,
+            "fingerprint": code,
+        }
         self.sink.write({**self._family_event, "preexisting": count})
         for key in existing:
             self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
@@ -115,8 +135,9 @@ class FamilyCapture:
             self._write_compile(self.vids[key], "inherited", None, "compile", None, [])
 
     # -- hooks (called by the adapter and the dispatch wrappers: hooks.CaptureHooks) ---------------------
-    def inserted(self, key: object, value: object, frame: FrameType, seconds: float | None = None,
-                 origin: str | None = None) -> None:
+    def inserted(
+        self, key: object, value: object, frame: FrameType, seconds: float | None = None, origin: str | None = None
+    ) -> None:
         """A variant entered the cache."""
         try:
             if origin is None:
@@ -131,8 +152,9 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)
 
-    def looked_up(self, key: object, value: object, frame: FrameType, where: Where | None = None,
-                  count: bool = True) -> object:
+    def looked_up(
+        self, key: object, value: object, frame: FrameType, where: Where | None = None, count: bool = True
+    ) -> object:
         """A lookup the fast path did not serve: is it a dispatch? Count it; a serving one is fast from now on.
 
         `value` is what the lookup found (MISSING for a `contains` that missed: the insert follows); `where`, if
@@ -183,9 +205,17 @@ class FamilyCapture:
             if identity not in self._errors:
                 self._errors.add(identity)
                 message = str(error).strip().splitlines()
-                self._write({"type": "dispatch_error", "family": self.family.name, "function": name,
-                             "error": type(error).__name__, "message": message[0][:300] if message else "",
-                             "reached_lookup": reached, "site": self._reader.read(frame).site})
+                self._write(
+                    {
+                        "type": "dispatch_error",
+                        "family": self.family.name,
+                        "function": name,
+                        "error": type(error).__name__,
+                        "message": message[0][:300] if message else "",
+                        "reached_lookup": reached,
+                        "site": self._reader.read(frame).site,
+                    }
+                )
         except Exception as exc:  # noqa: BLE001
             self.internal_error("dispatch", exc)
 
@@ -195,8 +225,14 @@ class FamilyCapture:
             next(self.counts.calls(f"{name}!nolookup"))
             if (name, "no lookup") not in self._errors:
                 self._errors.add((name, "no lookup"))
-                self._write({"type": "no_lookup", "family": self.family.name, "function": name,
-                             "site": self._reader.read(frame).site})
+                self._write(
+                    {
+                        "type": "no_lookup",
+                        "family": self.family.name,
+                        "function": name,
+                        "site": self._reader.read(frame).site,
+                    }
+                )
         except Exception as exc:  # noqa: BLE001
             self.internal_error("dispatch", exc)
 
@@ -243,8 +279,13 @@ class FamilyCapture:
     def internal_error(self, where: str, error: object) -> None:
         """Write what capture could not see or do (the run then cannot pass); never raises."""
         try:
-            self.sink.write({"type": "internal_error", "where": f"{self.family.name}: {where}",
-                             "message": f"{type(error).__name__}: {error}" if isinstance(error, Exception) else str(error)})
+            self.sink.write(
+                {
+                    "type": "internal_error",
+                    "where": f"{self.family.name}: {where}",
+                    "message": f"{type(error).__name__}: {error}" if isinstance(error, Exception) else str(error),
+                }
+            )
         except Exception:  # noqa: BLE001 - the sink itself failed; nothing left to tell
             pass
 
@@ -258,9 +299,19 @@ class FamilyCapture:
         if (vid, phase) not in self._first:
             self._first.add((vid, phase))
             key, spelling = self._described[vid]
-            self._write({"type": "dispatch", "family": self.family.name, "vid": vid, "key": key,
-                         "spelling": spelling, "phase": phase, "site": where.site, "stack": where.stack,
-                         "call": self._call_facts(where.dispatch_frame)})
+            self._write(
+                {
+                    "type": "dispatch",
+                    "family": self.family.name,
+                    "vid": vid,
+                    "key": key,
+                    "spelling": spelling,
+                    "phase": phase,
+                    "site": where.site,
+                    "stack": where.stack,
+                    "call": self._call_facts(where.dispatch_frame),
+                }
+            )
         return counter
 
     def _call_facts(self, frame: FrameType | None) -> dict:
@@ -286,12 +337,24 @@ class FamilyCapture:
             self._described.append(({name: typed(value) for name, value in fields.items()}, spelling))
         return vid
 
-    def _write_compile(self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None,
-                       stack: list[str]) -> None:
+    def _write_compile(
+        self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None, stack: list[str]
+    ) -> None:
         key, spelling = self._described[vid]
-        self._write({"type": "compile", "family": self.family.name, "vid": vid, "key": key, "spelling": spelling,
-                     "phase": phase, "seconds": seconds, "origin": origin, "site": site or "before mlacheck",
-                     "stack": stack})
+        self._write(
+            {
+                "type": "compile",
+                "family": self.family.name,
+                "vid": vid,
+                "key": key,
+                "spelling": spelling,
+                "phase": phase,
+                "seconds": seconds,
+                "origin": origin,
+                "site": site or "before mlacheck",
+                "stack": stack,
+            }
+        )
 
     def _write(self, event: dict) -> None:
         """Write one event; a sink that fails loses the event, never what the hook goes on to do for the program."""
@@ -301,5 +364,7 @@ class FamilyCapture:
             self.internal_error("write", exc)
 
     def _stale_advice(self) -> str:
-        return (f"installed {self.family.distribution} is {installed_version(self.family.distribution)}; re-check the "
-                "rule file against it")
+        return (
+            f"installed {self.family.distribution} is {installed_version(self.family.distribution)}; re-check the "
+            "rule file against it"
+        )

@@ -35,7 +35,7 @@ def installed_version(distribution: str) -> str | None:
 
 
 def providers(package: str) -> list[str]:
-    """"name version" of each installed distribution that provides the top-level `package`."""
+    """ "name version" of each installed distribution that provides the top-level `package`."""
     from importlib import metadata
 
     names = _packages_distributions().get(package, [])

@@ -28,12 +28,14 @@ class CaptureHooks(Protocol):
     launch: LaunchPolicy | None
     policy: CapturePolicy
 
-    def inserted(self, key: object, value: object, frame: FrameType, seconds: float | None = None,
-                 origin: str | None = None) -> None:
+    def inserted(
+        self, key: object, value: object, frame: FrameType, seconds: float | None = None, origin: str | None = None
+    ) -> None:
         """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself)."""
 
-    def looked_up(self, key: object, value: object, frame: FrameType, where: Where | None = None,
-                  count: bool = True) -> object:
+    def looked_up(
+        self, key: object, value: object, frame: FrameType, where: Where | None = None, count: bool = True
+    ) -> object:
         """A lookup the fast path did not serve; returns what the lookup gives the program."""
 
     def where(self, frame: FrameType) -> Where | None:

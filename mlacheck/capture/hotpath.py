@@ -15,9 +15,11 @@ try:
     from mlacheck.capture._hotpath import Counter as counter
     from mlacheck.capture._hotpath import Forwarder as forwarder
     from mlacheck.capture._hotpath import Launcher as launcher
+
     IMPLEMENTATION = "c"
 except ImportError:
     from mlacheck.capture.hotpath_py import ContainsDict, FastTable, GetitemDict, counter, forwarder, launcher
+
     IMPLEMENTATION = "python"
 
 __all__ = ["IMPLEMENTATION", "ContainsDict", "FastTable", "GetitemDict", "count_of", "counter", "forwarder", "launcher"]

@@ -47,6 +47,7 @@ def count_of(counter: itertools.count) -> int:
 
 def counting(original: Callable, calls, ticks, raised, unlooked=None) -> Callable:
     """The forwarder of any callable: `*args, **kwargs`, re-packed on every call."""
+
     def dispatch(*args: object, **kwargs: object) -> object:
         start = next(ticks)
         next(calls)
@@ -74,21 +75,33 @@ def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callab
         return counting(original, calls, ticks, raised, unlooked)
     header, forward, defaults = _parameter_lists(parameters)
     call = f"_mlacheck_original({', '.join(forward)})"
-    source = (f"def dispatch({', '.join(header)}):\n"
-              "    _mlacheck_start = next(_mlacheck_ticks)\n"
-              "    next(_mlacheck_calls)\n"
-              "    try:\n"
-              + (f"        return {call}\n" if unlooked is None else f"        _mlacheck_result = {call}\n") +
-              "    except BaseException as _mlacheck_error:\n"
-              "        _mlacheck_raised(_mlacheck_error, _mlacheck_start, _mlacheck_getframe(1))\n"
-              "        raise\n"
-              + ("" if unlooked is None else
-                 "    if next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
-                 "        _mlacheck_unlooked(_mlacheck_getframe(1))\n"
-                 "    return _mlacheck_result\n"))
-    namespace = {"__name__": __name__, "_mlacheck_ticks": ticks, "_mlacheck_calls": calls,
-                 "_mlacheck_original": original, "_mlacheck_raised": raised, "_mlacheck_unlooked": unlooked,
-                 "_mlacheck_getframe": sys._getframe, **defaults}
+    source = (
+        f"def dispatch({', '.join(header)}):\n"
+        "    _mlacheck_start = next(_mlacheck_ticks)\n"
+        "    next(_mlacheck_calls)\n"
+        "    try:\n"
+        + (f"        return {call}\n" if unlooked is None else f"        _mlacheck_result = {call}\n")
+        + "    except BaseException as _mlacheck_error:\n"
+        "        _mlacheck_raised(_mlacheck_error, _mlacheck_start, _mlacheck_getframe(1))\n"
+        "        raise\n"
+        + (
+            ""
+            if unlooked is None
+            else "    if next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
+            "        _mlacheck_unlooked(_mlacheck_getframe(1))\n"
+            "    return _mlacheck_result\n"
+        )
+    )
+    namespace = {
+        "__name__": __name__,
+        "_mlacheck_ticks": ticks,
+        "_mlacheck_calls": calls,
+        "_mlacheck_original": original,
+        "_mlacheck_raised": raised,
+        "_mlacheck_unlooked": unlooked,
+        "_mlacheck_getframe": sys._getframe,
+        **defaults,
+    }
     exec(compile(source, f"<mlacheck wrapper of {getattr(original, '__qualname__', 'a dispatch')}>", "exec"), namespace)
     return namespace["dispatch"]
 
@@ -116,7 +129,8 @@ def _parameter_lists(parameters: list[inspect.Parameter]) -> tuple[list[str], li
         header.append(text)
         forward.append(argument)
         last_positional_only = kind is parameter.POSITIONAL_ONLY and (
-            index + 1 == len(parameters) or parameters[index + 1].kind is not parameter.POSITIONAL_ONLY)
+            index + 1 == len(parameters) or parameters[index + 1].kind is not parameter.POSITIONAL_ONLY
+        )
         if last_positional_only:
             header.append("/")
     return header, forward, defaults

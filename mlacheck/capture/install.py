@@ -16,7 +16,9 @@ from mlacheck.errors import MlacheckError
 class Patches:
     """The replacements made for one family (or the agent's engine functions), each with its undo."""
 
-    def __init__(self, label: str, advice: Callable[[], str] = lambda: "re-check the rule file", where: str = "") -> None:
+    def __init__(
+        self, label: str, advice: Callable[[], str] = lambda: "re-check the rule file", where: str = ""
+    ) -> None:
         self.label, self.advice, self.where = label, advice, where
         self._undo: list[Callable[[], None]] = []
 
@@ -24,14 +26,18 @@ class Patches:
         try:
             return importlib.import_module(name)
         except ImportError as exc:
-            raise MlacheckError(f"{self.label}: cannot import {name} ({exc})" + (f"; {install_hint}" if install_hint else "")) from None
+            raise MlacheckError(
+                f"{self.label}: cannot import {name} ({exc})" + (f"; {install_hint}" if install_hint else "")
+            ) from None
 
     def attribute(self, owner: object, name: str) -> object:
         try:
             return getattr(owner, name)
         except AttributeError:
             where = self.where or getattr(owner, "__name__", type(owner).__name__)
-            raise MlacheckError(f"{self.label}: {where} has no {name!r} where the rule looks: {self.advice()}") from None
+            raise MlacheckError(
+                f"{self.label}: {where} has no {name!r} where the rule looks: {self.advice()}"
+            ) from None
 
     def resolve(self, root: object, path: str) -> object:
         """`root.a.b.c` for path "a.b.c"."""

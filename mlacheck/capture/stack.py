@@ -49,7 +49,15 @@ class StackReader:
 
     def read(self, frame: FrameType | None) -> Where:
         """Walk outward from `frame` (the caller of the cache operation)."""
-        depth, dispatch_depth, dispatch_code, dispatch_frame, phase, site, fallback = 0, None, None, None, None, None, None
+        depth, dispatch_depth, dispatch_code, dispatch_frame, phase, site, fallback = (
+            0,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
         stack: list[str] = []
         while frame is not None:
             code = frame.f_code
@@ -83,7 +91,6 @@ class StackReader:
         return None
 
 
-
 def _within(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == prefix or module.startswith(prefix + ".") for prefix in packages)
 
@@ -103,10 +110,10 @@ def _short_path(path: str, cwd: str) -> str:
     """`short_path` once per file and working folder (resolving a path is most of a slow-path stack read)."""
     for marker in ("site-packages/", "dist-packages/"):
         if marker in path:
-            return path[path.rindex(marker) + len(marker):]
+            return path[path.rindex(marker) + len(marker) :]
     try:
         return str(Path(path).resolve().relative_to(Path(cwd).resolve()))
     except (ValueError, OSError):
         pass
     roots = [entry for entry in sys.path if entry and os.path.isabs(entry) and path.startswith(entry.rstrip("/") + "/")]
-    return path[len(max(roots, key=len).rstrip("/")) + 1:] if roots else path
+    return path[len(max(roots, key=len).rstrip("/")) + 1 :] if roots else path

@@ -12,6 +12,7 @@ the capture code itself is imported when a watched family's module is, so that s
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import sys
@@ -127,17 +128,24 @@ class Agent:
 
             policy = CapturePolicy(**self.config.get("policy", {}))
             phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
-            self.captures[name] = [FamilyCapture(RuleFile.model_validate(data), self.sink, policy, phases=phases)
-                                   for data in self.families[name]]
+            self.captures[name] = [
+                FamilyCapture(RuleFile.model_validate(data), self.sink, policy, phases=phases)
+                for data in self.families[name]
+            ]
             for capture in self.captures[name]:
                 self._safely(capture.install)
         for module_name, qualname, at in self.serving_starts:
             if module_name == name:
                 how = f"{name}:{qualname} {'returned' if at == 'return' else 'called'}"
-                self._safely(lambda: self._wrap(module, qualname, lambda how=how: self.serving_started(how), at))
-        for module_name, qualname in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
+                self._safely(
+                    functools.partial(self._wrap, module, qualname, functools.partial(self.serving_started, how), at)
+                )
+        for (
+            module_name,
+            qualname,
+        ) in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
             if module_name == name != "__main__":
-                self._safely(lambda: self._wrap(module, qualname, self._phase_changed, "both"))
+                self._safely(functools.partial(self._wrap, module, qualname, self._phase_changed, "both"))
         if name in self.captures:
             self._safely(self._write_context)
 
@@ -167,7 +175,10 @@ class Agent:
                     hook()
 
         marked.__wrapped__ = function
-        marked.__name__, marked.__qualname__ = getattr(function, "__name__", attribute), getattr(function, "__qualname__", qualname)
+        marked.__name__, marked.__qualname__ = (
+            getattr(function, "__name__", attribute),
+            getattr(function, "__qualname__", qualname),
+        )
         self._patches.replace(owner, attribute, marked)
 
     def _after_fork(self) -> None:
@@ -191,12 +202,21 @@ class Agent:
         self._safely(child)
 
     def _write_run_event(self) -> None:
-        self.sink.write({
-            "type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "ppid": os.getppid(),
-            "host": os.uname().nodename, "mlacheck_version": __version__, "started": time.time(),
-            "argv": list(sys.argv), "rank": _environment_rank(), "target_arch": self._target_arch(),
-            "forked_from": self._forked_from,
-        })
+        self.sink.write(
+            {
+                "type": "run",
+                "format_version": FORMAT_VERSION,
+                "pid": os.getpid(),
+                "ppid": os.getppid(),
+                "host": os.uname().nodename,
+                "mlacheck_version": __version__,
+                "started": time.time(),
+                "argv": list(sys.argv),
+                "rank": _environment_rank(),
+                "target_arch": self._target_arch(),
+                "forked_from": self._forked_from,
+            }
+        )
 
     def _write_context(self) -> None:
         engine = next((name for name, module in self.engines if module in sys.modules), None)

@@ -10,4 +10,3 @@ CAPTURE_CONFIG = "capture.json"
 def trace_path(run_dir: str, pid: int) -> str:
     """The trace file of process `pid`."""
     return os.path.join(run_dir, f"trace-{pid}.jsonl")
-

@@ -13,6 +13,7 @@ from pathlib import Path
 from mlacheck.errors import MlacheckError
 from mlacheck.program.layout import CAPTURE_CONFIG, TRACE_GLOB, UNOBSERVED_GLOB
 
+
 @dataclass(frozen=True)
 class RunFolder:
     path: Path
@@ -61,4 +62,7 @@ class RunFolder:
 
     def unobserved(self) -> list[str]:
         """One line per Python process whose bootstrap could not start the agent."""
-        return [path.read_text(encoding="utf-8", errors="replace").strip() for path in sorted(self.path.glob(UNOBSERVED_GLOB))]
+        return [
+            path.read_text(encoding="utf-8", errors="replace").strip()
+            for path in sorted(self.path.glob(UNOBSERVED_GLOB))
+        ]

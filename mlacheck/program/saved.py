@@ -43,7 +43,9 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
     loaded = LoadedRuns()
     for path in paths:
         if not path.is_dir():
-            raise MlacheckError(f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)")
+            raise MlacheckError(
+                f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
+            )
         run = RunFolder(path)
         meta = run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
@@ -56,13 +58,22 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
             first = trace.events[0]
             exit_event = next((e for e in trace.events if e["type"] == "exit"), None)
             proc = len(loaded.processes)
-            loaded.processes.append({
-                "pid": first.get("pid"), "host": first.get("host"),
-                "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
-                "argv": first.get("argv"), "trace": str(trace_file), "truncated": trace.truncated,
-                "exited": exit_event is not None, "forked_from": first.get("forked_from"), "events": len(trace.events),
-                "format_version": trace.format_version,
-            })
+            loaded.processes.append(
+                {
+                    "pid": first.get("pid"),
+                    "host": first.get("host"),
+                    "rank": exit_event.get("rank")
+                    if exit_event and exit_event.get("rank") is not None
+                    else first.get("rank"),
+                    "argv": first.get("argv"),
+                    "trace": str(trace_file),
+                    "truncated": trace.truncated,
+                    "exited": exit_event is not None,
+                    "forked_from": first.get("forked_from"),
+                    "events": len(trace.events),
+                    "format_version": trace.format_version,
+                }
+            )
             for event in trace.events:
                 event["proc"] = proc
             loaded.events += trace.events
@@ -77,8 +88,10 @@ def run_rules(paths: list[Path]) -> RuleSet:
             digest = hashlib.sha256(rule_file.read_bytes()).hexdigest()
             earlier = files.setdefault(rule_file.name, (digest, path))
             if earlier[0] != digest:
-                raise MlacheckError(f"{rule_file.name}: runs {earlier[1]} and {path} were recorded under different versions "
-                                    "of this rule file; report them separately, or pass --rules to analyse both with one")
+                raise MlacheckError(
+                    f"{rule_file.name}: runs {earlier[1]} and {path} were recorded under different versions "
+                    "of this rule file; report them separately, or pass --rules to analyse both with one"
+                )
     if not files:
         raise MlacheckError(f"{paths[0]}: no saved rule files in its rules/ folder; pass --rules")
     folder = next(path for path in paths if any(RunFolder(path).rules_dir.glob("*.toml")))
@@ -94,27 +107,51 @@ def _union(first: RuleSet, second: RuleSet) -> RuleSet:
     return RuleSet(first.files + [file for file in second.files if Path(file.source).name not in sources])
 
 
-def program_report(paths: list[Path], rules: RuleSet | None = None, context: dict[str, str] | None = None,
-                   policy: ReportPolicy = ReportPolicy()) -> Report:
+def program_report(
+    paths: list[Path],
+    rules: RuleSet | None = None,
+    context: dict[str, str] | None = None,
+    policy: ReportPolicy = ReportPolicy(),
+) -> Report:
     """Analyse saved runs with `rules`, else with the rule files saved in the run folders."""
     loaded = load_runs(paths)
     rules = rules if rules is not None else run_rules(paths)
     lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
         f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
-        for process in loaded.processes if process["truncated"]]
+        for process in loaded.processes
+        if process["truncated"]
+    ]
     analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes), lost=lost)
     declared = {rule.family.name for rule in rules.families}
     recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - declared)
-    analysis.incomplete += [f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules "
-                            "with its rule file" for name in recorded]
-    arch = next((e["values"]["target_arch"] for e in reversed(loaded.events)
-                 if e["type"] == "context" and e["values"].get("target_arch")), None)
-    arch = arch or next((e.get("target_arch") or e.get("cute_dsl_arch") for e in loaded.events
-                         if e["type"] == "run" and (e.get("target_arch") or e.get("cute_dsl_arch"))), None)
+    analysis.incomplete += [
+        f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
+        for name in recorded
+    ]
+    arch = next(
+        (
+            e["values"]["target_arch"]
+            for e in reversed(loaded.events)
+            if e["type"] == "context" and e["values"].get("target_arch")
+        ),
+        None,
+    )
+    arch = arch or next(
+        (
+            e.get("target_arch") or e.get("cute_dsl_arch")
+            for e in loaded.events
+            if e["type"] == "run" and (e.get("target_arch") or e.get("cute_dsl_arch"))
+        ),
+        None,
+    )
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
     facts = {
-        "mode": "program", "target_arch": (context or {}).get("target_arch", arch), "compile_policy": compile_policy,
-        "mlacheck_version": __version__, "device": None, "bad_lines": loaded.bad_lines,
+        "mode": "program",
+        "target_arch": (context or {}).get("target_arch", arch),
+        "compile_policy": compile_policy,
+        "mlacheck_version": __version__,
+        "device": None,
+        "bad_lines": loaded.bad_lines,
         "program": loaded.programs[0] if len(loaded.programs) == 1 else {"runs": loaded.programs},
     }
     return build_report(analysis, facts, loaded.processes, policy)
@@ -132,15 +169,23 @@ def load_report(path: Path) -> Report:
         return Report.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise MlacheckError(f"{path}: not an mlacheck JSON report: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+        raise MlacheckError(
+            f"{path}: not an mlacheck JSON report: {'.'.join(map(str, error['loc']))}: {error['msg']}"
+        ) from None
 
 
-def report_from_sources(sources: list[Path], rules: Path | None = None, context: dict[str, str] | None = None,
-                        policy: ReportPolicy = ReportPolicy()) -> Report:
+def report_from_sources(
+    sources: list[Path],
+    rules: Path | None = None,
+    context: dict[str, str] | None = None,
+    policy: ReportPolicy = ReportPolicy(),
+) -> Report:
     """Run folders are analysed (merged, with `rules` where given); a single JSON file is read back and decided again."""
     files = [source for source in sources if source.is_file()]
     if files:
         if len(sources) > 1:
-            raise MlacheckError(f"{files[0]}: give one saved JSON report, or run folders only (not both, not several reports)")
+            raise MlacheckError(
+                f"{files[0]}: give one saved JSON report, or run folders only (not both, not several reports)"
+            )
         return decide(load_report(files[0]), policy)
     return program_report(sources, load_rules(rules) if rules is not None else None, context, policy)

@@ -54,12 +54,19 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
     rules = load_rules(options.rules)
     check_rules(rules)
     if options.arch != "auto" and options.arch not in rules.arches:
-        raise MlacheckError(f"--arch {options.arch}: no loaded family has kernels for it; choose auto or one of "
-                            f"{', '.join(rules.arches)}")
+        raise MlacheckError(
+            f"--arch {options.arch}: no loaded family has kernels for it; choose auto or one of "
+            f"{', '.join(rules.arches)}"
+        )
     declared = next((os.environ[name] for name in rules.arch_env if os.environ.get(name)), None)
     target = options.arch if options.arch != "auto" else declared or arch.DEFAULT_ARCH
-    policy = CapturePolicy(compile=options.compile, replace_launch=options.dry, dry=options.dry, target_arch=target,
-                           num_sms=options.num_sms or arch.flagship(target).sms)
+    policy = CapturePolicy(
+        compile=options.compile,
+        replace_launch=options.dry,
+        dry=options.dry,
+        target_arch=target,
+        num_sms=options.num_sms or arch.flagship(target).sms,
+    )
     folder = RunFolder.create(options.run_dir)
     config = {**rules.capture_config(), "policy": asdict(policy)}
     folder.save([file.source for file in rules.files], config)
@@ -67,8 +74,12 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
     return PreparedRun(folder, rules, config, environment)
 
 
-def observe_program(command: list[str], options: ProgramOptions, policy: ReportPolicy = ReportPolicy(),
-                    on_start: Callable[[Path], None] | None = None) -> Report:
+def observe_program(
+    command: list[str],
+    options: ProgramOptions,
+    policy: ReportPolicy = ReportPolicy(),
+    on_start: Callable[[Path], None] | None = None,
+) -> Report:
     """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under."""
     run = prepare_run(options)
     if on_start is not None:

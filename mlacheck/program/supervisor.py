@@ -24,7 +24,9 @@ GRACE_SECONDS = 10.0
 REMNANT_SECONDS = 2.0  # how long the rest of the group may take to end by itself after the main process
 
 
-def observed_environment(run: RunFolder, base: dict[str, str], serving_start: list[str] | None = None) -> dict[str, str]:
+def observed_environment(
+    run: RunFolder, base: dict[str, str], serving_start: list[str] | None = None
+) -> dict[str, str]:
     """The program's environment: the caller's, plus what starts the agent in every Python process."""
     python_path = os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")]))
     environment = {**base, "PYTHONPATH": python_path, ENV_RUN_DIR: str(run.path)}
@@ -33,8 +35,13 @@ def observed_environment(run: RunFolder, base: dict[str, str], serving_start: li
     return environment
 
 
-def run_program(command: list[str], run: RunFolder, serving_start: list[str] | None = None,
-                extra_environment: dict[str, str] | None = None, grace_seconds: float = GRACE_SECONDS) -> dict:
+def run_program(
+    command: list[str],
+    run: RunFolder,
+    serving_start: list[str] | None = None,
+    extra_environment: dict[str, str] | None = None,
+    grace_seconds: float = GRACE_SECONDS,
+) -> dict:
     """Run `command` to its end under observation; write and return meta.json (command, exit code, signal)."""
     started = time.time()
     environment = observed_environment(run, {**os.environ, **(extra_environment or {})}, serving_start)
@@ -56,10 +63,14 @@ def run_program(command: list[str], run: RunFolder, serving_start: list[str] | N
         for number, handler in previous.items():
             signal.signal(number, handler)
     meta = {
-        "command": command, "started": started, "ended": time.time(),
+        "command": command,
+        "started": started,
+        "ended": time.time(),
         "exit_code": returncode if returncode >= 0 else None,
         "signal": signal.Signals(-returncode).name if returncode < 0 else None,
-        "forwarded": forwarded, "killed_after_grace": killed, "remnants_ended": remnants,
+        "forwarded": forwarded,
+        "killed_after_grace": killed,
+        "remnants_ended": remnants,
     }
     run.write_meta(meta)
     return meta
@@ -80,7 +91,9 @@ def _wait(process: subprocess.Popen, forwarded: list[str], grace_seconds: float)
 
 def _end_group(group: int, grace_seconds: float) -> int:
     """Let the rest of the group end by itself for a moment, then SIGTERM, grace, SIGKILL. Returns how many steps it took."""
-    for step, (wait, signum) in enumerate(((REMNANT_SECONDS, signal.SIGTERM), (grace_seconds, signal.SIGKILL), (1.0, None))):
+    for step, (wait, signum) in enumerate(
+        ((REMNANT_SECONDS, signal.SIGTERM), (grace_seconds, signal.SIGKILL), (1.0, None))
+    ):
         if _wait_group_gone(group, wait):
             return step
         if signum is not None:

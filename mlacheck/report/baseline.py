@@ -57,8 +57,10 @@ def baseline_fingerprints(baseline: dict, source: str | None = None) -> set[str]
     elif isinstance(baseline, dict) and isinstance(baseline.get("findings"), list):
         if all(isinstance(item, dict) and "code" in item and "family" in item for item in baseline["findings"]):
             return set(report_fingerprints(baseline["findings"]))
-    raise MlacheckError(f"--baseline{' ' + source if source else ''}: neither an mlacheck JSON report nor a "
-                        '{"fingerprints": [...]} file; write one with --output json:PATH')
+    raise MlacheckError(
+        f"--baseline{' ' + source if source else ''}: neither an mlacheck JSON report nor a "
+        '{"fingerprints": [...]} file; write one with --output json:PATH'
+    )
 
 
 def load_baseline(path: Path) -> dict:

@@ -6,7 +6,7 @@ from mlacheck.codes import CODES
 
 
 def severity(finding: dict) -> str:
-    """"error" or "warning": the finding's own, else the code table's."""
+    """ "error" or "warning": the finding's own, else the code table's."""
     if finding.get("severity"):
         return finding["severity"]
     code = CODES.get(finding.get("code", ""))
@@ -19,7 +19,7 @@ def is_new(finding: dict) -> bool:
 
 
 def parse_site(site: str | None) -> tuple[str, int | None] | None:
-    """"path:line" -> (path, line); a site without a usable line -> (site, None); no site -> None."""
+    """ "path:line" -> (path, line); a site without a usable line -> (site, None); no site -> None."""
     if not site:
         return None
     path, sep, line = site.rpartition(":")
@@ -29,10 +29,12 @@ def parse_site(site: str | None) -> tuple[str, int | None] | None:
 
 
 def process_text(finding: dict) -> str:
-    """"rank R (pid P)" / "pid P" for a finding from one process of several; "" otherwise."""
+    """ "rank R (pid P)" / "pid P" for a finding from one process of several; "" otherwise."""
     process = finding.get("process") or {}
-    parts = [f"rank {process['rank']}" if process.get("rank") is not None else "",
-             f"pid {process['pid']}" if process.get("pid") is not None else ""]
+    parts = [
+        f"rank {process['rank']}" if process.get("rank") is not None else "",
+        f"pid {process['pid']}" if process.get("pid") is not None else "",
+    ]
     if parts[0] and parts[1]:
         return f"{parts[0]} ({parts[1]})"
     return parts[0] or parts[1]
@@ -49,7 +51,7 @@ def counts(report: dict) -> dict[str, int]:
 
 
 def summary_line(report: dict) -> str:
-    """"FAIL: 6 error(s), 3 warning(s)" with ", N baselined" when a baseline applied."""
+    """ "FAIL: 6 error(s), 3 warning(s)" with ", N baselined" when a baseline applied."""
     n = counts(report)
     line = f"{str(report.get('verdict', '?')).upper()}: {n['errors']} error(s), {n['warnings']} warning(s)"
     return line + (f", {n['baselined']} baselined" if n["baselined"] else "")
@@ -62,9 +64,15 @@ def program_runs(report: dict) -> list[tuple[list[str], str]]:
         return []
     described = []
     for run in program.get("runs", [program]):
-        ended = (f"killed by {run['signal']}" if run.get("signal")
-                 else "unfinished (no meta.json: mlacheck itself was stopped)" if run.get("unfinished")
-                 else f"exit code {run['exit_code']}" if run.get("exit_code") is not None else "did not finish")
+        ended = (
+            f"killed by {run['signal']}"
+            if run.get("signal")
+            else "unfinished (no meta.json: mlacheck itself was stopped)"
+            if run.get("unfinished")
+            else f"exit code {run['exit_code']}"
+            if run.get("exit_code") is not None
+            else "did not finish"
+        )
         if run.get("forwarded"):
             ended += f" (mlacheck got {', '.join(run['forwarded'])} and passed it on)"
         described.append((list(run.get("command") or []), ended))
@@ -72,6 +80,8 @@ def program_runs(report: dict) -> list[tuple[list[str], str]]:
 
 
 def versions_text(report: dict) -> str:
-    """"mlacheck 0.2.0, tokenspeed_mla.prefill 2.0.4, ...": the version of each family seen in the observed processes."""
-    seen = ", ".join(f"{name} {version or 'version unknown'}" for name, version in (report.get("versions") or {}).items())
+    """ "mlacheck 0.2.0, tokenspeed_mla.prefill 2.0.4, ...": the version of each family seen in the observed processes."""
+    seen = ", ".join(
+        f"{name} {version or 'version unknown'}" for name, version in (report.get("versions") or {}).items()
+    )
     return f"mlacheck {report.get('mlacheck_version')}" + (f", {seen}" if seen else "")

@@ -26,16 +26,25 @@ FORMATS = ("json", "junit", "sarif", "github", "markdown")
 def check_writable(path: Path) -> None:
     """Refuse, before the run, an output path that cannot be written."""
     folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        reason = "is a folder" if path.is_dir() else "its folder does not exist" if not folder.is_dir() else "not writable"
+    if (
+        path.is_dir()
+        or not folder.is_dir()
+        or not os.access(folder, os.W_OK)
+        or (path.exists() and not os.access(path, os.W_OK))
+    ):
+        reason = (
+            "is a folder" if path.is_dir() else "its folder does not exist" if not folder.is_dir() else "not writable"
+        )
         raise MlacheckError(f"--output {path}: cannot write it ({reason}); give a writable file path")
 
 
 def parse_output(spec: str) -> tuple[str, Path | None]:
-    """"FORMAT:PATH" -> (format, path); path None means stdout ("-"). Bad specs are one-line MlacheckErrors."""
+    """ "FORMAT:PATH" -> (format, path); path None means stdout ("-"). Bad specs are one-line MlacheckErrors."""
     fmt, sep, path = spec.partition(":")
     if not sep or not path:
-        raise MlacheckError(f"--output {spec}: write FORMAT:PATH, FORMAT one of {', '.join(FORMATS)} (PATH - is stdout)")
+        raise MlacheckError(
+            f"--output {spec}: write FORMAT:PATH, FORMAT one of {', '.join(FORMATS)} (PATH - is stdout)"
+        )
     if fmt not in FORMATS:
         raise MlacheckError(f"--output {spec}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     return fmt, None if path == "-" else Path(path)
@@ -67,8 +76,13 @@ def render(report: dict, fmt: str, sarif_anchor: str | None = None) -> str:
     raise MlacheckError(f"unknown output format {fmt!r}: choose one of {', '.join(FORMATS)}")
 
 
-def write_outputs(report: Report | dict, specs: Iterable[tuple[str, Path | None]], stdout: TextIO | None = None,
-                  environ: Mapping[str, str] | None = None, sarif_anchor: str | None = None) -> None:
+def write_outputs(
+    report: Report | dict,
+    specs: Iterable[tuple[str, Path | None]],
+    stdout: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+    sarif_anchor: str | None = None,
+) -> None:
     """Write the report once per (format, path); github also appends the job summary to $GITHUB_STEP_SUMMARY."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ

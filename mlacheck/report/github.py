@@ -50,8 +50,10 @@ def annotation(finding: dict) -> str:
 def to_github(report: dict) -> str:
     """The annotation lines for the report's new findings and internal errors."""
     lines = [annotation(finding) for finding in report.get("findings") or [] if is_new(finding)]
-    lines += [command("warning", f"internal error in capture (the program went on): {error}", title="mlacheck internal error")
-              for error in report.get("internal_errors") or []]
+    lines += [
+        command("warning", f"internal error in capture (the program went on): {error}", title="mlacheck internal error")
+        for error in report.get("internal_errors") or []
+    ]
     return "".join(line + "\n" for line in lines)
 
 
@@ -70,4 +72,6 @@ def write_github(report: dict, stream: TextIO, environ: Mapping[str, str] | None
             with open(summary, "a", encoding="utf-8") as handle:
                 handle.write(github_summary_markdown(report) + "\n")
         except OSError as exc:
-            raise MlacheckError(f"GITHUB_STEP_SUMMARY={summary}: cannot append the job summary: {exc.strerror or exc}") from None
+            raise MlacheckError(
+                f"GITHUB_STEP_SUMMARY={summary}: cannot append the job summary: {exc.strerror or exc}"
+            ) from None

@@ -34,8 +34,13 @@ def to_junit(report: dict) -> str:
         if home is not None:
             home.append(finding)
         else:
-            cases.append((finding.get("family") or "mlacheck", f"{finding.get('code')} {finding.get('name', '')}".strip(),
-                          [finding]))
+            cases.append(
+                (
+                    finding.get("family") or "mlacheck",
+                    f"{finding.get('code')} {finding.get('name', '')}".strip(),
+                    [finding],
+                )
+            )
 
     suites = ET.Element("testsuites", name="mlacheck")
     suite = ET.SubElement(suites, "testsuite", name="mlacheck")
@@ -75,8 +80,9 @@ def to_junit(report: dict) -> str:
 def _label(finding: dict) -> str:
     state = "baselined " if not is_new(finding) else ""
     where = process_text(finding)
-    return (f"{finding.get('code')} {finding.get('name', '')} [{state}{severity(finding)}]"
-            + (f" {where}" if where else ""))
+    return f"{finding.get('code')} {finding.get('name', '')} [{state}{severity(finding)}]" + (
+        f" {where}" if where else ""
+    )
 
 
 def _details(finding: dict) -> str:

@@ -33,8 +33,17 @@ def manifest(report: Report, rules: RuleSet) -> dict:
             continue
         spec = rule.family
         variants = [dict(v.key) for v in family.variants if v.dispatches or v.warmup_dispatches or v.captured]
-        families.append({"name": spec.name, "module": spec.module, "cache": spec.cache, "cache_kind": spec.cache_kind,
-                         "compile": spec.compile, "key_fields": list(spec.key_fields), "variants": variants})
+        families.append(
+            {
+                "name": spec.name,
+                "module": spec.module,
+                "cache": spec.cache,
+                "cache_kind": spec.cache_kind,
+                "compile": spec.compile,
+                "key_fields": list(spec.key_fields),
+                "variants": variants,
+            }
+        )
     return {"format_version": FORMAT_VERSION, "generated_by": f"mlacheck {__version__}", "families": families}
 
 

@@ -16,9 +16,11 @@ def cell(value: object) -> str:
 
 
 def _table(header: list[str], rows: list[list[object]]) -> list[str]:
-    return ["| " + " | ".join(cell(name) if name else "" for name in header) + " |",
-            "|" + "|".join(" --- " for _ in header) + "|",
-            *("| " + " | ".join(cell(value) for value in row) + " |" for row in rows)]
+    return [
+        "| " + " | ".join(cell(name) if name else "" for name in header) + " |",
+        "|" + "|".join(" --- " for _ in header) + "|",
+        *("| " + " | ".join(cell(value) for value in row) + " |" for row in rows),
+    ]
 
 
 def _inline(text: object) -> str:
@@ -37,9 +39,11 @@ def to_markdown(report: dict) -> str:
         for finding in findings:
             lines += _finding(finding)
         lines.append("")
-    unseen = [*(f"incomplete: {line}" for line in report.get("incomplete") or []),
-              *(f"not checked: {line}" for line in report.get("not_checked") or []),
-              *(f"unreadable trace line skipped: {line}" for line in report.get("bad_lines") or [])]
+    unseen = [
+        *(f"incomplete: {line}" for line in report.get("incomplete") or []),
+        *(f"not checked: {line}" for line in report.get("not_checked") or []),
+        *(f"unreadable trace line skipped: {line}" for line in report.get("bad_lines") or []),
+    ]
     if unseen:
         lines += ["### What this run did not see", ""] + [f"- {_inline(line)}" for line in unseen] + [""]
     errors = report.get("internal_errors") or []
@@ -54,7 +58,12 @@ def to_markdown(report: dict) -> str:
 def _facts(report: dict) -> list[list[object]]:
     scenario = report.get("scenario") or {}
     rows: list[list[object]] = [
-        ["mode", report.get("mode") + (f" ({report['device']})" if report.get("device") else "") if report.get("mode") else None],
+        [
+            "mode",
+            report.get("mode") + (f" ({report['device']})" if report.get("device") else "")
+            if report.get("mode")
+            else None,
+        ],
         ["target arch", report.get("target_arch")],
         ["compile", report.get("compile_policy")],
         ["versions", versions_text(report)],
@@ -64,9 +73,17 @@ def _facts(report: dict) -> list[list[object]]:
         rows.append(["program", f"`{shlex.join(command)}` ({ended})"])
     processes = report.get("processes") or []
     if processes:
-        rows.append(["processes", ", ".join(
-            f"pid {p.get('pid')}" + (f" rank {p['rank']}" if p.get("rank") is not None else "")
-            + (" (trace truncated)" if p.get("truncated") else "") for p in processes)])
+        rows.append(
+            [
+                "processes",
+                ", ".join(
+                    f"pid {p.get('pid')}"
+                    + (f" rank {p['rank']}" if p.get("rank") is not None else "")
+                    + (" (trace truncated)" if p.get("truncated") else "")
+                    for p in processes
+                ),
+            ]
+        )
     if report.get("strict"):
         rows.append(["strict", "warnings fail the run"])
     return [row for row in rows if row[1] is not None]
@@ -87,19 +104,34 @@ def _family(family: dict) -> list[str]:
         status = variant.get("status")
         if variant.get("serving_path_compile_s") is not None:
             status = f"{status} ({variant['serving_path_compile_s']:.1f} s stall)"
-        rows.append([*(value_text(variant.get("key", {}).get(name)) for name in varying), precompiled,
-                     variant.get("compiled_by"), variant.get("dispatches"), status])
+        rows.append(
+            [
+                *(value_text(variant.get("key", {}).get(name)) for name in varying),
+                precompiled,
+                variant.get("compiled_by"),
+                variant.get("dispatches"),
+                status,
+            ]
+        )
     lines += _table([*varying, "precompiled", "compiled by", "dispatches", "status"], rows)
     if shared and variants:
-        lines += ["", "every variant: " + ", ".join(f"`{name}={value_text(variants[0]['key'].get(name))}`" for name in shared)]
+        lines += [
+            "",
+            "every variant: " + ", ".join(f"`{name}={value_text(variants[0]['key'].get(name))}`" for name in shared),
+        ]
     return lines + [""]
 
 
 def _finding(finding: dict) -> list[str]:
     state = "" if is_new(finding) else " (baselined)"
-    where = ", ".join(part for part in (process_text(finding), f"at `{finding['site']}`" if finding.get("site") else "") if part)
-    lines = [f"- **{finding.get('code')}** {finding.get('name', '')} [{severity(finding)}]{state}"
-             + (f" {where}" if where else "") + f": {_inline(finding.get('message', ''))}"]
+    where = ", ".join(
+        part for part in (process_text(finding), f"at `{finding['site']}`" if finding.get("site") else "") if part
+    )
+    lines = [
+        f"- **{finding.get('code')}** {finding.get('name', '')} [{severity(finding)}]{state}"
+        + (f" {where}" if where else "")
+        + f": {_inline(finding.get('message', ''))}"
+    ]
     for name, (old, new) in (finding.get("diff") or {}).items():
         lines.append(f"  - diff `{name}`: precompiled `{value_text(old)}` → dispatched `{value_text(new)}`")
     if finding.get("hint"):

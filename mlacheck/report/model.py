@@ -14,9 +14,9 @@ program's own status (its exit code, 128 + N for signal N); else 0.
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 from dataclasses import asdict, dataclass
-from typing import Literal, Optional
+from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -53,27 +53,27 @@ class _Model(BaseModel):
 
 class VariantReport(_Model):
     key: dict[str, JsonValue]
-    spelling: Optional[dict] = None
+    spelling: dict | None = None
     precompiled: bool = False
-    compile_phase: Optional[str] = None
-    compile_s: Optional[float] = None
-    compiled_by: Optional[str] = None
+    compile_phase: str | None = None
+    compile_s: float | None = None
+    compiled_by: str | None = None
     captured: bool = False
     dispatches: int = 0
     dispatches_at_least: bool = False
     warmup_dispatches: int = 0
-    serving_path_compile_s: Optional[float] = None
-    serving_path_site: Optional[str] = None
-    first_dispatch_site: Optional[str] = None
+    serving_path_compile_s: float | None = None
+    serving_path_site: str | None = None
+    first_dispatch_site: str | None = None
     first_call: dict[str, JsonValue] = {}
     status: str = "ok"
-    numerics: Optional[dict[str, Optional[float]]] = None
+    numerics: dict[str, float | None] | None = None
 
 
 class FamilyReport(_Model):
     name: str
-    version: Optional[str] = None
-    versions: list[Optional[str]] = []
+    version: str | None = None
+    versions: list[str | None] = []
     key_fields: list[str] = []
     variants: list[VariantReport] = []
     dispatch_calls: int = 0
@@ -88,14 +88,14 @@ class FindingReport(_Model):
     severity: Literal["error", "warning"]
     family: str
     key: dict[str, JsonValue] = {}
-    nearest: Optional[dict[str, JsonValue]] = None
+    nearest: dict[str, JsonValue] | None = None
     diff: dict[str, list[JsonValue]] = {}
     drivers: dict[str, list[str]] = {}
     message: str
     hint: str = ""
-    site: Optional[str] = None
+    site: str | None = None
     stack: list[str] = []
-    process: Optional[dict] = None
+    process: dict | None = None
     fingerprint: str = ""
     baselined: bool = False
 
@@ -112,20 +112,20 @@ class Report(_Model):
     exit_code: int = 0
     exit_reason: str = ""
     mode: str
-    target_arch: Optional[str] = None
+    target_arch: str | None = None
     compile_policy: str = "real"
     mlacheck_version: str = ""
-    versions: dict[str, Optional[str]] = {}
-    device: Optional[str] = None
+    versions: dict[str, str | None] = {}
+    device: str | None = None
     strict: bool = False
     allow_incomplete: bool = False
-    scenario: Optional[dict] = None
-    program: Optional[dict] = None
+    scenario: dict | None = None
+    program: dict | None = None
     processes: list[dict] = []
     families: list[FamilyReport] = []
     findings: list[FindingReport] = []
     counts: Counts = Counts()
-    baseline: Optional[dict] = None
+    baseline: dict | None = None
     incomplete: list[str] = []
     not_checked: list[str] = []
     internal_errors: list[str] = []
@@ -133,51 +133,96 @@ class Report(_Model):
 
 
 def variant_report(variant: Variant) -> VariantReport:
-    return VariantReport.model_validate({**asdict(variant), "status": variant.status,
-                                         "dispatches_at_least": variant.at_least and variant.dispatches > 0})
+    return VariantReport.model_validate(
+        {
+            **asdict(variant),
+            "status": variant.status,
+            "dispatches_at_least": variant.at_least and variant.dispatches > 0,
+        }
+    )
 
 
-def build_report(analysis: Analysis, facts: dict, processes: list[dict] | None = None,
-                 policy: ReportPolicy = ReportPolicy()) -> Report:
+def build_report(
+    analysis: Analysis, facts: dict, processes: list[dict] | None = None, policy: ReportPolicy = ReportPolicy()
+) -> Report:
     """The report of one run (or several merged); `decide` gives it its verdict."""
     processes = processes or []
     findings = []
     for finding in analysis.findings:
         process = processes[finding.proc] if finding.proc is not None and finding.proc < len(processes) else None
-        findings.append(FindingReport.model_validate({
-            **asdict(finding), "name": finding.name, "severity": finding.severity.value,
-            "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None}))
-    families = [FamilyReport.model_validate({**asdict(family), "version": family.version,
-                                             "variants": [variant_report(v) for v in family.variants]})
-                for family in analysis.families]
+        findings.append(
+            FindingReport.model_validate(
+                {
+                    **asdict(finding),
+                    "name": finding.name,
+                    "severity": finding.severity.value,
+                    "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
+                }
+            )
+        )
+    families = [
+        FamilyReport.model_validate(
+            {**asdict(family), "version": family.version, "variants": [variant_report(v) for v in family.variants]}
+        )
+        for family in analysis.families
+    ]
     report = Report(
-        verdict="pass", versions={f.name: f.version for f in analysis.families}, families=families, findings=findings,
-        incomplete=list(analysis.incomplete), not_checked=analysis.not_checked, internal_errors=analysis.internal_errors,
-        processes=processes, **facts)
+        verdict="pass",
+        versions={f.name: f.version for f in analysis.families},
+        families=families,
+        findings=findings,
+        incomplete=list(analysis.incomplete),
+        not_checked=analysis.not_checked,
+        internal_errors=analysis.internal_errors,
+        processes=processes,
+        **facts,
+    )
     return decide(report, policy)
 
 
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     """The one place a verdict is made: fingerprints and baseline state, counts, verdict, exit code and its reason."""
-    strict, allow_incomplete, known, baseline_source = policy.strict, policy.allow_incomplete, policy.known, policy.baseline
+    strict, allow_incomplete, known, baseline_source = (
+        policy.strict,
+        policy.allow_incomplete,
+        policy.known,
+        policy.baseline,
+    )
     for finding, print_ in zip(report.findings, report_fingerprints([f.model_dump() for f in report.findings])):
         finding.fingerprint = print_
         finding.baselined = known is not None and print_ in known
     new = [f for f in report.findings if not f.baselined]
-    counts = Counts(errors=sum(f.severity == "error" for f in new), warnings=sum(f.severity == "warning" for f in new),
-                    baselined=len(report.findings) - len(new))
+    counts = Counts(
+        errors=sum(f.severity == "error" for f in new),
+        warnings=sum(f.severity == "warning" for f in new),
+        baselined=len(report.findings) - len(new),
+    )
     failing = counts.errors + (counts.warnings if strict else 0)
     verdict = "fail" if failing else "incomplete" if report.incomplete else "pass"
     exit_code, exit_reason = _exit(verdict, counts, report.incomplete, report.program, allow_incomplete)
-    baseline = {"source": baseline_source, "baselined": counts.baselined, "new": len(new)} if known is not None else None
-    return report.model_copy(update={"verdict": verdict, "counts": counts, "strict": strict, "baseline": baseline,
-                                     "allow_incomplete": allow_incomplete, "exit_code": exit_code, "exit_reason": exit_reason})
+    baseline = (
+        {"source": baseline_source, "baselined": counts.baselined, "new": len(new)} if known is not None else None
+    )
+    return report.model_copy(
+        update={
+            "verdict": verdict,
+            "counts": counts,
+            "strict": strict,
+            "baseline": baseline,
+            "allow_incomplete": allow_incomplete,
+            "exit_code": exit_code,
+            "exit_reason": exit_reason,
+        }
+    )
 
 
-def _exit(verdict: str, counts: Counts, incomplete: list[str], program: dict | None,
-          allow_incomplete: bool) -> tuple[int, str]:
+def _exit(
+    verdict: str, counts: Counts, incomplete: list[str], program: dict | None, allow_incomplete: bool
+) -> tuple[int, str]:
     if verdict == "fail":
-        return 1, f"exit 1: findings failed ({counts.errors} error(s)" + (f", {counts.warnings} warning(s)" if counts.warnings else "") + ")"
+        return 1, f"exit 1: findings failed ({counts.errors} error(s)" + (
+            f", {counts.warnings} warning(s)" if counts.warnings else ""
+        ) + ")"
     if verdict == "incomplete" and not allow_incomplete:
         return 2, f"exit 2: incomplete: {incomplete[0]}"
     for run in (program or {}).get("runs", [program] if program else []):

@@ -25,14 +25,22 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
     rules = load_rules(path)
     check_rules(rules)
     families = Table(title="Kernel families", title_justify="left", header_style="bold")
-    columns = ["family", "cache", "key fields", "checked against", "contracts", "file"] + (["fingerprint"] if fingerprints else [])
+    columns = ["family", "cache", "key fields", "checked against", "contracts", "file"] + (
+        ["fingerprint"] if fingerprints else []
+    )
     for column in columns:
         families.add_column(column, overflow="fold")
     for rule in rules.families:
         family = rule.family
         ranges = " or ".join(family.version_ranges)
-        row = [family.name, f"{family.module}.{family.cache} ({family.cache_kind})", ", ".join(family.key_fields),
-               f"{family.distribution} {ranges}", str(len(rule.contract)), rule.source]
+        row = [
+            family.name,
+            f"{family.module}.{family.cache} ({family.cache_kind})",
+            ", ".join(family.key_fields),
+            f"{family.distribution} {ranges}",
+            str(len(rule.contract)),
+            rule.source,
+        ]
         if fingerprints:
             row.append(_fingerprint_text(rule))
         families.add_row(*(Text(cell) for cell in row))
@@ -43,7 +51,9 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
     for phase in rules.phases:
         engines.add_row(Text(phase.engine), Text(phase.phase), Text(phase.function))
     for start in rules.serving_starts:
-        engines.add_row(Text(start.engine), Text(f"serving starts ({start.at})"), Text(f"{start.module}:{start.qualname}"))
+        engines.add_row(
+            Text(start.engine), Text(f"serving starts ({start.at})"), Text(f"{start.module}:{start.qualname}")
+        )
     if engines.row_count:
         console.print(engines)
 
@@ -58,6 +68,11 @@ def _fingerprint_text(rule: RuleFile) -> str:
         return f"cannot import {rule.family.module}: {type(exc).__name__}"
     installed = fingerprint(module, rule.family.key_functions)
     recorded = rule.family.fingerprints
-    state = ("matches the rule" if installed in recorded else f"the rule has {' or '.join(recorded)}" if recorded
-             else "the rule records none")
+    state = (
+        "matches the rule"
+        if installed in recorded
+        else f"the rule has {' or '.join(recorded)}"
+        if recorded
+        else "the rule records none"
+    )
     return f"{installed} ({state})"

@@ -15,13 +15,24 @@ from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
 from mlacheck.codes import CODES
-from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
 from mlacheck.keys import key_identity
+from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
 from mlacheck.report.common import parse_site, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-RUN_PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "versions", "device", "strict",
-                  "scenario", "program", "processes", "baseline")
+RUN_PROPERTIES = (
+    "verdict",
+    "mode",
+    "target_arch",
+    "compile_policy",
+    "versions",
+    "device",
+    "strict",
+    "scenario",
+    "program",
+    "processes",
+    "baseline",
+)
 
 
 def to_sarif(report: dict, anchor: str | None = None) -> dict:
@@ -29,18 +40,25 @@ def to_sarif(report: dict, anchor: str | None = None) -> dict:
     rules = list(CODES.values())
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
-    compiled_by = {(family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
-                   for family in report.get("families") or [] for variant in family.get("variants") or []}
+    compiled_by = {
+        (family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
+        for family in report.get("families") or []
+        for variant in family.get("variants") or []
+    }
     results = []
     for finding, print_ in zip(findings, report_fingerprints(findings)):
-        site = (finding.get("site") or compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-                or anchor)
+        site = (
+            finding.get("site")
+            or compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
+            or anchor
+        )
         results.append(_result(finding, print_, index, site))
     errors = report.get("internal_errors") or []
     invocation = {"executionSuccessful": not errors}
     if errors:
-        invocation["toolExecutionNotifications"] = [{"level": "error", "message": {"text": f"internal error in capture: {e}"}}
-                                                    for e in errors]
+        invocation["toolExecutionNotifications"] = [
+            {"level": "error", "message": {"text": f"internal error in capture: {e}"}} for e in errors
+        ]
     driver = {
         "name": "mlacheck",
         "rules": [
@@ -60,12 +78,14 @@ def to_sarif(report: dict, anchor: str | None = None) -> dict:
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": driver},
-            "invocations": [invocation],
-            "results": results,
-            "properties": {name: report[name] for name in RUN_PROPERTIES if report.get(name) is not None},
-        }],
+        "runs": [
+            {
+                "tool": {"driver": driver},
+                "invocations": [invocation],
+                "results": results,
+                "properties": {name: report[name] for name in RUN_PROPERTIES if report.get(name) is not None},
+            }
+        ],
     }
 
 
@@ -79,8 +99,11 @@ def _result(finding: dict, print_: str, index: dict[str, int], site: str | None)
         "message": {"text": text},
         "locations": _locations(site),
         "partialFingerprints": {FINGERPRINT_SCHEME: print_},
-        "properties": {name: finding[name] for name in ("family", "key", "nearest", "diff", "process")
-                       if finding.get(name) is not None},
+        "properties": {
+            name: finding[name]
+            for name in ("family", "key", "nearest", "diff", "process")
+            if finding.get(name) is not None
+        },
     }
     if finding.get("code") in index:
         result["ruleIndex"] = index[finding["code"]]

@@ -23,8 +23,15 @@ MODE_NOTES = {
     "dry": "no CUDA device: the library's dispatch runs up to and past its cache lookup; nothing launches",
     "program": "a program's own dispatches, observed in each of its Python processes",
 }
-STATUS_STYLES = {"ok": "green", "captured": "green", "serving-path compile": "bold red", "dead warm-up": "yellow",
-                 "unverified": "magenta", "not compiled": "dim", "unused": "dim"}
+STATUS_STYLES = {
+    "ok": "green",
+    "captured": "green",
+    "serving-path compile": "bold red",
+    "dead warm-up": "yellow",
+    "unverified": "magenta",
+    "not compiled": "dim",
+    "unused": "dim",
+}
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow"}
 VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 
@@ -35,8 +42,13 @@ def render(report: Report | dict, console: Console) -> None:
     console.print(_header(data))
     for family in data["families"]:
         if not family["variants"]:
-            console.print(Text(f"{family['name']}  ({family.get('version') or 'version unknown'}): loaded; nothing was "
-                               "compiled or looked up", style="dim"))
+            console.print(
+                Text(
+                    f"{family['name']}  ({family.get('version') or 'version unknown'}): loaded; nothing was "
+                    "compiled or looked up",
+                    style="dim",
+                )
+            )
             continue
         console.print(_variant_table(family, ((data.get("scenario") or {}).get("measured") or {}).get(family["name"])))
         for note in family.get("notes") or []:
@@ -63,7 +75,10 @@ def _header(data: dict) -> Panel:
         ("versions", versions_text(data)),
         ("target arch", data["target_arch"] or "not set (no observed process named one)"),
         ("mode", f"{mode}: {MODE_NOTES.get(mode, '')}" + (f" ({data['device']})" if data.get("device") else "")),
-        ("compile", "real (every compile timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)"),
+        (
+            "compile",
+            "real (every compile timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)",
+        ),
     ]
     rows += _program_rows(data) if mode == "program" else (data.get("scenario") or {}).get("header") or []
     for name, value in rows:
@@ -75,11 +90,17 @@ def _program_rows(data: dict) -> list[tuple[str, str]]:
     ended = [f"{shlex.join(command) or '?'}: {status}" for command, status in program_runs(data)]
     processes = data.get("processes") or []
     described = ", ".join(
-        f"pid {p['pid']}" + (f" rank {p['rank']}" if p.get("rank") is not None else "")
+        f"pid {p['pid']}"
+        + (f" rank {p['rank']}" if p.get("rank") is not None else "")
         + (f" (forked from {p['forked_from']})" if p.get("forked_from") else "")
-        + ("" if p.get("exited") else " (did not exit normally)") + (" (trace cut short)" if p.get("truncated") else "")
-        for p in processes)
-    return [("program", "\n".join(ended)), ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace")]
+        + ("" if p.get("exited") else " (did not exit normally)")
+        + (" (trace cut short)" if p.get("truncated") else "")
+        for p in processes
+    )
+    return [
+        ("program", "\n".join(ended)),
+        ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace"),
+    ]
 
 
 def _variant_table(family: dict, extra: dict | None = None) -> Table:
@@ -95,15 +116,32 @@ def _variant_table(family: dict, extra: dict | None = None) -> Table:
     title = f"{family['name']}  ({family.get('version') or 'version unknown'})"
     if family.get("dispatch_calls"):
         title += f"  {family['dispatch_calls']} dispatch call(s)"
-    table = Table(title=Text(title), title_justify="left", header_style="bold", caption_justify="left",
-                  caption=Text(f"every variant: {caption}") if caption else None)
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        header_style="bold",
+        caption_justify="left",
+        caption=Text(f"every variant: {caption}") if caption else None,
+    )
     cells = {key_identity(row["key"]): row["cells"] for row in (extra or {}).get("variants") or []}
     measured = list((extra or {}).get("columns") or []) if cells else []
     judged = any(v.get("numerics") for v in variants)
-    columns = [*varying, *(["spelled"] if spelled else []), "precompiled", "compiled by", "dispatches", *measured,
-               *(["kernel vs reference"] if judged else []), "status"]
-    rows = [_variant_cells(variant, varying, spelled, cells.get(key_identity(variant["key"]), ["—"] * len(measured)),
-                           judged) for variant in variants]
+    columns = [
+        *varying,
+        *(["spelled"] if spelled else []),
+        "precompiled",
+        "compiled by",
+        "dispatches",
+        *measured,
+        *(["kernel vs reference"] if judged else []),
+        "status",
+    ]
+    rows = [
+        _variant_cells(
+            variant, varying, spelled, cells.get(key_identity(variant["key"]), ["—"] * len(measured)), judged
+        )
+        for variant in variants
+    ]
     for name in columns:
         table.add_column(Text(name), justify="right" if name in ("dispatches", "tokens") else "left", overflow="fold")
     for row in rows:
@@ -114,7 +152,8 @@ def _variant_table(family: dict, extra: dict | None = None) -> Table:
 def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: list[str], judged: bool) -> list[Text]:
     if variant["precompiled"]:
         how = {"capture": "captured", "preexisting": "before mlacheck", "inherited": "inherited (fork)"}.get(
-            variant.get("compile_phase"), "yes")
+            variant.get("compile_phase"), "yes"
+        )
         precompiled = how + (f", {variant['compile_s']:.1f} s" if variant.get("compile_s") is not None else "")
     else:
         precompiled = "no"
@@ -122,15 +161,20 @@ def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: l
     if variant.get("serving_path_compile_s") is not None:
         status += f" ({variant['serving_path_compile_s']:.1f} s stall)"
     dispatches = ("≥" if variant.get("dispatches_at_least") else "") + str(variant["dispatches"])
-    return [*(Text(value_text(variant["key"].get(name))) for name in varying),
-            *([Text(spelling_text(variant.get("spelling")))] if spelled else []),
-            Text(precompiled), Text(variant.get("compiled_by") or "—"), Text(dispatches),
-            *(Text(cell) for cell in measured), *([Text(_metrics(variant.get("numerics")))] if judged else []),
-            Text(status, style=STATUS_STYLES.get(variant["status"], ""))]
+    return [
+        *(Text(value_text(variant["key"].get(name))) for name in varying),
+        *([Text(spelling_text(variant.get("spelling")))] if spelled else []),
+        Text(precompiled),
+        Text(variant.get("compiled_by") or "—"),
+        Text(dispatches),
+        *(Text(cell) for cell in measured),
+        *([Text(_metrics(variant.get("numerics")))] if judged else []),
+        Text(status, style=STATUS_STYLES.get(variant["status"], "")),
+    ]
 
 
 def _metrics(metrics: dict | None) -> str:
-    """"name value, ...": a launched kernel's measured distance from the reference."""
+    """ "name value, ...": a launched kernel's measured distance from the reference."""
     if metrics is None:
         return "—"
     return ", ".join(f"{name} {value:.4g}" for name, value in metrics.items() if value is not None)
@@ -152,8 +196,13 @@ def _findings(findings: list[dict]) -> Group:
         parts.append(line)
         for name, (old, new) in (finding.get("diff") or {}).items():
             driven = finding.get("drivers", {}).get(name)
-            parts.append(Text(f"    diff {name}: precompiled {value_text(old)} → dispatched {value_text(new)}"
-                              + (f"  (follows {', '.join(driven)})" if driven else ""), style="cyan"))
+            parts.append(
+                Text(
+                    f"    diff {name}: precompiled {value_text(old)} → dispatched {value_text(new)}"
+                    + (f"  (follows {', '.join(driven)})" if driven else ""),
+                    style="cyan",
+                )
+            )
         if finding.get("site"):
             parts.append(Text(f"    at {finding['site']}", style="dim"))
         parts.append(Text(f"    fix: {finding['hint']}", style="dim"))
@@ -167,13 +216,14 @@ def _verdict(data: dict) -> Text:
     wasted = sum(v.get("compile_s") or 0.0 for v in variants if v["status"] == "dead warm-up")
     text = Text("verdict: ")
     text.append(data["verdict"].upper(), style=VERDICT_STYLES[data["verdict"]])
-    text.append(f"  {counts['errors']} error(s), {counts['warnings']} warning(s)"
-                + (f", {counts['baselined']} known from the baseline" if counts["baselined"] else "")
-                + (" (strict: warnings fail)" if data.get("strict") else ""))
+    text.append(
+        f"  {counts['errors']} error(s), {counts['warnings']} warning(s)"
+        + (f", {counts['baselined']} known from the baseline" if counts["baselined"] else "")
+        + (" (strict: warnings fail)" if data.get("strict") else "")
+    )
     if stall:
         text.append(f"; {stall:.1f} s of serving-path compile")
     if wasted:
         text.append(f"; {wasted:.1f} s of warm-up wasted")
     text.append(f" — {data['exit_reason']}", style="bold")
     return text
-

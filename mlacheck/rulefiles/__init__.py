@@ -64,11 +64,13 @@ class RuleSet:
 
     def capture_config(self) -> dict:
         """What an observed process needs, as JSON: the family files as the schema dumps them, the engine facts."""
-        return {"families": [rule.model_dump(mode="json") for rule in self.families],
-                "phases": [phase.model_dump(mode="json") for phase in self.phases],
-                "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
-                "engines": [engine.model_dump(mode="json") for engine in self.engines],
-                "arch_env": self.arch_env}
+        return {
+            "families": [rule.model_dump(mode="json") for rule in self.families],
+            "phases": [phase.model_dump(mode="json") for phase in self.phases],
+            "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
+            "engines": [engine.model_dump(mode="json") for engine in self.engines],
+            "arch_env": self.arch_env,
+        }
 
 
 def load_rules(path: Path | None = None) -> RuleSet:
@@ -77,7 +79,9 @@ def load_rules(path: Path | None = None) -> RuleSet:
     if path.is_dir():
         files = sorted(path.glob("*.toml"))
         if not files:
-            raise MlacheckError(f"{path}: no *.toml rule files in this folder; point --rules at a rule file or a folder of them")
+            raise MlacheckError(
+                f"{path}: no *.toml rule files in this folder; point --rules at a rule file or a folder of them"
+            )
     elif path.is_file():
         files = [path]
     else:
@@ -88,7 +92,9 @@ def load_rules(path: Path | None = None) -> RuleSet:
     if duplicate:
         raise MlacheckError(f"{path}: family {duplicate!r} is declared by more than one rule file; keep one")
     if not rules.families:
-        raise MlacheckError(f"{path}: no rule file here declares a [family]; add one (see mlacheck's bundled rule files)")
+        raise MlacheckError(
+            f"{path}: no rule file here declares a [family]; add one (see mlacheck's bundled rule files)"
+        )
     return rules
 
 
@@ -104,6 +110,9 @@ def load_rule_file(file: Path) -> RuleFile:
         return RuleFile.model_validate({**data, "source": str(file)})
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".") or "(rule file)"
+        where = (
+            "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+            or "(rule file)"
+        )
         what = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
         raise MlacheckError(f"{file}: {where}: {what} (the README's 'Rule files' section gives the schema)") from None

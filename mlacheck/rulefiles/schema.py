@@ -13,7 +13,7 @@ These models are the one declaration of a family: capture reads them (an observe
 from __future__ import annotations
 
 import math
-from typing import Literal, Union
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -22,10 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from mlacheck import arch, qualnames
 from mlacheck.keys import value_text
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
-DRY_ACTIONS = ("nullcontext", "target_capability", "target_sm_count", "target_clusters", "target_l2_bytes",
-               "stand_in_class")
+DRY_ACTIONS = (
+    "nullcontext",
+    "target_capability",
+    "target_sm_count",
+    "target_clusters",
+    "target_l2_bytes",
+    "stand_in_class",
+)
 """What a `[[dry.patch]]` can stand in with (`capture.dry` implements each): nullcontext (a context manager that does
 nothing, e.g. a CUDA stream binding); target_capability (the target arch's (major, minor)); target_sm_count;
 target_clusters(cluster_size) (SMs / cluster size); target_l2_bytes; stand_in_class (a class whose instances answer
@@ -48,26 +54,39 @@ class Family(_Strict):
     name: str
     description: str = ""
     distribution: str = Field(description="the PyPI distribution whose version the rule was checked against")
-    checked_versions: Union[str, list[str]] = Field(description="PEP 440 specifier set(s), e.g. '>=2.0.4,<2.1'")
-    arches: list[str] = Field(min_length=1, description="the target arches the family's kernels exist for, e.g. sm_100a")
-    arch_env: list[str] = Field(default=[], description="environment variables the family's compiles take their "
-                                "target arch from, first set first (e.g. CUTE_DSL_ARCH)")
+    checked_versions: str | list[str] = Field(description="PEP 440 specifier set(s), e.g. '>=2.0.4,<2.1'")
+    arches: list[str] = Field(
+        min_length=1, description="the target arches the family's kernels exist for, e.g. sm_100a"
+    )
+    arch_env: list[str] = Field(
+        default=[],
+        description="environment variables the family's compiles take their "
+        "target arch from, first set first (e.g. CUTE_DSL_ARCH)",
+    )
     module: str
     cache: str = Field(description="dotted path from the module to the cache, read as the cache_kind says")
     cache_kind: str = Field(default="dict", description="how the cache is held: capture.caches names the kinds")
     lookup: Literal["getitem", "contains"] = "getitem"
     compile: str | None = Field(default=None, description="compile function: a module attribute or MODULE:ATTRIBUTE")
-    dispatch: list[str] = Field(min_length=1, description="the functions that look variants up at run time: module "
-                                "functions, or methods as Class.method")
+    dispatch: list[str] = Field(
+        min_length=1,
+        description="the functions that look variants up at run time: module functions, or methods as Class.method",
+    )
     warmup: str | None = Field(default=None, description="the library's own warm-up function, if it has one")
     key_fields: list[str] = Field(min_length=1)
     key_functions: list[str] = Field(default=[], description="functions whose signature and source the key depends on")
-    fingerprint: Union[str, list[str], None] = Field(
-        default=None, description="their fingerprint when the rule was checked; a list where several versions' code was")
+    fingerprint: str | list[str] | None = Field(
+        default=None, description="their fingerprint when the rule was checked; a list where several versions' code was"
+    )
     site_skip: list[str] = Field(default=[], description="wrapper packages that are never a site")
-    call_facts: list[str] = Field(default=[], description="locals of the dispatch function that say which call dispatched a variant")
-    every_call_looks_up: bool = Field(default=False, description="each dispatch call looks the cache up: one that "
-                                      "returns without a lookup ran a variant through a path the rule does not watch")
+    call_facts: list[str] = Field(
+        default=[], description="locals of the dispatch function that say which call dispatched a variant"
+    )
+    every_call_looks_up: bool = Field(
+        default=False,
+        description="each dispatch call looks the cache up: one that "
+        "returns without a lookup ran a variant through a path the rule does not watch",
+    )
 
     @field_validator("checked_versions")
     @classmethod
@@ -126,7 +145,7 @@ class Contract(_Strict):
     field: str
     equals: Scalar | None = None
     equals_context: str | None = Field(default=None, description="name of a context value the field must equal")
-    when: dict[str, Union[str, list[str]]] = {}
+    when: dict[str, str | list[str]] = {}
     why: str = ""
 
     @model_validator(mode="after")
@@ -141,7 +160,9 @@ class Contract(_Strict):
 
     def applies(self, context: dict[str, str]) -> bool:
         """True when every `when` entry is known in the context and matches it."""
-        return all(context.get(name) in ([wanted] if isinstance(wanted, str) else wanted) for name, wanted in self.when.items())
+        return all(
+            context.get(name) in ([wanted] if isinstance(wanted, str) else wanted) for name, wanted in self.when.items()
+        )
 
     def expected(self, context: dict[str, str]) -> str | None:
         """The value the field must have, as text, or None when the context does not say."""
@@ -154,7 +175,8 @@ class DryPatch(_Strict):
     target: str = Field(description="MODULE:ATTRIBUTE to stand in for during each dispatch call")
     action: Literal[DRY_ACTIONS]
     methods: dict[str, Literal[DRY_ACTIONS]] = Field(
-        default={}, description="stand_in_class: each method of the stand-in class, and the action it answers with")
+        default={}, description="stand_in_class: each method of the stand-in class, and the action it answers with"
+    )
 
     @field_validator("target")
     @classmethod
@@ -164,7 +186,7 @@ class DryPatch(_Strict):
     @model_validator(mode="after")
     def _methods_for_classes(self) -> DryPatch:
         if (self.action == "stand_in_class") != bool(self.methods):
-            raise ValueError("methods go with action = \"stand_in_class\", and it needs them")
+            raise ValueError('methods go with action = "stand_in_class", and it needs them')
         if "stand_in_class" in self.methods.values():
             raise ValueError("a method of a stand-in class answers with another action than stand_in_class")
         return self

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 ROPE_DIM = 64  # MLA's rope part of the QK head dim, one k_pe shared by all heads
 FP8_MAX = torch.finfo(torch.float8_e4m3fn).max  # 448
 OUTLIER_MAGNITUDE = (10.0, 50.0)  # outlier channels' offsets, in units of the baseline RMS

@@ -85,92 +85,224 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
     package = import_tokenspeed_mla()
     warmup = resolve_warmup(options.warmup, the_engine.name, rules.family(FAMILIES["prefill"]))
-    plan = decode_plan(the_engine, batch_sizes, context_len, options.cuda_graph, options.cuda_graph_max_bs, options.seed)
+    plan = decode_plan(
+        the_engine, batch_sizes, context_len, options.cuda_graph, options.cuda_graph_max_bs, options.seed
+    )
     enable_pdl = environment.enable_pdl if the_engine.pdl is None else the_engine.pdl
     num_sms = options.num_sms or arch.flagship(environment.target_arch).sms
     launcher = LaunchCounter(execute=environment.mode == "execute")
     memory = MemorySink()
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
     measurements = Measurements(sink)
-    sink.write({"type": "run", "format_version": FORMAT_VERSION, "pid": os.getpid(), "mlacheck_version": __version__,
-                "started": time.time()})
-    capture_policy = CapturePolicy(compile=options.compile, replace_launch=environment.mode != "execute",
-                           dry=environment.mode != "execute", target_arch=environment.target_arch, num_sms=num_sms)
-    captures = [FamilyCapture(rules.family(FAMILIES[kind]), sink, capture_policy, launcher.stand_in, rules.phases + startup.FRAMES)
-                for kind in kinds]
+    sink.write(
+        {
+            "type": "run",
+            "format_version": FORMAT_VERSION,
+            "pid": os.getpid(),
+            "mlacheck_version": __version__,
+            "started": time.time(),
+        }
+    )
+    capture_policy = CapturePolicy(
+        compile=options.compile,
+        replace_launch=environment.mode != "execute",
+        dry=environment.mode != "execute",
+        target_arch=environment.target_arch,
+        num_sms=num_sms,
+    )
+    captures = [
+        FamilyCapture(
+            rules.family(FAMILIES[kind]), sink, capture_policy, launcher.stand_in, rules.phases + startup.FRAMES
+        )
+        for kind in kinds
+    ]
     device = "cpu" if environment.mode == "dry" else "cuda"
     fp8 = the_engine.prefill_q_dtype == KV_CACHE_DTYPE
     q_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
-    decoder = DecodeRunner(package, model, enable_pdl, environment.mode, launcher, measurements,
-                           FAMILIES["decode"], device) if "decode" in kinds else None
+    decoder = (
+        DecodeRunner(package, model, enable_pdl, environment.mode, launcher, measurements, FAMILIES["decode"], device)
+        if "decode" in kinds
+        else None
+    )
     stats = TrafficStats()
     try:
         for capture in captures:
             capture.install()
         try:
-            startup.run_phases(captures, _warmup_actions(the_engine, options, warmup, plan, decoder, package, model,
-                                                         enable_pdl, environment.target_arch, q_dtype, device, kinds),
-                               [lambda step=step: decoder.step(step, options.seed)
-                                for step in plan.steps if step.phase == "capture" and decoder is not None])
+            startup.run_phases(
+                captures,
+                _warmup_actions(
+                    the_engine,
+                    options,
+                    warmup,
+                    plan,
+                    decoder,
+                    package,
+                    model,
+                    enable_pdl,
+                    environment.target_arch,
+                    q_dtype,
+                    device,
+                    kinds,
+                ),
+                [
+                    lambda step=step: decoder.step(step, options.seed)
+                    for step in plan.steps
+                    if step.phase == "capture" and decoder is not None
+                ],
+            )
             if "prefill" in kinds:
-                stats = run_traffic(package.tokenspeed_mla_prefill, make_workload(options.requests, options.seed),
-                                    the_engine.name, model, environment.mode, enable_pdl, launcher, measurements, FAMILIES["prefill"],
-                                    options.seed, device, fp8)
+                stats = run_traffic(
+                    package.tokenspeed_mla_prefill,
+                    make_workload(options.requests, options.seed),
+                    the_engine.name,
+                    model,
+                    environment.mode,
+                    enable_pdl,
+                    launcher,
+                    measurements,
+                    FAMILIES["prefill"],
+                    options.seed,
+                    device,
+                    fp8,
+                )
             for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
                 decoder.step(step, options.seed * 7919 + number)
         except MlacheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
-            raise MlacheckError(f"tokenspeed_mla failed in {environment.mode} mode on {environment.device or 'the CPU'} "
-                                f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}") from None
+            raise MlacheckError(
+                f"tokenspeed_mla failed in {environment.mode} mode on {environment.device or 'the CPU'} "
+                f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
+            ) from None
     finally:
         for capture in reversed(captures):
             capture.remove()
         sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()
-    run_context = {"target_arch": environment.target_arch, "kv_cache_dtype": KV_CACHE_DTYPE, "engine": the_engine.name,
-                   "d_qk": str(model.d_qk), "d_v": str(model.d_v), "num_heads": str(model.num_heads), **(options.context or {})}
-    scenario = _scenario_facts(options, the_engine, model, warmup.label, stats, plan, decoder, launcher, context_len,
-                               arch.sm_count_label(environment.target_arch, options.num_sms), kinds)
+    run_context = {
+        "target_arch": environment.target_arch,
+        "kv_cache_dtype": KV_CACHE_DTYPE,
+        "engine": the_engine.name,
+        "d_qk": str(model.d_qk),
+        "d_v": str(model.d_v),
+        "num_heads": str(model.num_heads),
+        **(options.context or {}),
+    }
+    scenario = _scenario_facts(
+        options,
+        the_engine,
+        model,
+        warmup.label,
+        stats,
+        plan,
+        decoder,
+        launcher,
+        context_len,
+        arch.sm_count_label(environment.target_arch, options.num_sms),
+        kinds,
+    )
     scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns())
-    facts = {"mode": environment.mode, "target_arch": environment.target_arch, "compile_policy": options.compile,
-             "mlacheck_version": __version__, "device": environment.device, "scenario": scenario}
+    facts = {
+        "mode": environment.mode,
+        "target_arch": environment.target_arch,
+        "compile_policy": options.compile,
+        "mlacheck_version": __version__,
+        "device": environment.device,
+        "scenario": scenario,
+    }
     return build_report(analyse(memory.events, rules, run_context), facts, policy=policy)
 
 
-def _warmup_actions(the_engine: EngineProfile, options: CheckOptions, warmup, plan: DecodePlan,
-                    decoder: DecodeRunner | None,
-                    package, model: ModelPreset, enable_pdl: bool, target_arch: str, q_dtype: torch.dtype, device: str,
-                    kinds: tuple[str, ...]) -> list:
+def _warmup_actions(
+    the_engine: EngineProfile,
+    options: CheckOptions,
+    warmup,
+    plan: DecodePlan,
+    decoder: DecodeRunner | None,
+    package,
+    model: ModelPreset,
+    enable_pdl: bool,
+    target_arch: str,
+    q_dtype: torch.dtype,
+    device: str,
+    kinds: tuple[str, ...],
+) -> list:
     """The start-up warm-up in the engine's order: its warm-up function, a dummy prefill, decode dummy forwards."""
     actions = []
     if "prefill" in kinds:
-        arguments = {"q_dtype": q_dtype, "d_qk": model.d_qk, "d_v": model.d_v, "num_heads": model.num_heads,
-                     "enable_pdl": enable_pdl, "target_arch": target_arch}
+        arguments = {
+            "q_dtype": q_dtype,
+            "d_qk": model.d_qk,
+            "d_v": model.d_v,
+            "num_heads": model.num_heads,
+            "enable_pdl": enable_pdl,
+            "target_arch": target_arch,
+        }
         actions.append(lambda: run_warmup(warmup, arguments))
-        if the_engine.startup_prefill == "always" or (the_engine.startup_prefill == "with graphs" and options.cuda_graph):
+        if the_engine.startup_prefill == "always" or (
+            the_engine.startup_prefill == "with graphs" and options.cuda_graph
+        ):
             for call in the_engine.prefill_calls((Request(2),), 4096):
-                actions.append(lambda call=call: dispatch(package.tokenspeed_mla_prefill, call,
-                                                          empty_tensors(call, model, device, q_dtype), model, enable_pdl))
+                actions.append(
+                    lambda call=call: dispatch(
+                        package.tokenspeed_mla_prefill,
+                        call,
+                        empty_tensors(call, model, device, q_dtype),
+                        model,
+                        enable_pdl,
+                    )
+                )
     if decoder is not None:
         actions += [lambda step=step: decoder.step(step, options.seed) for step in plan.steps if step.phase == "warmup"]
     return actions
 
 
-def _scenario_facts(options: CheckOptions, the_engine: EngineProfile, model: ModelPreset, warmup_label: str,
-                    stats: TrafficStats, plan: DecodePlan, decoder: DecodeRunner | None, launcher: LaunchCounter,
-                    context_len: int, sms: str,
-                    kinds: tuple[str, ...]) -> dict:
-    facts = {"model": model.name, "tp": options.tp, "num_heads": model.num_heads, "d_qk": model.d_qk, "d_v": model.d_v,
-             "profile": the_engine.name, "engine_source": the_engine.source, "kernels": list(kinds), "warmup": warmup_label,
-             "cuda_graph": options.cuda_graph, "launches": launcher.launches}
+def _scenario_facts(
+    options: CheckOptions,
+    the_engine: EngineProfile,
+    model: ModelPreset,
+    warmup_label: str,
+    stats: TrafficStats,
+    plan: DecodePlan,
+    decoder: DecodeRunner | None,
+    launcher: LaunchCounter,
+    context_len: int,
+    sms: str,
+    kinds: tuple[str, ...],
+) -> dict:
+    facts = {
+        "model": model.name,
+        "tp": options.tp,
+        "num_heads": model.num_heads,
+        "d_qk": model.d_qk,
+        "d_v": model.d_v,
+        "profile": the_engine.name,
+        "engine_source": the_engine.source,
+        "kernels": list(kinds),
+        "warmup": warmup_label,
+        "cuda_graph": options.cuda_graph,
+        "launches": launcher.launches,
+    }
     if "prefill" in kinds:
-        facts.update(requests=options.requests, seed=options.seed, prefill_calls=stats.prefill_calls, tokens=stats.tokens,
-                     prefill_q_dtype=the_engine.prefill_q_dtype, merge_max_abs_err=stats.merge_max_abs_err)
+        facts.update(
+            requests=options.requests,
+            seed=options.seed,
+            prefill_calls=stats.prefill_calls,
+            tokens=stats.tokens,
+            prefill_q_dtype=the_engine.prefill_q_dtype,
+            merge_max_abs_err=stats.merge_max_abs_err,
+        )
     if decoder is not None:
-        facts.update(sm_count=sms, context_len=context_len, capture_sizes=list(plan.capture_sizes),
-                     batch_sizes=list(plan.batch_sizes), eager_batch_sizes=list(plan.eager_sizes),
-                     replays=plan.replays, decode_dispatches=decoder.dispatches)
+        facts.update(
+            sm_count=sms,
+            context_len=context_len,
+            capture_sizes=list(plan.capture_sizes),
+            batch_sizes=list(plan.batch_sizes),
+            eager_batch_sizes=list(plan.eager_sizes),
+            replays=plan.replays,
+            decode_dispatches=decoder.dispatches,
+        )
     return facts
 
 
@@ -182,8 +314,10 @@ def _kinds(rules: RuleSet, kernel: str, path: Path | None) -> tuple[str, ...]:
         return declared
     missing = next((kind for kind in wanted if kind not in declared), None)
     if missing is not None:
-        raise MlacheckError(f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy "
-                            f"mlacheck's bundled {FAMILIES[missing].replace('.', '_')}.toml)")
+        raise MlacheckError(
+            f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy "
+            f"mlacheck's bundled {FAMILIES[missing].replace('.', '_')}.toml)"
+        )
     return declared
 
 

@@ -37,8 +37,17 @@ class DecodeRunner:
     """Sends decode steps through the package's `tokenspeed_mla_decode` (looked up at each call, as engines
     that import the package do), as one engine calls it."""
 
-    def __init__(self, package, model: ModelPreset, enable_pdl: bool, mode: str, launcher: LaunchCounter,
-                 measurements: Measurements, family: str, device: str) -> None:
+    def __init__(
+        self,
+        package,
+        model: ModelPreset,
+        enable_pdl: bool,
+        mode: str,
+        launcher: LaunchCounter,
+        measurements: Measurements,
+        family: str,
+        device: str,
+    ) -> None:
         self.package, self.model, self.enable_pdl, self.mode = package, model, enable_pdl, mode
         self.launcher, self.measurements, self.family, self.device = launcher, measurements, family, device
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.int8, device=device)
@@ -62,10 +71,16 @@ class DecodeRunner:
     def dispatch(self, inputs: DecodeInputs, max_seq_len: int) -> torch.Tensor:
         """One tokenspeed_mla_decode call with the engines' arguments (their defaults elsewhere)."""
         return self.package.tokenspeed_mla_decode(
-            query=inputs.query, kv_cache=inputs.kv_cache, workspace_buffer=self.workspace,
-            kv_lora_rank=self.model.kv_lora_rank, qk_rope_head_dim=self.model.qk_rope_head_dim,
-            block_tables=inputs.block_tables, seq_lens=inputs.seq_lens, max_seq_len=max_seq_len,
-            softmax_scale=self.model.softmax_scale, enable_pdl=self.enable_pdl,
+            query=inputs.query,
+            kv_cache=inputs.kv_cache,
+            workspace_buffer=self.workspace,
+            kv_lora_rank=self.model.kv_lora_rank,
+            qk_rope_head_dim=self.model.qk_rope_head_dim,
+            block_tables=inputs.block_tables,
+            seq_lens=inputs.seq_lens,
+            max_seq_len=max_seq_len,
+            softmax_scale=self.model.softmax_scale,
+            enable_pdl=self.enable_pdl,
         )
 
     def inputs(self, step: DecodeStep, seed: int, filled: bool = True) -> DecodeInputs:
@@ -80,22 +95,35 @@ class DecodeRunner:
         seq_lens = torch.tensor(step.seq_lens, dtype=torch.int32)
         query_shape, cache_shape = (step.batch_size, 1, self.model.num_heads, width), (start, PAGE_SIZE, width)
         if self.mode == "dry" or not filled:
-            return DecodeInputs(torch.empty(query_shape, dtype=FP8, device=self.device),
-                                torch.empty(cache_shape, dtype=FP8, device=self.device), tables.to(self.device),
-                                seq_lens.to(self.device), None)
+            return DecodeInputs(
+                torch.empty(query_shape, dtype=FP8, device=self.device),
+                torch.empty(cache_shape, dtype=FP8, device=self.device),
+                tables.to(self.device),
+                seq_lens.to(self.device),
+                None,
+            )
         generator = torch.Generator().manual_seed(seed)
         query = torch.randn(query_shape, generator=generator).to(torch.bfloat16).to(self.device)
         cache = torch.randn(cache_shape, generator=generator).to(torch.bfloat16).to(self.device)
-        return DecodeInputs(query.to(FP8), cache.to(FP8), tables.to(self.device), seq_lens.to(self.device), (query, cache))
+        return DecodeInputs(
+            query.to(FP8), cache.to(FP8), tables.to(self.device), seq_lens.to(self.device), (query, cache)
+        )
 
     def _numerics(self, inputs: DecodeInputs, result: torch.Tensor) -> None:
         model = self.model
-        reference = reference_decode(inputs.query, inputs.kv_cache, inputs.block_tables, inputs.seq_lens,
-                                     model.kv_lora_rank, model.softmax_scale)
+        reference = reference_decode(
+            inputs.query, inputs.kv_cache, inputs.block_tables, inputs.seq_lens, model.kv_lora_rank, model.softmax_scale
+        )
         query, cache = inputs.original
-        original = reference_decode(query, cache, inputs.block_tables, inputs.seq_lens, model.kv_lora_rank,
-                                    model.softmax_scale)
+        original = reference_decode(
+            query, cache, inputs.block_tables, inputs.seq_lens, model.kv_lora_rank, model.softmax_scale
+        )
         flat = lambda x: x.reshape(-1, model.num_heads, model.kv_lora_rank)  # noqa: E731
         kernel = asdict(compare_outputs(flat(result), None, flat(reference), None)) if self.mode == "execute" else None
-        self.measurements.record(self.family, self.launcher.last_key, int(inputs.query.shape[0]),
-                                 asdict(compare_outputs(flat(reference), None, flat(original), None)), kernel)
+        self.measurements.record(
+            self.family,
+            self.launcher.last_key,
+            int(inputs.query.shape[0]),
+            asdict(compare_outputs(flat(reference), None, flat(original), None)),
+            kernel,
+        )

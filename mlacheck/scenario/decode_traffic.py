@@ -52,7 +52,7 @@ class DecodePlan:
 
 
 def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
-    """"1,3,160" -> (1, 3, 160); None -> the default spread."""
+    """ "1,3,160" -> (1, 3, 160); None -> the default spread."""
     if text is None:
         return DEFAULT_BATCH_SIZES
     try:
@@ -64,8 +64,14 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
     return sizes
 
 
-def decode_plan(engine: EngineProfile, batch_sizes: tuple[int, ...], context_len: int, cuda_graph: bool,
-                capture_max: int | None, seed: int) -> DecodePlan:
+def decode_plan(
+    engine: EngineProfile,
+    batch_sizes: tuple[int, ...],
+    context_len: int,
+    cuda_graph: bool,
+    capture_max: int | None,
+    seed: int,
+) -> DecodePlan:
     """The engine's start-up decode steps, then one serving step per batch size (and vLLM's mixed steps)."""
     if context_len < 1:
         raise MlacheckError(f"--max-context-len {context_len}: a context length is 1 token or more")
@@ -85,14 +91,26 @@ def decode_plan(engine: EngineProfile, batch_sizes: tuple[int, ...], context_len
         covered = cuda_graph and size <= capture[-1]
         if covered:
             padded = capture[bisect.bisect_left(capture, size)]
-            steps.append(dataclasses.replace(_eager(engine, size, seq_lens, context_len,
-                                                    f"replays the graph of batch size {padded}"), replayed=True))
+            steps.append(
+                dataclasses.replace(
+                    _eager(engine, size, seq_lens, context_len, f"replays the graph of batch size {padded}"),
+                    replayed=True,
+                )
+            )
         else:
             steps.append(_eager(engine, size, seq_lens, context_len, "eager decode"))
         if engine.mixed_decode:
             prefill_len = min(context_len, _log_uniform(rng, *MIXED_PREFILL_RANGE))
-            steps.append(_eager(engine, size, seq_lens, context_len, "decode beside a prefill in one step",
-                                longest=max(max(seq_lens), prefill_len)))
+            steps.append(
+                _eager(
+                    engine,
+                    size,
+                    seq_lens,
+                    context_len,
+                    "decode beside a prefill in one step",
+                    longest=max(max(seq_lens), prefill_len),
+                )
+            )
     return DecodePlan(capture, tuple(steps), tuple(batch_sizes))
 
 
@@ -100,8 +118,9 @@ def _dummy(phase: str, size: int, max_seq_len: int, note: str) -> DecodeStep:
     return DecodeStep(phase, size, max_seq_len, (min(CAPTURE_SEQ_LEN, max_seq_len),) * size, note=note)
 
 
-def _eager(engine: EngineProfile, size: int, seq_lens: tuple[int, ...], context_len: int, note: str,
-           longest: int | None = None) -> DecodeStep:
+def _eager(
+    engine: EngineProfile, size: int, seq_lens: tuple[int, ...], context_len: int, note: str, longest: int | None = None
+) -> DecodeStep:
     max_seq_len = context_len if engine.eager_max_seq_len == "context" else (longest or max(seq_lens))
     return DecodeStep("serving", size, max_seq_len, seq_lens, note=note)
 

@@ -71,19 +71,54 @@ def vllm_grid(maximum: int) -> list[int]:
 
 ENGINE_PROFILES: dict[str, EngineProfile] = {
     "tokenspeed": EngineProfile(
-        "tokenspeed", tokenspeed_profile, "float8_e4m3fn", None, tokenspeed_ladder, 160, 4, "context", False, (1,),
-        "always", (),
+        "tokenspeed",
+        tokenspeed_profile,
+        "float8_e4m3fn",
+        None,
+        tokenspeed_ladder,
+        160,
+        4,
+        "context",
+        False,
+        (1,),
+        "always",
+        (),
         "PyPI tokenspeed 0.1.1: backends/paged/tokenspeed_mla.py CuteDSLMLABackend, execution/forward_step.py "
-        "ForwardStepRunner.capture/_capture_one, execution/model_executor.py ModelExecutor.autotune"),
+        "ForwardStepRunner.capture/_capture_one, execution/model_executor.py ModelExecutor.autotune",
+    ),
     "sglang": EngineProfile(
-        "sglang", sglang_profile, "float8_e4m3fn", None, sglang_ladder, 512, 2, "batch", False, (), "never", (),
+        "sglang",
+        sglang_profile,
+        "float8_e4m3fn",
+        None,
+        sglang_ladder,
+        512,
+        2,
+        "batch",
+        False,
+        (),
+        "never",
+        (),
         "SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
-        "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py"),
+        "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py",
+    ),
     "vllm": EngineProfile(
-        "vllm", vllm_profile, "bfloat16", False, vllm_grid, 1024, 1, "batch", True, (), "with graphs", (1024, 2, 1),
+        "vllm",
+        vllm_profile,
+        "bfloat16",
+        False,
+        vllm_grid,
+        1024,
+        1,
+        "batch",
+        True,
+        (),
+        "with graphs",
+        (1024, 2, 1),
         "PyPI vllm 0.34.0: v1/attention/backends/mla/tokenspeed_mla.py TokenspeedMLAImpl, mla/prefill/tokenspeed_mla.py, "
         "model_executor/layers/attention/mla_attention.py forward_mha, v1/worker/gpu_worker.py "
-        "_compile_or_warm_up_model, v1/worker/gpu/warmup.py warmup_kernels"),
+        "_compile_or_warm_up_model, v1/worker/gpu/warmup.py warmup_kernels",
+    ),
 }
 
 

@@ -33,8 +33,10 @@ def detect_environment(requested: str, kernel_arches: list[str], arch_env: list[
     """Pick the mode and target arch among the arches the driven families have kernels for, and set the variables
     the families read their target from (`arch_env`, e.g. CUTE_DSL_ARCH) so that every compile targets it."""
     if requested != "auto" and requested not in kernel_arches:
-        raise MlacheckError(f"--arch {requested}: the scenario's families have kernels for {', '.join(kernel_arches)} only; "
-                            "pick one or auto")
+        raise MlacheckError(
+            f"--arch {requested}: the scenario's families have kernels for {', '.join(kernel_arches)} only; "
+            "pick one or auto"
+        )
     torch = _torch()
     device = device_arch = None
     if torch.cuda.is_available():
@@ -53,7 +55,9 @@ def import_tokenspeed_mla():
     try:
         package = importlib.import_module("tokenspeed_mla")
     except ImportError as exc:
-        raise MlacheckError(f"tokenspeed_mla cannot be imported ({exc}); install it: pip install tokenspeed-mla") from None
+        raise MlacheckError(
+            f"tokenspeed_mla cannot be imported ({exc}); install it: pip install tokenspeed-mla"
+        ) from None
     missing = getattr(package, "_IMPORT_ERROR", None)
     if missing is not None:
         raise MlacheckError(

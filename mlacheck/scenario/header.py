@@ -9,36 +9,64 @@ from __future__ import annotations
 
 def header_rows(scenario: dict, mode: str) -> list[list[str]]:
     """The report header's scenario rows, as [name, text] pairs, from the scenario's facts."""
-    rows = [("model", f"{scenario.get('model')}  tp={scenario.get('tp')}: {scenario.get('num_heads')} heads, "
-                      f"d_qk={scenario.get('d_qk')}, d_v={scenario.get('d_v')}"),
-            ("engine", f"{scenario.get('profile')} ({scenario.get('engine_source')})" if scenario.get("engine_source")
-             else str(scenario.get("profile"))),
-            ("warm-up", str(scenario.get("warmup")))]
+    rows = [
+        (
+            "model",
+            f"{scenario.get('model')}  tp={scenario.get('tp')}: {scenario.get('num_heads')} heads, "
+            f"d_qk={scenario.get('d_qk')}, d_v={scenario.get('d_v')}",
+        ),
+        (
+            "engine",
+            f"{scenario.get('profile')} ({scenario.get('engine_source')})"
+            if scenario.get("engine_source")
+            else str(scenario.get("profile")),
+        ),
+        ("warm-up", str(scenario.get("warmup"))),
+    ]
     if scenario.get("prefill_calls") is not None:
-        rows.append(("prefill traffic", f"{scenario.get('requests')} requests (seed {scenario.get('seed')}), "
-                                        f"{scenario.get('prefill_calls')} prefill calls, {scenario.get('tokens')} query "
-                                        f"tokens, q/k/v {scenario.get('prefill_q_dtype', 'float8_e4m3fn')}"))
+        rows.append(
+            (
+                "prefill traffic",
+                f"{scenario.get('requests')} requests (seed {scenario.get('seed')}), "
+                f"{scenario.get('prefill_calls')} prefill calls, {scenario.get('tokens')} query "
+                f"tokens, q/k/v {scenario.get('prefill_q_dtype', 'float8_e4m3fn')}",
+            )
+        )
     if scenario.get("decode_dispatches") is not None:
         capture = scenario.get("capture_sizes") or []
-        rows.append(("decode start-up", f"CUDA-graph capture of {len(capture)} batch sizes ({sizes_text(capture)}) at "
-                                        f"max_seq_len {scenario.get('context_len')}" if capture
-                     else "no CUDA graphs (--cuda-graph off): decode runs eagerly"))
+        rows.append(
+            (
+                "decode start-up",
+                f"CUDA-graph capture of {len(capture)} batch sizes ({sizes_text(capture)}) at "
+                f"max_seq_len {scenario.get('context_len')}"
+                if capture
+                else "no CUDA graphs (--cuda-graph off): decode runs eagerly",
+            )
+        )
         eager = scenario.get("eager_batch_sizes") or []
-        rows.append(("decode traffic", f"batch sizes {sizes_text(scenario.get('batch_sizes') or [])}: "
-                                       f"{scenario.get('replays')} replayed a graph, eager at "
-                                       f"{sizes_text(eager) if eager else 'none'}; {scenario.get('decode_dispatches')} "
-                                       "decode dispatches in all"))
+        rows.append(
+            (
+                "decode traffic",
+                f"batch sizes {sizes_text(scenario.get('batch_sizes') or [])}: "
+                f"{scenario.get('replays')} replayed a graph, eager at "
+                f"{sizes_text(eager) if eager else 'none'}; {scenario.get('decode_dispatches')} "
+                "decode dispatches in all",
+            )
+        )
         rows.append(("sm count", str(scenario.get("sm_count"))))
     if scenario.get("launches") is not None:
         rows.append(("launches", f"{scenario['launches']}" + (" (replaced)" if mode != "execute" else "")))
     if scenario.get("merge_max_abs_err") is not None:
-        rows.append(("chunked prefix", f"merged by LSE vs one-shot attention: max abs error {scenario['merge_max_abs_err']:.2e}"))
+        rows.append(
+            (
+                "chunked prefix",
+                f"merged by LSE vs one-shot attention: max abs error {scenario['merge_max_abs_err']:.2e}",
+            )
+        )
     return [list(row) for row in rows]
 
 
 def sizes_text(sizes: list[int]) -> str:
-    """"1, 2, 4, 8, …, 160" for a long list of batch sizes."""
+    """ "1, 2, 4, 8, …, 160" for a long list of batch sizes."""
     shown = [str(size) for size in sizes]
     return ", ".join(shown if len(shown) <= 8 else [*shown[:4], "…", shown[-1]])
-
-

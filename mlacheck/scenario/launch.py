@@ -14,6 +14,7 @@ class LaunchCounter:
 
     def stand_in(self, key: dict, kernel: object):
         """The capture's launch policy: what the dispatch gets instead of `kernel` (made once per variant)."""
+
         def launch(*args: object, **kwargs: object) -> object:
             self.launches += 1
             self.last_key = key

@@ -47,9 +47,10 @@ class Measurements:
 
 
 def metrics_text(metrics: dict | None) -> str:
-    """"cos 0.99870, rel 1.20e-02, LSE 3.1e-03": an accuracy measurement in a table cell."""
+    """ "cos 0.99870, rel 1.20e-02, LSE 3.1e-03": an accuracy measurement in a table cell."""
     if metrics is None:
         return "—"
     lse = metrics.get("lse_max_abs_err")
-    return (f"cos {metrics['cosine_similarity']:.5f}, rel {metrics['max_rel_err']:.2e}"
-            + (f", LSE {lse:.2e}" if lse is not None else ""))
+    return f"cos {metrics['cosine_similarity']:.5f}, rel {metrics['max_rel_err']:.2e}" + (
+        f", LSE {lse:.2e}" if lse is not None else ""
+    )

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.prefill_traffic import PrefillCall
+from mlacheck.scenario.presets import ModelPreset
 
 FP8 = torch.float8_e4m3fn
 
@@ -47,7 +47,9 @@ def cumulative(lens: tuple[int, ...], device: str) -> torch.Tensor:
 def dispatch(prefill, call: PrefillCall, tensors: CallTensors, model: ModelPreset, enable_pdl: bool):
     """One tokenspeed_mla_prefill call, as SGLang's and TokenSpeed's backends make it."""
     return prefill(
-        tensors.q, tensors.k, tensors.v,
+        tensors.q,
+        tensors.k,
+        tensors.v,
         seq_lens=torch.tensor(call.kv_lens, dtype=torch.int32, device=tensors.q.device),
         cum_seq_lens=tensors.cum_kv,
         max_seq_len=max(call.kv_lens),

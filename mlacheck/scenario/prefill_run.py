@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass
 import torch
 
 from mlacheck.scenario.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
-from mlacheck.scenario.reference import merge_by_lse, reference_prefill
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import FP8, CallTensors, cumulative, dispatch, empty_tensors
-from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.prefill_traffic import PROFILES, PrefillCall, Request, Workload
+from mlacheck.scenario.presets import ModelPreset
+from mlacheck.scenario.reference import merge_by_lse, reference_prefill
 
 
 @dataclass
@@ -37,8 +37,15 @@ class RequestInputs:
 
 
 def request_inputs(request: Request, model: ModelPreset, seed: int, device: str) -> RequestInputs:
-    acts = make_activations(request.extend_len, request.prefix_len + request.extend_len, model.num_heads,
-                            model.d_qk, model.d_v, seed=seed, device=device)
+    acts = make_activations(
+        request.extend_len,
+        request.prefix_len + request.extend_len,
+        model.num_heads,
+        model.d_qk,
+        model.d_v,
+        seed=seed,
+        device=device,
+    )
     k8, v8 = quantize_kv_fp8(acts.k_nope, acts.k_pe, acts.v)
     return RequestInputs(request.prefix_len, acts.q, acts.k, acts.v, quantize_q_fp8(acts.q), k8, v8)
 
@@ -65,9 +72,20 @@ class TrafficStats:
     merge_max_abs_err: float | None = None  # chunked-prefix merge vs one-shot attention (GPU modes)
 
 
-def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, mode: str, enable_pdl: bool,
-                launcher: LaunchCounter, measurements: Measurements, family: str, seed: int, device: str = "cuda",
-                fp8: bool = True) -> TrafficStats:
+def run_traffic(
+    prefill,
+    workload: Workload,
+    profile: str,
+    model: ModelPreset,
+    mode: str,
+    enable_pdl: bool,
+    launcher: LaunchCounter,
+    measurements: Measurements,
+    family: str,
+    seed: int,
+    device: str = "cuda",
+    fp8: bool = True,
+) -> TrafficStats:
     """Send the workload's prefill calls through `prefill` and measure each call (GPU modes).
 
     q/k/v are FP8, or (fp8=False, vLLM without query quantization) the model's bf16 activations."""
@@ -79,7 +97,9 @@ def run_traffic(prefill, workload: Workload, profile: str, model: ModelPreset, m
         stats.tokens += sum(sum(call.q_lens) for call in calls)
         if mode == "dry":
             for call in calls:
-                dispatch(prefill, call, empty_tensors(call, model, "cpu", FP8 if fp8 else torch.bfloat16), model, enable_pdl)
+                dispatch(
+                    prefill, call, empty_tensors(call, model, "cpu", FP8 if fp8 else torch.bfloat16), model, enable_pdl
+                )
             continue
         inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
         merged = None
@@ -102,7 +122,9 @@ def _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, 
     if mode == "execute":
         out, lse = result if call.return_lse else (result, reference[1])
         kernel = asdict(compare_outputs(out, lse, *reference))
-    measurements.record(family, launcher.last_key, sum(call.q_lens), asdict(compare_outputs(*reference, *original)), kernel)
+    measurements.record(
+        family, launcher.last_key, sum(call.q_lens), asdict(compare_outputs(*reference, *original)), kernel
+    )
     return out.float(), lse.float()
 
 
@@ -114,5 +136,7 @@ def _merge_error(merged, inputs: list[RequestInputs], model: ModelPreset, fp8: b
     q_lens = tuple(r.q.shape[0] for r in inputs)
     kv_lens = tuple(r.k.shape[0] for r in inputs)
     device = q.device.type
-    one_shot, _ = reference_prefill(q, k, v, cumulative(q_lens, device), cumulative(kv_lens, device), model.softmax_scale, True)
+    one_shot, _ = reference_prefill(
+        q, k, v, cumulative(q_lens, device), cumulative(kv_lens, device), model.softmax_scale, True
+    )
     return (merged[0] - one_shot).abs().max().item() if one_shot.numel() else 0.0

@@ -43,15 +43,24 @@ class Workload:
         return sum(len(batch) for batch in self.batches)
 
 
-def make_workload(requests: int = 8, seed: int = 0, min_len: int = 4, max_len: int = 4096,
-                  prefix_fraction: float = 0.5, batch_size: int = 4, chunk_capacity: int = 4096) -> Workload:
+def make_workload(
+    requests: int = 8,
+    seed: int = 0,
+    min_len: int = 4,
+    max_len: int = 4096,
+    prefix_fraction: float = 0.5,
+    batch_size: int = 4,
+    chunk_capacity: int = 4096,
+) -> Workload:
     """Ragged batches with log-uniform lengths; about `prefix_fraction` of requests carry a cached prefix.
 
     The first batch has no prefix at all and the second has one, so every profile's calls all occur.
     """
     if requests < 2:
-        raise MlacheckError(f"--requests {requests}: the workload needs 2 or more (a first batch without a cached prefix, "
-                            "then one with)")
+        raise MlacheckError(
+            f"--requests {requests}: the workload needs 2 or more (a first batch without a cached prefix, "
+            "then one with)"
+        )
     if min_len < 1 or max_len < min_len or batch_size < 1 or chunk_capacity < batch_size:
         raise MlacheckError("workload needs 1 <= min length <= max length, and a chunk capacity >= batch size")
     rng = random.Random(seed)
@@ -61,10 +70,10 @@ def make_workload(requests: int = 8, seed: int = 0, min_len: int = 4, max_len: i
 
     pool = [Request(length(), length() if rng.random() < prefix_fraction else 0) for _ in range(requests)]
     first = [Request(r.extend_len) for r in pool[: max(1, min(batch_size, requests - 1))]]
-    rest = pool[len(first):]
+    rest = pool[len(first) :]
     if not any(r.prefix_len for r in rest):
         rest[0] = Request(rest[0].extend_len, length())
-    batches = [tuple(first)] + [tuple(rest[i:i + batch_size]) for i in range(0, len(rest), batch_size)]
+    batches = [tuple(first)] + [tuple(rest[i : i + batch_size]) for i in range(0, len(rest), batch_size)]
     return Workload(tuple(batches), chunk_capacity)
 
 
@@ -77,8 +86,11 @@ def prefix_chunks(batch: tuple[Request, ...], chunk_capacity: int) -> list[Prefi
     calls = []
     for start in range(0, longest, chunk_len):
         kv_lens = tuple(max(0, min(chunk_len, r.prefix_len - start)) for r in batch)
-        calls.append(PrefillCall("prefix-chunk", False, True, tuple(r.extend_len for r in batch), kv_lens,
-                                 tuple(start for _ in batch)))
+        calls.append(
+            PrefillCall(
+                "prefix-chunk", False, True, tuple(r.extend_len for r in batch), kv_lens, tuple(start for _ in batch)
+            )
+        )
     return calls
 
 

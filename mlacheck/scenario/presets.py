@@ -27,7 +27,7 @@ class ModelPreset:
 
     @property
     def softmax_scale(self) -> float:
-        return self.d_qk ** -0.5
+        return self.d_qk**-0.5
 
 
 PRESETS = {
@@ -46,7 +46,11 @@ def model_preset(name: str, tp: int = 1) -> ModelPreset:
     except KeyError:
         raise MlacheckError(f"unknown model preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
     if tp < 1:
-        raise MlacheckError(f"--tp {tp}: the tensor-parallel size is 1 or more (the number of GPUs that share the heads)")
+        raise MlacheckError(
+            f"--tp {tp}: the tensor-parallel size is 1 or more (the number of GPUs that share the heads)"
+        )
     if preset.num_heads % tp:
-        raise MlacheckError(f"--tp {tp} does not divide the {preset.num_heads} heads of {name}; use a divisor of {preset.num_heads}")
+        raise MlacheckError(
+            f"--tp {tp} does not divide the {preset.num_heads} heads of {name}; use a divisor of {preset.num_heads}"
+        )
     return replace(preset, num_heads=preset.num_heads // tp)

@@ -45,9 +45,7 @@ def dequantize(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     return x.float() * scale
 
 
-def causal_mask(
-    q_len: int, kv_len: int, rows: range | None = None, device: torch.device | str = "cpu"
-) -> torch.Tensor:
+def causal_mask(q_len: int, kv_len: int, rows: range | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
     """The kernel's bottom-right aligned causal mask [len(rows), kv_len], True where masked.
 
     ``rows`` picks query rows of the request (default: all ``q_len``).
@@ -92,8 +90,7 @@ def _check_shapes(
 ) -> None:
     if len(q_offsets) != len(kv_offsets) or not q_offsets:
         raise ValueError(
-            f"cu_seqlens_q and cu_seqlens_kv must list the same requests: "
-            f"{len(q_offsets)} vs {len(kv_offsets)} offsets"
+            f"cu_seqlens_q and cu_seqlens_kv must list the same requests: {len(q_offsets)} vs {len(kv_offsets)} offsets"
         )
     for offsets in (q_offsets, kv_offsets):
         if offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:])):
@@ -105,8 +102,7 @@ def _check_shapes(
         )
     if q.shape[1] % k.shape[1] or v.shape[1] != k.shape[1] or q.shape[2] != k.shape[2]:
         raise ValueError(
-            f"need h_q a multiple of h_k and one d_qk: "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+            f"need h_q a multiple of h_k and one d_qk: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
 
 

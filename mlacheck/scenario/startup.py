@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterable
 from mlacheck.capture import FamilyCapture
 from mlacheck.rulefiles.schema import PhaseRule
 
-FRAMES = (PhaseRule(phase="warmup", function=f"{__name__}:warm_up", engine="scenario"),
-          PhaseRule(phase="capture", function=f"{__name__}:capture_graphs", engine="scenario"))
+FRAMES = (
+    PhaseRule(phase="warmup", function=f"{__name__}:warm_up", engine="scenario"),
+    PhaseRule(phase="capture", function=f"{__name__}:capture_graphs", engine="scenario"),
+)
 
 
 def warm_up(actions: Iterable[Callable[[], object]]) -> None:
@@ -30,8 +32,9 @@ def capture_graphs(actions: Iterable[Callable[[], object]]) -> None:
         action()
 
 
-def run_phases(captures: list[FamilyCapture], warmup: list[Callable[[], object]],
-               capture: list[Callable[[], object]]) -> None:
+def run_phases(
+    captures: list[FamilyCapture], warmup: list[Callable[[], object]], capture: list[Callable[[], object]]
+) -> None:
     """The warm-up, then the capture, each marked as a phase to every capture."""
     for phase, actions in ((warm_up, warmup), (capture_graphs, capture)):
         for each in captures:

@@ -38,10 +38,14 @@ def resolve_warmup(spec: str, engine: str, prefill: RuleFile | None) -> WarmupSo
     if spec == "library":
         family = prefill.family if prefill is not None else None
         if family is None or family.warmup is None:
-            raise MlacheckError("--warmup library: the prefill family's rule file names no warmup function; pick another")
+            raise MlacheckError(
+                "--warmup library: the prefill family's rule file names no warmup function; pick another"
+            )
         function = getattr(_import(spec, family.module), family.warmup, None)
         if not callable(function):
-            raise MlacheckError(f"--warmup library: {family.module} has no function {family.warmup!r}; re-check the rule file")
+            raise MlacheckError(
+                f"--warmup library: {family.module} has no function {family.warmup!r}; re-check the rule file"
+            )
         return WarmupSource(f"library: {family.module}.{family.warmup}", _library_warmup(function))
     if spec == "engine":
         from tokenspeed_mla import mla_prefill
@@ -69,7 +73,9 @@ def run_warmup(source: WarmupSource, arguments: dict[str, object]) -> None:
     except MlacheckError:
         raise
     except Exception as exc:  # noqa: BLE001 - a user's warm-up may raise anything
-        raise MlacheckError(f"warm-up {source.label} raised {type(exc).__name__}: {exc}; fix the warm-up function") from None
+        raise MlacheckError(
+            f"warm-up {source.label} raised {type(exc).__name__}: {exc}; fix the warm-up function"
+        ) from None
 
 
 def _library_warmup(warmup: Callable[..., object]) -> Callable[..., object]:
@@ -95,7 +101,8 @@ def _sglang_warmup(mla_prefill) -> Callable[..., object]:
             key = (torch.float8_e4m3fn, d_qk, d_v, is_causal, return_lse, enable_pdl, ex2)
             if key not in mla_prefill._compiled_kernels:
                 mla_prefill._compiled_kernels[key] = mla_prefill._compile_prefill_kernel(
-                    torch.float8_e4m3fn, d_qk, d_v, is_causal, return_lse, use_pdl=enable_pdl, enable_ex2_emulation=ex2)
+                    torch.float8_e4m3fn, d_qk, d_v, is_causal, return_lse, use_pdl=enable_pdl, enable_ex2_emulation=ex2
+                )
 
     return sglang_warmup
 
@@ -111,9 +118,14 @@ def _vllm_warmup(mla_prefill) -> Callable[..., object]:
 
 ENGINE_WARMUPS = {
     "tokenspeed": ("CuteDSLMLABackend.__init__, warmup_compile_prefill(q_dtype=float8_e4m3fn)", _tokenspeed_warmup),
-    "sglang": ("TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel", _sglang_warmup),
-    "vllm": ("TokenspeedMLAImpl.__init__, warmup_compile_prefill for bfloat16 and float8_e4m3fn, enable_pdl=False",
-             _vllm_warmup),
+    "sglang": (
+        "TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel",
+        _sglang_warmup,
+    ),
+    "vllm": (
+        "TokenspeedMLAImpl.__init__, warmup_compile_prefill for bfloat16 and float8_e4m3fn, enable_pdl=False",
+        _vllm_warmup,
+    ),
 }
 
 

@@ -48,11 +48,15 @@ def main() -> None:
     compiles += [v.get("serving_path_compile_s") or 0.0 for f in report["families"] for v in f["variants"]]
     floor = sum(compiles) + statistics.median(naive)
     print(f"mode={report['mode']} target={report['target_arch']} variants compiled={sum(c > 0 for c in compiles)}")
-    print(f"--compile skip: {statistics.median(skip):.2f} s vs `import torch, tokenspeed_mla.mla_prefill` "
-          f"{statistics.median(naive):.2f} s (medians of {pairs}, A B B A): ratio {statistics.median(skip) / statistics.median(naive):.3f} "
-          "(target <= 1)")
-    print(f"--compile real: {real_s:.2f} s vs floor {floor:.2f} s (compiles {sum(compiles):.2f} s + import); "
-          f"limit 1.15 x floor + 5 s = {1.15 * floor + 5:.2f} s -> {'met' if real_s <= 1.15 * floor + 5 else 'MISSED'}")
+    print(
+        f"--compile skip: {statistics.median(skip):.2f} s vs `import torch, tokenspeed_mla.mla_prefill` "
+        f"{statistics.median(naive):.2f} s (medians of {pairs}, A B B A): ratio {statistics.median(skip) / statistics.median(naive):.3f} "
+        "(target <= 1)"
+    )
+    print(
+        f"--compile real: {real_s:.2f} s vs floor {floor:.2f} s (compiles {sum(compiles):.2f} s + import); "
+        f"limit 1.15 x floor + 5 s = {1.15 * floor + 5:.2f} s -> {'met' if real_s <= 1.15 * floor + 5 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

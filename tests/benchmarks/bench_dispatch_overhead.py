@@ -43,9 +43,10 @@ import time
 
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
 
-import torch  # noqa: E402
-
 import tokenspeed_mla  # noqa: E402
+import torch  # noqa: E402
+from tokenspeed_mla import mla_decode, mla_prefill  # noqa: E402
+
 from mlacheck.capture import CapturePolicy, FamilyCapture, hotpath  # noqa: E402
 from mlacheck.capture.dry import DryStandIns  # noqa: E402
 from mlacheck.events import MemorySink  # noqa: E402
@@ -55,17 +56,20 @@ from mlacheck.scenario.decode_traffic import DecodeStep  # noqa: E402
 from mlacheck.scenario.launch import LaunchCounter  # noqa: E402
 from mlacheck.scenario.measurements import Measurements  # noqa: E402
 from mlacheck.scenario.prefill_call import FP8, dispatch, empty_tensors  # noqa: E402
-from mlacheck.scenario.presets import model_preset  # noqa: E402
 from mlacheck.scenario.prefill_traffic import PrefillCall  # noqa: E402
-from tokenspeed_mla import mla_decode, mla_prefill  # noqa: E402
+from mlacheck.scenario.presets import model_preset  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MODEL = model_preset("deepseek-v3")
 TARGETS = {"prefill": 1.005, "decode": 1.02}  # issue 10: per dispatch, with capture / without
-PARTS = {"all": "capture vs none", "wrapper": "the dispatch wrappers alone", "cache": "the cache adapter alone",
-         "subclass": "a dict subclass that overrides nothing vs the program's dict",
-         "passthrough": "a C pass-through that counts nothing in front of the dispatch functions",
-         "none": "the program's objects in both arms (the method's null)"}  # what the arms differ in (`part_arms`)
+PARTS = {
+    "all": "capture vs none",
+    "wrapper": "the dispatch wrappers alone",
+    "cache": "the cache adapter alone",
+    "subclass": "a dict subclass that overrides nothing vs the program's dict",
+    "passthrough": "a C pass-through that counts nothing in front of the dispatch functions",
+    "none": "the program's objects in both arms (the method's null)",
+}  # what the arms differ in (`part_arms`)
 COVERAGE = 0.9  # a verdict needs the median over processes inside an interval this sure on the target's side
 
 
@@ -78,7 +82,9 @@ def prefill_call(stand_ins: DryStandIns):
     as --dry passes them, so that the dispatch keeps them where they are)."""
     call = PrefillCall("extend", True, True, (512, 1024), (512, 1024), (0, 0))
     tensors = empty_tensors(call, MODEL, DEVICE)
-    tensors = dataclasses.replace(tensors, cum_q=stand_ins.host_tensor(tensors.cum_q), cum_kv=stand_ins.host_tensor(tensors.cum_kv))
+    tensors = dataclasses.replace(
+        tensors, cum_q=stand_ins.host_tensor(tensors.cum_q), cum_kv=stand_ins.host_tensor(tensors.cum_kv)
+    )
     key = (FP8, MODEL.d_qk, MODEL.d_v, True, True, True, mla_prefill._enable_ex2_emulation())
     mla_prefill._compiled_kernels[key] = noop
     return lambda: dispatch(tokenspeed_mla.tokenspeed_mla_prefill, call, tensors, MODEL, True)
@@ -93,8 +99,9 @@ def decode_call():
         return noop
 
     mla_decode._get_compiled_mla_kernel = functools.cache(no_compile)
-    runner = DecodeRunner(tokenspeed_mla, MODEL, True, "dry", LaunchCounter(execute=False), Measurements(MemorySink()),
-                          "decode", DEVICE)
+    runner = DecodeRunner(
+        tokenspeed_mla, MODEL, True, "dry", LaunchCounter(execute=False), Measurements(MemorySink()), "decode", DEVICE
+    )
     step = DecodeStep("serving", 8, 4096, (1000,) * 8)
     inputs = runner.inputs(step, 0)
     if DEVICE == "cuda":
@@ -108,9 +115,12 @@ SETTLE = 10  # untimed calls before them, after the arms change places
 
 
 def package_attributes(package: str) -> dict[tuple[str, str], object]:
-    return {(name, attribute): value for name, module in list(sys.modules.items())
-            if module is not None and (name == package or name.startswith(package + "."))
-            for attribute, value in vars(module).items()}
+    return {
+        (name, attribute): value
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == package or name.startswith(package + "."))
+        for attribute, value in vars(module).items()
+    }
 
 
 def installed_arms(capture: FamilyCapture, package: str) -> tuple[Arm, Arm]:
@@ -175,8 +185,10 @@ def measure(kernel: str, calls: int, parts: list[str], raw: str | None) -> dict[
             first = (time.perf_counter_ns() - started) / 1e3
             for part in parts:
                 put(captured)
-                figures[part] = {**timed_arms(one_call, calls, *part_arms(part, rule.family, program, captured)),
-                                 "first": first}
+                figures[part] = {
+                    **timed_arms(one_call, calls, *part_arms(part, rule.family, program, captured)),
+                    "first": first,
+                }
                 times = figures[part].pop("times")
                 if raw:
                     with open(raw, "a") as out:
@@ -212,13 +224,20 @@ def timed_arms(one_call, calls: int, plain: Arm, captured: Arm, fixed: Arm) -> d
     finally:
         gc.enable()
     block = 2 * RUN  # one A B B A turn's calls per arm
-    turns = [(statistics.median(times[False][i:i + block]), statistics.median(times[True][i:i + block]))
-             for i in range(0, len(times[False]), block)]
+    turns = [
+        (statistics.median(times[False][i : i + block]), statistics.median(times[True][i : i + block]))
+        for i in range(0, len(times[False]), block)
+    ]
     ratios = statistics.quantiles([with_ / without for without, with_ in turns])
-    return {"without": statistics.median(times[False]) / 1e3, "with": statistics.median(times[True]) / 1e3,
-            "added": statistics.median(with_ - without for without, with_ in turns) / 1e3, "ratio": ratios[1],
-            "quartiles": [ratios[0], ratios[2]], "calls": len(times[False]),
-            "times": {"without_ns": times[False], "with_ns": times[True]}}
+    return {
+        "without": statistics.median(times[False]) / 1e3,
+        "with": statistics.median(times[True]) / 1e3,
+        "added": statistics.median(with_ - without for without, with_ in turns) / 1e3,
+        "ratio": ratios[1],
+        "quartiles": [ratios[0], ratios[2]],
+        "calls": len(times[False]),
+        "times": {"without_ns": times[False], "with_ns": times[True]},
+    }
 
 
 def main() -> None:
@@ -235,9 +254,17 @@ def main() -> None:
         return
     runs = []
     for number in range(processes):  # each process takes the parts in a turned order: no part is always first
-        order = parts[number % len(parts):] + parts[:number % len(parts)]
-        runs.append(json.loads(subprocess.run([sys.executable, __file__, kernel, str(calls), "0", ",".join(order)], check=True,
-                                              capture_output=True, text=True).stdout.splitlines()[-1]))
+        order = parts[number % len(parts) :] + parts[: number % len(parts)]
+        runs.append(
+            json.loads(
+                subprocess.run(
+                    [sys.executable, __file__, kernel, str(calls), "0", ",".join(order)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout.splitlines()[-1]
+            )
+        )
     where = f"trace mode, {torch.cuda.get_device_name()}" if DEVICE == "cuda" else "dry mode, CPU"
     for part in parts:
         report(kernel, where, part, [run[part] for run in runs])
@@ -246,18 +273,24 @@ def main() -> None:
 def report(kernel: str, where: str, part: str, runs: list[dict]) -> None:
     """One part's figures per process, their median and its interval, and the verdict against the target."""
     processes = len(runs)
-    print(f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {PARTS[part]}: {processes} processes x {runs[0]['calls']} "
-          f"timed calls per arm, {RUN} at a time in A B B A order")
+    print(
+        f"{kernel}, {where}, {hotpath.IMPLEMENTATION} hot path, {PARTS[part]}: {processes} processes x {runs[0]['calls']} "
+        f"timed calls per arm, {RUN} at a time in A B B A order"
+    )
     for number, run in enumerate(runs, 1):
-        print(f"  process {number}: without capture {run['without']:.2f} us, with capture {run['with']:.2f} us; per turn "
-              f"{run['added']:+.2f} us, ratio {run['ratio']:.4f} (quartiles {run['quartiles'][0]:.4f} .. "
-              f"{run['quartiles'][1]:.4f}); first dispatch under capture {run['first']:.0f} us")
+        print(
+            f"  process {number}: without capture {run['without']:.2f} us, with capture {run['with']:.2f} us; per turn "
+            f"{run['added']:+.2f} us, ratio {run['ratio']:.4f} (quartiles {run['quartiles'][0]:.4f} .. "
+            f"{run['quartiles'][1]:.4f}); first dispatch under capture {run['first']:.0f} us"
+        )
     ratios = [run["ratio"] for run in runs]
     added = [run["added"] for run in runs]
     (low_ratio, high_ratio), coverage = median_interval(ratios)
     (low_added, high_added), _ = median_interval(added)
-    print(f"median over processes: {statistics.median(added):+.2f} us per dispatch ({coverage:.0%} interval "
-          f"{low_added:+.2f} .. {high_added:+.2f}), ratio {statistics.median(ratios):.4f} ({low_ratio:.4f} .. {high_ratio:.4f})")
+    print(
+        f"median over processes: {statistics.median(added):+.2f} us per dispatch ({coverage:.0%} interval "
+        f"{low_added:+.2f} .. {high_added:+.2f}), ratio {statistics.median(ratios):.4f} ({low_ratio:.4f} .. {high_ratio:.4f})"
+    )
     target = TARGETS[kernel]
     if coverage < COVERAGE:
         verdict = f"not resolved: {processes} processes give no {COVERAGE:.0%} interval (5 or more do)"
@@ -277,7 +310,7 @@ def median_interval(values: list[float]) -> tuple[tuple[float, float], float]:
     ordered, count = sorted(values), len(values)
 
     def coverage(k: int) -> float:  # of [k-th smallest, k-th largest]
-        return 1 - 2 * sum(math.comb(count, below) for below in range(k)) / 2 ** count
+        return 1 - 2 * sum(math.comb(count, below) for below in range(k)) / 2**count
 
     k = 1
     while 2 * (k + 1) <= count and coverage(k + 1) >= COVERAGE:

@@ -22,8 +22,21 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def observed(run_dir: Path, *args: str) -> str:
-    command = [sys.executable, "-m", "mlacheck", "run", "--rules", str(RULES), "--run-dir", str(run_dir),
-               "--allow-incomplete", "--", sys.executable, str(PROGRAM), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "mlacheck",
+        "run",
+        "--rules",
+        str(RULES),
+        "--run-dir",
+        str(run_dir),
+        "--allow-incomplete",
+        "--",
+        sys.executable,
+        str(PROGRAM),
+        *args,
+    ]
     return subprocess.run(command, env=ENV, capture_output=True, text=True, cwd=ROOT).stdout
 
 
@@ -33,7 +46,10 @@ def counted(run_dir: Path) -> dict:
     from mlacheck.report.model import ReportPolicy
 
     [family] = program_report([run_dir], policy=ReportPolicy(allow_incomplete=True)).families
-    return {"total": sum(v.dispatches for v in family.variants), "at_least": any(v.dispatches_at_least for v in family.variants)}
+    return {
+        "total": sum(v.dispatches for v in family.variants),
+        "at_least": any(v.dispatches_at_least for v in family.variants),
+    }
 
 
 def trace_bytes(run_dir: Path) -> int:
@@ -70,26 +86,43 @@ def main() -> None:
         folder = Path(folder)
         observed(folder / "all", "8", "10000")
         seen = counted(folder / "all")
-        print(f"8 x 10000 dispatches: the report counts {seen['total']} of 80000 "
-              f"({'at least' if seen['at_least'] else 'exact'}); trace {trace_bytes(folder / 'all')} bytes in all")
+        print(
+            f"8 x 10000 dispatches: the report counts {seen['total']} of 80000 "
+            f"({'at least' if seen['at_least'] else 'exact'}); trace {trace_bytes(folder / 'all')} bytes in all"
+        )
         observed(folder / "kill", "8", "10000", "3")
         killed = counted(folder / "kill")
-        print(f"same, rank 3 SIGKILLed at its dispatch 5000: the report counts {killed['total']} of 75000 made "
-              f"({'at least' if killed['at_least'] else 'exact'})")
+        print(
+            f"same, rank 3 SIGKILLed at its dispatch 5000: the report counts {killed['total']} of 75000 made "
+            f"({'at least' if killed['at_least'] else 'exact'})"
+        )
         plain, instrumented = [], []
         for number in range(4):  # A B B A
             if number in (0, 3):
-                plain.append(loop_seconds(subprocess.run([sys.executable, str(PROGRAM), "1", "100000"], env=ENV,
-                                                         capture_output=True, text=True, cwd=ROOT).stdout))
+                plain.append(
+                    loop_seconds(
+                        subprocess.run(
+                            [sys.executable, str(PROGRAM), "1", "100000"],
+                            env=ENV,
+                            capture_output=True,
+                            text=True,
+                            cwd=ROOT,
+                        ).stdout
+                    )
+                )
             else:
                 instrumented.append(loop_seconds(observed(folder / f"cost{number}", "1", "100000")))
         size = trace_bytes(folder / "cost1")
         a, b = statistics.mean(plain), statistics.mean(instrumented)
-        print(f"100000 dispatches of one variant: trace {size} bytes (target well under 65536); loop {a:.3f} s without, "
-              f"{b:.3f} s with mlacheck: +{(b - a) / 100000 * 1e6:.2f} us per dispatch")
+        print(
+            f"100000 dispatches of one variant: trace {size} bytes (target well under 65536); loop {a:.3f} s without, "
+            f"{b:.3f} s with mlacheck: +{(b - a) / 100000 * 1e6:.2f} us per dispatch"
+        )
         without, with_agent = startup(folder)
-        print(f"start-up of `python -c pass`: {without * 1e3:.1f} ms without, {with_agent * 1e3:.1f} ms with the agent: "
-              f"+{(with_agent - without) * 1e3:.1f} ms (target <= 30 ms)")
+        print(
+            f"start-up of `python -c pass`: {without * 1e3:.1f} ms without, {with_agent * 1e3:.1f} ms with the agent: "
+            f"+{(with_agent - without) * 1e3:.1f} ms (target <= 30 ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ import time
 
 import torch
 
-from mlacheck.scenario.reference import reference_prefill
 from mlacheck.scenario.prefill_run import call_tensors, request_inputs
-from mlacheck.scenario.presets import model_preset
 from mlacheck.scenario.prefill_traffic import make_workload, tokenspeed_profile
+from mlacheck.scenario.presets import model_preset
+from mlacheck.scenario.reference import reference_prefill
 
 
 def main() -> None:
@@ -30,8 +30,10 @@ def main() -> None:
             torch.cuda.synchronize()
             seconds += time.perf_counter() - started
             tokens += sum(call.q_lens)
-    print(f"{torch.cuda.get_device_name()}: {requests} requests, {int(tokens)} query tokens through the reference "
-          f"in {seconds:.2f} s: {tokens / seconds:,.0f} tokens/s (deepseek-v3, 128 heads, FP32)")
+    print(
+        f"{torch.cuda.get_device_name()}: {requests} requests, {int(tokens)} query tokens through the reference "
+        f"in {seconds:.2f} s: {tokens / seconds:,.0f} tokens/s (deepseek-v3, 128 heads, FP32)"
+    )
 
 
 if __name__ == "__main__":

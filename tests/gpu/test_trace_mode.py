@@ -30,8 +30,18 @@ def test_default_prefill_run_in_trace_mode_is_clean_with_fp8_cost(tmp_path):
 
 
 def test_sglang_bf16_warmup_in_trace_mode(tmp_path):
-    result = run_cli("run", "--kernel", "prefill", "--requests", "6", "--profile", "sglang", "--warmup",
-                     "tests/fixtures/sglang_warmup.py:bf16_warmup", tmp_path=tmp_path)
+    result = run_cli(
+        "run",
+        "--kernel",
+        "prefill",
+        "--requests",
+        "6",
+        "--profile",
+        "sglang",
+        "--warmup",
+        "tests/fixtures/sglang_warmup.py:bf16_warmup",
+        tmp_path=tmp_path,
+    )
     assert result.code == 1, result.stdout + result.stderr
     findings = result.report["findings"]
     serving = [f for f in findings if f["code"] == "MLA001"]
@@ -41,8 +51,20 @@ def test_sglang_bf16_warmup_in_trace_mode(tmp_path):
 
 def test_decode_in_trace_mode_runs_the_real_dispatch_on_the_device_with_the_targets_sm_count(tmp_path):
     """On the H200 (132 SMs) the dispatch reads the target's 148 SMs: the same variants as the CPU's dry mode."""
-    result = run_cli("run", "--kernel", "decode", "--profile", "sglang", "--cuda-graph-max-bs", "8", "--batch-sizes",
-                     "4,16", "--compile", "skip", tmp_path=tmp_path)
+    result = run_cli(
+        "run",
+        "--kernel",
+        "decode",
+        "--profile",
+        "sglang",
+        "--cuda-graph-max-bs",
+        "8",
+        "--batch-sizes",
+        "4,16",
+        "--compile",
+        "skip",
+        tmp_path=tmp_path,
+    )
     assert result.code == 1, result.stdout + result.stderr
     report = result.report
     assert report["mode"] == "trace" and report["scenario"]["sm_count"].startswith("148")

@@ -26,7 +26,8 @@ def run_cli(*args: str, tmp_path: Path | None = None, env_extra: dict | None = N
         args = (args[0], "--json", str(json_path), *args[1:])  # before any `-- COMMAND`
     env = {name: value for name, value in os.environ.items() if name != "CUTE_DSL_ARCH"}
     env.update({"COLUMNS": "160", **(env_extra or {})})
-    done = subprocess.run([sys.executable, "-m", "mlacheck", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
     report = json.loads(json_path.read_text()) if json_path is not None and json_path.exists() else None
     return CliResult(done.returncode, done.stdout, done.stderr, report)

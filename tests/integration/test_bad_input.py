@@ -22,8 +22,14 @@ def run_cli(*args, env_extra=None, cwd=None) -> subprocess.CompletedProcess:
     env = os.environ.copy()
     env.pop("CUTE_DSL_ARCH", None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "mlacheck", *map(str, args)], cwd=cwd or REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "mlacheck", *map(str, args)],
+        cwd=cwd or REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
@@ -54,9 +60,13 @@ RULE_FILES = {
     "unknown_key": (edited("[family]\n", '[family]\ncolour = "red"\n'), ["family.colour", "unknown key"]),
     "wrong_type": (edited(KEY_FIELDS_LINE, 'key_fields = "q_dtype"'), ["family.key_fields", "valid list"]),
     "contract_field_not_a_key_field": (
-        BUNDLED_RULE + '\n[[contract]]\nfield = "num_splits"\nequals = "1"\n', ["'num_splits'", "family.key_fields"]),
-    "no_prefill_family": (edited('name = "tokenspeed_mla.prefill"', 'name = "other.family"'),
-                          ["the scenario drives tokenspeed_mla.prefill, but no rule file declares it"]),
+        BUNDLED_RULE + '\n[[contract]]\nfield = "num_splits"\nequals = "1"\n',
+        ["'num_splits'", "family.key_fields"],
+    ),
+    "no_prefill_family": (
+        edited('name = "tokenspeed_mla.prefill"', 'name = "other.family"'),
+        ["the scenario drives tokenspeed_mla.prefill, but no rule file declares it"],
+    ),
 }
 
 
@@ -80,14 +90,20 @@ def test_rules_folder_without_toml(tmp_path):
 
 def test_rules_path_missing(tmp_path):
     missing = tmp_path / "nope.toml"
-    assert_one_line_error(run_cli("run", "--compile", "skip", "--rules", missing), str(missing), "no such rule file or folder")
+    assert_one_line_error(
+        run_cli("run", "--compile", "skip", "--rules", missing), str(missing), "no such rule file or folder"
+    )
 
 
 def test_rules_folder_with_duplicate_family(tmp_path):
     for name in ("a.toml", "b.toml"):
         (tmp_path / name).write_text(BUNDLED_RULE, encoding="utf-8")
-    assert_one_line_error(run_cli("run", "--compile", "skip", "--rules", tmp_path),
-                          str(tmp_path), "'tokenspeed_mla.prefill'", "more than one rule file")
+    assert_one_line_error(
+        run_cli("run", "--compile", "skip", "--rules", tmp_path),
+        str(tmp_path),
+        "'tokenspeed_mla.prefill'",
+        "more than one rule file",
+    )
 
 
 def test_tokenspeed_mla_not_installed():
@@ -97,29 +113,41 @@ def test_tokenspeed_mla_not_installed():
 
 def test_tokenspeed_mla_stubbed_without_tokenspeed_triton():
     env = pythonpath_first(FIXTURES / "no_tokenspeed_triton")
-    probe = subprocess.run([sys.executable, "-c", "import tokenspeed_mla; print(repr(tokenspeed_mla._IMPORT_ERROR))"],
-                           env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import tokenspeed_mla; print(repr(tokenspeed_mla._IMPORT_ERROR))"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "tokenspeed_triton" in probe.stdout, probe.stderr  # the simulation really takes the stub branch
     line = assert_one_line_error(run_cli("run", "--compile", "skip", env_extra=env), "stubbed", "tokenspeed-triton")
     assert "tokenspeed_triton" in line  # the underlying import error is quoted too
 
 
-@pytest.mark.parametrize(("warmup", "needles"), [
-    ("tests/fixtures/bad_input/warmups.py:does_not_exist", ["warmups.py", "no function 'does_not_exist'"]),
-    ("nowhere.py:f", ["no such file nowhere.py"]),
-    ("not_a_module_xyz:f", ["cannot import not_a_module_xyz"]),
-    ("garbage", ["--warmup 'garbage'", "PATH.py:FUNC"]),
-    ("tests/fixtures/bad_input/warmups.py:raises", ["warmups.py:raises", "RuntimeError: boom"]),
-], ids=["no_function", "no_file", "no_module", "no_colon", "raises"])
+@pytest.mark.parametrize(
+    ("warmup", "needles"),
+    [
+        ("tests/fixtures/bad_input/warmups.py:does_not_exist", ["warmups.py", "no function 'does_not_exist'"]),
+        ("nowhere.py:f", ["no such file nowhere.py"]),
+        ("not_a_module_xyz:f", ["cannot import not_a_module_xyz"]),
+        ("garbage", ["--warmup 'garbage'", "PATH.py:FUNC"]),
+        ("tests/fixtures/bad_input/warmups.py:raises", ["warmups.py:raises", "RuntimeError: boom"]),
+    ],
+    ids=["no_function", "no_file", "no_module", "no_colon", "raises"],
+)
 def test_bad_warmup(warmup, needles):
     assert_one_line_error(run_cli("run", "--compile", "skip", "--warmup", warmup), *needles)
 
 
-@pytest.mark.parametrize(("option", "value", "needles"), [
-    ("--arch", "sm_90a", ["--arch sm_90a", "sm_100a, sm_103a, sm_107a"]),
-    ("--tp", "3", ["--tp 3", "does not divide the 128 heads"]),
-    ("--model", "nosuch", ["'nosuch'", "deepseek-v3, kimi-k2"]),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "needles"),
+    [
+        ("--arch", "sm_90a", ["--arch sm_90a", "sm_100a, sm_103a, sm_107a"]),
+        ("--tp", "3", ["--tp 3", "does not divide the 128 heads"]),
+        ("--model", "nosuch", ["'nosuch'", "deepseek-v3, kimi-k2"]),
+    ],
+)
 def test_bad_option(option, value, needles):
     assert_one_line_error(run_cli("run", "--compile", "skip", option, value), *needles)
 
@@ -146,12 +174,28 @@ def test_clean_run_passes(tmp_path):
 
 def test_program_mode_checks_arch_against_the_families_loaded(tmp_path):
     """FA4 has an SM90 forward: sm_90a is a target of the bundled rules; a rule set of SM100-only families refuses it."""
-    accepted = run_cli("run", "--dry", "--arch", "sm_90a", "--run-dir", tmp_path / "a", "--", sys.executable, "-c", "pass")
-    assert "--arch" not in accepted.stderr and accepted.returncode == 2, accepted.stdout + accepted.stderr  # nothing seen
+    accepted = run_cli(
+        "run", "--dry", "--arch", "sm_90a", "--run-dir", tmp_path / "a", "--", sys.executable, "-c", "pass"
+    )
+    assert "--arch" not in accepted.stderr and accepted.returncode == 2, (
+        accepted.stdout + accepted.stderr
+    )  # nothing seen
     assert "nothing was checked" in accepted.stdout
     only_sm100 = REPO / "mlacheck" / "rulefiles" / "bundled" / "tokenspeed_mla_prefill.toml"
-    refused = run_cli("run", "--dry", "--arch", "sm_90a", "--rules", only_sm100, "--run-dir", tmp_path / "b", "--",
-                      sys.executable, "-c", "pass")
+    refused = run_cli(
+        "run",
+        "--dry",
+        "--arch",
+        "sm_90a",
+        "--rules",
+        only_sm100,
+        "--run-dir",
+        tmp_path / "b",
+        "--",
+        sys.executable,
+        "-c",
+        "pass",
+    )
     assert_one_line_error(refused, "--arch sm_90a: no loaded family has kernels for it", "sm_100a, sm_103a, sm_107a")
 
 

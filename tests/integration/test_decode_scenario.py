@@ -38,7 +38,9 @@ def test_default_tokenspeed_run_captures_every_variant_its_batches_use(tmp_path)
     variants = decode(result.report)["variants"]
     assert {v["status"] for v in variants} == {"captured"} and len(variants) == 4
     assert {v["key"]["reducer_max_splits"] for v in variants} == {4, 16, 32}
-    assert all(v["key"]["torch_dtype"] == "float8_e4m3fn" and v["key"]["compute_capability"] == [10, 0] for v in variants)
+    assert all(
+        v["key"]["torch_dtype"] == "float8_e4m3fn" and v["key"]["compute_capability"] == [10, 0] for v in variants
+    )
     assert result.report["findings"] == [] and result.report["not_checked"] == []
 
 
@@ -60,7 +62,9 @@ def test_without_cuda_graphs_eager_decode_compiles_on_the_serving_path_in_batch_
 def test_sglang_eager_decode_with_short_sequences_misses_the_max_context_capture(tmp_path):
     """SGLang captures at max_context_len; a batch above --cuda-graph-max-bs decodes eagerly at its own longest
     sequence, and that key is one the capture never built."""
-    result = run(tmp_path, "--kernel", "decode", "--profile", "sglang", "--cuda-graph-max-bs", "8", "--batch-sizes", "4,16")
+    result = run(
+        tmp_path, "--kernel", "decode", "--profile", "sglang", "--cuda-graph-max-bs", "8", "--batch-sizes", "4,16"
+    )
     assert result.code == 1
     assert result.report["scenario"]["eager_batch_sizes"] == [16]
     [finding] = findings(result.report, "MLA001")
@@ -75,10 +79,16 @@ def test_the_sm_count_moves_the_batch_size_boundaries(tmp_path):
     (an H200's count) the boundary moves and the same batches need other variants."""
     keys = {}
     for sms in ("148", "132"):
-        result = run(tmp_path / sms, "--kernel", "decode", "--cuda-graph", "off", "--batch-sizes", "9,10,12,14",
-                     "--num-sms", sms)
-        keys[sms] = sorted({(v["key"]["reducer_max_splits"], v["key"]["is_workspace_size_zero"])
-                            for v in decode(result.report)["variants"] if not v["precompiled"]})
+        result = run(
+            tmp_path / sms, "--kernel", "decode", "--cuda-graph", "off", "--batch-sizes", "9,10,12,14", "--num-sms", sms
+        )
+        keys[sms] = sorted(
+            {
+                (v["key"]["reducer_max_splits"], v["key"]["is_workspace_size_zero"])
+                for v in decode(result.report)["variants"]
+                if not v["precompiled"]
+            }
+        )
         assert result.report["scenario"]["sm_count"].startswith(sms)
     assert keys["148"] == [(8, False)] and keys["132"] != keys["148"]
 
@@ -90,17 +100,25 @@ def test_vllm_as_published_compiles_nothing_on_the_serving_path_and_warms_two_de
     assert result.code == 0, result.stdout
     assert findings(result.report, "MLA001", "tokenspeed_mla.prefill") == []
     dead = findings(result.report, "MLA002", "tokenspeed_mla.prefill")
-    assert sorted((f["key"]["q_dtype"], f["key"]["is_causal"]) for f in dead) == [("float8_e4m3fn", False),
-                                                                                   ("float8_e4m3fn", True)]
+    assert sorted((f["key"]["q_dtype"], f["key"]["is_causal"]) for f in dead) == [
+        ("float8_e4m3fn", False),
+        ("float8_e4m3fn", True),
+    ]
     assert all(f["key"]["enable_pdl"] is False for f in dead)
-    assert findings(result.report, "MLA003", "tokenspeed_mla.prefill") == []  # the q_dtype contract is SGLang's and TokenSpeed's
+    assert (
+        findings(result.report, "MLA003", "tokenspeed_mla.prefill") == []
+    )  # the q_dtype contract is SGLang's and TokenSpeed's
 
 
 def test_vllm_enforce_eager_compiles_causal_without_lse_on_the_first_request(tmp_path):
     result = run(tmp_path, "--profile", "vllm", "--kernel", "prefill", "--cuda-graph", "off")
     assert result.code == 1
     [finding] = findings(result.report, "MLA001", "tokenspeed_mla.prefill")
-    assert (finding["key"]["q_dtype"], finding["key"]["is_causal"], finding["key"]["return_lse"]) == ("bfloat16", True, False)
+    assert (finding["key"]["q_dtype"], finding["key"]["is_causal"], finding["key"]["return_lse"]) == (
+        "bfloat16",
+        True,
+        False,
+    )
     assert finding["diff"] == {"return_lse": [True, False]}
 
 
@@ -116,8 +134,18 @@ def test_vllm_at_tp8_decodes_small_mixed_batches_with_variants_its_capture_never
 
 @pytest.mark.compile
 def test_real_decode_compiles_are_timed_and_the_stall_reported(tmp_path):
-    result = run_cli("run", "--kernel", "decode", "--profile", "sglang", "--cuda-graph-max-bs", "2", "--batch-sizes", "1,16",
-                     tmp_path=tmp_path)
+    result = run_cli(
+        "run",
+        "--kernel",
+        "decode",
+        "--profile",
+        "sglang",
+        "--cuda-graph-max-bs",
+        "2",
+        "--batch-sizes",
+        "1,16",
+        tmp_path=tmp_path,
+    )
     assert result.code == 1, result.stdout + result.stderr
     [finding] = findings(result.report, "MLA001")
     [variant] = [v for v in decode(result.report)["variants"] if v["key"] == finding["key"]]

@@ -23,9 +23,25 @@ def rules(tmp_path):
 
 
 def observe(tmp_path, rules, *program_args):
-    return run_cli("run", "--dry", "--compile", "skip", "--rules", str(rules), "--run-dir", str(tmp_path / "run"),
-                   "--context", "num_heads=128", "--context", "kv_cache_dtype=float8_e4m3fn", "--",
-                   sys.executable, PROGRAM, *program_args, tmp_path=tmp_path)
+    return run_cli(
+        "run",
+        "--dry",
+        "--compile",
+        "skip",
+        "--rules",
+        str(rules),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--context",
+        "num_heads=128",
+        "--context",
+        "kv_cache_dtype=float8_e4m3fn",
+        "--",
+        sys.executable,
+        PROGRAM,
+        *program_args,
+        tmp_path=tmp_path,
+    )
 
 
 def test_captured_ladder_is_never_dead_and_eager_batches_outside_it_compile_on_the_serving_path(tmp_path, rules):

@@ -14,8 +14,9 @@ FWD = "flash_attn_4.fwd"
 
 
 def test_a_shape_the_warmup_missed_compiles_on_the_serving_path(tmp_path):
-    result = run_cli("run", "--compile", "skip", "--run-dir", str(tmp_path / "run"), "--", sys.executable, PROGRAM,
-                     tmp_path=tmp_path)
+    result = run_cli(
+        "run", "--compile", "skip", "--run-dir", str(tmp_path / "run"), "--", sys.executable, PROGRAM, tmp_path=tmp_path
+    )
     assert result.code == 1, result.stdout + result.stderr
     assert "fa4 engine done" in result.stdout
     report = result.report
@@ -50,10 +51,13 @@ def test_dry_compiles_need_no_cuda_driver(tmp_path):
     --dry answers with the target's for the duration of the dispatch call."""
     program = tmp_path / "noncausal.py"
     program.write_text(NON_CAUSAL)
-    without = run_cli("run", "--run-dir", str(tmp_path / "plain"), "--allow-incomplete", "--", sys.executable, str(program))
+    without = run_cli(
+        "run", "--run-dir", str(tmp_path / "plain"), "--allow-incomplete", "--", sys.executable, str(program)
+    )
     assert "noncausal forward returned" not in without.stdout and "cuda" in without.stderr.lower()
-    result = run_cli("run", "--dry", "--run-dir", str(tmp_path / "dry"), "--", sys.executable, str(program),
-                     tmp_path=tmp_path)
+    result = run_cli(
+        "run", "--dry", "--run-dir", str(tmp_path / "dry"), "--", sys.executable, str(program), tmp_path=tmp_path
+    )
     assert "noncausal forward returned" in result.stdout, result.stdout + result.stderr
     [family] = [f for f in result.report["families"] if f["name"] == FWD]
     [variant] = family["variants"]

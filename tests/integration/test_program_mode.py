@@ -15,13 +15,28 @@ ENV = {"PYTHONPATH": str(ROOT)}
 
 def observe(tmp_path, *program_args, rules=RULES):
     run_dir = tmp_path / "run"
-    result = run_cli("run", "--rules", rules, "--run-dir", str(run_dir), "--", sys.executable, BACKEND, *program_args,
-                     tmp_path=tmp_path, env_extra=ENV)
+    result = run_cli(
+        "run",
+        "--rules",
+        rules,
+        "--run-dir",
+        str(run_dir),
+        "--",
+        sys.executable,
+        BACKEND,
+        *program_args,
+        tmp_path=tmp_path,
+        env_extra=ENV,
+    )
     return result, run_dir
 
 
 def serving(report):
-    return sorted((f["key"]["dtype"], f["key"]["causal"], f["process"]["rank"]) for f in report["findings"] if f["code"] == "MLA001")
+    return sorted(
+        (f["key"]["dtype"], f["key"]["causal"], f["process"]["rank"])
+        for f in report["findings"]
+        if f["code"] == "MLA001"
+    )
 
 
 def test_one_process_backend(tmp_path):
@@ -94,10 +109,22 @@ def test_sigkill_keeps_what_was_recorded(tmp_path):
 
 def test_clean_program_passes_through_its_exit_code(tmp_path):
     program = tmp_path / "clean.py"
-    program.write_text("from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('fp8',), causal=(True, False))\n"
-                       "k.dispatch(1, 'fp8', True); k.dispatch(1, 'fp8', False)\nraise SystemExit(3)\n")
-    result = run_cli("run", "--rules", RULES, "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(program),
-                     tmp_path=tmp_path, env_extra=ENV)
+    program.write_text(
+        "from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('fp8',), causal=(True, False))\n"
+        "k.dispatch(1, 'fp8', True); k.dispatch(1, 'fp8', False)\nraise SystemExit(3)\n"
+    )
+    result = run_cli(
+        "run",
+        "--rules",
+        RULES,
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--",
+        sys.executable,
+        str(program),
+        tmp_path=tmp_path,
+        env_extra=ENV,
+    )
     assert result.code == 3 and result.report["verdict"] == "pass" and result.report["findings"] == []
 
 
@@ -113,7 +140,11 @@ def test_the_environment_is_left_as_it_was(tmp_path):
     import site
 
     for folder in site.getsitepackages():
-        assert not [name for name in os.listdir(folder) if "mlacheck" in name and name.endswith(".pth") and "editable" not in name and "__editable__" not in name]
+        assert not [
+            name
+            for name in os.listdir(folder)
+            if "mlacheck" in name and name.endswith(".pth") and "editable" not in name and "__editable__" not in name
+        ]
 
 
 @pytest.mark.compile
@@ -124,9 +155,20 @@ def test_real_tokenspeed_mla_program_without_cuda_fails_on_its_own_and_is_report
         "tokenspeed_mla.warmup_compile_prefill(q_dtype=torch.float8_e4m3fn, d_qk=192, d_v=128, enable_pdl=True)\n"
         "q = torch.zeros(4, 16, 192).to(torch.float8_e4m3fn); kv = torch.zeros(4, 16, 192).to(torch.float8_e4m3fn)\n"
         "cu = torch.tensor([0, 4], dtype=torch.int32)\n"
-        "tokenspeed_mla.tokenspeed_mla_prefill(q, kv, kv[..., :128], cu[1:], cu, 4, 1, 0.1, True, False, enable_pdl=True)\n")
-    result = run_cli("run", "--compile", "skip", "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(program),
-                     tmp_path=tmp_path, env_extra={"CUTE_DSL_ARCH": "sm_100a"})
+        "tokenspeed_mla.tokenspeed_mla_prefill(q, kv, kv[..., :128], cu[1:], cu, 4, 1, 0.1, True, False, enable_pdl=True)\n"
+    )
+    result = run_cli(
+        "run",
+        "--compile",
+        "skip",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--",
+        sys.executable,
+        str(program),
+        tmp_path=tmp_path,
+        env_extra={"CUTE_DSL_ARCH": "sm_100a"},
+    )
     report = result.report
     assert report["program"]["exit_code"] == 1 and "Traceback" in result.stderr  # the program's own failure
     [prefill] = [f for f in report["families"] if f["name"] == "tokenspeed_mla.prefill"]
@@ -142,15 +184,22 @@ def test_report_merges_runs_of_several_nodes(tmp_path):
     (tmp_path / "node1").mkdir()
     observe(tmp_path / "node0")
     observe(tmp_path / "node1", "spawn", "1")
-    merged = run_cli("report", str(tmp_path / "node0" / "run"), str(tmp_path / "node1" / "run"),
-                     "--json", str(tmp_path / "merged.json"))
+    merged = run_cli(
+        "report",
+        str(tmp_path / "node0" / "run"),
+        str(tmp_path / "node1" / "run"),
+        "--json",
+        str(tmp_path / "merged.json"),
+    )
     assert merged.code == 1, merged.stdout + merged.stderr
     report = json.loads((tmp_path / "merged.json").read_text())
     assert len(report["program"]["runs"]) == 2
     assert serving(report) == [("fp8", False, 0), ("fp8", False, 0), ("fp8", True, 1)]
     [variant] = [v for v in report["families"][0]["variants"] if v["key"]["causal"] is False]
     assert variant["dispatches"] == 2
-    markdown = run_cli("report", str(tmp_path / "node0" / "run"), str(tmp_path / "node1" / "run"), "--output", "markdown:-")
+    markdown = run_cli(
+        "report", str(tmp_path / "node0" / "run"), str(tmp_path / "node1" / "run"), "--output", "markdown:-"
+    )
     programs = [line for line in markdown.stdout.splitlines() if line.startswith("| program |")]
     assert len(programs) == 2 and all("backend.py" in line and "(exit code 0)" in line for line in programs)
 
@@ -176,5 +225,6 @@ def test_truncated_last_line_is_read_as_truncated(tmp_path):
     assert result.code == 1, result.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["processes"][0]["truncated"] and serving(report) == [("fp8", False, 0)]
-    assert report["incomplete"] == [f"events were lost: {trace} ends in a cut-short line (its process was killed while "
-                                    "writing it)"]
+    assert report["incomplete"] == [
+        f"events were lost: {trace} ends in a cut-short line (its process was killed while writing it)"
+    ]

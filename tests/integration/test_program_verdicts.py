@@ -18,8 +18,18 @@ WARM = "from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('fp8
 
 def observe(tmp_path, *command, rules=RULES, options=(), env=ENV):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    return run_cli("run", "--rules", rules, "--run-dir", str(tmp_path / "run"), *options, "--", *command,
-                   tmp_path=tmp_path, env_extra=env)
+    return run_cli(
+        "run",
+        "--rules",
+        rules,
+        "--run-dir",
+        str(tmp_path / "run"),
+        *options,
+        "--",
+        *command,
+        tmp_path=tmp_path,
+        env_extra=env,
+    )
 
 
 def program(tmp_path, text):
@@ -31,8 +41,9 @@ def program(tmp_path, text):
 def test_a_program_that_starts_no_python_is_incomplete(tmp_path):
     result = observe(tmp_path, "sh", "-c", "echo hi")
     assert result.code == 2 and result.report["verdict"] == "incomplete"
-    assert result.report["incomplete"] == ["no Python process was observed (the program started none, or none could "
-                                           "import mlacheck)"]
+    assert result.report["incomplete"] == [
+        "no Python process was observed (the program started none, or none could import mlacheck)"
+    ]
     assert "exit 2: incomplete" in result.stdout.splitlines()[-1] and "PASS" not in result.stdout
 
 
@@ -51,12 +62,16 @@ def test_a_python_program_that_never_loads_the_family_is_incomplete(tmp_path):
 
 def test_a_python_process_that_cannot_import_mlacheck_is_named_as_unobserved(tmp_path):
     base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    probe = subprocess.run([base, "-c", "import mlacheck"], capture_output=True, cwd="/", env={"PATH": os.environ["PATH"]})
+    probe = subprocess.run(
+        [base, "-c", "import mlacheck"], capture_output=True, cwd="/", env={"PATH": os.environ["PATH"]}
+    )
     if probe.returncode == 0:
         pytest.skip("the base interpreter can import mlacheck too")
     # a child with only the bootstrap on its path, under an interpreter that has no mlacheck installed
-    child = ("import os, subprocess\nbootstrap = os.environ['PYTHONPATH'].split(os.pathsep)[0]\n"
-             f"subprocess.run([{base!r}, '-c', 'pass'], cwd='/', env={{**os.environ, 'PYTHONPATH': bootstrap}})\n")
+    child = (
+        "import os, subprocess\nbootstrap = os.environ['PYTHONPATH'].split(os.pathsep)[0]\n"
+        f"subprocess.run([{base!r}, '-c', 'pass'], cwd='/', env={{**os.environ, 'PYTHONPATH': bootstrap}})\n"
+    )
     result = observe(tmp_path, sys.executable, program(tmp_path, WARM + "k.dispatch(1, 'fp8', True)\n" + child))
     assert result.code == 2, result.stdout + result.stderr
     reasons = result.report["incomplete"]
@@ -74,29 +89,40 @@ def test_a_family_loaded_but_never_dispatched_is_incomplete_and_its_warmup_unver
 
 
 def test_dispatches_that_die_before_the_lookup_make_the_run_incomplete(tmp_path):
-    text = WARM + "for _ in range(3):\n    try:\n        k.dispatch(None, 'fp8', True)\n" \
-                  "    except ValueError:\n        pass\n"
+    text = (
+        WARM + "for _ in range(3):\n    try:\n        k.dispatch(None, 'fp8', True)\n"
+        "    except ValueError:\n        pass\n"
+    )
     result = observe(tmp_path, sys.executable, program(tmp_path, text))
     assert result.code == 2, result.stdout + result.stderr
     [reason] = result.report["incomplete"]
-    assert reason == ("synthetic: 3 of 3 dispatch call(s) raised before the cache lookup (ValueError: no input), so they "
-                      "checked nothing")
+    assert reason == (
+        "synthetic: 3 of 3 dispatch call(s) raised before the cache lookup (ValueError: no input), so they "
+        "checked nothing"
+    )
     assert [v["status"] for v in result.report["families"][0]["variants"]] == ["unverified"]
     assert result.report["findings"] == []
 
 
 def test_context_makes_a_contract_fire_in_program_mode(tmp_path):
-    text = "from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('bf16',), causal=(True,))\n" \
-           "k.dispatch(1, 'bf16', True)\n"
+    text = (
+        "from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('bf16',), causal=(True,))\n"
+        "k.dispatch(1, 'bf16', True)\n"
+    )
     without = observe(tmp_path / "a", sys.executable, program(tmp_path, text))
     assert without.code == 0 and without.report["findings"] == []
-    assert without.report["not_checked"] == ["synthetic: the dtype contract needs kv_cache_dtype (give --context "
-                                             "kv_cache_dtype=...)"]
-    with_context = observe(tmp_path / "b", sys.executable, program(tmp_path, text),
-                           options=("--context", "kv_cache_dtype=fp8"))
+    assert without.report["not_checked"] == [
+        "synthetic: the dtype contract needs kv_cache_dtype (give --context kv_cache_dtype=...)"
+    ]
+    with_context = observe(
+        tmp_path / "b", sys.executable, program(tmp_path, text), options=("--context", "kv_cache_dtype=fp8")
+    )
     assert with_context.code == 1
     [finding] = with_context.report["findings"]
-    assert finding["code"] == "MLA003" and "dtype is bf16, the contract requires fp8 where kv_cache_dtype=fp8" in finding["message"]
+    assert (
+        finding["code"] == "MLA003"
+        and "dtype is bf16, the contract requires fp8 where kv_cache_dtype=fp8" in finding["message"]
+    )
 
 
 def test_the_target_arch_set_inside_the_program_is_the_reports(tmp_path):
@@ -107,9 +133,20 @@ def test_the_target_arch_set_inside_the_program_is_the_reports(tmp_path):
 
 
 def test_a_forked_child_that_exits_normally_exited_normally(tmp_path):
-    result = run_cli("run", "--rules", RULES, "--run-dir", str(tmp_path / "run"), "--", sys.executable,
-                     str(ROOT / "tests" / "fixtures" / "programs" / "backend.py"), "fork", "2",
-                     tmp_path=tmp_path, env_extra=ENV)
+    result = run_cli(
+        "run",
+        "--rules",
+        RULES,
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--",
+        sys.executable,
+        str(ROOT / "tests" / "fixtures" / "programs" / "backend.py"),
+        "fork",
+        "2",
+        tmp_path=tmp_path,
+        env_extra=ENV,
+    )
     processes = result.report["processes"]
     assert len(processes) == 3 and all(p["exited"] for p in processes)
     assert sum(p["forked_from"] is not None for p in processes) == 2
@@ -119,24 +156,32 @@ def test_a_forked_child_that_exits_normally_exited_normally(tmp_path):
 
 
 def test_json_to_stdout_is_the_document_alone(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mlacheck", "run", "--compile", "skip", "--output", "json:-"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={k: v for k, v in os.environ.items() if k != "CUTE_DSL_ARCH"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "--compile", "skip", "--output", "json:-"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "CUTE_DSL_ARCH"},
+    )
     parsed = subprocess.run([sys.executable, "-m", "json.tool"], input=done.stdout, capture_output=True, text=True)
     assert parsed.returncode == 0, done.stdout[:500]
     assert json.loads(done.stdout)["verdict"] == "pass" and "verdict: PASS" in done.stderr
 
 
-@pytest.mark.parametrize("args, words", [
-    (("run", "--tp", "abc"), "Invalid value for '--tp'"),
-    (("run", "--profile", "nosuch"), "'nosuch' is not one of"),
-    (("run", "--tp", "0"), "--tp 0: the tensor-parallel size is 1 or more"),
-    (("run", "--requests", "1"), "--requests 1: the workload needs 2 or more"),
-    (("run", "--output", "nosuchformat:x", "--compile", "skip"), "--output nosuchformat:x: unknown format"),
-    (("run", "--model", "kimi-k2", "--", "true"), "--model: does not apply to a program"),
-    (("run", "--dry"), "--dry: does not apply to the embedded scenario"),
-    (("report", "nosuch-run"), "nosuch-run: no such run folder"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("run", "--tp", "abc"), "Invalid value for '--tp'"),
+        (("run", "--profile", "nosuch"), "'nosuch' is not one of"),
+        (("run", "--tp", "0"), "--tp 0: the tensor-parallel size is 1 or more"),
+        (("run", "--requests", "1"), "--requests 1: the workload needs 2 or more"),
+        (("run", "--output", "nosuchformat:x", "--compile", "skip"), "--output nosuchformat:x: unknown format"),
+        (("run", "--model", "kimi-k2", "--", "true"), "--model: does not apply to a program"),
+        (("run", "--dry"), "--dry: does not apply to the embedded scenario"),
+        (("report", "nosuch-run"), "nosuch-run: no such run folder"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words):
     result = run_cli(*args)
     assert result.code == 2, result.stdout + result.stderr
@@ -170,7 +215,9 @@ def test_runs_recorded_under_different_rules_are_refused_in_one_line(tmp_path):
     observe(tmp_path / "a", sys.executable, program(tmp_path, WARM + "k.dispatch(1, 'fp8', True)\n"))
     changed = tmp_path / "synthetic.toml"
     changed.write_text(open(RULES).read().replace('why = "the cache holds FP8"', 'why = "changed"'))
-    observe(tmp_path / "b", sys.executable, program(tmp_path, WARM + "k.dispatch(1, 'fp8', True)\n"), rules=str(changed))
+    observe(
+        tmp_path / "b", sys.executable, program(tmp_path, WARM + "k.dispatch(1, 'fp8', True)\n"), rules=str(changed)
+    )
     merged = run_cli("report", str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run"))
     assert merged.code == 2 and "recorded under different versions of this rule file" in merged.stderr
     with_rules = run_cli("report", str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run"), "--rules", RULES)
@@ -179,17 +226,39 @@ def test_runs_recorded_under_different_rules_are_refused_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_mlacheck_ends_the_whole_process_tree_and_still_reports(tmp_path, signum):
-    tree = program(tmp_path, WARM + "k.dispatch(1, 'fp8', True)\nimport subprocess, sys, time\n"
-                   "grandchild = \"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
-                   "'import time; time.sleep(120)']); print(p.pid, flush=True); time.sleep(120)\"\n"
-                   "child = subprocess.Popen([sys.executable, '-c', grandchild], stdout=subprocess.PIPE, text=True)\n"
-                   "print('pids', child.pid, child.stdout.readline().strip(), flush=True)\ntime.sleep(120)\n")
+    tree = program(
+        tmp_path,
+        WARM + "k.dispatch(1, 'fp8', True)\nimport subprocess, sys, time\n"
+        "grandchild = \"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(120)']); print(p.pid, flush=True); time.sleep(120)\"\n"
+        "child = subprocess.Popen([sys.executable, '-c', grandchild], stdout=subprocess.PIPE, text=True)\n"
+        "print('pids', child.pid, child.stdout.readline().strip(), flush=True)\ntime.sleep(120)\n",
+    )
     env = {**os.environ, **ENV}
     env.pop("CUTE_DSL_ARCH", None)
     json_path = tmp_path / "report.json"
-    mlacheck = subprocess.Popen([sys.executable, "-m", "mlacheck", "run", "--rules", RULES, "--run-dir", str(tmp_path / "run"),
-                                 "--json", str(json_path), "--", sys.executable, tree], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mlacheck = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlacheck",
+            "run",
+            "--rules",
+            RULES,
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--json",
+            str(json_path),
+            "--",
+            sys.executable,
+            tree,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = mlacheck.stdout.readline()
     while not line.startswith("pids"):
         assert line, mlacheck.stderr.read()
@@ -221,8 +290,10 @@ PHASES = """
 phase = "capture"
 function = "graph_runner:Runner.capture"
 """
-RUNNER = ("from tests.fixtures import synthetic_kernels as k\n"
-          "class Runner:\n    def capture(self):\n        k.dispatch(1, 'fp8', True)\n        k.dispatch(1, 'fp8', True)\n")
+RUNNER = (
+    "from tests.fixtures import synthetic_kernels as k\n"
+    "class Runner:\n    def capture(self):\n        k.dispatch(1, 'fp8', True)\n        k.dispatch(1, 'fp8', True)\n"
+)
 
 
 def test_a_variant_served_before_a_capture_frame_is_captured_there(tmp_path):
@@ -234,8 +305,13 @@ def test_a_variant_served_before_a_capture_frame_is_captured_there(tmp_path):
     (rules / "engine.toml").write_text(PHASES)
     (tmp_path / "graph_runner.py").write_text(RUNNER)
     text = WARM + "k.dispatch(1, 'fp8', True)\nfrom graph_runner import Runner\nRunner().capture()\n"
-    result = observe(tmp_path, sys.executable, program(tmp_path, text), rules=str(rules),
-                     env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+    result = observe(
+        tmp_path,
+        sys.executable,
+        program(tmp_path, text),
+        rules=str(rules),
+        env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"},
+    )
     [variant] = result.report["families"][0]["variants"]
     assert variant["captured"] and variant["dispatches"] == 1, variant
     assert result.report["internal_errors"] == []
@@ -259,8 +335,18 @@ print("both dispatches returned")
 def test_dry_runs_a_real_tokenspeed_mla_program_past_its_lookups_on_the_cpu(tmp_path):
     """The --dry acceptance: real tokenspeed_mla on a CPU machine, its library warm-up then (causal, no LSE) and
     (causal, LSE): one MLA001 on the first, both dispatches counted, the program's own exit 0."""
-    result = run_cli("run", "--dry", "--compile", "skip", "--run-dir", str(tmp_path / "run"), "--", sys.executable,
-                     program(tmp_path, DRY_ACCEPTANCE), tmp_path=tmp_path)
+    result = run_cli(
+        "run",
+        "--dry",
+        "--compile",
+        "skip",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--",
+        sys.executable,
+        program(tmp_path, DRY_ACCEPTANCE),
+        tmp_path=tmp_path,
+    )
     assert "both dispatches returned" in result.stdout, result.stdout + result.stderr
     report = result.report
     assert report["program"]["exit_code"] == 0 and result.code == 1

@@ -21,8 +21,22 @@ def published(tmp_path_factory):
     folder = tmp_path_factory.mktemp("published")
     releases = {}
     for version in ("0.2.16", "2.0.3"):
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                               f"tokenspeed-mla=={version}", "-d", str(folder / version)], capture_output=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                f"tokenspeed-mla=={version}",
+                "-d",
+                str(folder / version),
+            ],
+            capture_output=True,
+            timeout=300,
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot download tokenspeed-mla {version} from PyPI")
         [wheel] = (folder / version).glob("*.whl")

@@ -13,21 +13,30 @@ RULES = str(ROOT / "tests" / "fixtures" / "synthetic.toml")
 OBSERVE = ("--mlacheck", f"--mlacheck-rules={RULES}")  # with "=": pytest finds its rootdir before it knows the option
 
 HEADER = "from tests.fixtures import synthetic_kernels as k\n\n"
-SERVING_COMPILE = HEADER + """
+SERVING_COMPILE = (
+    HEADER
+    + """
 def test_dispatch_misses_the_warmup():
     k.warmup(dtypes=("fp8",), causal=(True,))
     assert k.dispatch(1, "fp8", False) == 2   # the test itself passes
 """
-CORRECT_WARMUP = HEADER + """
+)
+CORRECT_WARMUP = (
+    HEADER
+    + """
 def test_dispatch_hits_the_warmup():
     k.warmup(dtypes=("fp8",), causal=(True, False))
     assert k.dispatch(1, "fp8", True) == 2 and k.dispatch(1, "fp8", False) == 2
 """
-DEAD_WARMUP = HEADER + """
+)
+DEAD_WARMUP = (
+    HEADER
+    + """
 def test_one_variant_is_never_dispatched():
     k.warmup(dtypes=("fp8",), causal=(True, False))
     assert k.dispatch(1, "fp8", True) == 2
 """
+)
 
 
 @pytest.fixture
@@ -50,9 +59,9 @@ def section(result):
     starts = [i for i, line in enumerate(result.outlines) if line.startswith("=") and " mlacheck " in line]
     if not starts:
         return None
-    lines = result.outlines[starts[0] + 1:]
+    lines = result.outlines[starts[0] + 1 :]
     end = next((i for i, line in enumerate(lines) if line.startswith("=")), len(lines))
-    return lines[:end] + lines[end:end + 1]
+    return lines[:end] + lines[end : end + 1]
 
 
 def line_starting(lines, prefix):
@@ -98,14 +107,16 @@ def test_without_the_option_nothing_is_recorded_or_printed(inner):
 
 
 def test_plugin_is_loaded_and_cheap_without_the_option(inner):
-    inner.makepyfile(test_imports="""
+    inner.makepyfile(
+        test_imports="""
 import sys
 
 def test_only_the_plugin_module_is_imported():
     assert "mlacheck.pytest_plugin" in sys.modules
     heavy = [m for m in ("torch", "pydantic", "rich", "mlacheck.rules", "mlacheck.program.agent") if m in sys.modules]
     assert heavy == []
-""")
+"""
+    )
     result = run(inner)
     assert result.ret == pytest.ExitCode.OK, result.text
     result.assert_outcomes(passed=1)
@@ -140,7 +151,8 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     record("environment-after.json")
 """)
-    inner.makepyfile(test_child="""
+    inner.makepyfile(
+        test_child="""
 import os, subprocess, sys
 
 CHILD = "import os; from tests.fixtures import synthetic_kernels as k; k.dispatch(1, 'bf16', True); print(os.getpid())"
@@ -151,7 +163,8 @@ def test_child_process_dispatches():
     child = subprocess.run([sys.executable, "-c", CHILD], check=True, capture_output=True, text=True)
     with open("pids.txt", "w") as out:
         out.write(f"{os.getpid()} {child.stdout.strip()}")
-""")
+"""
+    )
     result = run(inner, *OBSERVE, "--mlacheck-run-dir", "run", "--mlacheck-json", "report.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.text
     result.assert_outcomes(passed=1)
@@ -175,7 +188,8 @@ def test_json_report_holds_the_finding(inner):
     report = json.loads((inner.path / "report.json").read_text())
     assert report["verdict"] == "fail" and report["mode"] == "program"
     assert [(f["code"], f["key"]) for f in report["findings"] if f["severity"] == "error"] == [
-        ("MLA001", {"dtype": "fp8", "causal": False})]
+        ("MLA001", {"dtype": "fp8", "causal": False})
+    ]
     assert report["program"]["command"][0] == "pytest"
     # the default run folder: mlacheck-runs/<time>-<pid> under the session's working folder
     [run_dir] = list((inner.path / "mlacheck-runs").iterdir())
@@ -210,13 +224,24 @@ def test_a_used_run_folder_is_refused(inner):
 
 def test_plugin_options_of_program_mode(inner):
     """--mlacheck-compile=skip, --mlacheck-dry, --mlacheck-context and --mlacheck-output reach the run."""
-    inner.makepyfile(test_contract=HEADER + """
+    inner.makepyfile(
+        test_contract=HEADER
+        + """
 def test_bf16_warmup_and_dispatch():
     k.warmup(dtypes=("bf16",), causal=(True,))
     assert k.dispatch(1, "bf16", True) is not None
-""")
-    result = run(inner, *OBSERVE, "--mlacheck-run-dir=run", "--mlacheck-compile=skip", "--mlacheck-dry",
-                 "--mlacheck-context=kv_cache_dtype=fp8", "--mlacheck-output=sarif:r.sarif", "--mlacheck-output=json:r.json")
+"""
+    )
+    result = run(
+        inner,
+        *OBSERVE,
+        "--mlacheck-run-dir=run",
+        "--mlacheck-compile=skip",
+        "--mlacheck-dry",
+        "--mlacheck-context=kv_cache_dtype=fp8",
+        "--mlacheck-output=sarif:r.sarif",
+        "--mlacheck-output=json:r.json",
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.text
     report = json.loads((inner.path / "r.json").read_text())
     assert [f["code"] for f in report["findings"]] == ["MLA003"] and report["compile_policy"] == "skip"

@@ -22,7 +22,12 @@ def test_default_run_is_clean(tmp_path):
     result = run_cli("run", tmp_path=tmp_path)
     assert result.code == 0, result.stdout + result.stderr
     report = result.report
-    assert (report["verdict"], report["mode"], report["target_arch"], report["compile_policy"]) == ("pass", "dry", "sm_100a", "real")
+    assert (report["verdict"], report["mode"], report["target_arch"], report["compile_policy"]) == (
+        "pass",
+        "dry",
+        "sm_100a",
+        "real",
+    )
     assert report["findings"] == []
     assert sorted(f["name"] for f in report["families"]) == ["tokenspeed_mla.decode", "tokenspeed_mla.prefill"]
     prefill = family(report, "tokenspeed_mla.prefill")
@@ -31,7 +36,9 @@ def test_default_run_is_clean(tmp_path):
     for variant in variants.values():
         assert variant["precompiled"] and variant["dispatches"] > 0 and variant["compile_s"] > 0.5
         assert variant["key"]["q_dtype"] == FP8 and variant["key"]["enable_pdl"] is True
-        assert variant["compiled_by"].startswith("mlacheck/scenario/warmup.py:")  # the engine warm-up that called the library
+        assert variant["compiled_by"].startswith(
+            "mlacheck/scenario/warmup.py:"
+        )  # the engine warm-up that called the library
     decode = family(report, "tokenspeed_mla.decode")["variants"]
     assert decode and {v["status"] for v in decode} == {"captured"}
     assert all(v["compile_s"] > 0.5 and v["key"]["torch_dtype"] == FP8 for v in decode)
@@ -53,8 +60,16 @@ def test_the_library_warmup_under_the_sglang_profile_compiles_causal_without_lse
 
 
 def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_serving_path(tmp_path):
-    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", "--warmup", "tests/fixtures/sglang_warmup.py:bf16_warmup",
-                     tmp_path=tmp_path)
+    result = run_cli(
+        "run",
+        "--kernel",
+        "prefill",
+        "--profile",
+        "sglang",
+        "--warmup",
+        "tests/fixtures/sglang_warmup.py:bf16_warmup",
+        tmp_path=tmp_path,
+    )
     assert result.code == 1, result.stdout + result.stderr
     report = result.report
     serving = findings(report, "MLA001")
@@ -71,8 +86,16 @@ def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_se
 
 
 def test_sglang_fp8_warmup_is_clean_under_sglang_profile(tmp_path):
-    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", "--warmup", "tests/fixtures/sglang_warmup.py:fp8_warmup",
-                     tmp_path=tmp_path)
+    result = run_cli(
+        "run",
+        "--kernel",
+        "prefill",
+        "--profile",
+        "sglang",
+        "--warmup",
+        "tests/fixtures/sglang_warmup.py:fp8_warmup",
+        tmp_path=tmp_path,
+    )
     assert result.code == 0, result.stdout + result.stderr
     assert result.report["findings"] == []
     variants = family(result.report, "tokenspeed_mla.prefill")["variants"]
@@ -84,5 +107,9 @@ def test_sglang_as_published_warms_the_three_variants_its_extend_path_dispatches
     result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", tmp_path=tmp_path)
     assert result.code == 0, result.stdout + result.stderr
     variants = family(result.report, "tokenspeed_mla.prefill")["variants"]
-    assert {(v["key"]["is_causal"], v["key"]["return_lse"]) for v in variants} == {(True, True), (True, False), (False, True)}
+    assert {(v["key"]["is_causal"], v["key"]["return_lse"]) for v in variants} == {
+        (True, True),
+        (True, False),
+        (False, True),
+    }
     assert all(v["precompiled"] and v["dispatches"] > 0 for v in variants)

@@ -130,7 +130,9 @@ def test_fp8_accuracy_cost_is_small_but_not_zero() -> None:
     scale = 1 / math.sqrt(192)
 
     # what the traffic run reports as the FP8 cost: reference on FP8 inputs against reference on bf16 inputs
-    cost = compare_outputs(*reference_prefill(q8, k8, v8, cu, cu, scale, True), *reference_prefill(acts.q, k, acts.v, cu, cu, scale, True))
+    cost = compare_outputs(
+        *reference_prefill(q8, k8, v8, cu, cu, scale, True), *reference_prefill(acts.q, k, acts.v, cu, cu, scale, True)
+    )
 
     assert 0 < cost.max_abs_err and 0 < cost.lse_max_abs_err
     assert 0.95 < cost.cosine_similarity < 1.0

@@ -8,11 +8,21 @@ import pytest
 
 from mlacheck.analysis import analyse
 from mlacheck.capture.fingerprint import fingerprint
-from mlacheck.trace import read_trace, upgrade_format_1
 from mlacheck.keys import key_text, typed
-from tests.fixtures.synthetic_harness import (BF16, DECODE, FA4, FP8, FP8_CONTEXT, PREFILL, observe, of_type,
-                                              synthetic_cute, synthetic_fa4, torch)
-
+from mlacheck.trace import read_trace, upgrade_format_1
+from tests.fixtures.synthetic_harness import (
+    BF16,
+    DECODE,
+    FA4,
+    FP8,
+    FP8_CONTEXT,
+    PREFILL,
+    observe,
+    of_type,
+    synthetic_cute,
+    synthetic_fa4,
+    torch,
+)
 
 MLACHECK_VERSION = version("mlacheck")  # the synthetic families are packages of this distribution
 
@@ -37,6 +47,7 @@ def stale_codes(analysis):
 
 # -- key layout ---------------------------------------------------------------------------------------------
 
+
 def test_a_key_with_more_fields_than_the_rule_names_is_mla004_and_no_diff_is_made_of_it(kind):
     rule = kind.rule()
     short = kind.rules(with_family(rule, key_fields=list(rule.family.key_fields[:-1])))
@@ -56,11 +67,16 @@ def test_a_functools_key_whose_fields_the_rule_names_otherwise_is_mla004():
     renamed = with_family(rule, key_fields=["dtype", *rule.family.key_fields[1:]])
     [layout] = stale_codes(analyse(events, DECODE.rules(renamed), FP8_CONTEXT))
     assert "missing dtype; not in the rule: torch_dtype" in layout.message
-    swapped = with_family(rule, key_fields=[rule.family.key_fields[1], rule.family.key_fields[0], *rule.family.key_fields[2:]])
-    assert "another order than the rule's" in stale_codes(analyse(events, DECODE.rules(swapped), FP8_CONTEXT))[0].message
+    swapped = with_family(
+        rule, key_fields=[rule.family.key_fields[1], rule.family.key_fields[0], *rule.family.key_fields[2:]]
+    )
+    assert (
+        "another order than the rule's" in stale_codes(analyse(events, DECODE.rules(swapped), FP8_CONTEXT))[0].message
+    )
 
 
 # -- versions and fingerprints -----------------------------------------------------------------------------
+
 
 def test_the_family_event_carries_the_fingerprint_of_the_installed_code(kind):
     events = warm_and_serve(kind)
@@ -74,10 +90,13 @@ def test_the_rules_fingerprint_decides_over_the_version(kind):
     installed = of_type(events, "family")[0]["fingerprint"]
     rule = kind.rule()
 
-    same_code_other_version = analyse(events, kind.rules(with_family(rule, fingerprint=installed, checked_versions=">=9")))
+    same_code_other_version = analyse(
+        events, kind.rules(with_family(rule, fingerprint=installed, checked_versions=">=9"))
+    )
     assert stale_codes(same_code_other_version) == []
     assert same_code_other_version.families[0].notes == [
-        f"mlacheck {MLACHECK_VERSION} lies outside the checked versions, but the code the key depends on is unchanged (same fingerprint)"]
+        f"mlacheck {MLACHECK_VERSION} lies outside the checked versions, but the code the key depends on is unchanged (same fingerprint)"
+    ]
 
     [changed] = stale_codes(analyse(events, kind.rules(with_family(rule, fingerprint="0123456789abcdef"))))
     assert f"fingerprint {installed}, the rule was checked against 0123456789abcdef" in changed.message
@@ -86,29 +105,45 @@ def test_the_rules_fingerprint_decides_over_the_version(kind):
     # a rule checked against two releases' code records both fingerprints
     both = ["0123456789abcdef", installed]
     assert stale_codes(analyse(events, kind.rules(with_family(rule, fingerprint=both, checked_versions=">=9")))) == []
-    [neither] = stale_codes(analyse(events, kind.rules(with_family(rule, fingerprint=["0123456789abcdef", "fedcba9876543210"]))))
+    [neither] = stale_codes(
+        analyse(events, kind.rules(with_family(rule, fingerprint=["0123456789abcdef", "fedcba9876543210"])))
+    )
     assert "the rule was checked against 0123456789abcdef or fedcba9876543210" in neither.message
 
     [outside] = stale_codes(analyse(events, kind.rules(with_family(rule, checked_versions=">=9"))))
-    assert f"installed mlacheck {MLACHECK_VERSION} lies outside the versions this rule was checked against (>=9)" in outside.message
+    assert (
+        f"installed mlacheck {MLACHECK_VERSION} lies outside the versions this rule was checked against (>=9)"
+        in outside.message
+    )
     assert stale_codes(analyse(events, kind.rules())) == []
 
 
-@pytest.mark.parametrize("providers, stale", [([], False), (["MLAcheck 0.1.0"], False), (["mlacheck-fork 0.1.0"], True)])
+@pytest.mark.parametrize(
+    "providers, stale", [([], False), (["MLAcheck 0.1.0"], False), (["mlacheck-fork 0.1.0"], True)]
+)
 def test_a_package_installed_by_another_distribution_is_mla004(providers, stale):
-    events = [{**event, "providers": providers} if event["type"] == "family" else event for event in warm_and_serve(PREFILL)]
+    events = [
+        {**event, "providers": providers} if event["type"] == "family" else event for event in warm_and_serve(PREFILL)
+    ]
     findings = stale_codes(analyse(events, PREFILL.rules(), FP8_CONTEXT))
-    assert [f.message for f in findings] == ([
-        "synthetic_prefill is installed by mlacheck-fork 0.1.0, not by mlacheck, the distribution this rule was written "
-        "for: its key layout and cache may differ"] if stale else [])
+    assert [f.message for f in findings] == (
+        [
+            "synthetic_prefill is installed by mlacheck-fork 0.1.0, not by mlacheck, the distribution this rule was written "
+            "for: its key layout and cache may differ"
+        ]
+        if stale
+        else []
+    )
 
 
 def test_the_fingerprint_follows_the_source_and_signature_of_the_key_functions(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
-    sources = {"kernel_v1": "def dispatch(q, causal=True):\n    return (q, causal)\n",
-               "kernel_v1_copy": "def dispatch(q, causal=True):\n    return (q, causal)\n",
-               "kernel_v2": "def dispatch(q, causal=True):\n    return (q, not causal)\n",
-               "kernel_v3": "def dispatch(q, causal=False):\n    return (q, causal)\n"}
+    sources = {
+        "kernel_v1": "def dispatch(q, causal=True):\n    return (q, causal)\n",
+        "kernel_v1_copy": "def dispatch(q, causal=True):\n    return (q, causal)\n",
+        "kernel_v2": "def dispatch(q, causal=True):\n    return (q, not causal)\n",
+        "kernel_v3": "def dispatch(q, causal=False):\n    return (q, causal)\n",
+    }
     prints = {}
     for name, source in sources.items():
         (tmp_path / f"{name}.py").write_text(source)
@@ -119,13 +154,16 @@ def test_the_fingerprint_follows_the_source_and_signature_of_the_key_functions(t
 
 # -- typed keys ---------------------------------------------------------------------------------------------
 
+
 def test_key_values_are_typed_once_when_captured():
     assert typed(torch.float8_e4m3fn) == "float8_e4m3fn"
     assert typed(synthetic_cute.Float8E4M3FN) == "Float8E4M3FN"
     assert typed((128, (1, True), None)) == [128, [1, True], None]
     assert [type(typed(value)) for value in (True, 3, 2.5, "x")] == [bool, int, float, str]
-    assert key_text({"tile": [128], "causal": False, "dtype": "float8_e4m3fn"}, ["dtype", "causal", "tile"]) == \
-        "(dtype=float8_e4m3fn, causal=False, tile=(128,))"
+    assert (
+        key_text({"tile": [128], "causal": False, "dtype": "float8_e4m3fn"}, ["dtype", "causal", "tile"])
+        == "(dtype=float8_e4m3fn, causal=False, tile=(128,))"
+    )
 
 
 def test_a_key_field_that_differs_only_in_a_tuple_is_diffed_as_lists():
@@ -142,10 +180,22 @@ def test_a_key_field_that_differs_only_in_a_tuple_is_diffed_as_lists():
 FORMAT_1 = [
     {"type": "run", "format_version": 1, "pid": 7, "mlacheck_version": "0.0.9", "started": 0.0},
     {"type": "family", "family": "synthetic.prefill", "version": "0.1.0", "key_fields": list(PREFILL.fields)},
-    {"type": "compile", "family": "synthetic.prefill", "key": ["bfloat16", "192", "True", "False"], "phase": "precompile",
-     "seconds": 1.5, "site": "warm.py:3"},
-    {"type": "compile", "family": "synthetic.prefill", "key": ["float8_e4m3fn", "192", "True", "False"], "phase": "dispatch",
-     "seconds": 2.5, "site": "serve.py:9"},
+    {
+        "type": "compile",
+        "family": "synthetic.prefill",
+        "key": ["bfloat16", "192", "True", "False"],
+        "phase": "precompile",
+        "seconds": 1.5,
+        "site": "warm.py:3",
+    },
+    {
+        "type": "compile",
+        "family": "synthetic.prefill",
+        "key": ["float8_e4m3fn", "192", "True", "False"],
+        "phase": "dispatch",
+        "seconds": 2.5,
+        "site": "serve.py:9",
+    },
     *[{"type": "dispatch", "family": "synthetic.prefill", "key": ["float8_e4m3fn", "192", "True", "False"]}] * 3,
     {"type": "exit", "rank": 0},
 ]
@@ -164,7 +214,8 @@ def test_a_format_1_trace_reads_as_format_2(tmp_path):
     assert (warm["phase"], warm["key"]) == ("warmup", PREFILL.key(BF16, True))
     assert (serve["phase"], serve["key"], serve["vid"]) == ("serving", PREFILL.key(FP8, True), 1)
     assert of_type(trace.events, "counts") == [
-        {"type": "counts", "family": "synthetic.prefill", "dispatches": {"1:serving": 3}, "calls": {}, "final": True}]
+        {"type": "counts", "family": "synthetic.prefill", "dispatches": {"1:serving": 3}, "calls": {}, "final": True}
+    ]
 
     analysis = analyse(trace.events, PREFILL.rules(), FP8_CONTEXT)
     assert [f.code for f in analysis.findings] == ["MLA001", "MLA003", "MLA002"]
@@ -178,7 +229,9 @@ def test_a_format_1_trace_reads_as_format_2(tmp_path):
 def test_a_format_1_trace_of_a_killed_process_counts_at_least(tmp_path):
     events = upgrade_format_1(FORMAT_1[:-1])
     assert of_type(events, "counts")[0]["final"] is False
-    fp8 = next(v for v in analyse(events, PREFILL.rules(), FP8_CONTEXT).families[0].variants if v.key == PREFILL.key(FP8, True))
+    fp8 = next(
+        v for v in analyse(events, PREFILL.rules(), FP8_CONTEXT).families[0].variants if v.key == PREFILL.key(FP8, True)
+    )
     assert (fp8.dispatches, fp8.at_least) == (3, True)
 
 

@@ -10,12 +10,26 @@ import pytest
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, SkippedCompile
 from mlacheck.capture.caches.recording import RecordingDict
+from mlacheck.errors import MlacheckError
 from mlacheck.events import JsonlSink, MemorySink
 from mlacheck.trace import read_trace
-from mlacheck.errors import MlacheckError
-from tests.fixtures.synthetic_harness import (BF16, DECODE, DICT_KINDS, FA4, FP8, FP8_CONTEXT, PREFILL, family_capture,
-                                              mark_serving_start, observe,
-                                              of_type, q, synthetic_cute, synthetic_decode, synthetic_fa4, synthetic_prefill)
+from tests.fixtures.synthetic_harness import (
+    BF16,
+    DECODE,
+    DICT_KINDS,
+    FA4,
+    FP8,
+    FP8_CONTEXT,
+    family_capture,
+    mark_serving_start,
+    observe,
+    of_type,
+    q,
+    synthetic_cute,
+    synthetic_decode,
+    synthetic_fa4,
+)
+
 
 @pytest.fixture(params=DICT_KINDS, ids=lambda kind: kind.name)
 def dict_kind(request):
@@ -47,7 +61,9 @@ def test_compile_skip_records_keys_compiles_nothing_and_leaves_the_cache_empty(k
             kind.dispatch(1, FP8, False)
     compiles = of_type(capture.sink.events, "compile")
     assert [(e["key"], e["phase"], e["origin"], e["seconds"]) for e in compiles] == [
-        (kind.key(FP8, True), "warmup", "skip", None), (kind.key(FP8, False), "serving", "skip", None)]
+        (kind.key(FP8, True), "warmup", "skip", None),
+        (kind.key(FP8, False), "serving", "skip", None),
+    ]
     assert synthetic_cute.compiled == []
     assert kind.cached_count() == 0
     [serving] = [f for f in analyse(capture.sink.events, kind.rules(), FP8_CONTEXT).findings if f.code == "MLA001"]
@@ -129,7 +145,9 @@ def test_an_install_whose_sink_fails_leaves_the_module_as_it_was(kind):
 def test_an_install_refused_by_a_stale_rule_leaves_the_module_as_it_was(kind):
     before = {name: getattr(kind.module, name) for name in vars(kind.module) if not name.startswith("__")}
     rule = kind.rule()
-    stale = rule.model_copy(update={"family": rule.family.model_copy(update={"compile": "gone"})})  # found after the cache
+    stale = rule.model_copy(
+        update={"family": rule.family.model_copy(update={"compile": "gone"})}
+    )  # found after the cache
     capture = family_capture(kind, MemorySink(), rules=kind.rules(stale))
     with pytest.raises(MlacheckError, match="has no 'gone' where the rule looks"):
         capture.install()
@@ -149,7 +167,8 @@ def test_typed_keys_in_events_survive_the_trace_file(kind, tmp_path):
     assert compiled["key"] == dispatched["key"] == kind.key(FP8, True)
     assert list(compiled["key"]) == list(kind.fields)
     assert {name: type(value) for name, value in compiled["key"].items()} == {
-        name: type(value) for name, value in kind.key(FP8, True).items()}
+        name: type(value) for name, value in kind.key(FP8, True).items()
+    }
     assert analyse(events, kind.rules(), FP8_CONTEXT).findings == []
 
 
@@ -157,7 +176,12 @@ def test_a_tuple_and_a_dtype_class_in_a_key_are_a_list_and_the_class_name():
     with observe(FA4) as capture:
         synthetic_fa4.precompile(BF16, 64, causal=True, tile=(64, 32))
     [compiled] = of_type(capture.sink.events, "compile")
-    assert json.loads(json.dumps(compiled["key"])) == {"dtype": "BFloat16", "head_dim": 64, "causal": True, "tile": [64, 32]}
+    assert json.loads(json.dumps(compiled["key"])) == {
+        "dtype": "BFloat16",
+        "head_dim": 64,
+        "causal": True,
+        "tile": [64, 32],
+    }
 
 
 def test_a_site_lands_in_the_code_that_called_through_the_wrappers(kind):
@@ -191,6 +215,7 @@ def test_a_precompile_site_is_the_caller_of_the_kernels_warmup(kind):
 
 # -- dict caches (kinds a and b) --------------------------------------------------------------------------
 
+
 def test_the_recording_cache_is_a_dict_to_the_program(dict_kind):
     with observe(dict_kind) as capture:
         cache = module_cache(dict_kind)
@@ -204,7 +229,8 @@ def test_the_recording_cache_is_a_dict_to_the_program(dict_kind):
         assert dict(cache) == {"a": 1, "d": 4} and "a" in cache and len(cache) == 2
     assert module_cache(dict_kind) == {"a": 1, "d": 4} and type(module_cache(dict_kind)) is dict
     assert [e["key"] for e in of_type(capture.sink.events, "compile")] == [
-        {dict_kind.fields[0]: name} for name in ("a", "b", "c", "d")]
+        {dict_kind.fields[0]: name} for name in ("a", "b", "c", "d")
+    ]
     assert of_type(capture.sink.events, "internal_error") == []
 
 
@@ -225,7 +251,11 @@ def test_entries_cached_before_install_are_preexisting(dict_kind):
         dict_kind.dispatch(1, FP8, True)
     assert of_type(capture.sink.events, "family")[0]["preexisting"] == 1
     [compiled] = of_type(capture.sink.events, "compile")
-    assert (compiled["phase"], compiled["key"], compiled["site"]) == ("preexisting", dict_kind.key(FP8, True), "before mlacheck")
+    assert (compiled["phase"], compiled["key"], compiled["site"]) == (
+        "preexisting",
+        dict_kind.key(FP8, True),
+        "before mlacheck",
+    )
     assert analyse(capture.sink.events, dict_kind.rules(), FP8_CONTEXT).findings == []
 
 
@@ -244,11 +274,16 @@ def test_writes_through_a_reference_taken_before_install_are_an_internal_error(d
     with observe(dict_kind) as capture:
         stale["written past mlacheck"] = synthetic_cute.Kernel(())
     [error] = of_type(capture.sink.events, "internal_error")
-    assert "1 variant(s) entered" in error["message"] and "reference taken before mlacheck was installed" in error["message"]
+    assert (
+        "1 variant(s) entered" in error["message"]
+        and "reference taken before mlacheck was installed" in error["message"]
+    )
     assert "written past mlacheck" in module_cache(dict_kind)
     # what capture missed leaves the check incomplete, never a pass
-    assert "capture failed 1 time(s) (the internal errors below): what it would have recorded is missing" in analyse(
-        capture.sink.events, dict_kind.rules(), FP8_CONTEXT).incomplete
+    assert (
+        "capture failed 1 time(s) (the internal errors below): what it would have recorded is missing"
+        in analyse(capture.sink.events, dict_kind.rules(), FP8_CONTEXT).incomplete
+    )
 
 
 def test_installing_twice_is_refused(dict_kind):
@@ -259,15 +294,23 @@ def test_installing_twice_is_refused(dict_kind):
 
 # -- functools caches (kind c) ----------------------------------------------------------------------------
 
+
 def test_one_key_under_two_spellings_is_compiled_twice(decode):
     with observe(decode) as capture:
         synthetic_decode.warmup_decode_positional(FP8)  # positional: another entry than the dispatch's keywords
         decode.dispatch(1, FP8, True)
     compiles = of_type(capture.sink.events, "compile")
-    assert [(e["key"], e["phase"]) for e in compiles] == [(decode.key(FP8, True), "warmup"), (decode.key(FP8, True), "serving")]
+    assert [(e["key"], e["phase"]) for e in compiles] == [
+        (decode.key(FP8, True), "warmup"),
+        (decode.key(FP8, True), "serving"),
+    ]
     assert [e["spelling"] for e in compiles] == [
         {"positional": ["torch_dtype", "num_heads", "is_workspace_size_zero", "use_pdl"], "keywords": []},
-        {"positional": [], "keywords": ["torch_dtype", "num_heads", "is_workspace_size_zero", "use_pdl", "partial_fp16"]}]
+        {
+            "positional": [],
+            "keywords": ["torch_dtype", "num_heads", "is_workspace_size_zero", "use_pdl", "partial_fp16"],
+        },
+    ]
     assert len(synthetic_cute.compiled) == 2
     analysis = analyse(capture.sink.events, decode.rules(), FP8_CONTEXT)
     assert [f.code for f in analysis.findings] == ["MLA001", "MLA006"]  # the respelled warm-up is not also MLA002
@@ -336,7 +379,12 @@ def test_a_cleared_cache_compiles_a_precompiled_variant_again_on_the_serving_pat
         assert kind.dispatch(1, FP8, True) == 2
     assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["warmup", "serving"]
     [serving] = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT).findings
-    assert (serving.code, serving.key, serving.nearest, serving.diff) == ("MLA001", kind.key(FP8, True), kind.key(FP8, True), {})
+    assert (serving.code, serving.key, serving.nearest, serving.diff) == (
+        "MLA001",
+        kind.key(FP8, True),
+        kind.key(FP8, True),
+        {},
+    )
     assert "its cache entry was dropped (cleared, popped or evicted) before this dispatch" in serving.message
 
 
@@ -348,8 +396,6 @@ def test_compile_skip_after_cache_clear_still_compiles_nothing(decode):
         decode.precompile(FP8, True)
     assert synthetic_cute.compiled == []
     assert isinstance(synthetic_decode._kernel(FP8, 16, 1, True), synthetic_cute.Kernel)  # removed: compiles again
-
-
 
 
 def test_the_front_cache_gives_a_lookup_outside_a_dispatch_the_original_cached_object(decode):
@@ -382,8 +428,13 @@ def test_a_cached_value_that_is_not_called_is_counted_per_lookup(decode, monkeyp
         return (synthetic_cute.compile(torch_dtype, num_heads, is_workspace_size_zero, use_pdl, partial_fp16),)
 
     monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel", boxed)
-    monkeypatch.setattr(synthetic_decode, "_kernel", lambda dtype, heads, batch, use_pdl: synthetic_decode._get_compiled_mla_kernel(
-        torch_dtype=dtype, num_heads=heads, is_workspace_size_zero=batch < 8, use_pdl=use_pdl, partial_fp16=False)[0])
+    monkeypatch.setattr(
+        synthetic_decode,
+        "_kernel",
+        lambda dtype, heads, batch, use_pdl: synthetic_decode._get_compiled_mla_kernel(
+            torch_dtype=dtype, num_heads=heads, is_workspace_size_zero=batch < 8, use_pdl=use_pdl, partial_fp16=False
+        )[0],
+    )
     with observe(decode) as capture:
         assert [decode.dispatch(x, FP8, True) for x in range(4)] == [0, 2, 4, 6]
     [counts] = of_type(capture.sink.events, "counts")
@@ -439,8 +490,11 @@ def test_a_typed_functools_cache_keeps_its_types_apart_under_capture(decode, mon
 
 
 def test_a_bounded_lru_cache_is_refused_in_one_line(decode, monkeypatch):
-    monkeypatch.setattr(synthetic_decode, "_get_compiled_mla_kernel",
-                        functools.lru_cache(maxsize=8)(synthetic_decode._get_compiled_mla_kernel.__wrapped__))
+    monkeypatch.setattr(
+        synthetic_decode,
+        "_get_compiled_mla_kernel",
+        functools.lru_cache(maxsize=8)(synthetic_decode._get_compiled_mla_kernel.__wrapped__),
+    )
     with pytest.raises(MlacheckError, match="bounded to 8 entries; mlacheck watches unbounded functools caches only"):
         family_capture(decode, MemorySink()).install()
 
@@ -469,7 +523,8 @@ def test_a_cache_once_key_is_named_by_the_signature_and_keeps_its_spelling():
     compiles = of_type(capture.sink.events, "compile")
     assert [(e["key"], e["spelling"], e["phase"]) for e in compiles] == [
         (CLOSURE.key(FP8, True), {"positional": ["q_dtype", "head_dim"], "keywords": ["causal"]}, "warmup"),
-        (CLOSURE.key(FP8, True), {"positional": ["q_dtype", "head_dim", "causal"], "keywords": []}, "serving")]
+        (CLOSURE.key(FP8, True), {"positional": ["q_dtype", "head_dim", "causal"], "keywords": []}, "serving"),
+    ]
     findings = analyse(capture.sink.events, CLOSURE.rules(), FP8_CONTEXT).findings
     assert sorted(f.code for f in findings) == ["MLA001", "MLA006"]
 

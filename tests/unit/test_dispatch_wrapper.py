@@ -4,8 +4,8 @@ original takes it, the original's signature, raised and lookup-less calls report
 import copy
 import functools
 import inspect
-import pickle
 import itertools
+import pickle
 import sys
 
 import pytest
@@ -41,10 +41,13 @@ def positional_only(a, b=2, /, c=3, *rest, key=None, **extra):
     return ("positional_only", a, b, c, rest, key, extra)
 
 
-@pytest.mark.parametrize("function, calls", [
-    (plain, [((1, 2), {"e": 5}), ((1,), {"b": 2, "c": 9, "d": 8, "e": 7})]),
-    (positional_only, [((1,), {}), ((1, 2, 3, 4, 5), {"key": "k", "z": 1})]),
-])
+@pytest.mark.parametrize(
+    "function, calls",
+    [
+        (plain, [((1, 2), {"e": 5}), ((1,), {"b": 2, "c": 9, "d": 8, "e": 7})]),
+        (positional_only, [((1,), {}), ((1, 2, 3, 4, 5), {"key": "k", "z": 1})]),
+    ],
+)
 def test_forwards_every_spelling_and_keeps_the_signature(forwarder, function, calls, counter):
     counter, ticks, raised = counter(), counter(), []
     wrapper = functools.update_wrapper(forwarder(function, counter, ticks, lambda *args: raised.append(args)), function)
@@ -95,6 +98,7 @@ def test_an_exception_in_the_original_is_reported_and_re_raised(forwarder, count
 def test_a_failing_hook_never_replaces_the_programs_outcome(monkeypatch):
     """A capture hook that raises (they catch their own) is reported as unraisable; the program's exception
     stands. (In the pure-Python wrapper the hook's exception would chain onto the program's.)"""
+
     def failing(x):
         raise ValueError("the program's")
 
@@ -122,10 +126,12 @@ def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(forwarder,
     def clashing(x, _mlacheck_look=True):  # a parameter named like the wrapper's own: the *args wrapper
         return dispatch(x, _mlacheck_look)
 
-    wrapper = forwarder(dispatch if generated else clashing, counter(), ticks, lambda *args: None,
-                        unlooked.append)
+    wrapper = forwarder(dispatch if generated else clashing, counter(), ticks, lambda *args: None, unlooked.append)
     assert wrapper(1) == 1 and wrapper(2, False) == 2 and wrapper(3) == 3
-    assert len(unlooked) == 1 and unlooked[0].f_code is test_a_call_that_returns_without_a_lookup_is_reported_where_asked.__code__
+    assert (
+        len(unlooked) == 1
+        and unlooked[0].f_code is test_a_call_that_returns_without_a_lookup_is_reported_where_asked.__code__
+    )
 
 
 def test_a_clashing_parameter_name_gets_the_args_kwargs_wrapper():
@@ -153,7 +159,6 @@ def test_it_binds_as_a_method_does(forwarder, counter):
 
 def test_it_pickles_and_copies_as_the_function_does(forwarder, monkeypatch, counter):
     """By reference to its module and name: a spawned child unpickles what its module holds there."""
-    wrapper = functools.update_wrapper(forwarder(shipped, counter(), counter(), lambda *args: None),
-                                       shipped)
+    wrapper = functools.update_wrapper(forwarder(shipped, counter(), counter(), lambda *args: None), shipped)
     monkeypatch.setitem(globals(), "shipped", wrapper)
     assert pickle.loads(pickle.dumps(wrapper)) is wrapper and copy.deepcopy(wrapper) is wrapper

@@ -8,8 +8,19 @@ and a dict held by a class attribute, looked up by a method (classdict, SGLang's
 import pytest
 
 from mlacheck.analysis import analyse
-from tests.fixtures.synthetic_harness import (BF16, DECODE, ENGINE, FP8, FP8_CONTEXT, mark_serving_start,
-                                              observe, of_type, q, synthetic_cute, synthetic_decode)
+from tests.fixtures.synthetic_harness import (
+    BF16,
+    DECODE,
+    ENGINE,
+    FP8,
+    FP8_CONTEXT,
+    mark_serving_start,
+    observe,
+    of_type,
+    q,
+    synthetic_cute,
+    synthetic_decode,
+)
 
 
 def variant_of(analysis, key):
@@ -59,7 +70,9 @@ def test_a_dispatch_under_a_capture_frame_is_captured_never_dead_warmup(kind):
         kind.precompile(FP8, False)
         ENGINE.capture_graphs(lambda: kind.dispatch(1, FP8, True), lambda: kind.dispatch(1, FP8, False))
     assert [(e["key"], e["phase"]) for e in of_type(capture.sink.events, "compile")] == [
-        (kind.key(FP8, False), "warmup"), (kind.key(FP8, True), "capture")]
+        (kind.key(FP8, False), "warmup"),
+        (kind.key(FP8, True), "capture"),
+    ]
     assert {e["phase"] for e in of_type(capture.sink.events, "dispatch")} == {"capture"}
     analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
     assert analysis.findings == []
@@ -97,7 +110,12 @@ def test_compiles_before_serving_start_are_warmup(kind):
     analysis = analyse(marked.sink.events, kind.rules(), FP8_CONTEXT)
     assert [(f.code, f.key) for f in analysis.findings] == [("MLA001", kind.key(FP8, False))]
     variant = variant_of(analysis, kind.key(FP8, True))
-    assert (variant.compile_phase, variant.warmup_dispatches, variant.dispatches, variant.status) == ("warmup", 1, 2, "ok")
+    assert (variant.compile_phase, variant.warmup_dispatches, variant.dispatches, variant.status) == (
+        "warmup",
+        1,
+        2,
+        "ok",
+    )
 
 
 def test_dispatches_that_raise_before_the_lookup_are_counted_and_leave_the_run_incomplete(kind):
@@ -108,12 +126,17 @@ def test_dispatches_that_raise_before_the_lookup_are_counted_and_leave_the_run_i
                 kind.dispatch(None, FP8, True)
     [error] = of_type(capture.sink.events, "dispatch_error")
     assert (error["function"], error["error"], error["reached_lookup"]) == (kind.dispatch_function, "ValueError", False)
-    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {kind.dispatch_function: 2, f"{kind.dispatch_function}!before": 2}
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {
+        kind.dispatch_function: 2,
+        f"{kind.dispatch_function}!before": 2,
+    }
     analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
     assert analysis.findings == []  # not MLA002: no dispatch got far enough to check the warm-up
     assert variant_of(analysis, kind.key(FP8, True)).status == "unverified"
-    assert analysis.incomplete == [f"{kind.family}: 2 of 2 {kind.dispatch_function} call(s) raised before the cache "
-                                   "lookup (ValueError: no input), so they checked nothing"]
+    assert analysis.incomplete == [
+        f"{kind.family}: 2 of 2 {kind.dispatch_function} call(s) raised before the cache "
+        "lookup (ValueError: no input), so they checked nothing"
+    ]
     assert (analysis.families[0].dispatch_calls, analysis.families[0].died_before_lookup) == (2, 2)
 
 
@@ -127,18 +150,25 @@ def test_dispatches_that_return_without_the_lookup_leave_the_run_incomplete():
             synthetic_decode.tokenspeed_mla_decode(q(1), out_dtype="fp8")
     [event] = of_type(capture.sink.events, "no_lookup")
     assert event["function"] == "tokenspeed_mla_decode" and event["site"].startswith("tests/unit/test_engine.py:")
-    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {"tokenspeed_mla_decode": 4, "tokenspeed_mla_decode!nolookup": 3}
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {
+        "tokenspeed_mla_decode": 4,
+        "tokenspeed_mla_decode!nolookup": 3,
+    }
     analysis = analyse(capture.sink.events, DECODE.rules(), FP8_CONTEXT)
     assert analysis.findings == []
     [reason] = analysis.incomplete
-    assert reason.startswith("synthetic.decode: 3 of 4 tokenspeed_mla_decode call(s) returned without looking the cache "
-                             "up (first at tests/unit/test_engine.py:")
+    assert reason.startswith(
+        "synthetic.decode: 3 of 4 tokenspeed_mla_decode call(s) returned without looking the cache "
+        "up (first at tests/unit/test_engine.py:"
+    )
 
 
 def test_where_a_call_may_legitimately_skip_the_lookup_the_rule_leaves_the_check_off():
     # FA4's _flash_attn_fwd returns early for an empty batch: its rule does not say every call looks up.
     rule = DECODE.rule()
-    lenient = DECODE.rules(rule.model_copy(update={"family": rule.family.model_copy(update={"every_call_looks_up": False})}))
+    lenient = DECODE.rules(
+        rule.model_copy(update={"family": rule.family.model_copy(update={"every_call_looks_up": False})})
+    )
     with observe(DECODE, rules=lenient) as capture:
         DECODE.precompile(FP8, True)
         DECODE.dispatch(1, FP8, True)
@@ -157,7 +187,10 @@ def test_a_dispatch_that_raises_after_the_lookup_was_checked(kind):
             kind.dispatch(-1, FP8, True)  # a fast-path lookup
     [error] = of_type(capture.sink.events, "dispatch_error")  # the first of its kind
     assert error["reached_lookup"] is True
-    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {kind.dispatch_function: 3, f"{kind.dispatch_function}!after": 2}
+    assert of_type(capture.sink.events, "counts")[-1]["calls"] == {
+        kind.dispatch_function: 3,
+        f"{kind.dispatch_function}!after": 2,
+    }
     analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
     assert analysis.findings == [] and analysis.incomplete == []
     assert variant_of(analysis, kind.key(FP8, True)).dispatches == 3
@@ -169,8 +202,10 @@ def test_a_run_with_no_dispatch_is_incomplete_and_its_warmup_unverified(kind):
     analysis = analyse(capture.sink.events, kind.rules(), FP8_CONTEXT)
     assert analysis.findings == []
     assert variant_of(analysis, kind.key(FP8, True)).status == "unverified"
-    assert analysis.incomplete == [f"{kind.family}: loaded, but no dispatch call reached the cache lookup: the warm-up "
-                                   "was never compared with a dispatch"]
+    assert analysis.incomplete == [
+        f"{kind.family}: loaded, but no dispatch call reached the cache lookup: the warm-up "
+        "was never compared with a dispatch"
+    ]
 
 
 def test_counts_are_exact_and_a_long_trace_stays_as_small_as_its_variants(kind):

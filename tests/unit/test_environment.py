@@ -3,10 +3,9 @@
 import pytest
 import torch
 
+from mlacheck.errors import MlacheckError
 from mlacheck.scenario.check import CheckOptions, run_check
 from mlacheck.scenario.environment import detect_environment
-from mlacheck.errors import MlacheckError
-
 
 TOKENSPEED_ARCHES = ["sm_100a", "sm_103a", "sm_107a"]
 
@@ -24,13 +23,16 @@ def device(monkeypatch):
     monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
 
 
-@pytest.mark.parametrize("capability, arch, mode, target", [
-    ((9, 0), "auto", "trace", "sm_100a"),
-    ((10, 0), "auto", "execute", "sm_100a"),
-    ((10, 3), "auto", "execute", "sm_103a"),
-    ((10, 7), "auto", "execute", "sm_107a"),
-    ((10, 3), "sm_100a", "trace", "sm_100a"),  # an sm_100a binary does not run on sm_103
-])
+@pytest.mark.parametrize(
+    "capability, arch, mode, target",
+    [
+        ((9, 0), "auto", "trace", "sm_100a"),
+        ((10, 0), "auto", "execute", "sm_100a"),
+        ((10, 3), "auto", "execute", "sm_103a"),
+        ((10, 7), "auto", "execute", "sm_107a"),
+        ((10, 3), "sm_100a", "trace", "sm_100a"),  # an sm_100a binary does not run on sm_103
+    ],
+)
 def test_mode_and_target_follow_the_device(device, capability, arch, mode, target):
     import os
 

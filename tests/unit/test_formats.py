@@ -18,8 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from mlacheck.errors import MlacheckError
 from mlacheck.codes import CODES
+from mlacheck.errors import MlacheckError
 from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints
 from mlacheck.report.formats import output_specs, parse_output, write_outputs
 from mlacheck.report.github import escape_property, to_github, write_github
@@ -42,10 +42,28 @@ def real_reports(tmp_path_factory):
     runs = []
     for index in range(2):
         path = out / f"report{index}.json"
-        command = [sys.executable, "-m", "mlacheck", "run", "--compile", "skip", "--kernel", "prefill", "--profile", "sglang",
-                   "--warmup", "tests/fixtures/sglang_warmup.py:bf16_warmup", "--json", str(path)]
-        runs.append((path, subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            text=True)))
+        command = [
+            sys.executable,
+            "-m",
+            "mlacheck",
+            "run",
+            "--compile",
+            "skip",
+            "--kernel",
+            "prefill",
+            "--profile",
+            "sglang",
+            "--warmup",
+            "tests/fixtures/sglang_warmup.py:bf16_warmup",
+            "--json",
+            str(path),
+        ]
+        runs.append(
+            (
+                path,
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+            )
+        )
     reports = []
     for path, process in runs:
         stdout, stderr = process.communicate(timeout=600)
@@ -63,32 +81,90 @@ def hand_made() -> dict:
     """A minimal report of tomorrow's shape: a site, a process, a program, a keyless finding, awkward text."""
     key = {"q_dtype": "float8_e4m3fn", "is_causal": "True"}
     return {
-        "format_version": 1, "verdict": "fail", "mode": "dry", "target_arch": "sm_100a", "compile_policy": "skip",
-        "tokenspeed_mla_version": "2.0.4", "mlacheck_version": "0.1.0", "device": None, "strict": False,
-        "scenario": {"model": "deepseek-v3", "tp": 8, "warmup": "engine.py:warm|up", "profile": "sglang",
-                     "header": [["model", "deepseek-v3  tp=8"], ["warm-up", "engine.py:warm|up"]]},
+        "format_version": 1,
+        "verdict": "fail",
+        "mode": "dry",
+        "target_arch": "sm_100a",
+        "compile_policy": "skip",
+        "tokenspeed_mla_version": "2.0.4",
+        "mlacheck_version": "0.1.0",
+        "device": None,
+        "strict": False,
+        "scenario": {
+            "model": "deepseek-v3",
+            "tp": 8,
+            "warmup": "engine.py:warm|up",
+            "profile": "sglang",
+            "header": [["model", "deepseek-v3  tp=8"], ["warm-up", "engine.py:warm|up"]],
+        },
         "program": {"command": ["python", "-m", "sglang.launch_server", "--tp", "8"], "exit_code": 0, "signal": None},
         "processes": [{"pid": 4242, "rank": 3, "trace": "/tmp/t.jsonl", "truncated": False}],
-        "families": [{
-            "name": FAMILY, "version": "2.0.4", "key_fields": ["q_dtype", "is_causal"],
-            "variants": [
-                {"key": key, "precompiled": False, "compile_s": None, "dispatches": 2, "compiled_by": None,
-                 "serving_path_compile_s": 41.5, "status": "serving-path compile"},
-                {"key": {"q_dtype": "bf|16", "is_causal": "True"}, "precompiled": True, "compile_s": 3.9, "dispatches": 0,
-                 "compiled_by": "engine/warmup.py:17", "serving_path_compile_s": None, "status": "dead warm-up"},
-            ],
-        }],
+        "families": [
+            {
+                "name": FAMILY,
+                "version": "2.0.4",
+                "key_fields": ["q_dtype", "is_causal"],
+                "variants": [
+                    {
+                        "key": key,
+                        "precompiled": False,
+                        "compile_s": None,
+                        "dispatches": 2,
+                        "compiled_by": None,
+                        "serving_path_compile_s": 41.5,
+                        "status": "serving-path compile",
+                    },
+                    {
+                        "key": {"q_dtype": "bf|16", "is_causal": "True"},
+                        "precompiled": True,
+                        "compile_s": 3.9,
+                        "dispatches": 0,
+                        "compiled_by": "engine/warmup.py:17",
+                        "serving_path_compile_s": None,
+                        "status": "dead warm-up",
+                    },
+                ],
+            }
+        ],
         "findings": [
-            {"code": "MLA001", "name": "serving-path-compile", "severity": "error", "family": FAMILY, "key": key,
-             "nearest": {"q_dtype": "bf|16", "is_causal": "True"}, "diff": {"q_dtype": ["bf|16", "float8_e4m3fn"]},
-             "message": "100% of requests stalled\nsecond line", "hint": "warm up fp8",
-             "site": "engine/backend.py:42", "process": {"pid": 4242, "rank": 3}},
-            {"code": "MLA004", "name": "stale-rule", "severity": "error", "family": FAMILY, "key": {}, "nearest": None,
-             "diff": {}, "message": "installed tokenspeed-mla 9.0 lies outside the checked versions", "hint": "re-check",
-             "site": None, "process": None},
-            {"code": "MLA002", "name": "dead-warmup", "severity": "warning", "family": FAMILY,
-             "key": {"q_dtype": "bf|16", "is_causal": "True"}, "nearest": None, "diff": {},
-             "message": "precompiled but never dispatched", "hint": "drop it", "site": "engine/warmup.py:17"},
+            {
+                "code": "MLA001",
+                "name": "serving-path-compile",
+                "severity": "error",
+                "family": FAMILY,
+                "key": key,
+                "nearest": {"q_dtype": "bf|16", "is_causal": "True"},
+                "diff": {"q_dtype": ["bf|16", "float8_e4m3fn"]},
+                "message": "100% of requests stalled\nsecond line",
+                "hint": "warm up fp8",
+                "site": "engine/backend.py:42",
+                "process": {"pid": 4242, "rank": 3},
+            },
+            {
+                "code": "MLA004",
+                "name": "stale-rule",
+                "severity": "error",
+                "family": FAMILY,
+                "key": {},
+                "nearest": None,
+                "diff": {},
+                "message": "installed tokenspeed-mla 9.0 lies outside the checked versions",
+                "hint": "re-check",
+                "site": None,
+                "process": None,
+            },
+            {
+                "code": "MLA002",
+                "name": "dead-warmup",
+                "severity": "warning",
+                "family": FAMILY,
+                "key": {"q_dtype": "bf|16", "is_causal": "True"},
+                "nearest": None,
+                "diff": {},
+                "message": "precompiled but never dispatched",
+                "hint": "drop it",
+                "site": "engine/warmup.py:17",
+            },
         ],
         "internal_errors": ["capture: a write through an old reference"],
     }
@@ -115,8 +191,14 @@ def test_fingerprints_are_stable_across_runs_and_distinct_within_one(real_report
 def test_fingerprint_ignores_pid_message_site_and_timings_but_not_identity():
     finding = hand_made()["findings"][0]
     base = fingerprint(finding)
-    noise = {**finding, "message": "other", "site": "x.py:1", "hint": "h", "process": {"pid": 1, "rank": 3},
-             "key": dict(reversed(list(finding["key"].items())))}
+    noise = {
+        **finding,
+        "message": "other",
+        "site": "x.py:1",
+        "hint": "h",
+        "process": {"pid": 1, "rank": 3},
+        "key": dict(reversed(list(finding["key"].items()))),
+    }
     assert fingerprint(noise) == base
     assert fingerprint({**finding, "process": {"pid": 4242, "rank": 4}}) != base
     assert fingerprint({**finding, "code": "MLA003"}) != base
@@ -143,13 +225,17 @@ def test_junit_real_report_one_testcase_per_variant_failures_per_error(real):
     assert {case.get("classname") for case in cases} == {FAMILY}
     failures = [failure for case in cases for failure in case.findall("failure")]
     errors = [f for f in real["findings"] if f["severity"] == "error"]
-    assert sorted((f.get("type"), f.get("message")) for f in failures) == sorted((f["code"], f["message"]) for f in errors)
+    assert sorted((f.get("type"), f.get("message")) for f in failures) == sorted(
+        (f["code"], f["message"]) for f in errors
+    )
     assert int(suite.get("failures")) == sum(1 for case in cases if case.find("failure") is not None) == 6
     outs = "\n".join(case.findtext("system-out") or "" for case in cases)
     assert outs.count("MLA002 dead-warmup [warning]") == 3
     names = {case.get("name") for case in cases}
-    assert ("q_dtype=float8_e4m3fn, d_qk=192, d_v=128, is_causal=False, return_lse=True, enable_pdl=True, "
-            "enable_ex2_emulation=False") in names
+    assert (
+        "q_dtype=float8_e4m3fn, d_qk=192, d_v=128, is_causal=False, return_lse=True, enable_pdl=True, "
+        "enable_ex2_emulation=False"
+    ) in names
 
 
 def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
@@ -158,7 +244,10 @@ def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
     cases = {case.get("name"): case for case in suite.findall("testcase")}
     assert set(cases) == {"q_dtype=float8_e4m3fn, is_causal=True", "q_dtype=bf|16, is_causal=True", "MLA004 stale-rule"}
     assert cases["MLA004 stale-rule"].find("failure").get("type") == "MLA004"
-    assert cases["q_dtype=float8_e4m3fn, is_causal=True"].find("failure").get("message") == "100% of requests stalled\nsecond line"
+    assert (
+        cases["q_dtype=float8_e4m3fn, is_causal=True"].find("failure").get("message")
+        == "100% of requests stalled\nsecond line"
+    )
     assert cases["q_dtype=bf|16, is_causal=True"].find("failure") is None
     assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
     assert "a write through an old reference" in suite.findtext("system-err")
@@ -178,7 +267,9 @@ def test_program_mode_report_per_process_findings():
     assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
     assert "| mode | program |" in to_markdown(report)
     _validate(to_sarif(report))
-    assert to_github(report).splitlines()[1].startswith("::error title=MLA001 serving-path-compile [rank 4 (pid 4243)]::")
+    assert (
+        to_github(report).splitlines()[1].startswith("::error title=MLA001 serving-path-compile [rank 4 (pid 4243)]::")
+    )
 
 
 # sarif
@@ -211,14 +302,19 @@ def test_sarif_rules_results_and_fingerprints(real_reports):
     assert driver["rules"][1]["defaultConfiguration"]["level"] == "warning"
     assert driver["rules"][0]["help"]["text"] == CODES["MLA001"].hint
     results = run["results"]
-    assert [(r["ruleId"], r["level"]) for r in results] == [(f["code"], f["severity"]) for f in real_reports[0]["findings"]]
-    compiled_by = {json.dumps(v["key"], sort_keys=True): v["compiled_by"] for v in real_reports[0]["families"][0]["variants"]}
+    assert [(r["ruleId"], r["level"]) for r in results] == [
+        (f["code"], f["severity"]) for f in real_reports[0]["findings"]
+    ]
+    compiled_by = {
+        json.dumps(v["key"], sort_keys=True): v["compiled_by"] for v in real_reports[0]["families"][0]["variants"]
+    }
     for result, finding in zip(results, real_reports[0]["findings"]):
         site = finding.get("site") or compiled_by[json.dumps(finding["key"], sort_keys=True)]
         if site:
             path, line = site.rsplit(":", 1)
-            assert result["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": path},
-                                                                 "region": {"startLine": int(line)}}}]
+            assert result["locations"] == [
+                {"physicalLocation": {"artifactLocation": {"uri": path}, "region": {"startLine": int(line)}}}
+            ]
         else:
             assert result["locations"] == []
     assert all(driver["rules"][r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
@@ -228,8 +324,9 @@ def test_sarif_rules_results_and_fingerprints(real_reports):
 
 def test_sarif_location_from_site():
     results = to_sarif(hand_made())["runs"][0]["results"]
-    assert results[0]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "engine/backend.py"},
-                                                             "region": {"startLine": 42}}}]
+    assert results[0]["locations"] == [
+        {"physicalLocation": {"artifactLocation": {"uri": "engine/backend.py"}, "region": {"startLine": 42}}}
+    ]
     assert results[1]["locations"] == []
     assert results[0]["properties"]["process"] == {"pid": 4242, "rank": 3}
 
@@ -240,8 +337,9 @@ def test_sarif_site_less_findings_fall_back_to_compiled_by_then_anchor():
     report["families"][0]["variants"][1]["compiled_by"] = "engine/other warmup.py:9"
     results = to_sarif(report, anchor="rules/prefill.toml")["runs"][0]["results"]
     assert results[1]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "rules/prefill.toml"}}}]
-    assert results[2]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "engine/other%20warmup.py"},
-                                                             "region": {"startLine": 9}}}]
+    assert results[2]["locations"] == [
+        {"physicalLocation": {"artifactLocation": {"uri": "engine/other%20warmup.py"}, "region": {"startLine": 9}}}
+    ]
     assert all(result["locations"] for result in results)
     _validate(to_sarif(report, anchor="/abs/rules.toml:3"))
 
@@ -251,8 +349,10 @@ def test_sarif_site_less_findings_fall_back_to_compiled_by_then_anchor():
 
 def test_github_annotation_escapes_and_locates():
     lines = to_github(hand_made()).splitlines()
-    assert lines[0] == ("::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile [rank 3 (pid 4242)]::"
-                        "100%25 of requests stalled%0Asecond line%0Afix: warm up fp8")
+    assert lines[0] == (
+        "::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile [rank 3 (pid 4242)]::"
+        "100%25 of requests stalled%0Asecond line%0Afix: warm up fp8"
+    )
     assert lines[1].startswith("::error title=MLA004 stale-rule::installed")
     assert lines[2].startswith("::warning file=engine/warmup.py,line=17,title=MLA002 dead-warmup::")
     assert lines[3].startswith("::warning title=mlacheck internal error::")
@@ -330,8 +430,12 @@ def test_write_outputs_writes_every_format(tmp_path, real):
     paths = {fmt: tmp_path / f"r.{fmt}" for fmt in ("json", "junit", "sarif", "markdown")}
     stdout = io.StringIO()
     summary = tmp_path / "summary.md"
-    write_outputs(real, output_specs([f"{fmt}:{path}" for fmt, path in paths.items()] + ["github:-"]), stdout,
-                  {"GITHUB_STEP_SUMMARY": str(summary)})
+    write_outputs(
+        real,
+        output_specs([f"{fmt}:{path}" for fmt, path in paths.items()] + ["github:-"]),
+        stdout,
+        {"GITHUB_STEP_SUMMARY": str(summary)},
+    )
     assert json.loads(paths["json"].read_text()) == real
     assert ET.parse(paths["junit"]).getroot().find("testsuite").get("failures") == "6"
     _validate(json.loads(paths["sarif"].read_text()))
@@ -403,12 +507,15 @@ def test_baseline_file_round_trip_and_both_shapes(tmp_path, real):
     assert apply_baseline(real, load_baseline(report_path))["verdict"] == "pass"
 
 
-@pytest.mark.parametrize("content, words", [
-    (None, "cannot read it"),
-    ("{not json", "not JSON"),
-    ('{"fingerprints": [1, 2]}', "neither an mlacheck JSON report"),
-    ('[]', "neither an mlacheck JSON report"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (None, "cannot read it"),
+        ("{not json", "not JSON"),
+        ('{"fingerprints": [1, 2]}', "neither an mlacheck JSON report"),
+        ("[]", "neither an mlacheck JSON report"),
+    ],
+)
 def test_broken_baseline_is_one_line_naming_the_file(tmp_path, content, words):
     path = tmp_path / "baseline.json"
     if content is not None:
@@ -425,7 +532,13 @@ def test_a_report_into_a_log_is_as_wide_as_columns_says_or_120(real, tmp_path, c
     saved.write_text(json.dumps(real))
     env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     env.update({"COLUMNS": columns} if columns else {})
-    done = subprocess.run([sys.executable, "-m", "mlacheck", "report", str(saved)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "report", str(saved)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr
     assert max(len(line) for line in done.stdout.splitlines()) == width

@@ -35,8 +35,11 @@ def test_every_dry_action_a_rule_file_can_name_is_implemented():
 
 
 def test_a_stand_in_class_answers_its_methods_for_the_target():
-    patch = DryPatch(target="os:getcwd", action="stand_in_class",
-                     methods={"count": "target_sm_count", "clusters": "target_clusters", "l2": "target_l2_bytes"})
+    patch = DryPatch(
+        target="os:getcwd",
+        action="stand_in_class",
+        methods={"count": "target_sm_count", "clusters": "target_clusters", "l2": "target_l2_bytes"},
+    )
     stand_ins = DryStandIns([patch], [], CapturePolicy(target_arch="sm_90a", num_sms=132))
     with stand_ins.around_call():
         import os

@@ -160,8 +160,13 @@ def test_a_key_served_lately_is_found_without_hashing_it_and_each_counts_to_its_
     fields = [Field(f"v{number}") for number in range(6)]
     counters = [counter_of(hot)() for _ in fields]
     ticks = counter_of(hot)()
-    cache = lookup_dict(hot, "getitem", {}, {("fp8", field, True): (counter, field.name) for field, counter in zip(fields, counters)},
-                        ticks)
+    cache = lookup_dict(
+        hot,
+        "getitem",
+        {},
+        {("fp8", field, True): (counter, field.name) for field, counter in zip(fields, counters)},
+        ticks,
+    )
     Field.hashed = 0
     for _ in range(100):
         assert cache[("fp8", fields[0], True)] == "v0"
@@ -218,13 +223,14 @@ def test_counts_are_exact_under_threads(hot):
 
 def test_cycles_through_the_hot_path_are_collected(hot):
     """The capture holds its wrappers and they hold the capture: the collector must see through them."""
+
     class Holder:
         pass
 
     holder = Holder()
     forwarder = hot.forwarder if hot is PYTHON else hot.Forwarder
-    holder.wrapper = forwarder(lambda: None, counter_of(hot)(), counter_of(hot)(), lambda *args: holder)
-    holder.launch = launcher_of(hot)(counter_of(hot)(), lambda: holder, counter_of(hot)(), lambda: None)
+    holder.wrapper = forwarder(lambda: None, counter_of(hot)(), counter_of(hot)(), lambda *args: holder)  # noqa: F821
+    holder.launch = launcher_of(hot)(counter_of(hot)(), lambda: holder, counter_of(hot)(), lambda: None)  # noqa: F821
     holder.cache = lookup_dict(hot, "getitem", {"self": holder}, {}, counter_of(hot)())
     gone = weakref.ref(holder)
     del holder
@@ -237,11 +243,30 @@ def test_the_capture_tests_pass_on_the_pure_python_hot_path():
     if COMPILED is None:
         pytest.skip("this build has the pure-Python hot path only: the suite itself ran on it")
     env = {**os.environ, "MLACHECK_HOTPATH": "python"}
-    picked = subprocess.run([sys.executable, "-c", "from mlacheck.capture import hotpath; print(hotpath.IMPLEMENTATION)"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    picked = subprocess.run(
+        [sys.executable, "-c", "from mlacheck.capture import hotpath; print(hotpath.IMPLEMENTATION)"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert picked.stdout.strip() == "python"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/unit/test_capture_hooks.py", "tests/unit/test_dispatch_wrapper.py"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/unit/test_capture_hooks.py",
+            "tests/unit/test_dispatch_wrapper.py",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     assert " passed" in done.stdout.splitlines()[-1]

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from mlacheck.codes import CODES
 from mlacheck.errors import MlacheckError
 from mlacheck.events import JsonlSink
-from mlacheck.trace import read_trace
-from mlacheck.codes import CODES
 from mlacheck.rulefiles import BUNDLED, load_rules
 from mlacheck.scenario.prefill_traffic import Request, make_workload, prefix_chunks, sglang_profile, tokenspeed_profile
+from mlacheck.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,11 +21,14 @@ def test_bundled_rules_load_and_name_the_prefill_key():
     assert Path(rule.source).parent == BUNDLED
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("[family\nname=1", "broken TOML"),
-    ("[family]\nname = 'x'", "family.distribution: Field required"),
-    ("[family]\nname = 3", "family.name"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("[family\nname=1", "broken TOML"),
+        ("[family]\nname = 'x'", "family.distribution: Field required"),
+        ("[family]\nname = 3", "family.name"),
+    ],
+)
 def test_rule_errors_are_one_line_naming_file_and_key(tmp_path, text, expected):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -99,7 +102,10 @@ def test_workload_is_seeded_and_has_batches_with_and_without_prefix():
     assert first.requests == 16
     assert not any(r.prefix_len for r in first.batches[0])
     assert any(r.prefix_len for batch in first.batches[1:] for r in batch)
-    assert {c.return_lse for batch in first.batches for c in sglang_profile(batch, first.chunk_capacity)} == {True, False}
+    assert {c.return_lse for batch in first.batches for c in sglang_profile(batch, first.chunk_capacity)} == {
+        True,
+        False,
+    }
 
 
 def test_readme_lists_every_finding_code_from_the_code_table():

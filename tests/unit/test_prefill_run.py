@@ -2,23 +2,37 @@
 and answers with the reference, so slicing, measurements and the chunked-prefix merge are checked."""
 
 from mlacheck.events import MemorySink
-from mlacheck.scenario.reference import reference_prefill
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_run import run_traffic
-from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.prefill_traffic import make_workload
+from mlacheck.scenario.presets import ModelPreset
+from mlacheck.scenario.reference import reference_prefill
 
 MODEL = ModelPreset("tiny", num_heads=2, context_len=64)
 
 
 def make_prefill(launcher):
-    def prefill(q, k, v, seq_lens, cum_seq_lens, max_seq_len, batch_size, softmax_scale, is_causal, return_lse,
-                cum_seq_lens_q, max_seq_len_q, enable_pdl):
+    def prefill(
+        q,
+        k,
+        v,
+        seq_lens,
+        cum_seq_lens,
+        max_seq_len,
+        batch_size,
+        softmax_scale,
+        is_causal,
+        return_lse,
+        cum_seq_lens_q,
+        max_seq_len_q,
+        enable_pdl,
+    ):
         key = {"q_dtype": "float8_e4m3fn", "is_causal": is_causal, "return_lse": return_lse}
         kernel = lambda: reference_prefill(q, k, v, cum_seq_lens_q, cum_seq_lens, softmax_scale, is_causal)  # noqa: E731
         out, lse = launcher.stand_in(key, kernel)()
         return (out.bfloat16(), lse) if return_lse else out.bfloat16()
+
     return prefill
 
 
@@ -27,8 +41,19 @@ def test_execute_path_measures_each_call_and_merges_prefix_chunks():
     sink = MemorySink()
     measurements = Measurements(sink)
     workload = make_workload(requests=4, seed=3, max_len=40, batch_size=2, chunk_capacity=16)
-    stats = run_traffic(make_prefill(launcher), workload, "tokenspeed", MODEL, "execute", True, launcher, measurements,
-                        "tokenspeed_mla.prefill", seed=3, device="cpu")
+    stats = run_traffic(
+        make_prefill(launcher),
+        workload,
+        "tokenspeed",
+        MODEL,
+        "execute",
+        True,
+        launcher,
+        measurements,
+        "tokenspeed_mla.prefill",
+        seed=3,
+        device="cpu",
+    )
     events = [e for e in sink.events if e["type"] == "numerics"]
     assert len(events) == stats.prefill_calls == launcher.launches > len(workload.batches)
     measured = measurements.of("tokenspeed_mla.prefill")
@@ -48,8 +73,19 @@ def test_trace_path_never_calls_the_kernel():
         return None
 
     sink = MemorySink()
-    stats = run_traffic(prefill, make_workload(requests=2, max_len=8, batch_size=1), "sglang", MODEL, "trace", True,
-                        launcher, Measurements(sink), "tokenspeed_mla.prefill", seed=0, device="cpu")
+    stats = run_traffic(
+        prefill,
+        make_workload(requests=2, max_len=8, batch_size=1),
+        "sglang",
+        MODEL,
+        "trace",
+        True,
+        launcher,
+        Measurements(sink),
+        "tokenspeed_mla.prefill",
+        seed=0,
+        device="cpu",
+    )
     assert launcher.launches == stats.prefill_calls
     assert not [e for e in sink.events if e["type"] == "numerics"]  # only a launched kernel is judged
     assert stats.merge_max_abs_err < 1e-5  # trace merges the FP32 reference itself

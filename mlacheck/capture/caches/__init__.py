@@ -68,8 +68,9 @@ def check_rules(rules: RuleSet) -> None:
     for rule in rules.families:
         problem = _problem(rule)
         if problem is not None:
-            raise MlacheckError(f"{rule.source}: family.cache_kind: {problem} (the README's 'Rule files' section gives "
-                                "the schema)")
+            raise MlacheckError(
+                f"{rule.source}: family.cache_kind: {problem} (the README's 'Rule files' section gives the schema)"
+            )
 
 
 def _problem(rule: RuleFile) -> str | None:

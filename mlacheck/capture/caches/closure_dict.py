@@ -46,8 +46,13 @@ class ClosureDict(DictCache):
 
 def _call_key(key: object) -> bool:
     """Whether a key is (positional arguments, keyword items), as `cache_once` builds it."""
-    return (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], tuple) and isinstance(key[1], tuple)
-            and all(isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) for item in key[1]))
+    return (
+        isinstance(key, tuple)
+        and len(key) == 2
+        and isinstance(key[0], tuple)
+        and isinstance(key[1], tuple)
+        and all(isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) for item in key[1])
+    )
 
 
 def _signature(function: object) -> inspect.Signature | None:

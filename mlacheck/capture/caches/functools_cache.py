@@ -36,7 +36,7 @@ def call_fields(signature: inspect.Signature, args: tuple, items: tuple) -> tupl
     bound = signature.bind(*args, **dict(items))
     bound.apply_defaults()
     names = list(signature.parameters)
-    return dict(bound.arguments), {"positional": names[:len(args)], "keywords": [name for name, _ in items]}
+    return dict(bound.arguments), {"positional": names[: len(args)], "keywords": [name for name, _ in items]}
 
 
 class FunctoolsCache:
@@ -48,7 +48,9 @@ class FunctoolsCache:
         self._owner = patches.resolve(module, path)
         self.original: Callable = patches.attribute(self._owner, self._attribute)
         self.skipped: dict[object, SkippedCompile] = {}
-        self._preexisting: set[tuple] = set()  # listed keys cached before install: --compile skip calls through for these
+        self._preexisting: set[tuple] = (
+            set()
+        )  # listed keys cached before install: --compile skip calls through for these
         self._unlisted = 0  # entries cached before install that the interpreter did not let us list
         self._compiled: set[tuple] = set()  # keys the original compiled through a front
         self._fronts: weakref.WeakSet = weakref.WeakSet()
@@ -62,10 +64,14 @@ class FunctoolsCache:
         parameters = getattr(original, "cache_parameters", None)
         where = f"{self.family.module}.{self.family.cache}"
         if parameters is None or not hasattr(original, "cache_clear"):
-            raise self.patches.stale(f"{where}: {type(original).__name__} is not a functools.cache / lru_cache function")
+            raise self.patches.stale(
+                f"{where}: {type(original).__name__} is not a functools.cache / lru_cache function"
+            )
         if parameters()["maxsize"] is not None:
-            raise self.patches.stale(f"{where}: it is an lru_cache bounded to {parameters()['maxsize']} entries; mlacheck "
-                                     "watches unbounded functools caches only")
+            raise self.patches.stale(
+                f"{where}: it is an lru_cache bounded to {parameters()['maxsize']} entries; mlacheck "
+                "watches unbounded functools caches only"
+            )
         self.signature = inspect.signature(original)
         self.misses = original.cache_info().misses  # the cache's misses when last read: more now means a compile
         self._typed = parameters()["typed"]
@@ -184,9 +190,12 @@ class FunctoolsCache:
         known = len(self._preexisting | self._compiled) + self._unlisted
         size = self.original.cache_info().currsize
         if size > known:
-            self.capture.internal_error("remove", f"{size - known} variant(s) entered {self.family.module}."
-                                        f"{self.family.cache} through a reference to the cached function taken "
-                                        "before mlacheck was installed")
+            self.capture.internal_error(
+                "remove",
+                f"{size - known} variant(s) entered {self.family.module}."
+                f"{self.family.cache} through a reference to the cached function taken "
+                "before mlacheck was installed",
+            )
 
     def _listed(self, count: int) -> list[tuple]:
         """The C cache's keys as call keys, found among the wrapper's referents; [] where that is not unambiguous."""
@@ -201,7 +210,7 @@ class FunctoolsCache:
             parts = raw if type(raw) is tuple else (raw,)
             if marks[0] in parts:
                 cut = parts.index(marks[0])
-                rest = parts[cut + 1:]
+                rest = parts[cut + 1 :]
                 keys.append((parts[:cut], tuple(zip(rest[0::2], rest[1::2]))))
             else:
                 keys.append((parts, ()))

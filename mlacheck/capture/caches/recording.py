@@ -131,7 +131,9 @@ class DictCache:
         cache, put = self.locate()
         where = f"{self.family.module}.{self.family.cache}"
         if isinstance(cache, RecordingDict):
-            raise MlacheckError(f"{self.family.name}: {where} is already being recorded; install mlacheck once per process")
+            raise MlacheckError(
+                f"{self.family.name}: {where} is already being recorded; install mlacheck once per process"
+            )
         if not isinstance(cache, dict):
             raise self.patches.stale(f"{where} is a {type(cache).__name__}, not a dict")
         self.recording = RECORDING_DICTS[self.family.lookup](cache, self.capture)
@@ -160,12 +162,18 @@ class DictCache:
         """The program's own dict back, holding what the run's cache holds (less skipped compiles), and what was
         written past mlacheck through an older reference to it (reported)."""
         recording = self.recording
-        bypassed = {key: value for key, value in original.items()
-                    if key not in installed and not dict.__contains__(recording, key)}
+        bypassed = {
+            key: value
+            for key, value in original.items()
+            if key not in installed and not dict.__contains__(recording, key)
+        }
         if bypassed:
-            self.capture.internal_error("remove", f"{len(bypassed)} variant(s) entered {self.family.module}."
-                                        f"{self.family.cache} through a reference taken before mlacheck was installed; "
-                                        "they are missing from this report")
+            self.capture.internal_error(
+                "remove",
+                f"{len(bypassed)} variant(s) entered {self.family.module}."
+                f"{self.family.cache} through a reference taken before mlacheck was installed; "
+                "they are missing from this report",
+            )
         original.clear()
         original.update({key: value for key, value in dict.items(recording) if not isinstance(value, SkippedCompile)})
         original.update(bypassed)
