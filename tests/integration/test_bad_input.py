@@ -203,4 +203,4 @@ def test_a_cache_kind_no_adapter_has_is_one_line(tmp_path):
     rule_file = tmp_path / "odd.toml"
     rule_file.write_text(edited('cache = "_compiled_kernels"\n', 'cache = "_compiled_kernels"\ncache_kind = "lmdb"\n'))
     line = assert_one_line_error(run_cli("rules", "--rules", rule_file), str(rule_file), "family.cache_kind")
-    assert "unknown kind 'lmdb': choose one of dict, functools" in line
+    assert "unknown kind 'lmdb': choose one of dict, class_dict, closure_dict, functools" in line

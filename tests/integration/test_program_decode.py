@@ -56,7 +56,7 @@ def test_captured_ladder_is_never_dead_and_eager_batches_outside_it_compile_on_t
     assert len(serving) == 2
     for finding in serving:
         assert set(finding["diff"]) <= {"is_workspace_size_zero", "reducer_d_tiles", "reducer_max_splits"}
-        assert finding["site"].endswith("decode_engine.py:24")  # the program's own call, not the library's lookup
+        assert finding["site"].endswith("decode_engine.py:23")  # the program's own call, not the library's lookup
     assert sorted(f["message"].split("(B=")[1].split(",")[0] for f in serving) == ["12", "40"]
     assert result.report["not_checked"] == []  # --context gave what the decode contracts need
 
@@ -65,7 +65,7 @@ def test_a_positionally_spelled_warmup_is_compiled_twice(tmp_path, rules):
     result = observe(tmp_path, rules, "positional-warmup")
     [spelling] = [f for f in result.report["findings"] if f["code"] == "MLA006"]
     assert "spelled 24 positional, 1 by keyword at tests/fixtures/programs/decode_engine.py:" in spelling["message"]
-    assert "spelled 25 by keyword at tests/fixtures/programs/decode_engine.py:24 (capture)" in spelling["message"]
+    assert "spelled 25 by keyword at tests/fixtures/programs/decode_engine.py:23 (capture)" in spelling["message"]
     assert [f for f in result.report["findings"] if f["code"] == "MLA002"] == []  # the MLA006 says it all
     [family] = [f for f in result.report["families"] if f["name"] == DECODE]
     twice = [v for v in family["variants"] if v["key"]["reducer_max_splits"] == 32]
