@@ -11,8 +11,9 @@ from enum import Enum
 
 
 class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
+    ERROR = "error"  # fails the run
+    WARNING = "warning"  # fails it under --strict
+    NOTE = "note"  # a limit of the tool, not of the program: never fails, makes the run incomplete
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,10 @@ CODES: dict[str, Code] = {
         Code(
             "MLA004",
             "stale-rule",
-            Severity.ERROR,
+            Severity.NOTE,
             "The observed key or the installed library does not match what the rule file was checked against.",
-            "A rule that names the wrong fields or versions reports wrong diffs, or none.",
+            "A rule that names the wrong fields or versions reports wrong diffs, or none: the family is not checked and "
+            "the run is incomplete (a limit of the rule, never the program's failure).",
             "Re-check the rule file against the installed library and update key_fields or checked_versions.",
         ),
         Code(
@@ -77,6 +79,16 @@ CODES: dict[str, Code] = {
             "functools.cache keys on how a call is spelled: f(a, b) and f(a=a, b=b) are two entries, so a warm-up "
             "that spells it differently from the dispatch compiles a variant the dispatch never hits.",
             "Spell the warm-up's call exactly as the dispatch does (the same arguments by keyword, in the same order).",
+        ),
+        Code(
+            "MLA007",
+            "unwatched-compile",
+            Severity.ERROR,
+            "A kernel that no rule file watches compiled on the serving path.",
+            "Every JIT compile after start-up stalls the request that triggered it; a kernel no rule file names is "
+            "never checked against its warm-up, so nothing else would say so.",
+            "Compile this kernel in the warm-up for the configuration the serving path asked for, and add a rule file "
+            "for its cache (mlacheck rules --template) so that its keys are checked.",
         ),
     )
 }

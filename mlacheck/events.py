@@ -27,6 +27,12 @@ Event types (every event has "type"; the first event of a trace is "run" and car
 - serving_start:  {how, site}         serving starts here: earlier compiles and dispatches are warm-up
 - context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
 - numerics:       {family, key, kernel}   a launched kernel's output against the reference (execute mode)
+- unwatched:      {module, cache, families, provider, reasons}   the process imported a cache that no loaded rule
+                  describes as installed (a fork, an unchecked release): it is not watched
+- unwatched_dispatch: {module, function, site}   the first call of such a cache's dispatch function
+- unwatched_compile: {net, kernel, key, seconds, phase, site, stack}   a compile through a compile net that no
+                  watched family accounted for; phase is warmup | capture | serving | unmarked (no serving start
+                  marked in the process, and no warm-up or capture frame)
 - internal_error: {where, message}    capture failed; the program went on
 - exit:           {rank, how}         the process ended normally (rank from torch.distributed when it was
                                       initialized, else RANK / LOCAL_RANK at exit)
@@ -42,7 +48,8 @@ from mlacheck.errors import MlacheckError
 FORMAT_VERSION = 2
 """The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
 the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
-`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them)."""
+`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them); new event types
+unwatched, unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines)."""
 EVENT_TYPES = frozenset(
     {
         "run",
@@ -57,6 +64,9 @@ EVENT_TYPES = frozenset(
         "numerics",
         "internal_error",
         "exit",
+        "unwatched",
+        "unwatched_dispatch",
+        "unwatched_compile",
     }
 )
 

@@ -19,10 +19,11 @@ from mlacheck.analysis.findings import (
     stale_rule_findings,
 )
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
+from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
 from mlacheck.keys import key_identity, value_text, varying_fields
-from mlacheck.rulefiles import RuleSet
+from mlacheck.rulefiles import RuleFile, RuleSet
 
 __all__ = ["Analysis", "FamilyResult", "Finding", "Variant", "analyse"]
 
@@ -51,10 +52,12 @@ class Analysis:
     incomplete: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
+    unwatched_compiles: list[UnwatchedCompile] = field(default_factory=list)
 
     def failed(self, strict: bool = False) -> bool:
-        """True when an error finding exists (or, with strict, any finding)."""
-        return any(strict or finding.severity is Severity.ERROR for finding in self.findings)
+        """True when an error finding exists (or, with strict, a warning too; a note never fails)."""
+        failing = (Severity.ERROR, Severity.WARNING) if strict else (Severity.ERROR,)
+        return any(finding.severity in failing for finding in self.findings)
 
 
 def analyse(
@@ -78,6 +81,7 @@ def analyse(
             by_family.setdefault(name, []).append(table)
     findings: list[Finding] = []
     families: list[FamilyResult] = []
+    stale_families: list[str] = []
     not_checked: set[str] = set()
     contexts = {proc: fact.context for proc, fact in facts.items()}
     for rule in rules.families:
@@ -95,10 +99,16 @@ def analyse(
             key=str,
         ) or [(None, None, ())]
         stale, notes = stale_rule_findings(rule, observed_code)
-        findings += stale
         merged = merge(family_tables)
+        stale += key_layout_findings(rule, merged)
+        findings += stale
+        families.append(_family_result(rule, family_tables, merged, notes))
+        if stale:  # the rule does not describe the installed code: nothing of the family can be judged with it
+            stale_families.append(
+                f"{name}: not checked: the rule does not describe the installed code (MLA004): {stale[0].message}"
+            )
+            continue
         varying = varying_fields([variant.key for variant in merged])
-        findings += key_layout_findings(rule, merged)
         findings += _per_process(rule, family_tables, merged, varying)
         seen: set[tuple] = set()
         for table in family_tables:
@@ -118,25 +128,46 @@ def analyse(
                     if identity not in seen:
                         seen.add(identity)
                         findings.append(finding)
-        families.append(
-            FamilyResult(
-                name,
-                list(rule.family.key_fields),
-                sorted({t.version for t in family_tables}, key=str),
-                merged,
-                sum(t.dispatch_calls for t in family_tables),
-                sum(t.died_before_lookup for t in family_tables),
-                notes,
-                {field_name: note.varies_with for field_name, note in rule.fields.items() if note.varies_with},
-            )
-        )
-    findings.sort(key=lambda finding: (finding.severity is not Severity.ERROR, finding.code))
+    layouts_not_checked, layouts_dispatched = unwatched_layouts(events)
+    compiles, unwatched_findings = unwatched_compiles(events)
+    findings += unwatched_findings
+    findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
     watched = [rule.family.module for rule in rules.families]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(
-        by_family, watched, len(facts) if observed is None else observed, unobserved or [], lost or [], len(internal)
+        {
+            name: tables
+            for name, tables in by_family.items()
+            if not any(line.startswith(f"{name}: ") for line in stale_families)
+        },
+        watched,
+        len(facts) if observed is None else observed,
+        unobserved or [],
+        lost or [],
+        len(internal),
     )
-    return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
+    incomplete += stale_families + layouts_dispatched
+    return Analysis(
+        families, findings, internal, incomplete, sorted(not_checked) + layouts_not_checked, contexts, compiles
+    )
+
+
+SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
+
+
+def _family_result(
+    rule: RuleFile, tables: list[ProcessFamily], merged: list[Variant], notes: list[str]
+) -> FamilyResult:
+    return FamilyResult(
+        rule.family.name,
+        list(rule.family.key_fields),
+        sorted({t.version for t in tables}, key=str),
+        merged,
+        sum(t.dispatch_calls for t in tables),
+        sum(t.died_before_lookup for t in tables),
+        notes,
+        {field_name: note.varies_with for field_name, note in rule.fields.items() if note.varies_with},
+    )
 
 
 def derived_context(context: dict[str, str]) -> dict[str, str]:

@@ -47,17 +47,14 @@ def named(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tu
     )
 
 
-def nearest_precompiled(variant: Variant, precompiled: list[Variant]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
-    """The precompiled key with the fewest differing fields (first in compile order on a tie) and the diff."""
+def nearest(key: Key, candidates: list[Key]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
+    """The candidate key with the fewest fields that differ from `key` (the first on a tie), and the diff:
+    {field: [candidate's value, key's value]}."""
     best: tuple[Key | None, dict[str, list[JsonValue]]] = (None, {})
-    for candidate in precompiled:
-        diff = {
-            name: [candidate.key.get(name), value]
-            for name, value in variant.key.items()
-            if candidate.key.get(name) != value
-        }
+    for candidate in candidates:
+        diff = {name: [candidate.get(name), value] for name, value in key.items() if candidate.get(name) != value}
         if best[0] is None or len(diff) < len(best[1]):
-            best = (candidate.key, diff)
+            best = (candidate, diff)
     return best
 
 
@@ -65,15 +62,16 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     """MLA001: a variant compiled inside a dispatch call while serving."""
     family = rule.family
     precompiled = [v for v in table.variants.values() if v.precompiled and v is not variant]
-    nearest, diff = (variant.key, {}) if variant.precompiled else nearest_precompiled(variant, precompiled)
+    nearest_key, diff = (variant.key, {}) if variant.precompiled else nearest(variant.key, [v.key for v in precompiled])
     drivers = {
         name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with
     }
-    stall = (
-        f"a {variant.serving_path_compile_s:.1f} s stall"
-        if variant.serving_path_compile_s is not None
-        else "a stall (not measured: --compile skip)"
-    )
+    if variant.serving_path_compile_s is not None:
+        stall = f"a {variant.serving_path_compile_s:.1f} s stall"
+    elif variant.serving_path_origin == "unknown":
+        stall = "no watched compile made it (loaded from a persistent cache, or made past the rule's compile function)"
+    else:
+        stall = "a stall (not measured: --compile skip)"
     text = named(variant.key, family.key_fields, list(diff))
     if variant.precompiled:
         closest = (
@@ -83,7 +81,7 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
         hint = (
             "keep the warm-up's entries in the cache: nothing may clear it or evict from it between warm-up and serving"
         )
-    elif nearest is None:
+    elif nearest_key is None:
         closest, hint = (
             "nothing of this family was precompiled in this process",
             f"add a warm-up that precompiles {text}",
@@ -124,7 +122,7 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
         variant.key,
         f"{text} compiled on the serving path: {stall} in the first call that dispatched it{call}; {closest}",
         hint,
-        nearest,
+        nearest_key,
         diff,
         drivers,
         variant.serving_path_site,

@@ -37,6 +37,7 @@ class Variant:
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
     serving_path_stack: list[str] = field(default_factory=list)
+    serving_path_origin: str | None = None  # compile, skip, or unknown (no watched compile made the entry)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
     numerics: dict[str, float] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
@@ -178,19 +179,24 @@ def _variant(table: ProcessFamily, event: dict) -> Variant:
 
 def _compiled(variant: Variant, event: dict, phase: str) -> None:
     if phase == "serving":
-        _serving_path_compile(variant, event.get("seconds"), event.get("site"), list(event.get("stack") or []))
+        _serving_path_compile(
+            variant, event.get("seconds"), event.get("site"), list(event.get("stack") or []), event.get("origin")
+        )
     elif not variant.precompiled:
         _precompiled(variant, phase, event.get("seconds"), event.get("site"))
         variant.captured |= phase == "capture"
 
 
-def _serving_path_compile(variant: Variant, seconds: float | None, site: str | None, stack: list[str]) -> None:
-    """A serving-path compile: the longest stall is kept, and the site of the first."""
+def _serving_path_compile(
+    variant: Variant, seconds: float | None, site: str | None, stack: list[str], origin: str | None
+) -> None:
+    """A serving-path compile: the longest stall is kept, and the site and origin of the first."""
     variant.serving_path_compile = True
     if seconds is not None:
         variant.serving_path_compile_s = max(variant.serving_path_compile_s or 0.0, seconds)
     if variant.serving_path_site is None:
         variant.serving_path_site, variant.serving_path_stack = site, stack
+        variant.serving_path_origin = origin
 
 
 def _precompiled(variant: Variant, phase: str | None, seconds: float | None, site: str | None) -> None:
@@ -274,7 +280,11 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
                 _precompiled(into, variant.compile_phase, variant.compile_s, variant.compiled_by)
             if variant.serving_path_compile:
                 _serving_path_compile(
-                    into, variant.serving_path_compile_s, variant.serving_path_site, variant.serving_path_stack
+                    into,
+                    variant.serving_path_compile_s,
+                    variant.serving_path_site,
+                    variant.serving_path_stack,
+                    variant.serving_path_origin,
                 )
             into.numerics = worst(into.numerics, variant.numerics)
     return list(merged.values())

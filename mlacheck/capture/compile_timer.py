@@ -8,9 +8,12 @@ compile time by the identity of the value. Under `--compile skip` nothing compil
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 
 RECENT = 16
 
@@ -30,24 +33,57 @@ class CompileTimer:
         self.original = getattr(owner, attribute)
         self.users = 0
         self._recent: OrderedDict[int, tuple[object, float]] = OrderedDict()
+        self.wrapper = TimedCompile(self, self.original)
 
-        @functools.wraps(self.original)
-        def timed_compile(*args: object, **kwargs: object) -> object:
-            if self.skip:
-                return SkippedCompile()
+    def compiled(self, compile_function: Callable, args: tuple, kwargs: dict) -> object:
+        """One compile through `compile_function`, timed (under --compile skip: none, a SkippedCompile instead)."""
+        if self.skip:
+            return SkippedCompile()
+        with watched_compile():
             started = time.perf_counter()
-            kernel = self.original(*args, **kwargs)
+            kernel = compile_function(*args, **kwargs)
             self._recent[id(kernel)] = (kernel, time.perf_counter() - started)
-            while len(self._recent) > RECENT:
-                self._recent.popitem(last=False)
-            return kernel
-
-        self.wrapper = timed_compile
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+        return kernel
 
     def seconds(self, value: object) -> float | None:
         """The compile time of the compile that returned `value`, or None if none of ours did."""
         recent = self._recent.pop(id(value), None)
         return recent[1] if recent is not None and recent[0] is value else None
+
+
+class TimedCompile:
+    """What a compile function becomes: a callable that times each compile, and keeps `compile[options]` working
+    where the original takes options that way (as CuTe DSL's `cute.compile` does)."""
+
+    def __init__(self, timer: CompileTimer, compile_function: Callable) -> None:
+        self._timer, self._compile = timer, compile_function
+        functools.update_wrapper(self, compile_function, updated=())
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self._timer.compiled(self._compile, args, kwargs)
+
+    def __getitem__(self, options: object) -> TimedCompile:
+        return TimedCompile(self._timer, self._compile[options])
+
+
+_watched = threading.local()
+
+
+@contextlib.contextmanager
+def watched_compile() -> Iterator[None]:
+    """A watched family's compile runs in this thread now: a compile net below it leaves the compile to the family."""
+    _watched.depth = getattr(_watched, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _watched.depth -= 1
+
+
+def watching() -> bool:
+    """Whether a watched family's compile runs in this thread now."""
+    return getattr(_watched, "depth", 0) > 0
 
 
 _TIMERS: dict[tuple[int, str], CompileTimer] = {}

@@ -9,6 +9,7 @@ the capture's launch policy and the dispatch's tensor results are zeroed, so the
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 from collections.abc import Callable, Iterator
 
@@ -28,6 +29,8 @@ def _actions(policy: CapturePolicy) -> dict[str, Callable[..., object]]:
         "target_sm_count": lambda *args, **kwargs: sms,
         "target_clusters": lambda cluster_size=1, *args, **kwargs: max(1, sms // max(1, int(cluster_size))),
         "target_l2_bytes": lambda *args, **kwargs: l2_bytes,
+        "target_supports_pdl": lambda *args, **kwargs: target is not None and target[0] >= 9,
+        "false": lambda *args, **kwargs: False,
     }
 
 
@@ -67,6 +70,16 @@ class DryStandIns:
         finally:
             for owner, attribute, original in reversed(saved):
                 setattr(owner, attribute, original)
+
+    def entry(self, function: Callable) -> Callable:
+        """A library entry function with the stand-ins in place for each of its calls."""
+
+        @functools.wraps(function)
+        def with_stand_ins(*args: object, **kwargs: object) -> object:
+            with self.around_call():
+                return function(*args, **kwargs)
+
+        return with_stand_ins
 
     def host_tensor(self, value: object) -> object:
         """A host tensor as a view that reports is_cuda, so the library keeps it on the host."""

@@ -96,11 +96,10 @@ class FamilyCapture:
             patches.on_undo(lambda: compile_timer.release(self._timer))
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
-            wrapper = wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry)
-            if owner is module:  # a module function: in its module and wherever the package re-exports it
-                patches.replace_everywhere(family.package, functions[name], wrapper)
-            else:  # a method (Class.method): on its class
-                patches.replace(owner, attribute, wrapper)
+            self._wrap(owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry))
+        for entry in self.rule.dry.entries if dry is not None else ():
+            owner, attribute = patches.function(entry)
+            self._wrap(owner, attribute, dry.entry(getattr(owner, attribute)))
         self._family_event = {
             "type": "family",
             "family": family.name,
@@ -362,6 +361,14 @@ class FamilyCapture:
             self.sink.write(event)
         except Exception as exc:  # noqa: BLE001
             self.internal_error("write", exc)
+
+    def _wrap(self, owner: object, attribute: str, wrapper: Callable) -> None:
+        """Put `wrapper` in place of `owner.attribute`: a module function in its module and wherever its package
+        re-exports it, a method (Class.method) on its class."""
+        if inspect.ismodule(owner):
+            self._patches.replace_everywhere(owner.__name__.partition(".")[0], getattr(owner, attribute), wrapper)
+        else:
+            self._patches.replace(owner, attribute, wrapper)
 
     def _stale_advice(self) -> str:
         return (

@@ -38,12 +38,12 @@ def providers(package: str) -> list[str]:
     """ "name version" of each installed distribution that provides the top-level `package`."""
     from importlib import metadata
 
-    names = _packages_distributions().get(package, [])
+    names = packages_distributions().get(package, [])
     return [f"{name} {metadata.version(name)}" for name in dict.fromkeys(names)]
 
 
 @functools.cache
-def _packages_distributions() -> dict[str, list[str]]:
+def packages_distributions() -> dict[str, list[str]]:
     """Top-level package -> the installed distributions that provide it; read once per process (it scans them all)."""
     from importlib import metadata
 

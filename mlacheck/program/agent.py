@@ -78,8 +78,11 @@ class Agent:
         self.frames = [qualnames.split(phase["function"]) for phase in config.get("phases", [])]
         self.engines = [(engine["name"], engine["module"]) for engine in config.get("engines", [])]
         self.arch_env = list(config.get("arch_env", []))
+        self.nets: dict[str, list[dict]] = {}  # module -> the compile nets whose entry point it holds
+        for data in config.get("compile_nets", []):
+            self.nets.setdefault(qualnames.split(data["function"])[0], []).append(data)
         self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
-        watched = set(self.families) | {module for module, *_ in self.serving_starts + self.frames}
+        watched = set(self.families) | set(self.nets) | {module for module, *_ in self.serving_starts + self.frames}
         self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
         self._serving = False
@@ -121,19 +124,9 @@ class Agent:
 
     def _imported(self, module) -> None:
         name = module.__name__
-        if name in self.families and name not in self.captures:
-            from mlacheck.capture.family import FamilyCapture
-            from mlacheck.capture.policy import CapturePolicy
-            from mlacheck.rulefiles.schema import PhaseRule, RuleFile
-
-            policy = CapturePolicy(**self.config.get("policy", {}))
-            phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
-            self.captures[name] = [
-                FamilyCapture(RuleFile.model_validate(data), self.sink, policy, phases=phases)
-                for data in self.families[name]
-            ]
-            for capture in self.captures[name]:
-                self._safely(capture.install)
+        if (name in self.families or name in self.nets) and name not in self.captures:
+            self.captures[name] = []
+            self._safely(lambda: self._install(module))
         for module_name, qualname, at in self.serving_starts:
             if module_name == name:
                 how = f"{name}:{qualname} {'returned' if at == 'return' else 'called'}"
@@ -148,6 +141,26 @@ class Agent:
                 self._safely(functools.partial(self._wrap, module, qualname, self._phase_changed, "both"))
         if name in self.captures:
             self._safely(self._write_context)
+
+    def _install(self, module) -> None:
+        """The captures of a watched module: its families' (or its unwatched layouts) and its compile nets."""
+        from mlacheck.capture import watch
+        from mlacheck.capture.policy import CapturePolicy
+        from mlacheck.rulefiles.schema import CompileNet, PhaseRule, RuleFile
+
+        name = module.__name__
+        policy = CapturePolicy(**self.config.get("policy", {}))
+        phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
+        rules = [RuleFile.model_validate(data) for data in self.families.get(name, [])]
+        families = watch.family_captures(module, rules, self.sink, policy, phases)
+        nets = watch.compile_nets(
+            [CompileNet.model_validate(data) for data in self.nets.get(name, [])], self.sink, phases
+        )
+        self.captures[name] = families + nets
+        for capture in families:
+            self._safely(capture.install)
+        for net in nets:
+            self._safely(lambda net=net: net.install(module))
 
     def _all_captures(self) -> list:
         return [capture for captures in self.captures.values() for capture in captures if capture.installed]

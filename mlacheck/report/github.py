@@ -40,7 +40,7 @@ def annotation(finding: dict) -> str:
     message = finding.get("message", "")
     if finding.get("hint"):
         message += f"\nfix: {finding['hint']}"
-    level = "error" if severity(finding) == "error" else "warning"
+    level = {"error": "error", "warning": "warning"}.get(severity(finding), "notice")
     title = f"{finding.get('code', '')} {finding.get('name', '')}".strip()
     if process_text(finding):
         title += f" [{process_text(finding)}]"

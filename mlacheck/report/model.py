@@ -27,7 +27,8 @@ from mlacheck.report.baseline import known_findings, report_fingerprints
 FORMAT_VERSION = 3
 """The JSON report's format. 1: mlacheck 0.1. 2: typed keys, processes, baseline, exit_reason. 3: no field is named
 after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
-measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows."""
+measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows;
+`unwatched_compiles` lists what the compile nets saw; a finding's severity may be "note" (MLA004: never fails)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class FamilyReport(_Model):
 class FindingReport(_Model):
     code: str
     name: str
-    severity: Literal["error", "warning"]
+    severity: Literal["error", "warning", "note"]
     family: str
     key: dict[str, JsonValue] = {}
     nearest: dict[str, JsonValue] | None = None
@@ -128,6 +129,9 @@ class Report(_Model):
     baseline: dict | None = None
     incomplete: list[str] = []
     not_checked: list[str] = []
+    unwatched_compiles: list[
+        dict
+    ] = []  # compiles no watched family accounted for: net, kernel, key, seconds, phase, site
     internal_errors: list[str] = []
     bad_lines: list[str] = []
 
@@ -175,6 +179,7 @@ def build_report(
         not_checked=analysis.not_checked,
         internal_errors=analysis.internal_errors,
         processes=processes,
+        unwatched_compiles=[{**asdict(compiled), "stack": None} for compiled in analysis.unwatched_compiles],
         **facts,
     )
     return decide(report, policy)

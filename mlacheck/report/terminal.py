@@ -32,7 +32,7 @@ STATUS_STYLES = {
     "not compiled": "dim",
     "unused": "dim",
 }
-SEVERITY_STYLES = {"error": "bold red", "warning": "yellow"}
+SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "note": "magenta"}
 VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 
 
@@ -53,6 +53,8 @@ def render(report: Report | dict, console: Console) -> None:
         console.print(_variant_table(family, ((data.get("scenario") or {}).get("measured") or {}).get(family["name"])))
         for note in family.get("notes") or []:
             console.print(Text(f"note: {note}", style="dim"))
+    for line in _unwatched_lines(data.get("unwatched_compiles") or []):
+        console.print(line)
     if data["findings"]:
         console.print(_findings(data["findings"]))
     for reason in data.get("incomplete") or []:
@@ -207,6 +209,24 @@ def _findings(findings: list[dict]) -> Group:
             parts.append(Text(f"    at {finding['site']}", style="dim"))
         parts.append(Text(f"    fix: {finding['hint']}", style="dim"))
     return Group(*parts)
+
+
+def _unwatched_lines(compiles: list[dict]) -> list[Text]:
+    """One line per kernel and phase of the compiles no watched family accounted for."""
+    grouped: dict[tuple[str, str], list[dict]] = {}
+    for compiled in compiles:
+        grouped.setdefault((compiled["kernel"], compiled["phase"]), []).append(compiled)
+    lines = []
+    for (kernel, phase), group in grouped.items():
+        seconds = sum(c.get("seconds") or 0.0 for c in group)
+        where = {"unmarked": "before any serving start was marked (mark it to have these judged)"}.get(phase, phase)
+        lines.append(
+            Text(
+                f"unwatched compile: {kernel} ({group[0]['net']}), {len(group)} in {where}, {seconds:.1f} s",
+                style="bold red" if phase == "serving" else "dim",
+            )
+        )
+    return lines
 
 
 def _verdict(data: dict) -> Text:

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles.schema import EngineRule, PhaseRule, RuleFile, ServingStartRule
+from mlacheck.rulefiles.schema import CompileNet, EngineRule, PhaseRule, RuleFile, ServingStartRule
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,6 +55,10 @@ class RuleSet:
         return list(dict.fromkeys(name for rule in self.families for name in rule.family.arches))
 
     @property
+    def compile_nets(self) -> list[CompileNet]:
+        return [net for file in self.files for net in file.compile_net]
+
+    @property
     def arch_env(self) -> list[str]:
         """The environment variables some family's compiles take their target arch from."""
         return list(dict.fromkeys(name for rule in self.families for name in rule.family.arch_env))
@@ -70,6 +74,7 @@ class RuleSet:
             "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
             "engines": [engine.model_dump(mode="json") for engine in self.engines],
             "arch_env": self.arch_env,
+            "compile_nets": [net.model_dump(mode="json") for net in self.compile_nets],
         }
 
 

@@ -30,11 +30,14 @@ DRY_ACTIONS = (
     "target_sm_count",
     "target_clusters",
     "target_l2_bytes",
+    "target_supports_pdl",
+    "false",
     "stand_in_class",
 )
 """What a `[[dry.patch]]` can stand in with (`capture.dry` implements each): nullcontext (a context manager that does
 nothing, e.g. a CUDA stream binding); target_capability (the target arch's (major, minor)); target_sm_count;
-target_clusters(cluster_size) (SMs / cluster size); target_l2_bytes; stand_in_class (a class whose instances answer
+target_clusters(cluster_size) (SMs / cluster size); target_l2_bytes; target_supports_pdl (programmatic dependent launch:
+compute capability 9 or more); false (a function that answers False); stand_in_class (a class whose instances answer
 the methods named in `methods`, each with one of the other actions)."""
 
 
@@ -193,10 +196,45 @@ class DryPatch(_Strict):
 
 
 class Dry(_Strict):
-    """What lets the dispatch run past its lookup without the target GPU (`--dry`)."""
+    """What lets the dispatch run past its lookup without the target GPU (`--dry`): the stand-ins, in place for each
+    dispatch call and for each call of the `entries` (library functions that ask the device before the dispatch)."""
 
     host_arguments: list[str] = []
     patch: list[DryPatch] = []
+    entries: list[str] = Field(
+        default=[], description="MODULE:QUALNAME of library functions around whose calls the stand-ins are in place too"
+    )
+
+    @field_validator("entries")
+    @classmethod
+    def _entries(cls, value: list[str]) -> list[str]:
+        return [_function_path(entry) for entry in value]
+
+
+class _Function(_Strict):
+    """A rule entry that names a function as MODULE:QUALNAME."""
+
+    function: str = Field(description="MODULE:QUALNAME of a function or method (Class.method)")
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, value: str) -> str:
+        return _function_path(value)
+
+    @property
+    def module(self) -> str:
+        return qualnames.split(self.function)[0]
+
+    @property
+    def qualname(self) -> str:
+        return qualnames.split(self.function)[1]
+
+
+class CompileNet(_Function):
+    """A compile entry point that every JIT compile of a kernel DSL goes through (e.g. CuTe DSL's `cute.compile`):
+    a compile there that no watched family accounts for is an unwatched compile (MLA007 on the serving path)."""
+
+    label: str = Field(description="how the report names the compiler, e.g. CuTe DSL")
 
 
 class Numerics(_Strict):
@@ -220,23 +258,9 @@ class Numerics(_Strict):
         return out
 
 
-class _EngineFunction(_Strict):
-    function: str = Field(description="MODULE:QUALNAME of an engine function")
+class _EngineFunction(_Function):
     engine: str = ""
     source: str = Field(default="", description="where upstream, for the reader")
-
-    @field_validator("function")
-    @classmethod
-    def _function(cls, value: str) -> str:
-        return _function_path(value)
-
-    @property
-    def module(self) -> str:
-        return qualnames.split(self.function)[0]
-
-    @property
-    def qualname(self) -> str:
-        return qualnames.split(self.function)[1]
 
 
 class PhaseRule(_EngineFunction):
@@ -270,6 +294,7 @@ class RuleFile(_Strict):
     phase: list[PhaseRule] = []
     serving_start: list[ServingStartRule] = []
     engine: list[EngineRule] = []
+    compile_net: list[CompileNet] = []
     source: str = ""
 
     @model_validator(mode="after")
@@ -277,8 +302,10 @@ class RuleFile(_Strict):
         if self.family is None:
             if self.fields or self.context or self.contract or self.numerics or self.dry != Dry():
                 raise ValueError("fields, context, contract, dry and numerics belong to a file with a [family] table")
-            if not (self.phase or self.serving_start or self.engine):
-                raise ValueError("neither a [family] table nor any [[phase]], [[serving_start]] or [[engine]] entry")
+            if not (self.phase or self.serving_start or self.engine or self.compile_net):
+                raise ValueError(
+                    "neither a [family] table nor any [[phase]], [[serving_start]], [[engine]] or [[compile_net]] entry"
+                )
             return self
         for index, contract in enumerate(self.contract):
             if contract.field not in self.family.key_fields:

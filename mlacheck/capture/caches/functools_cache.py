@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Collection
 from time import perf_counter
 
-from mlacheck.capture import hotpath
+from mlacheck.capture import compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.install import Patches
@@ -161,9 +161,10 @@ class FunctoolsCache:
                 capture.inserted(key, value, frame, seconds=None, origin="skip")
                 return value
             return original(*args, **kwargs)
-        started = perf_counter()
-        value = original(*args, **kwargs)
-        seconds = perf_counter() - started
+        with compile_timer.watched_compile():
+            started = perf_counter()
+            value = original(*args, **kwargs)
+            seconds = perf_counter() - started
         misses = original.cache_info().misses
         if misses > self.misses:
             self.misses = misses

@@ -1,0 +1,101 @@
+"""What the watched families do not cover: caches whose installed layout no rule describes, and compiles that no
+watched family accounts for (a compile net's `unwatched_compile` events).
+
+An unwatched layout is one line of what was not checked; a dispatch through it makes the run incomplete. An
+unwatched compile on the serving path is MLA007, with the nearest earlier compile of the same kernel in the same
+process and the fields in which it differs; the others are listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlacheck.analysis.findings import Finding, nearest
+from mlacheck.codes import lookup
+from mlacheck.keys import value_text
+
+
+def unwatched_layouts(events: list[dict]) -> tuple[list[str], list[str]]:
+    """(one not-checked line per unwatched cache, one incomplete reason per unwatched dispatch function)."""
+    layouts: dict[tuple, dict] = {}
+    for event in events:
+        if event["type"] == "unwatched":
+            layouts.setdefault((event["module"], event["cache"], event["provider"]), event)
+    not_checked = [
+        f"{module}.{cache}: not watched: installed {provider}, and no loaded rule describes it "
+        f"({'; '.join(event.get('reasons') or [])}); `mlacheck rules --template {module}` writes a starting rule"
+        for (module, cache, provider), event in layouts.items()
+    ]
+    called = {(e["module"], e["function"]): e.get("site") for e in events if e["type"] == "unwatched_dispatch"}
+    incomplete = [
+        f"{module}: {function} was called (first at {site}), but no loaded rule describes the installed code: its "
+        "variants were not checked"
+        for (module, function), site in called.items()
+    ]
+    return not_checked, incomplete
+
+
+@dataclass
+class UnwatchedCompile:
+    """One compile no watched family accounted for."""
+
+    net: str
+    kernel: str
+    key: dict
+    seconds: float | None
+    phase: str
+    site: str | None
+    stack: list[str]
+    proc: int | None
+
+
+def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list[Finding]]:
+    """Every unwatched compile, and MLA007 for each one on the serving path. A compile made before its process marked
+    serving start (the mark came later) was warm-up."""
+    marked = {e.get("proc") for e in events if e["type"] == "serving_start"}
+    compiles = [
+        UnwatchedCompile(
+            e["net"],
+            e["kernel"],
+            dict(e.get("key") or {}),
+            e.get("seconds"),
+            "warmup" if e["phase"] == "unmarked" and e.get("proc") in marked else e["phase"],
+            e.get("site"),
+            list(e.get("stack") or []),
+            e.get("proc"),
+        )
+        for e in events
+        if e["type"] == "unwatched_compile"
+    ]
+    findings = []
+    for index, compiled in enumerate(compiles):
+        if compiled.phase != "serving":
+            continue
+        earlier = [c.key for c in compiles[:index] if (c.kernel, c.proc) == (compiled.kernel, compiled.proc)]
+        closest, diff = nearest(compiled.key, earlier)
+        stall = f"a {compiled.seconds:.1f} s stall" if compiled.seconds is not None else "a stall"
+        if closest is None:
+            before = "nothing of this kernel compiled earlier in this process"
+        elif not diff:
+            before = "a compile of the same configuration came earlier in this process (its result was not kept)"
+        else:
+            before = "the nearest earlier compile differs in " + ", ".join(
+                f"{name} ({value_text(old)} then, {value_text(new)} now)" for name, (old, new) in diff.items()
+            )
+        findings.append(
+            Finding(
+                "MLA007",
+                f"unwatched:{compiled.kernel}",
+                compiled.key,
+                f"{compiled.kernel} ({compiled.net}) compiled on the serving path, and no rule file watches it: {stall}; "
+                f"{before}",
+                lookup("MLA007").hint,
+                closest,
+                diff,
+                {},
+                compiled.site,
+                compiled.stack,
+                compiled.proc,
+            )
+        )
+    return compiles, findings

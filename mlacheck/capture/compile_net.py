@@ -1,0 +1,161 @@
+"""A net under every compile of a kernel DSL: its compile entry point (a rule file's `[[compile_net]]`, e.g. CuTe DSL's
+`CompileCallable.__call__`, which `cute.compile(...)` and `cute.compile[options](...)` both reach) is wrapped once per
+process, beneath any wrapper a program put on top (vLLM's JIT monitor chains onto it unchanged).
+
+A compile that no watched family accounts for (no family's compile runs in this thread: `compile_timer.watching`) is
+an unwatched compile: one `unwatched_compile` event with the kernel (its function, or its class and the object's
+scalar configuration), what it was compiled for (each argument's type, dtype, shape and layout where it is a tensor),
+its seconds, its phase (warm-up or capture under the engines' frames; serving once the process marked serving start;
+else unmarked) and its site. Capture never raises into the program: a failure is an internal error.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import time
+
+from mlacheck.capture import compile_timer
+from mlacheck.capture.install import Patches
+from mlacheck.capture.stack import StackReader
+from mlacheck.events import EventSink
+from mlacheck.keys import typed
+from mlacheck.rulefiles.schema import CompileNet, PhaseRule
+
+MAX_FIELDS = 48  # of a kernel object's configuration: its scalar attributes, in the object's own order
+SCALARS = (bool, int, float, str, type(None))
+
+
+class CompileNetCapture:
+    """One compile entry point, watched in one process."""
+
+    def __init__(self, net: CompileNet, sink: EventSink, phases: tuple[PhaseRule, ...] = ()) -> None:
+        self.net, self.sink = net, sink
+        self._reader = StackReader(frozenset(), phases, ())
+        self._patches = Patches(net.label, where=net.module)
+        self._serving = False
+        self.installed = False
+
+    def install(self, module: object) -> None:
+        owner, attribute = self._patches.function(self.net.qualname, module)
+        original = getattr(owner, attribute)
+        method = inspect.isclass(owner)
+        record = self._recorded
+
+        @functools.wraps(original)
+        def compile_watched(*args: object, **kwargs: object) -> object:
+            if compile_timer.watching():
+                return original(*args, **kwargs)
+            started = time.perf_counter()
+            result = original(*args, **kwargs)
+            record(args[1:] if method else args, kwargs, time.perf_counter() - started, sys._getframe(1))
+            return result
+
+        self._patches.replace(owner, attribute, compile_watched)
+        self.installed = True
+
+    def remove(self) -> None:
+        self._patches.undo(lambda where, action: action())
+        self.installed = False
+
+    def serving_started(self) -> None:
+        self._serving = True
+
+    def phase_changed(self) -> None:
+        """The phase is read from the stack at each compile."""
+
+    def after_fork(self) -> None:
+        """A forked child keeps what its parent marked."""
+
+    def _recorded(self, args: tuple, kwargs: dict, seconds: float, frame) -> None:
+        try:
+            where = self._reader.read(frame)
+            phase = where.phase or ("serving" if self._serving else "unmarked")
+            kernel = args[0] if args else kwargs.get("function")
+            self.sink.write(
+                {
+                    "type": "unwatched_compile",
+                    "net": self.net.label,
+                    "kernel": kernel_name(kernel),
+                    "key": {**configuration(kernel), **arguments(args[1:], kwargs)},
+                    "seconds": seconds,
+                    "phase": phase,
+                    "site": where.site,
+                    "stack": where.stack,
+                }
+            )
+        except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            try:
+                self.sink.write(
+                    {
+                        "type": "internal_error",
+                        "where": f"{self.net.label} compile net",
+                        "message": f"{type(exc).__name__}: {exc}",
+                    }
+                )
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def kernel_name(kernel: object) -> str:
+    """module.qualname of a kernel function, of a kernel object's class, or of a bound method (its object's class)."""
+    owner = getattr(kernel, "__self__", None)
+    if owner is not None:
+        return f"{type(owner).__module__}.{type(owner).__qualname__}.{getattr(kernel, '__name__', '?')}"
+    named = kernel if hasattr(kernel, "__qualname__") else type(kernel)
+    return f"{getattr(named, '__module__', '?')}.{named.__qualname__}"
+
+
+def configuration(kernel: object) -> dict[str, object]:
+    """A kernel object's scalar configuration (its public attributes that are scalars, types or tuples of those)."""
+    subject = getattr(kernel, "__self__", kernel)
+    if inspect.isfunction(subject) or not hasattr(subject, "__dict__"):
+        return {}
+    fields = {}
+    for name, value in vars(subject).items():
+        if not name.startswith("_") and _plain(value):
+            fields[name] = typed(value)
+            if len(fields) == MAX_FIELDS:
+                break
+    return fields
+
+
+def _plain(value: object) -> bool:
+    if isinstance(value, tuple):
+        return all(_plain(item) for item in value)
+    return isinstance(value, SCALARS) or isinstance(value, type)
+
+
+def arguments(args: tuple, kwargs: dict) -> dict[str, object]:
+    """What each compile argument was: a tensor's dtype, shape and layout; a scalar's value; else its type."""
+    named = {f"arg{index}": value for index, value in enumerate(args, start=1)}
+    named.update((name, value) for name, value in kwargs.items() if name != "options")
+    return {name: _argument(value) for name, value in named.items()}
+
+
+def _argument(value: object) -> object:
+    if _plain(value):
+        return typed(value)
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        dtype = getattr(value, "dtype", None) or getattr(value, "element_type", None)
+        layout = getattr(value, "layout", None)
+        stride = value.stride() if callable(getattr(value, "stride", None)) else getattr(value, "stride", None)
+        return " ".join(
+            part
+            for part in (
+                str(typed(dtype)) if dtype is not None else "",
+                _text(shape),
+                f"layout {layout}" if layout is not None else f"stride {_text(stride)}" if stride is not None else "",
+            )
+            if part
+        )
+    return type(value).__name__
+
+
+def _text(value: object) -> str:
+    try:
+        return str(tuple(value))
+    except TypeError:
+        return str(value)

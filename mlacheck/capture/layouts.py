@@ -1,0 +1,95 @@
+"""Which rule describes the code a process imported.
+
+Rule files that watch the same cache of the same module are layouts of one library: flash-attn-4 4.0.0b36 and
+4.0.0b40 and the tokenspeed-fa4 fork install one import name with three key layouts. A rule applies only to the
+layout it describes: the distribution that installed the imported file (found by the file's hash in the
+distributions' RECORDs, so a fork that overwrote another's files is told apart) must be the rule's, at a version
+the rule was checked against or with the checked code's fingerprint. Where no rule applies, the cache is not
+watched, and the process says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+
+from mlacheck.capture.fingerprint import fingerprint, installed_version, packages_distributions
+from mlacheck.rulefiles.schema import RuleFile
+
+
+@dataclass(frozen=True)
+class Provider:
+    """The distribution that installed a module's file, as far as the installed metadata tells."""
+
+    distribution: str | None
+    version: str | None
+    verified: bool  # the file's hash is the one its RECORD lists
+
+    def __str__(self) -> str:
+        if self.distribution is None:
+            return "no installed distribution lists it"
+        return f"{self.distribution} {self.version}"
+
+
+def provider(module: object) -> Provider:
+    """The distribution whose RECORD lists the module's file with its current hash; where none can be checked (an
+    editable install), the one distribution that claims the package."""
+    from importlib import metadata
+
+    path = os.path.realpath(getattr(module, "__file__", "") or "")
+    claims = packages_distributions().get(module.__name__.partition(".")[0], [])
+    for name in dict.fromkeys(claims):
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for file in distribution.files or ():
+            if file.hash is not None and os.path.realpath(distribution.locate_file(file)) == path:
+                if _digest(path, file.hash.mode) == file.hash.value:
+                    return Provider(distribution.metadata["Name"], distribution.version, True)
+    names = list(dict.fromkeys(claims))
+    if len(names) == 1:
+        return Provider(names[0], installed_version(names[0]), False)
+    return Provider(None, None, False)
+
+
+def _digest(path: str, mode: str) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            digest = hashlib.new(mode, file.read()).digest()
+    except (OSError, ValueError):
+        return None
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def applies(rule: RuleFile, module: object, installed: Provider) -> str | None:
+    """Why the rule does not describe the imported code, or None where it does. A module no distribution claims
+    (the program's own code) is taken to be the rule's distribution's, at its installed version."""
+    family = rule.family
+    version = installed.version
+    if installed.distribution is None:
+        version = installed_version(family.distribution)
+    elif canonicalize_name(installed.distribution) != canonicalize_name(family.distribution):
+        return f"{family.name} is written for {family.distribution}"
+    if family.checks_version(version):
+        return None
+    if family.fingerprints and fingerprint(module, family.key_functions) in family.fingerprints:
+        return None
+    return f"{family.name} was checked against {family.distribution} {' or '.join(family.version_ranges)}"
+
+
+def choose(rules: list[RuleFile], module: object) -> tuple[RuleFile | None, Provider, list[str]]:
+    """The rule of one cache that describes the imported code (the first that applies), the module's provider, and
+    why each of the others does not apply."""
+    installed = provider(module)
+    reasons = []
+    for rule in rules:
+        reason = applies(rule, module, installed)
+        if reason is None:
+            return rule, installed, reasons
+        reasons.append(reason)
+    return None, installed, reasons

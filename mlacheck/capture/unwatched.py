@@ -1,0 +1,92 @@
+"""A cache that no loaded rule describes as installed (a fork, a release no rule was checked against): it is not
+watched, the process says so once, and its dispatch calls are counted, the first one written at once, so that a
+run that dispatched through it cannot pass. Nothing of it is patched but the dispatch functions."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+
+from mlacheck.capture.install import Patches
+from mlacheck.capture.layouts import Provider
+from mlacheck.capture.stack import frame_site
+from mlacheck.events import EventSink
+from mlacheck.rulefiles.schema import RuleFile
+
+
+class UnwatchedLayout:
+    """The rules of one module's cache, none of which applies to what the process imported."""
+
+    def __init__(
+        self, rules: list[RuleFile], module: object, sink: EventSink, provider: Provider, reasons: list[str]
+    ) -> None:
+        self.rules, self.module, self.sink, self.provider, self.reasons = rules, module, sink, provider, reasons
+        self._patches = Patches("unwatched", where=module.__name__)
+        self._called: set[str] = set()
+        self.installed = False
+
+    def install(self) -> None:
+        self._write_event()
+        names = dict.fromkeys(name for rule in self.rules for name in rule.family.dispatch)
+        for name in names:
+            try:
+                owner, attribute = self._patches.function(name, self.module)
+            except Exception:  # noqa: BLE001 - a dispatch this layout lacks is not called either
+                continue
+            function = getattr(owner, attribute)
+            wrapper = self._counting(name, function)
+            if inspect.ismodule(owner):
+                self._patches.replace_everywhere(owner.__name__.partition(".")[0], function, wrapper)
+            else:
+                self._patches.replace(owner, attribute, wrapper)
+        self.installed = True
+
+    def remove(self) -> None:
+        self._patches.undo(lambda where, action: action())
+        self.installed = False
+
+    def after_fork(self) -> None:
+        """A forked child's trace says it again; its calls are its own."""
+        self._called.clear()
+        self._write_event()
+
+    def serving_started(self) -> None:
+        """Nothing is counted by phase here."""
+
+    def phase_changed(self) -> None:
+        """Nothing is counted by phase here."""
+
+    def _write_event(self) -> None:
+        first = self.rules[0].family
+        self.sink.write(
+            {
+                "type": "unwatched",
+                "module": first.module,
+                "cache": first.cache,
+                "families": [rule.family.name for rule in self.rules],
+                "provider": str(self.provider),
+                "reasons": self.reasons,
+            }
+        )
+
+    def _counting(self, name: str, function: Callable) -> Callable:
+        @functools.wraps(function)
+        def dispatch(*args: object, **kwargs: object) -> object:
+            if name not in self._called:
+                self._called.add(name)
+                try:
+                    self.sink.write(
+                        {
+                            "type": "unwatched_dispatch",
+                            "module": self.module.__name__,
+                            "function": name,
+                            "site": frame_site(sys._getframe(1)),
+                        }
+                    )
+                except Exception:  # noqa: BLE001 - capture never raises into the program
+                    pass
+            return function(*args, **kwargs)
+
+        return dispatch
