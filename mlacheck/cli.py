@@ -289,8 +289,20 @@ def list_rules(
     fingerprints: Annotated[
         bool, typer.Option(help="Also print the fingerprint of each family's key functions as installed.")
     ] = False,
+    template: Annotated[
+        str | None,
+        typer.Option(
+            metavar="MODULE", help="Print a starting rule for MODULE's installed code (a fork, a new release)."
+        ),
+    ] = None,
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
+    if template is not None:
+        from mlacheck.report.rule_template import template as make_template
+        from mlacheck.rulefiles import load_rules
+
+        sys.stdout.write(_guard(lambda: make_template(load_rules(rules), template)))
+        return
     from mlacheck.report.rules_table import print_rules
 
     _guard(lambda: print_rules(_console(), rules, fingerprints))

@@ -42,7 +42,7 @@ def incomplete_reasons(
         return reasons + ["no Python process was observed (the program started none, or none could import mlacheck)"]
     if not family_tables:
         return reasons + [
-            f"no observed process loaded a watched kernel family ({', '.join(watched)}): nothing was checked"
+            f"no observed process loaded a watched kernel family ({', '.join(dict.fromkeys(watched))}): nothing was checked"
         ]
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
     died = {name: _died(tables) for name, tables in sorted(used.items())}

@@ -97,9 +97,6 @@ class FamilyCapture:
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
             self._wrap(owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry))
-        for entry in self.rule.dry.entries if dry is not None else ():
-            owner, attribute = patches.function(entry)
-            self._wrap(owner, attribute, dry.entry(getattr(owner, attribute)))
         self._family_event = {
             "type": "family",
             "family": family.name,

@@ -82,14 +82,13 @@ def applies(rule: RuleFile, module: object, installed: Provider) -> str | None:
     return f"{family.name} was checked against {family.distribution} {' or '.join(family.version_ranges)}"
 
 
-def choose(rules: list[RuleFile], module: object) -> tuple[RuleFile | None, Provider, list[str]]:
-    """The rule of one cache that describes the imported code (the first that applies), the module's provider, and
-    why each of the others does not apply."""
-    installed = provider(module)
+def choose(rules: list[RuleFile], module: object, installed: Provider) -> tuple[RuleFile | None, list[str]]:
+    """The rule of one cache that describes the imported code (the first that applies), and why each of the others
+    does not apply."""
     reasons = []
     for rule in rules:
         reason = applies(rule, module, installed)
         if reason is None:
-            return rule, installed, reasons
+            return rule, reasons
         reasons.append(reason)
-    return None, installed, reasons
+    return None, reasons

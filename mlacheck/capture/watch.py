@@ -7,7 +7,7 @@ from __future__ import annotations
 from mlacheck.capture.compile_net import CompileNetCapture
 from mlacheck.capture.family import FamilyCapture
 from mlacheck.capture.hooks import LaunchPolicy
-from mlacheck.capture.layouts import choose
+from mlacheck.capture.layouts import choose, provider
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.unwatched import UnwatchedLayout
 from mlacheck.events import EventSink
@@ -26,11 +26,12 @@ def family_captures(
     caches: dict[str, list[RuleFile]] = {}
     for rule in rules:
         caches.setdefault(rule.family.cache, []).append(rule)
+    installed = provider(module)
     captures = []
     for layouts in caches.values():
-        rule, provider, reasons = choose(layouts, module)
+        rule, reasons = choose(layouts, module, installed)
         if rule is None:
-            captures.append(UnwatchedLayout(layouts, module, sink, provider, reasons))
+            captures.append(UnwatchedLayout(layouts, module, sink, installed, reasons))
         else:
             captures.append(FamilyCapture(rule, sink, policy, launch, phases))
     return captures

@@ -81,8 +81,14 @@ class Agent:
         self.nets: dict[str, list[dict]] = {}  # module -> the compile nets whose entry point it holds
         for data in config.get("compile_nets", []):
             self.nets.setdefault(qualnames.split(data["function"])[0], []).append(data)
+        self.entries: dict[str, list[dict]] = {}  # module -> the families with a --dry entry function in it
+        if config.get("policy", {}).get("dry"):
+            for data in config["families"]:
+                for entry in data["dry"]["entries"]:
+                    self.entries.setdefault(qualnames.split(entry)[0], []).append(data)
         self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
-        watched = set(self.families) | set(self.nets) | {module for module, *_ in self.serving_starts + self.frames}
+        watched = set(self.families) | set(self.nets) | set(self.entries)
+        watched |= {module for module, *_ in self.serving_starts + self.frames}
         self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
         self._serving = False
@@ -124,7 +130,7 @@ class Agent:
 
     def _imported(self, module) -> None:
         name = module.__name__
-        if (name in self.families or name in self.nets) and name not in self.captures:
+        if (name in self.families or name in self.nets or name in self.entries) and name not in self.captures:
             self.captures[name] = []
             self._safely(lambda: self._install(module))
         for module_name, qualname, at in self.serving_starts:
@@ -143,8 +149,10 @@ class Agent:
             self._safely(self._write_context)
 
     def _install(self, module) -> None:
-        """The captures of a watched module: its families' (or its unwatched layouts) and its compile nets."""
+        """The captures of a watched module: its families' (or its unwatched layouts), its compile nets, and under
+        --dry the families' entry functions it holds."""
         from mlacheck.capture import watch
+        from mlacheck.capture.dry_entries import dry_entries
         from mlacheck.capture.policy import CapturePolicy
         from mlacheck.rulefiles.schema import CompileNet, PhaseRule, RuleFile
 
@@ -156,11 +164,16 @@ class Agent:
         nets = watch.compile_nets(
             [CompileNet.model_validate(data) for data in self.nets.get(name, [])], self.sink, phases
         )
-        self.captures[name] = families + nets
+        entries = [
+            entry
+            for entry in dry_entries([RuleFile.model_validate(data) for data in self.entries.get(name, [])], policy)
+            if entry.module_name == name
+        ]
+        self.captures[name] = families + nets + entries
         for capture in families:
             self._safely(capture.install)
-        for net in nets:
-            self._safely(lambda net=net: net.install(module))
+        for hook in nets + entries:
+            self._safely(lambda hook=hook: hook.install(module))
 
     def _all_captures(self) -> list:
         return [capture for captures in self.captures.values() for capture in captures if capture.installed]

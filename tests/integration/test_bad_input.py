@@ -204,3 +204,16 @@ def test_a_cache_kind_no_adapter_has_is_one_line(tmp_path):
     rule_file.write_text(edited('cache = "_compiled_kernels"\n', 'cache = "_compiled_kernels"\ncache_kind = "lmdb"\n'))
     line = assert_one_line_error(run_cli("rules", "--rules", rule_file), str(rule_file), "family.cache_kind")
     assert "unknown kind 'lmdb': choose one of dict, class_dict, closure_dict, functools" in line
+
+
+def test_rules_template_retargets_a_module_s_rules_at_what_is_installed():
+    result = run_cli("rules", "--template", "tokenspeed_mla.mla_prefill")
+    assert result.returncode == 0, result.stderr
+    assert "# A starting rule for tokenspeed_mla.mla_prefill as installed (tokenspeed-mla " in result.stdout
+    version = result.stdout.split("as installed (tokenspeed-mla ")[1].split(")")[0]
+    assert f'checked_versions = "=={version}"' in result.stdout and 'name = "tokenspeed_mla.prefill"' in result.stdout
+    assert_one_line_error(
+        run_cli("rules", "--template", "no.such.module"),
+        "--template no.such.module",
+        "no loaded rule watches that module",
+    )
