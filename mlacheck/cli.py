@@ -77,6 +77,11 @@ class Kernel(str, Enum):
     all = "all"
 
 
+class PrefillBackend(str, Enum):
+    tokenspeed_mla = "tokenspeed_mla"
+    fa4 = "fa4"
+
+
 class Switch(str, Enum):
     on = "on"
     off = "off"
@@ -91,6 +96,7 @@ SCENARIO_ONLY = (
     "model",
     "tp",
     "profile",
+    "prefill_backend",
     "warmup",
     "requests",
     "seed",
@@ -129,6 +135,10 @@ def run(
         Profile, typer.Option(help="The engine whose start-up and traffic to replay.")
     ] = Profile.tokenspeed,
     kernel: Annotated[Kernel, typer.Option(help="The kernel families to check.")] = Kernel.all,
+    prefill_backend: Annotated[
+        PrefillBackend | None,
+        typer.Option(help="The prefill kernel (default: the profile's; vllm: fa4, the others: tokenspeed_mla)."),
+    ] = None,
     warmup: Annotated[
         str,
         typer.Option(
@@ -227,6 +237,7 @@ def run(
             max_context_len,
             batch_sizes,
             parsed_context,
+            prefill_backend.value if prefill_backend else None,
         )
         report = _guard(lambda: run_check(options, policy))
     _finish(report, specs)

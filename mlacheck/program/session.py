@@ -70,7 +70,10 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
     folder = RunFolder.create(options.run_dir)
     config = {**rules.capture_config(), "policy": asdict(policy)}
     folder.save([file.source for file in rules.files], config)
-    environment = {name: target for name in rules.arch_env if name not in os.environ} if options.dry else {}
+    environment = {}
+    if options.dry:  # what the families read the target from, where the program does not say it itself
+        environment = {name: target for name in rules.arch_env if name not in os.environ}
+        environment.update({name: str(policy.num_sms) for name in rules.sm_count_env if name not in os.environ})
     return PreparedRun(folder, rules, config, environment)
 
 

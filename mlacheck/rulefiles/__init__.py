@@ -63,6 +63,11 @@ class RuleSet:
         """The environment variables some family's compiles take their target arch from."""
         return list(dict.fromkeys(name for rule in self.families for name in rule.family.arch_env))
 
+    @property
+    def sm_count_env(self) -> list[str]:
+        """The environment variables some family's fake-device dispatch reads the target's SM count from."""
+        return list(dict.fromkeys(name for rule in self.families for name in rule.family.sm_count_env))
+
     def family(self, name: str) -> RuleFile | None:
         return next((rule for rule in self.families if rule.family.name == name), None)
 

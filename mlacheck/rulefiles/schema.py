@@ -66,6 +66,11 @@ class Family(_Strict):
         description="environment variables the family's compiles take their "
         "target arch from, first set first (e.g. CUTE_DSL_ARCH)",
     )
+    sm_count_env: list[str] = Field(
+        default=[],
+        description="variables a fake-device (--dry) dispatch reads the target's SM count from (e.g. "
+        "FLASH_ATTENTION_NUM_SMS); set to it where unset",
+    )
     module: str
     cache: str = Field(description="dotted path from the module to the cache, read as the cache_kind says")
     cache_kind: str = Field(default="dict", description="how the cache is held: capture.caches names the kinds")

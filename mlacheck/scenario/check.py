@@ -1,8 +1,9 @@
 """The facade: one call runs the embedded scenario (an engine's start-up, then its traffic) under capture and
 analyses it.
 
-The families run through tokenspeed_mla's own dispatch functions: prefill (`tokenspeed_mla_prefill`) and
-decode (`tokenspeed_mla_decode`), as the chosen engine calls them (`engines.py`).
+The families run through the kernel libraries' own dispatch functions, as the chosen engine calls them
+(`engines.py`): prefill through tokenspeed_mla (`tokenspeed_mla_prefill`) or FlashAttention-4 (`fa4_prefill.py`,
+vLLM's default), decode through tokenspeed_mla (`tokenspeed_mla_decode`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mlacheck import __version__, arch
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
+from mlacheck.capture.watch import family_captures
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
 from mlacheck.report.model import Report, ReportPolicy, build_report
@@ -25,20 +27,24 @@ from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.scenario import startup
 from mlacheck.scenario.decode_run import DecodeRunner
 from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batch_sizes
-from mlacheck.scenario.engines import EngineProfile, engine_profile
+from mlacheck.scenario.engines import EngineProfile, engine_profile, vllm_startup_prefills
 from mlacheck.scenario.environment import detect_environment, import_tokenspeed_mla
+from mlacheck.scenario.fa4_prefill import INTERFACES, FA4Prefill, fa4_interface
 from mlacheck.scenario.header import header_rows
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import dispatch, empty_tensors
 from mlacheck.scenario.prefill_run import TrafficStats, run_traffic
-from mlacheck.scenario.prefill_traffic import Request, make_workload
+from mlacheck.scenario.prefill_traffic import PROFILES, Request, make_workload
 from mlacheck.scenario.presets import ModelPreset, model_preset
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
 FAMILIES = {"prefill": "tokenspeed_mla.prefill", "decode": "tokenspeed_mla.decode"}
 KV_CACHE_DTYPE = "float8_e4m3fn"  # tokenspeed_mla's backends require an FP8 KV cache
 KERNELS = ("prefill", "decode", "all")
+PREFILL_BACKENDS = ("tokenspeed_mla", "fa4")
+FA4_FWD = "_flash_attn_fwd.compile_cache.cache"
+FA4_CHUNK = 65536  # vLLM's context-chunk workspace rows (mla_attention.py:2534-2560): a prefix up to it is one chunk
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class CheckOptions:
     max_context_len: int | None = None
     batch_sizes: str | None = None
     context: dict[str, str] | None = None  # --context: the run context over the scenario's own
+    prefill_backend: str | None = None  # None: the profile's own
 
 
 def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> Report:
@@ -69,27 +76,41 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     if options.kernel not in KERNELS:
         raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
     the_engine = engine_profile(options.profile)
+    backend = options.prefill_backend or the_engine.prefill_backend
+    if backend not in PREFILL_BACKENDS:
+        raise MlacheckError(f"--prefill-backend {backend}: choose one of {', '.join(PREFILL_BACKENDS)}")
     rules = load_rules(options.rules)
     check_rules(rules)
-    kinds = _kinds(rules, options.kernel, options.rules)
-    driven = [rules.family(FAMILIES[kind]).family for kind in kinds]
+    fa4 = backend == "fa4"
+    kinds = _kinds(rules, options.kernel, options.rules, fa4)
+    fa4_rules = [rule for rule in rules.families if rule.family.module in dict(INTERFACES)] if fa4 else []
+    groups = [  # per kind driven, the families that may watch it (FA4: one per key layout)
+        [rule.family for rule in fa4_rules if rule.family.cache == FA4_FWD]
+        if kind == "prefill" and fa4
+        else [rules.family(FAMILIES[kind]).family]
+        for kind in kinds
+    ]
+    driven = [family for group in groups for family in group]
     model = model_preset(options.model, options.tp)
     context_len = options.max_context_len or model.context_len
     batch_sizes = parse_batch_sizes(options.batch_sizes)
-    kernel_arches = [name for name in driven[0].arches if all(name in family.arches for family in driven)]
+    kernel_arches = _common_arches(groups)
     arch_env = list(dict.fromkeys(name for family in driven for name in family.arch_env))
     environment = detect_environment(options.arch, kernel_arches, arch_env)
     if environment.mode == "execute" and options.compile == "skip":
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
     if environment.mode == "execute" and options.num_sms is not None:
         raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
-    package = import_tokenspeed_mla()
-    warmup = resolve_warmup(options.warmup, the_engine.name, rules.family(FAMILIES["prefill"]))
+    package = import_tokenspeed_mla() if "decode" in kinds or not fa4 else None
+    warmup = resolve_warmup(options.warmup, the_engine.name, rules.family(FAMILIES["prefill"]), fa4)
     plan = decode_plan(
         the_engine, batch_sizes, context_len, options.cuda_graph, options.cuda_graph_max_bs, options.seed
     )
     enable_pdl = environment.enable_pdl if the_engine.pdl is None else the_engine.pdl
     num_sms = options.num_sms or arch.flagship(environment.target_arch).sms
+    if environment.mode != "execute":  # a fake or replaced device: the families read the target's SM count
+        for name in dict.fromkeys(name for family in driven for name in family.sm_count_env):
+            os.environ.setdefault(name, str(num_sms))
     launcher = LaunchCounter(execute=environment.mode == "execute")
     memory = MemorySink()
     sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
@@ -110,12 +131,30 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         target_arch=environment.target_arch,
         num_sms=num_sms,
     )
+    phases = rules.phases + startup.FRAMES
     captures = [
-        FamilyCapture(
-            rules.family(FAMILIES[kind]), sink, capture_policy, launcher.stand_in, rules.phases + startup.FRAMES
-        )
+        FamilyCapture(rules.family(FAMILIES[kind]), sink, capture_policy, launcher.stand_in, phases)
         for kind in kinds
+        if kind == "decode" or not fa4
     ]
+    prefill_fa4, prefill_label = None, "tokenspeed_mla"
+    if fa4 and "prefill" in kinds:
+        interface, interface_label = fa4_interface()
+        fa4_captures = family_captures(
+            interface,
+            [r for r in fa4_rules if r.family.module == interface.__name__],
+            sink,
+            capture_policy,
+            phases,
+            launcher.stand_in,
+        )
+        captures += fa4_captures
+        family = next(
+            (c.family.name for c in fa4_captures if isinstance(c, FamilyCapture) and c.family.cache == FA4_FWD),
+            f"{interface.__name__} (not watched)",
+        )
+        prefill_fa4 = FA4Prefill(interface, model, environment.mode, launcher, measurements, family)
+        prefill_label = f"FlashAttention-4 ({interface_label}: {interface.__name__})"
     device = "cpu" if environment.mode == "dry" else "cuda"
     fp8 = the_engine.prefill_q_dtype == KV_CACHE_DTYPE
     q_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
@@ -144,6 +183,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
                     q_dtype,
                     device,
                     kinds,
+                    prefill_fa4,
                 ),
                 [
                     lambda step=step: decoder.step(step, options.seed)
@@ -151,7 +191,9 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
                     if step.phase == "capture" and decoder is not None
                 ],
             )
-            if "prefill" in kinds:
+            if prefill_fa4 is not None:
+                stats = _fa4_traffic(prefill_fa4, the_engine, options)
+            elif "prefill" in kinds:
                 stats = run_traffic(
                     package.tokenspeed_mla_prefill,
                     make_workload(options.requests, options.seed),
@@ -202,6 +244,8 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         arch.sm_count_label(environment.target_arch, options.num_sms),
         kinds,
     )
+    if "prefill" in kinds:
+        scenario["prefill_backend"] = prefill_label
     scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns())
     facts = {
         "mode": environment.mode,
@@ -227,10 +271,23 @@ def _warmup_actions(
     q_dtype: torch.dtype,
     device: str,
     kinds: tuple[str, ...],
+    prefill_fa4: FA4Prefill | None,
 ) -> list:
     """The start-up warm-up in the engine's order: its warm-up function, a dummy prefill, decode dummy forwards."""
     actions = []
-    if "prefill" in kinds:
+    if prefill_fa4 is not None:
+        arguments = {
+            "q_dtype": torch.bfloat16,
+            "d_qk": model.d_qk,
+            "d_v": model.d_v,
+            "num_heads": model.num_heads,
+            "enable_pdl": enable_pdl,
+            "target_arch": target_arch,
+        }
+        actions.append(lambda: run_warmup(warmup, arguments))
+        for requests, tokens in vllm_startup_prefills(arch.capability(target_arch), options.cuda_graph):
+            actions.append(lambda requests=requests, tokens=tokens: prefill_fa4.startup(requests, tokens))
+    elif "prefill" in kinds:
         arguments = {
             "q_dtype": q_dtype,
             "d_qk": model.d_qk,
@@ -256,6 +313,17 @@ def _warmup_actions(
     if decoder is not None:
         actions += [lambda step=step: decoder.step(step, options.seed) for step in plan.steps if step.phase == "warmup"]
     return actions
+
+
+def _fa4_traffic(prefill: FA4Prefill, the_engine: EngineProfile, options: CheckOptions) -> TrafficStats:
+    """The workload's prefill calls through FA4, as the engine makes them (its context chunks: vLLM's workspace)."""
+    stats = TrafficStats()
+    for number, batch in enumerate(make_workload(options.requests, options.seed).batches):
+        for index, call in enumerate(PROFILES[the_engine.name](batch, FA4_CHUNK)):
+            prefill.call(call, options.seed * 7919 + number * 131 + index)
+            stats.prefill_calls += 1
+            stats.tokens += sum(call.q_lens)
+    return stats
 
 
 def _scenario_facts(
@@ -306,13 +374,29 @@ def _scenario_facts(
     return facts
 
 
-def _kinds(rules: RuleSet, kernel: str, path: Path | None) -> tuple[str, ...]:
+def _common_arches(groups: list[list]) -> list[str]:
+    """The target arches every driven kind has kernels for (a kind: any of its families)."""
+    unions = [list(dict.fromkeys(name for family in group for name in family.arches)) for group in groups]
+    return [name for name in unions[0] if all(name in union for union in unions[1:])]
+
+
+def _kinds(rules: RuleSet, kernel: str, path: Path | None, fa4: bool) -> tuple[str, ...]:
     """The families to drive: the one asked for, or (all) every one of the scenario's that the rules declare."""
     wanted = ("prefill", "decode") if kernel == "all" else (kernel,)
-    declared = tuple(kind for kind in wanted if rules.family(FAMILIES[kind]) is not None)
+    fa4_declared = any(r.family.module in dict(INTERFACES) and r.family.cache == FA4_FWD for r in rules.families)
+    declared = tuple(
+        kind
+        for kind in wanted
+        if (fa4_declared if kind == "prefill" and fa4 else rules.family(FAMILIES[kind]) is not None)
+    )
     if kernel == "all" and declared:
         return declared
     missing = next((kind for kind in wanted if kind not in declared), None)
+    if missing == "prefill" and fa4:
+        raise MlacheckError(
+            f"{path}: the scenario prefills with FlashAttention-4, but no rule file declares its forward "
+            "cache; add one (copy mlacheck's bundled flash_attn_4.toml)"
+        )
     if missing is not None:
         raise MlacheckError(
             f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy "

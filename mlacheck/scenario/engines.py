@@ -11,10 +11,13 @@ profiles in `traffic.py`; decode steps by `decode_traffic.py` from the capture l
   `trtllm_mla_backend.py`, the release after sgl-project/sglang#26170): fp8 warm-up of three prefill variants;
   capture (`cuda_graph_runner.py` capture_one_batch_size: 2 warm-up forwards and one captured) at
   max_context_len; eager decode (batches above --cuda-graph-max-bs, or no graphs) at seq_lens_cpu.max().
-- vllm (PyPI vllm 0.34.0 with the TOKENSPEED_MLA attention and prefill backends): `v1/attention/backends/mla/
-  tokenspeed_mla.py` TokenspeedMLAImpl.__init__ warms prefill for bf16 and fp8 with enable_pdl=False;
+- vllm (PyPI vllm 0.34.0): the prefill is its default on SM100 for DeepSeek dims, FlashAttention-4
+  (`platforms/interface.py:471-489`; `fa4_prefill.py` says how it is called); its registry warm-up
+  (FA4MLAPrefillKernel.get_warmup_keys) compiles nothing there (`VLLM_FA4_WARMUP` below). With
+  --prefill-backend tokenspeed_mla, the TOKENSPEED_MLA prefill backend: `v1/attention/backends/mla/
+  tokenspeed_mla.py` TokenspeedMLAImpl.__init__ warms prefill for bf16 and fp8 with enable_pdl=False. Either way
   `model_executor/layers/attention/mla_attention.py` forward_mha dispatches new tokens with return_lse =
-  has_context in the model dtype; `v1/worker/gpu_worker.py` _compile_or_warm_up_model runs warmup_kernels
+  has_context in the model dtype, context chunks non-causal with the LSE; `v1/worker/gpu_worker.py` _compile_or_warm_up_model runs warmup_kernels
   (`v1/worker/gpu/warmup.py`: a no-context prefill, decode at a few tokens) unless --enforce-eager; FULL
   decode graphs over `decode_cudagraph_capture_grid` at max_model_len; decode in a step that also holds a
   prefill runs eagerly at that step's longest sequence (`v1/worker/gpu/model_states/default.py`).
@@ -45,6 +48,7 @@ class EngineProfile:
     startup_prefill: str  # "always", "with graphs" (skipped by --cuda-graph off) or "never": a start-up dummy prefill
     startup_decode_batches: tuple[int, ...]  # with graphs on, eager decode steps of the start-up warm-up
     source: str
+    prefill_backend: str = "tokenspeed_mla"  # or "fa4": FlashAttention-4 (fa4_prefill.py)
 
 
 def tokenspeed_ladder(maximum: int) -> list[int]:
@@ -115,9 +119,12 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
         (),
         "with graphs",
         (1024, 2, 1),
-        "PyPI vllm 0.34.0: v1/attention/backends/mla/tokenspeed_mla.py TokenspeedMLAImpl, mla/prefill/tokenspeed_mla.py, "
+        "PyPI vllm 0.34.0: platforms/interface.py:471-489 (FA4 prefill on SM100 for DeepSeek dims), "
+        "v1/attention/backends/mla/prefill/flash_attn.py FlashAttnPrefillBackend and FA4MLAPrefillKernel, "
         "model_executor/layers/attention/mla_attention.py forward_mha, v1/worker/gpu_worker.py "
-        "_compile_or_warm_up_model, v1/worker/gpu/warmup.py warmup_kernels",
+        "_compile_or_warm_up_model, v1/worker/gpu/warmup.py warmup_kernels; decode: v1/attention/backends/mla/"
+        "tokenspeed_mla.py TokenspeedMLAImpl",
+        "fa4",
     ),
 }
 
@@ -127,3 +134,20 @@ def engine_profile(name: str) -> EngineProfile:
         return ENGINE_PROFILES[name]
     except KeyError:
         raise MlacheckError(f"--profile {name}: choose one of {', '.join(ENGINE_PROFILES)}") from None
+
+
+VLLM_FA4_WARMUP = (
+    "vLLM 0.34.0's JIT warm-up registry: FA4MLAPrefillKernel.get_warmup_keys returns no key on SM100, as recorded from "
+    "vLLM's own code (it asks get_flash_attn_version(head_size=192) without head_size_v, prefill/flash_attn.py:187-189, "
+    "and fa_utils.py:193-209 answers FA 2)"
+)
+
+
+def vllm_startup_prefills(target_capability: tuple[int, int], cuda_graph: bool) -> list[tuple[int, int]]:
+    """vLLM 0.34.0's start-up steps that run an MLA prefill, as (requests, tokens each): the FlashInfer autotune dummy
+    run of max_num_batched_tokens over max_num_seqs = 1024 requests (kernel_warmup.py:457-490; 16384 tokens on SM100,
+    8192 on SM90, arg_utils.py:2977-3043), then warmup_kernels' first step of 1024 requests of 2 tokens
+    (v1/worker/gpu/warmup.py:116-126), which --enforce-eager (cuda_graph off here) skips with the JIT warm-up."""
+    budget = 16384 if target_capability[0] >= 10 else 8192
+    steps = [(1024, budget // 1024)]
+    return steps + ([(1024, 2)] if cuda_graph else [])

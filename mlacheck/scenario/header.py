@@ -23,6 +23,8 @@ def header_rows(scenario: dict, mode: str) -> list[list[str]]:
         ),
         ("warm-up", str(scenario.get("warmup"))),
     ]
+    if scenario.get("prefill_backend"):
+        rows.append(("prefill kernel", scenario["prefill_backend"]))
     if scenario.get("prefill_calls") is not None:
         rows.append(
             (

@@ -23,6 +23,7 @@ import torch
 
 from mlacheck.errors import MlacheckError
 from mlacheck.rulefiles import RuleFile
+from mlacheck.scenario.engines import VLLM_FA4_WARMUP
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,17 @@ class WarmupSource:
     function: Callable[..., object] | None
 
 
-def resolve_warmup(spec: str, engine: str, prefill: RuleFile | None) -> WarmupSource:
-    """Turn `--warmup` into a callable (`library`: the prefill family's own `warmup` function); problems are one line."""
+def resolve_warmup(spec: str, engine: str, prefill: RuleFile | None, fa4: bool = False) -> WarmupSource:
+    """Turn `--warmup` into a callable (`library`: the prefill family's own `warmup` function); problems are one line.
+    With the FA4 prefill backend, `engine` is the engine's own FA4 warm-up (vLLM 0.34.0's compiles nothing)."""
     if spec == "none":
         return WarmupSource("none", None)
+    if fa4 and spec == "engine":
+        return WarmupSource(f"engine: {VLLM_FA4_WARMUP}", None)
+    if fa4 and spec == "library":
+        raise MlacheckError(
+            "--warmup library: FlashAttention-4 has no warm-up function of its own; use engine, none or PATH.py:FUNC"
+        )
     if spec == "library":
         family = prefill.family if prefill is not None else None
         if family is None or family.warmup is None:

@@ -93,10 +93,11 @@ def test_the_sm_count_moves_the_batch_size_boundaries(tmp_path):
     assert keys["148"] == [(8, False)] and keys["132"] != keys["148"]
 
 
-def test_vllm_as_published_compiles_nothing_on_the_serving_path_and_warms_two_dead_prefill_variants(tmp_path):
-    """vLLM 0.34.0 warms prefill for bf16 and fp8; with query quantization off (its default) prefill q is bf16,
-    so the fp8 variants are dead; its start-up dummy prefill compiles (bf16, causal, no LSE) as warm-up."""
-    result = run(tmp_path, "--profile", "vllm")
+def test_vllm_with_tokenspeed_prefill_compiles_nothing_on_the_serving_path_and_warms_two_dead_variants(tmp_path):
+    """vLLM 0.34.0's TOKENSPEED_MLA prefill backend warms prefill for bf16 and fp8; with query quantization off (its
+    default) prefill q is bf16, so the fp8 variants are dead; its start-up dummy prefill compiles (bf16, causal, no
+    LSE) as warm-up."""
+    result = run(tmp_path, "--profile", "vllm", "--prefill-backend", "tokenspeed_mla")
     assert result.code == 0, result.stdout
     assert findings(result.report, "MLA001", "tokenspeed_mla.prefill") == []
     dead = findings(result.report, "MLA002", "tokenspeed_mla.prefill")
@@ -111,7 +112,17 @@ def test_vllm_as_published_compiles_nothing_on_the_serving_path_and_warms_two_de
 
 
 def test_vllm_enforce_eager_compiles_causal_without_lse_on_the_first_request(tmp_path):
-    result = run(tmp_path, "--profile", "vllm", "--kernel", "prefill", "--cuda-graph", "off")
+    result = run(
+        tmp_path,
+        "--profile",
+        "vllm",
+        "--prefill-backend",
+        "tokenspeed_mla",
+        "--kernel",
+        "prefill",
+        "--cuda-graph",
+        "off",
+    )
     assert result.code == 1
     [finding] = findings(result.report, "MLA001", "tokenspeed_mla.prefill")
     assert (finding["key"]["q_dtype"], finding["key"]["is_causal"], finding["key"]["return_lse"]) == (

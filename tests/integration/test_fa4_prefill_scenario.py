@@ -1,0 +1,47 @@
+"""`mlacheck run --profile vllm`: vLLM 0.34.0's default MLA prefill on Blackwell, FlashAttention-4, replayed through
+FA4's own dispatch on the CPU (FakeTensorMode, --dry): its registry warm-up compiles nothing, its start-up dummy
+prefills compile one variant (a batch of more than 256 short sequences), and chunked-prefill traffic compiles the rest
+on the serving path. Needs the fa4 extra."""
+
+import pytest
+
+from tests.integration.cli import run_cli
+
+pytest.importorskip("flash_attn.cute", reason="FlashAttention-4 is the optional fa4 extra")
+
+FWD = "flash_attn_4.fwd"
+
+
+def run(tmp_path, *args):
+    result = run_cli("run", "--profile", "vllm", "--kernel", "prefill", "--compile", "skip", *args, tmp_path=tmp_path)
+    assert result.report is not None, result.stdout + result.stderr
+    return result
+
+
+def test_vllm_fa4_prefill_compiles_its_traffic_on_the_serving_path(tmp_path):
+    result = run(tmp_path)
+    assert result.code == 1, result.stdout + result.stderr
+    report = result.report
+    assert report["mode"] == "dry" and report["target_arch"] == "sm_100a"
+    header = dict(map(tuple, report["scenario"]["header"]))
+    assert header["prefill kernel"].startswith("FlashAttention-4 (flash-attn-4, standing in for vLLM's vendored copy")
+    assert "FA4MLAPrefillKernel.get_warmup_keys returns no key on SM100" in header["warm-up"]
+    [fwd] = [family for family in report["families"] if family["name"] == FWD]
+    [startup] = [v for v in fwd["variants"] if v["precompiled"]]  # both start-up prefills: one variant
+    assert startup["key"]["has_cu_total_m_blocks"] and startup["key"]["lse_is_none"] and startup["key"]["causal"]
+    serving = [f for f in report["findings"] if f["code"] == "MLA001" and f["family"] == FWD]
+    assert len(serving) >= 2
+    assert all({"is_static_persistent", "has_cu_total_m_blocks"} <= set(f["diff"]) for f in serving)
+    assert {f["key"]["causal"] for f in serving} == {True, False}  # new tokens, and the non-causal context chunk
+    assert any(f["key"]["lse_is_none"] is False for f in serving)  # LSE where the batch has context
+
+
+def test_enforce_eager_leaves_only_the_autotune_dummy_prefill(tmp_path):
+    result = run(tmp_path, "--cuda-graph", "off")
+    [fwd] = [family for family in result.report["families"] if family["name"] == FWD]
+    assert [v["compile_phase"] for v in fwd["variants"] if v["precompiled"]] == ["warmup"]
+
+
+def test_library_warmup_is_refused_for_fa4_in_one_line(tmp_path):
+    result = run_cli("run", "--profile", "vllm", "--kernel", "prefill", "--warmup", "library")
+    assert result.code == 2 and "FlashAttention-4 has no warm-up function of its own" in result.stderr
