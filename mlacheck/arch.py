@@ -12,6 +12,12 @@ def capability(arch: str) -> tuple[int, int] | None:
     return (int(digits[:-1]), int(digits[-1])) if len(digits) >= 2 and digits.isdigit() else None
 
 
+def of_capability(major: int, minor: int) -> str:
+    """(9, 0) -> sm_90a, (10, 0) -> sm_100a, (8, 0) -> sm_80: the arch a device of that capability runs (from Hopper
+    on, the architecture-specific "a" target)."""
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
 @dataclass(frozen=True)
 class Flagship:
     """The GPU an arch's keys are predicted for: its name, SM count and L2 size."""

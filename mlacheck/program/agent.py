@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from mlacheck import __version__, qualnames
+from mlacheck import __version__, arch, qualnames
 from mlacheck.events import FORMAT_VERSION, JsonlSink
 from mlacheck.program.layout import CAPTURE_CONFIG, trace_path
 
@@ -250,8 +250,16 @@ class Agent:
         self.sink.write({"type": "context", "values": {k: v for k, v in values.items() if v is not None}})
 
     def _target_arch(self) -> str | None:
-        """The target arch the process's compiles take: the first variable the families read it from that is set."""
-        return next((os.environ[name] for name in self.arch_env if os.environ.get(name)), None)
+        """The target arch the process's compiles take: the first variable the families read it from that is set,
+        else the arch of the CUDA device the process already uses (never initialising CUDA for it)."""
+        named = next((os.environ[name] for name in self.arch_env if os.environ.get(name)), None)
+        torch = sys.modules.get("torch")
+        if named is not None or torch is None:
+            return named
+        try:
+            return arch.of_capability(*torch.cuda.get_device_capability()) if torch.cuda.is_initialized() else None
+        except Exception:  # noqa: BLE001 - a device that cannot answer names no arch
+            return None
 
     def _safely(self, action) -> None:
         try:

@@ -54,3 +54,21 @@ def test_compile_skip_is_refused_in_execute_mode(device):
     device((10, 0))
     with pytest.raises(MlacheckError, match="refused in execute mode"):
         run_check(CheckOptions(compile="skip"))
+
+
+def test_a_process_that_names_no_target_arch_takes_its_devices(monkeypatch, tmp_path):
+    """Program mode: where no variable a family reads names the target (CUTE_DSL_ARCH unset), a process that uses a
+    CUDA device compiles for that device's arch; one that has not touched CUDA names none (and CUDA stays untouched)."""
+    from mlacheck.program.agent import Agent
+
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+    agent = Agent(str(tmp_path), {"families": [], "arch_env": ["CUTE_DSL_ARCH"]})
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: pytest.fail("CUDA was initialised"))
+    assert agent._target_arch() is None
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert agent._target_arch() == "sm_90a"
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_100a")
+    assert agent._target_arch() == "sm_100a"
+    agent.sink.close()
