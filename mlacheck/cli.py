@@ -68,6 +68,7 @@ RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder th
 class Profile(str, Enum):
     tokenspeed = "tokenspeed"
     sglang = "sglang"
+    sglang_0513 = "sglang@0.5.13"
     vllm = "vllm"
 
 

@@ -8,6 +8,7 @@ vLLM's default), decode through tokenspeed_mla (`tokenspeed_mla_decode`).
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from dataclasses import dataclass
@@ -19,16 +20,17 @@ from mlacheck import __version__, arch
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
+from mlacheck.capture.dry_entries import dry_entries
 from mlacheck.capture.watch import family_captures
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.scenario import startup
-from mlacheck.scenario.decode_run import DecodeRunner
+from mlacheck.scenario.decode_run import DecodeRunner, FlashInferDecode
 from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batch_sizes
 from mlacheck.scenario.engines import EngineProfile, engine_profile, vllm_startup_prefills
-from mlacheck.scenario.environment import detect_environment, import_tokenspeed_mla
+from mlacheck.scenario.environment import detect_environment, import_flashinfer_mla, import_tokenspeed_mla
 from mlacheck.scenario.fa4_prefill import INTERFACES, FA4Prefill, fa4_interface
 from mlacheck.scenario.header import header_rows
 from mlacheck.scenario.launch import LaunchCounter
@@ -39,7 +41,8 @@ from mlacheck.scenario.prefill_traffic import PROFILES, Request, make_workload
 from mlacheck.scenario.presets import ModelPreset, model_preset
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
-FAMILIES = {"prefill": "tokenspeed_mla.prefill", "decode": "tokenspeed_mla.decode"}
+PREFILL_FAMILY = "tokenspeed_mla.prefill"
+DECODE_FAMILIES = {"tokenspeed_mla": "tokenspeed_mla.decode", "flashinfer": "flashinfer.cute_dsl_mla_decode"}
 KV_CACHE_DTYPE = "float8_e4m3fn"  # tokenspeed_mla's backends require an FP8 KV cache
 KERNELS = ("prefill", "decode", "all")
 PREFILL_BACKENDS = ("tokenspeed_mla", "fa4")
@@ -77,17 +80,18 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
     the_engine = engine_profile(options.profile)
     backend = options.prefill_backend or the_engine.prefill_backend
-    if backend not in PREFILL_BACKENDS:
+    if options.prefill_backend is not None and backend not in PREFILL_BACKENDS:
         raise MlacheckError(f"--prefill-backend {backend}: choose one of {', '.join(PREFILL_BACKENDS)}")
     rules = load_rules(options.rules)
     check_rules(rules)
     fa4 = backend == "fa4"
-    kinds = _kinds(rules, options.kernel, options.rules, fa4)
+    families = {"prefill": PREFILL_FAMILY, "decode": DECODE_FAMILIES[the_engine.decode_backend]}
+    kinds = _kinds(rules, options.kernel, options.rules, backend, families, the_engine.name)
     fa4_rules = [rule for rule in rules.families if rule.family.module in dict(INTERFACES)] if fa4 else []
     groups = [  # per kind driven, the families that may watch it (FA4: one per key layout)
         [rule.family for rule in fa4_rules if rule.family.cache == FA4_FWD]
         if kind == "prefill" and fa4
-        else [rules.family(FAMILIES[kind]).family]
+        else [rules.family(families[kind]).family]
         for kind in kinds
     ]
     driven = [family for group in groups for family in group]
@@ -101,8 +105,10 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
     if environment.mode == "execute" and options.num_sms is not None:
         raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
-    package = import_tokenspeed_mla() if "decode" in kinds or not fa4 else None
-    warmup = resolve_warmup(options.warmup, the_engine.name, rules.family(FAMILIES["prefill"]), fa4)
+    flashinfer = the_engine.decode_backend == "flashinfer" and "decode" in kinds
+    tokenspeed = ("decode" in kinds and not flashinfer) or ("prefill" in kinds and not fa4)
+    package = import_tokenspeed_mla() if tokenspeed else None
+    warmup = resolve_warmup(options.warmup, the_engine.engine, rules.family(families["prefill"]), fa4)
     plan = decode_plan(
         the_engine, batch_sizes, context_len, options.cuda_graph, options.cuda_graph_max_bs, options.seed
     )
@@ -132,8 +138,9 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         num_sms=num_sms,
     )
     phases = rules.phases + startup.FRAMES
+    entries: list = []
     captures = [
-        FamilyCapture(rules.family(FAMILIES[kind]), sink, capture_policy, launcher.stand_in, phases)
+        FamilyCapture(rules.family(families[kind]), sink, capture_policy, launcher.stand_in, phases)
         for kind in kinds
         if kind == "decode" or not fa4
     ]
@@ -158,15 +165,29 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     device = "cpu" if environment.mode == "dry" else "cuda"
     fp8 = the_engine.prefill_q_dtype == KV_CACHE_DTYPE
     q_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
-    decoder = (
-        DecodeRunner(package, model, enable_pdl, environment.mode, launcher, measurements, FAMILIES["decode"], device)
-        if "decode" in kinds
-        else None
-    )
+    decoder = None
+    if flashinfer:
+        entries = dry_entries([rules.family(families["decode"])], capture_policy)
+        decoder = FlashInferDecode(
+            import_flashinfer_mla(),
+            model,
+            enable_pdl,
+            environment.mode,
+            launcher,
+            measurements,
+            families["decode"],
+            device,
+        )
+    elif "decode" in kinds:
+        decoder = DecodeRunner(
+            package, model, enable_pdl, environment.mode, launcher, measurements, families["decode"], device
+        )
     stats = TrafficStats()
     try:
         for capture in captures:
             capture.install()
+        for entry in entries:
+            entry.install(importlib.import_module(entry.module_name))
         try:
             startup.run_phases(
                 captures,
@@ -197,13 +218,13 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
                 stats = run_traffic(
                     package.tokenspeed_mla_prefill,
                     make_workload(options.requests, options.seed),
-                    the_engine.name,
+                    the_engine.engine,
                     model,
                     environment.mode,
                     enable_pdl,
                     launcher,
                     measurements,
-                    FAMILIES["prefill"],
+                    families["prefill"],
                     options.seed,
                     device,
                     fp8,
@@ -214,18 +235,18 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
             raise
         except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
             raise MlacheckError(
-                f"tokenspeed_mla failed in {environment.mode} mode on {environment.device or 'the CPU'} "
+                f"the kernel library failed in {environment.mode} mode on {environment.device or 'the CPU'} "
                 f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
             ) from None
     finally:
-        for capture in reversed(captures):
-            capture.remove()
+        for hook in reversed([*captures, *entries]):
+            hook.remove()
         sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()
     run_context = {
         "target_arch": environment.target_arch,
         "kv_cache_dtype": KV_CACHE_DTYPE,
-        "engine": the_engine.name,
+        "engine": the_engine.engine,
         "d_qk": str(model.d_qk),
         "d_v": str(model.d_v),
         "num_heads": str(model.num_heads),
@@ -319,7 +340,7 @@ def _fa4_traffic(prefill: FA4Prefill, the_engine: EngineProfile, options: CheckO
     """The workload's prefill calls through FA4, as the engine makes them (its context chunks: vLLM's workspace)."""
     stats = TrafficStats()
     for number, batch in enumerate(make_workload(options.requests, options.seed).batches):
-        for index, call in enumerate(PROFILES[the_engine.name](batch, FA4_CHUNK)):
+        for index, call in enumerate(PROFILES[the_engine.engine](batch, FA4_CHUNK)):
             prefill.call(call, options.seed * 7919 + number * 131 + index)
             stats.prefill_calls += 1
             stats.tokens += sum(call.q_lens)
@@ -348,7 +369,7 @@ def _scenario_facts(
         "profile": the_engine.name,
         "engine_source": the_engine.source,
         "kernels": list(kinds),
-        "warmup": warmup_label,
+        "warmup": warmup_label if "prefill" in kinds else None,
         "cuda_graph": options.cuda_graph,
         "launches": launcher.launches,
     }
@@ -380,14 +401,23 @@ def _common_arches(groups: list[list]) -> list[str]:
     return [name for name in unions[0] if all(name in union for union in unions[1:])]
 
 
-def _kinds(rules: RuleSet, kernel: str, path: Path | None, fa4: bool) -> tuple[str, ...]:
+def _kinds(
+    rules: RuleSet, kernel: str, path: Path | None, backend: str, families: dict[str, str], profile: str
+) -> tuple[str, ...]:
     """The families to drive: the one asked for, or (all) every one of the scenario's that the rules declare."""
+    if kernel == "prefill" and backend == "none":
+        raise MlacheckError(
+            f"--kernel prefill: {profile}'s prefill runs precompiled kernels (no JIT compile to check); choose "
+            "decode or all, or name a JIT prefill with --prefill-backend"
+        )
+    fa4 = backend == "fa4"
     wanted = ("prefill", "decode") if kernel == "all" else (kernel,)
+    wanted = tuple(kind for kind in wanted if kind != "prefill" or backend != "none")
     fa4_declared = any(r.family.module in dict(INTERFACES) and r.family.cache == FA4_FWD for r in rules.families)
     declared = tuple(
         kind
         for kind in wanted
-        if (fa4_declared if kind == "prefill" and fa4 else rules.family(FAMILIES[kind]) is not None)
+        if (fa4_declared if kind == "prefill" and fa4 else rules.family(families[kind]) is not None)
     )
     if kernel == "all" and declared:
         return declared
@@ -398,9 +428,11 @@ def _kinds(rules: RuleSet, kernel: str, path: Path | None, fa4: bool) -> tuple[s
             "cache; add one (copy mlacheck's bundled flash_attn_4.toml)"
         )
     if missing is not None:
+        bundled = load_rules().family(families[missing])
+        source = Path(bundled.source).name if bundled is not None else "rule files"
         raise MlacheckError(
-            f"{path}: the scenario drives {FAMILIES[missing]}, but no rule file declares it; add it (copy "
-            f"mlacheck's bundled {FAMILIES[missing].replace('.', '_')}.toml)"
+            f"{path}: the scenario drives {families[missing]}, but no rule file declares it; add it (copy "
+            f"mlacheck's bundled {source})"
         )
     return declared
 

@@ -37,6 +37,8 @@ class DecodeRunner:
     """Sends decode steps through the package's `tokenspeed_mla_decode` (looked up at each call, as engines
     that import the package do), as one engine calls it."""
 
+    table_multiple = 1  # the block tables' width in pages is a multiple of this
+
     def __init__(
         self,
         package,
@@ -87,7 +89,8 @@ class DecodeRunner:
         """The step's tensors: seeded activations (filled, GPU modes), else unfilled (nothing reads the output)."""
         width = self.model.kv_lora_rank + self.model.qk_rope_head_dim
         pages = [-(-length // PAGE_SIZE) for length in step.seq_lens]
-        tables = torch.zeros(step.batch_size, max(pages), dtype=torch.int32)
+        width_pages = -(-max(pages) // self.table_multiple) * self.table_multiple
+        tables = torch.zeros(step.batch_size, width_pages, dtype=torch.int32)
         start = 0
         for row, count in enumerate(pages):
             tables[row, :count] = torch.arange(start, start + count, dtype=torch.int32)
@@ -126,4 +129,30 @@ class DecodeRunner:
             int(inputs.query.shape[0]),
             asdict(compare_outputs(flat(reference), None, flat(original), None)),
             kernel,
+        )
+
+
+class FlashInferDecode(DecodeRunner):
+    """Decode steps through FlashInfer's `trtllm_batch_decode_with_kv_cache_mla(..., backend="cute-dsl")`, as SGLang
+    0.5.23's TRTLLMMLABackend._run_decode_kernel calls it (layers/attention/trtllm_mla_backend.py:982-1056; the
+    cutedsl_mla backend, cutedsl_mla_backend.py:59-75): FP8 query and latent cache, block tables padded to a multiple
+    of 128 tokens (_calc_padded_blocks, :336-357), enable_pdl on, bmm1_scale the softmax scale. `package` is
+    flashinfer.mla."""
+
+    table_multiple = 2  # 128 tokens of 64-token pages: FlashInfer refuses another block count (mla/_core.py:832)
+
+    def dispatch(self, inputs: DecodeInputs, max_seq_len: int) -> torch.Tensor:
+        return self.package.trtllm_batch_decode_with_kv_cache_mla(
+            query=inputs.query,
+            kv_cache=inputs.kv_cache,
+            workspace_buffer=self.workspace,
+            qk_nope_head_dim=self.model.qk_nope_head_dim,
+            kv_lora_rank=self.model.kv_lora_rank,
+            qk_rope_head_dim=self.model.qk_rope_head_dim,
+            block_tables=inputs.block_tables,
+            seq_lens=inputs.seq_lens,
+            max_seq_len=max_seq_len,
+            bmm1_scale=self.model.softmax_scale,
+            enable_pdl=self.enable_pdl,
+            backend="cute-dsl",
         )

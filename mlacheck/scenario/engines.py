@@ -7,7 +7,10 @@ profiles in `traffic.py`; decode steps by `decode_traffic.py` from the capture l
   tokenspeed_mla.py` (CuteDSLMLABackend: warm-up in __init__, forward_decode, forward_extend_chunked) and
   `runtime/execution/forward_step.py` (get_batch_sizes_to_capture, _capture_one: 4 eager forwards and one
   captured per size; decode max_seq_len is always the context length; padded batches replay a graph).
-- sglang (the tokenspeed_mla backend of SGLang 0.5.13, `srt/layers/attention/tokenspeed_mla_backend.py` over
+- sglang (SGLang 0.5.23, as published): `--attention-backend tokenspeed_mla` is an alias of `cutedsl_mla`, whose
+  decode runs FlashInfer's CuTe DSL MLA decode: capture at max_context_len, eager decode at the batch's own
+  seq_lens_cpu.max(); its DeepSeek prefill on SM100 is trtllm-gen's precompiled cubins (nothing to warm).
+- sglang@0.5.13 (the tokenspeed_mla backend of SGLang 0.5.13, `srt/layers/attention/tokenspeed_mla_backend.py` over
   `trtllm_mla_backend.py`, the release after sgl-project/sglang#26170): fp8 warm-up of three prefill variants;
   capture (`cuda_graph_runner.py` capture_one_batch_size: 2 warm-up forwards and one captured) at
   max_context_len; eager decode (batches above --cuda-graph-max-bs, or no graphs) at seq_lens_cpu.max().
@@ -48,7 +51,13 @@ class EngineProfile:
     startup_prefill: str  # "always", "with graphs" (skipped by --cuda-graph off) or "never": a start-up dummy prefill
     startup_decode_batches: tuple[int, ...]  # with graphs on, eager decode steps of the start-up warm-up
     source: str
-    prefill_backend: str = "tokenspeed_mla"  # or "fa4": FlashAttention-4 (fa4_prefill.py)
+    prefill_backend: str = "tokenspeed_mla"  # "fa4": FlashAttention-4 (fa4_prefill.py); "none": precompiled cubins
+    decode_backend: str = "tokenspeed_mla"  # or "flashinfer": FlashInfer's CuTe DSL MLA decode
+
+    @property
+    def engine(self) -> str:
+        """The engine, as rule files' contracts and engine frames name it ("sglang@0.5.13" is sglang)."""
+        return self.name.partition("@")[0]
 
 
 def tokenspeed_ladder(maximum: int) -> list[int]:
@@ -92,6 +101,27 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
     ),
     "sglang": EngineProfile(
         "sglang",
+        sglang_profile,
+        "float8_e4m3fn",
+        None,
+        sglang_ladder,
+        512,
+        2,
+        "batch",
+        False,
+        (),
+        "never",
+        (),
+        "PyPI sglang 0.5.23: --attention-backend cutedsl_mla (tokenspeed_mla is its alias, srt/arg_groups/"
+        "serving_hook.py:304): decode through FlashInfer's CuTe DSL MLA decode, layers/attention/trtllm_mla_backend.py "
+        "_init_cuda_graph_metadata (capture at max_context_len, :587) and init_forward_metadata (eager at "
+        "seq_lens_cpu.max(), :833-834); model_executor/runner/decode_cuda_graph_runner.py capture_one_shape; prefill: "
+        "trtllm-gen's precompiled cubins (trtllm_ragged_attention_deepseek, nothing compiled at run time)",
+        "none",
+        "flashinfer",
+    ),
+    "sglang@0.5.13": EngineProfile(
+        "sglang@0.5.13",
         sglang_profile,
         "float8_e4m3fn",
         None,

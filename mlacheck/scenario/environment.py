@@ -1,4 +1,4 @@
-"""The run's environment: which mode the device allows, the target arch, and an importable tokenspeed_mla."""
+"""The run's environment: which mode the device allows, the target arch, and the kernel libraries imported cleanly."""
 
 from __future__ import annotations
 
@@ -66,3 +66,14 @@ def import_tokenspeed_mla():
             "install the missing dependency (pip install tokenspeed-triton)"
         )
     return package
+
+
+def import_flashinfer_mla():
+    """flashinfer.mla, whose trtllm_batch_decode_with_kv_cache_mla the engines call (the flashinfer extra)."""
+    try:
+        return importlib.import_module("flashinfer.mla")
+    except ImportError as exc:
+        raise MlacheckError(
+            f"--profile sglang decodes through FlashInfer's CuTe DSL MLA decode, and flashinfer cannot be imported ({exc});"
+            " install it: pip install 'mlacheck[flashinfer]'"
+        ) from None

@@ -21,8 +21,9 @@ def header_rows(scenario: dict, mode: str) -> list[list[str]]:
             if scenario.get("engine_source")
             else str(scenario.get("profile")),
         ),
-        ("warm-up", str(scenario.get("warmup"))),
     ]
+    if scenario.get("warmup"):
+        rows.append(("warm-up", scenario["warmup"]))
     if scenario.get("prefill_backend"):
         rows.append(("prefill kernel", scenario["prefill_backend"]))
     if scenario.get("prefill_calls") is not None:

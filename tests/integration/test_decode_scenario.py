@@ -63,7 +63,15 @@ def test_sglang_eager_decode_with_short_sequences_misses_the_max_context_capture
     """SGLang captures at max_context_len; a batch above --cuda-graph-max-bs decodes eagerly at its own longest
     sequence, and that key is one the capture never built."""
     result = run(
-        tmp_path, "--kernel", "decode", "--profile", "sglang", "--cuda-graph-max-bs", "8", "--batch-sizes", "4,16"
+        tmp_path,
+        "--kernel",
+        "decode",
+        "--profile",
+        "sglang@0.5.13",
+        "--cuda-graph-max-bs",
+        "8",
+        "--batch-sizes",
+        "4,16",
     )
     assert result.code == 1
     assert result.report["scenario"]["eager_batch_sizes"] == [16]
@@ -150,7 +158,7 @@ def test_real_decode_compiles_are_timed_and_the_stall_reported(tmp_path):
         "--kernel",
         "decode",
         "--profile",
-        "sglang",
+        "sglang@0.5.13",
         "--cuda-graph-max-bs",
         "2",
         "--batch-sizes",

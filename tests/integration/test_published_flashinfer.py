@@ -69,3 +69,48 @@ def test_eager_decode_at_real_lengths_compiles_split_variants_the_capture_never_
         assert finding["drivers"]["reducer_max_splits"] == ["batch size", "max_seq_len", "SM count"]
     assert {f["key"]["reducer_max_splits"] for f in serving} == {4, 32}
     assert result.report["incomplete"] == []
+
+
+def test_sglang_as_published_replays_every_serving_batch_on_a_graph_captured_at_the_longest_context(
+    tmp_path, flashinfer
+):
+    """--profile sglang (0.5.23): the default traffic (batches up to 160) replays the ladder's graphs up to 512."""
+    result = run_cli(
+        "run", "--profile", "sglang", "--compile", "skip", tmp_path=tmp_path, env_extra=first_on_path(flashinfer)
+    )
+    assert result.code == 0, result.stdout + result.stderr
+    report = result.report
+    assert report["findings"] == [] and report["incomplete"] == []
+    assert report["scenario"]["kernels"] == ["decode"] and report["scenario"]["warmup"] is None
+    [family] = report["families"]
+    assert family["name"] == DECODE and family["dispatch_calls"] == 52 * 3  # 52 sizes: 2 eager forwards + 1 captured
+    assert all(v["captured"] for v in family["variants"])
+    assert report["scenario"]["replays"] == len(report["scenario"]["batch_sizes"])
+
+
+def test_sglang_as_published_eager_decode_above_the_graphs_compiles_on_the_serving_path(tmp_path, flashinfer):
+    """Above --cuda-graph-max-bs, SGLang 0.5.23 decodes eagerly at the batch's own seq_lens_cpu.max()
+    (trtllm_mla_backend.py:833-834); the capture ran at max_context_len (:587)."""
+    result = run_cli(
+        "run",
+        "--profile",
+        "sglang",
+        "--compile",
+        "skip",
+        "--cuda-graph-max-bs",
+        "8",
+        "--batch-sizes",
+        "4,16",
+        tmp_path=tmp_path,
+        env_extra=first_on_path(flashinfer),
+    )
+    assert result.code == 1, result.stdout + result.stderr
+    [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
+    assert finding["family"] == DECODE and finding["diff"] == {"reducer_max_splits": [16, 4]}
+    assert result.report["scenario"]["eager_batch_sizes"] == [16]
+
+
+def test_sglang_as_published_has_no_jit_prefill_to_check(tmp_path, flashinfer):
+    result = run_cli("run", "--profile", "sglang", "--kernel", "prefill", env_extra=first_on_path(flashinfer))
+    assert result.code == 2 and result.stderr.count("\n") == 1
+    assert "precompiled kernels" in result.stderr and "Traceback" not in result.stderr

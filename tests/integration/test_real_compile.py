@@ -47,7 +47,9 @@ def test_default_run_is_clean(tmp_path):
 
 def test_the_library_warmup_under_the_sglang_profile_compiles_causal_without_lse_on_the_serving_path(tmp_path):
     # warmup_compile_prefill compiles return_lse=True only; SGLang's extend path dispatches (causal, no LSE).
-    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", "--warmup", "library", tmp_path=tmp_path)
+    result = run_cli(
+        "run", "--kernel", "prefill", "--profile", "sglang@0.5.13", "--warmup", "library", tmp_path=tmp_path
+    )
     assert result.code == 1, result.stdout + result.stderr
     report = result.report
     assert [f["code"] for f in report["findings"]] == ["MLA001"]
@@ -65,7 +67,7 @@ def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_se
         "--kernel",
         "prefill",
         "--profile",
-        "sglang",
+        "sglang@0.5.13",
         "--warmup",
         "tests/fixtures/sglang_warmup.py:bf16_warmup",
         tmp_path=tmp_path,
@@ -91,7 +93,7 @@ def test_sglang_fp8_warmup_is_clean_under_sglang_profile(tmp_path):
         "--kernel",
         "prefill",
         "--profile",
-        "sglang",
+        "sglang@0.5.13",
         "--warmup",
         "tests/fixtures/sglang_warmup.py:fp8_warmup",
         tmp_path=tmp_path,
@@ -104,7 +106,7 @@ def test_sglang_fp8_warmup_is_clean_under_sglang_profile(tmp_path):
 
 def test_sglang_as_published_warms_the_three_variants_its_extend_path_dispatches(tmp_path):
     # TokenspeedMLABackend.__init__ after sgl-project/sglang#26170: FP8, (causal, LSE), (causal, no LSE), (non-causal, LSE).
-    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang", tmp_path=tmp_path)
+    result = run_cli("run", "--kernel", "prefill", "--profile", "sglang@0.5.13", tmp_path=tmp_path)
     assert result.code == 0, result.stdout + result.stderr
     variants = family(result.report, "tokenspeed_mla.prefill")["variants"]
     assert {(v["key"]["is_causal"], v["key"]["return_lse"]) for v in variants} == {

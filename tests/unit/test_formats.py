@@ -52,7 +52,7 @@ def real_reports(tmp_path_factory):
             "--kernel",
             "prefill",
             "--profile",
-            "sglang",
+            "sglang@0.5.13",
             "--warmup",
             "tests/fixtures/sglang_warmup.py:bf16_warmup",
             "--json",
