@@ -51,6 +51,7 @@ class Analysis:
     incomplete: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
+    lookups: dict[int | None, int] = field(default_factory=dict)  # per process: dispatches that reached a lookup
 
     def failed(self, strict: bool = False) -> bool:
         """True when an error finding exists (or, with strict, any finding)."""
@@ -136,7 +137,11 @@ def analyse(
     incomplete = incomplete_reasons(
         by_family, watched, len(facts) if observed is None else observed, unobserved or [], lost or [], len(internal)
     )
-    return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
+    lookups: dict[int | None, int] = {}
+    for tables_of_family in by_family.values():
+        for table in tables_of_family:
+            lookups[table.proc] = lookups.get(table.proc, 0) + table.lookups
+    return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts, lookups)
 
 
 def derived_context(context: dict[str, str]) -> dict[str, str]:
