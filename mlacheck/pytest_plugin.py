@@ -2,8 +2,9 @@
 
 The pytest process gets an in-process agent, and every Python subprocess that a test starts gets one
 through mlacheck's .pth or the bootstrap folder on PYTHONPATH (set for the session, restored at its end); the
-session is registered (program/registry.py), so a subprocess started with a cleared environment finds it (the
-process-tree check of `mlacheck run` is not made here: pytest is not made a subreaper). At the end of the
+session is registered (program/registry.py), so a subprocess started with a cleared environment finds it; a
+watcher process records the session's process tree (program/watch.py: pytest is not made a subreaper, so a test's
+orphan is not followed), so a Python subprocess that nothing of mlacheck reached is named. At the end of the
 session the run folder is analysed into the same report model as `mlacheck run`; a session whose tests
 passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
 and the terminal summary gets an "mlacheck" section.
@@ -120,6 +121,28 @@ def _usage_error(message: str) -> pytest.UsageError:
     return pytest.UsageError(f"mlacheck: {message}")
 
 
+def _start_watcher(run_dir: Path):
+    """The process that records the session's process tree (program/watch.py), once it has started; None where it
+    cannot start (the report then names no Python process that ran without mlacheck)."""
+    import subprocess
+    import sys
+
+    try:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "mlacheck.program.watch", str(os.getpid()), str(run_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    except OSError:
+        return None
+    if watcher.stdout.readline().strip() != "ready":
+        watcher.kill()
+        watcher.wait()
+        return None
+    return watcher
+
+
 class MlacheckSession:
     """The state of one observed session; registered on the plugin manager, so its hooks run too."""
 
@@ -170,6 +193,7 @@ class MlacheckSession:
             raise _usage_error(str(exc)) from None
         self.run, self.rules = prepared.folder, prepared.rules
         self.started = time.time()
+        self._watcher = _start_watcher(self.run.path)
         self._saved_environment: dict[str, str | None] = {}
         environment = {**prepared.environment, **observed_environment(self.run, dict(os.environ))}
         for name, value in environment.items():
@@ -193,6 +217,15 @@ class MlacheckSession:
 
     def _finish_recording(self) -> None:
         self._restore_environment()
+        if self._watcher is not None:  # it writes the process tree when its input closes
+            import subprocess
+
+            self._watcher.stdin.close()
+            try:
+                self._watcher.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._watcher.kill()
+            self._watcher = None
         if self._registered is not None:
             from mlacheck.program import registry
 

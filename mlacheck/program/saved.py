@@ -102,7 +102,7 @@ def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[di
             continue
         command = " ".join(record["argv"]) or record["exe"] or "?"
         loaded.unobserved.append(
-            f"pid {record['pid']} ({command[:200]}), seen running by the supervisor on {host}, wrote no trace: nothing "
+            f"pid {record['pid']} ({command[:200]}), seen running by mlacheck on {host}, wrote no trace: nothing "
             "of mlacheck started in it (an interpreter without mlacheck installed, started without the run's "
             "PYTHONPATH, or with -S)"
         )
