@@ -25,7 +25,7 @@ from mlacheck.errors import MlacheckError
 from mlacheck.program import registry
 from mlacheck.program.layout import ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
-from mlacheck.program.tree import POLL_SECONDS, ProcessTree, become_subreaper
+from mlacheck.program.tree import ProcessTree, become_subreaper
 
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -103,7 +103,7 @@ def _wait(process: subprocess.Popen, forwarded: list[str], grace_seconds: float,
     deadline = None
     while True:
         try:
-            return process.wait(timeout=POLL_SECONDS), deadline is not None and time.monotonic() > deadline
+            return process.wait(timeout=tree.interval), deadline is not None and time.monotonic() > deadline
         except subprocess.TimeoutExpired:
             tree.poll()
             tree.reap(keep=process.pid)
@@ -137,7 +137,7 @@ def _wait_gone(group: int, tree: ProcessTree, seconds: float) -> bool:
             return True
         if time.monotonic() > deadline:
             return False
-        time.sleep(POLL_SECONDS)
+        time.sleep(tree.interval)
 
 
 def _group_alive(group: int) -> bool:

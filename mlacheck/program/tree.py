@@ -22,7 +22,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass, field
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.05  # between two polls, or ten times what the last poll took where that is longer (many processes)
 PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?$")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -66,13 +66,13 @@ class ProcessTree:
         self.exclude = exclude  # pids of processes that are mlacheck's own, not the program's
         self.seen: dict[tuple[int, int], Seen] = {}
         self.available = os.path.isdir("/proc/self")
+        self.interval = POLL_SECONDS  # how long to wait before the next poll: at most a tenth of the time polling
 
     def poll(self) -> None:
-        """Record every live descendant; reap the orphans reparented to this process (not the main child, which the
-        caller waits for: `keep`)."""
+        """Record every live descendant, and whether each recorded one is still alive."""
         if not self.available:
             return
-        now = time.time()
+        now, started = time.time(), time.perf_counter()
         table = _process_table()
         children: dict[int, list[int]] = {}
         for pid, row in table.items():
@@ -96,6 +96,7 @@ class ProcessTree:
             self._read_image(record, table)
         for key, record in self.seen.items():
             record.alive = key in live
+        self.interval = max(POLL_SECONDS, 10 * (time.perf_counter() - started))
 
     def reap(self, keep: int | None = None) -> None:
         """Collect the exit status of ended orphans that were reparented to this process."""

@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 from mlacheck.program.run_folder import RunFolder
-from mlacheck.program.tree import POLL_SECONDS, ProcessTree
+from mlacheck.program.tree import ProcessTree
 
 
 def main() -> None:
     root, run_dir = int(sys.argv[1]), Path(sys.argv[2])
     tree = ProcessTree(root, exclude=frozenset({os.getpid()}))
     print("ready", flush=True)
-    while not select.select([sys.stdin], [], [], POLL_SECONDS)[0]:
+    while not select.select([sys.stdin], [], [], tree.interval)[0]:
         tree.poll()
     tree.poll()
     RunFolder(run_dir).write_tree({"host": os.uname().nodename, "root": root, "processes": tree.records()})

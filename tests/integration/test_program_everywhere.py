@@ -280,7 +280,7 @@ import os, ray
 from tests.fixtures import synthetic_kernels as k
 k.warmup(dtypes=("fp8",), causal=(True,))
 k.dispatch(1, "fp8", True)
-ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
+ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
 
 @ray.remote
 class Worker:
