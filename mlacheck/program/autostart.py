@@ -17,9 +17,16 @@ import sys
 from mlacheck.program import registry
 from mlacheck.program.layout import ENV_RUN_DIR, unobserved_path
 
+_tried = False
+
 
 def start() -> None:
-    """Start the agent if this process belongs to a run; never raises into the interpreter's start."""
+    """Start the agent if this process belongs to a run, once (a venv's lib64 link to lib has `site` read the .pth
+    twice); never raises into the interpreter's start."""
+    global _tried
+    if _tried:
+        return
+    _tried = True
     run_dir = None
     try:
         run_dir, found_by = registry.find_run(), "registry"
