@@ -320,6 +320,31 @@ def list_rules(
     _guard(lambda: print_rules(_console(), rules, fingerprints))
 
 
+@app.command("env")
+def env(
+    run_dir: Annotated[
+        Path | None,
+        typer.Option(help="The run folder (default: $MLACHECK_RUN_DIR, set inside `mlacheck run -- ...`)."),
+    ] = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Print a Ray runtime_env (JSON) instead of shell lines.")] = False,
+) -> None:
+    """Print what a process that the run did not start needs in its environment to be observed in it: a Ray cluster
+    started outside the run (its nodes' environment, or the job's runtime_env). mlacheck must be installed in that
+    process's Python (its .pth starts the agent)."""
+    import json
+    import shlex
+
+    from mlacheck.program.session import worker_environment
+
+    variables, note = _guard(lambda: worker_environment(run_dir))
+    if note:
+        _console(stderr=True).print(f"mlacheck: note: {note}", markup=False, soft_wrap=True)
+    if ray:
+        sys.stdout.write(json.dumps({"env_vars": variables}) + "\n")
+    else:
+        sys.stdout.write("".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items()))
+
+
 @app.command()
 def version() -> None:
     """Print mlacheck's version."""

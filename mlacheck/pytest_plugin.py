@@ -1,7 +1,10 @@
 """pytest plugin: `pytest --mlacheck` observes the test session as `mlacheck run -- pytest` would.
 
 The pytest process gets an in-process agent, and every Python subprocess that a test starts gets one
-through the bootstrap folder on PYTHONPATH (set for the session, restored at its end). At the end of the
+through mlacheck's .pth or the bootstrap folder on PYTHONPATH (set for the session, restored at its end); the
+session is registered (program/registry.py), so a subprocess started with a cleared environment finds it; a
+watcher process records the session's process tree (program/watch.py: pytest is not made a subreaper, so a test's
+orphan is not followed), so a Python subprocess that nothing of mlacheck reached is named. At the end of the
 session the run folder is analysed into the same report model as `mlacheck run`; a session whose tests
 passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
 and the terminal summary gets an "mlacheck" section.
@@ -118,11 +121,34 @@ def _usage_error(message: str) -> pytest.UsageError:
     return pytest.UsageError(f"mlacheck: {message}")
 
 
+def _start_watcher(run_dir: Path):
+    """The process that records the session's process tree (program/watch.py), once it has started; None where it
+    cannot start (the report then names no Python process that ran without mlacheck)."""
+    import subprocess
+    import sys
+
+    try:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "mlacheck.program.watch", str(os.getpid()), str(run_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    except OSError:
+        return None
+    if watcher.stdout.readline().strip() != "ready":
+        watcher.kill()
+        watcher.wait()
+        return None
+    return watcher
+
+
 class MlacheckSession:
     """The state of one observed session; registered on the plugin manager, so its hooks run too."""
 
     def __init__(self, config: pytest.Config) -> None:
         from mlacheck.errors import MlacheckError
+        from mlacheck.program import registry
         from mlacheck.program.agent import ENV_RUN_DIR, Agent
         from mlacheck.program.session import ProgramOptions, prepare_run
         from mlacheck.program.supervisor import observed_environment
@@ -167,17 +193,19 @@ class MlacheckSession:
             raise _usage_error(str(exc)) from None
         self.run, self.rules = prepared.folder, prepared.rules
         self.started = time.time()
+        self._watcher = _start_watcher(self.run.path)
         self._saved_environment: dict[str, str | None] = {}
-        environment = {
-            **prepared.environment,
-            **observed_environment(self.run, dict(os.environ), list(self.options.serving_start)),
-        }
+        environment = {**prepared.environment, **observed_environment(self.run, dict(os.environ))}
         for name, value in environment.items():
             if os.environ.get(name) != value:
                 self._saved_environment[name] = os.environ.get(name)
                 os.environ[name] = value
-        self.agent = Agent(self.run.path, prepared.capture_config)
+        self.agent = Agent(str(self.run.path), prepared.capture_config, found_by="plugin")
         self.agent.start()
+        try:  # a subprocess started with a cleared environment finds the session through the registry
+            self._registered: str | None = registry.register(os.getpid(), str(self.run.path))
+        except OSError:
+            self._registered = None
 
     def _restore_environment(self) -> None:
         for name, value in self._saved_environment.items():
@@ -189,6 +217,20 @@ class MlacheckSession:
 
     def _finish_recording(self) -> None:
         self._restore_environment()
+        if self._watcher is not None:  # it writes the process tree when its input closes
+            import subprocess
+
+            self._watcher.stdin.close()
+            try:
+                self._watcher.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._watcher.kill()
+            self._watcher = None
+        if self._registered is not None:
+            from mlacheck.program import registry
+
+            registry.unregister(self._registered)
+            self._registered = None
         self.agent.stop()
 
     def pytest_report_header(self, config: pytest.Config) -> str:

@@ -53,6 +53,7 @@ class Analysis:
     not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
     unwatched_compiles: list[UnwatchedCompile] = field(default_factory=list)
+    lookups: dict[int | None, int] = field(default_factory=dict)  # per process: dispatches that reached a lookup
 
     def failed(self, strict: bool = False) -> bool:
         """True when an error finding exists (or, with strict, a warning too; a note never fails)."""
@@ -147,8 +148,12 @@ def analyse(
         len(internal),
     )
     incomplete += stale_families + layouts_dispatched
+    lookups: dict[int | None, int] = {}
+    for tables_of_family in by_family.values():
+        for table in tables_of_family:
+            lookups[table.proc] = lookups.get(table.proc, 0) + table.lookups
     return Analysis(
-        families, findings, internal, incomplete, sorted(not_checked) + layouts_not_checked, contexts, compiles
+        families, findings, internal, incomplete, sorted(not_checked) + layouts_not_checked, contexts, compiles, lookups
     )
 
 

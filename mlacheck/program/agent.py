@@ -1,5 +1,5 @@
-"""The agent: capture inside an observed process, started at interpreter start (bootstrap/sitecustomize.py)
-or by the pytest plugin.
+"""The agent: capture inside an observed process, started at interpreter start (by mlacheck-startup.pth through
+autostart.py, or by bootstrap/sitecustomize.py on PYTHONPATH, whichever comes first) or by the pytest plugin.
 
 It installs a family's hooks when the family's module is imported, tells them where the engine's warm-up
 and capture functions (`[[phase]]` in the rules) start and end, marks serving start where the rules (or
@@ -20,9 +20,8 @@ import time
 
 from mlacheck import __version__, arch, qualnames
 from mlacheck.events import FORMAT_VERSION, JsonlSink
-from mlacheck.program.layout import CAPTURE_CONFIG, trace_path
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
 
-ENV_RUN_DIR = "MLACHECK_RUN_DIR"
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
 
 _current: Agent | None = None
@@ -65,10 +64,13 @@ class _PostImportFinder:
 class Agent:
     """Capture for one process: one trace file in `run_dir`, named by pid."""
 
-    def __init__(self, run_dir: str, config: dict) -> None:
+    def __init__(self, run_dir: str, config: dict, found_by: str = "environment") -> None:
         self.run_dir = run_dir
         self.config = config
-        self.sink = JsonlSink(trace_path(run_dir, os.getpid()))
+        self.found_by = found_by  # how this process found its run: "environment", "registry" or "plugin"
+        # a process on another host than the run's (a folder shared between nodes) names its trace by host too
+        self._host = None if config.get("host") in (None, os.uname().nodename) else os.uname().nodename
+        self.sink = JsonlSink(trace_path(run_dir, os.getpid(), self._host))
         self.captures: dict[str, list] = {}  # module -> its families' FamilyCapture, made when the module is imported
         self.families: dict[str, list[dict]] = {}  # module -> its rule files, as the schema dumped them
         for data in config["families"]:
@@ -213,7 +215,7 @@ class Agent:
         self._forked_from, self._pid = self._pid, os.getpid()
 
         def child() -> None:
-            self.sink.reopen(trace_path(self.run_dir, self._pid))
+            self.sink.reopen(trace_path(self.run_dir, self._pid, self._host))
             self._write_run_event()
             for capture in self._all_captures():
                 capture.after_fork()
@@ -241,6 +243,7 @@ class Agent:
                 "rank": _environment_rank(),
                 "target_arch": self._target_arch(),
                 "forked_from": self._forked_from,
+                "found_by": self.found_by,
             }
         )
 
@@ -309,13 +312,25 @@ def _rank() -> int | None:
     return _environment_rank()
 
 
-def start_from_environment() -> Agent | None:
-    """Start an agent when this process belongs to a program-mode run (MLACHECK_RUN_DIR is set)."""
-    run_dir = os.environ.get(ENV_RUN_DIR)
-    if not run_dir:
-        return None
+def start_agent(run_dir: str, found_by: str) -> Agent:
+    """Start this process's agent for the run in `run_dir` (once: a second start path finds it started).
+
+    The run's environment (what --dry sets for the program) fills what this process's own environment lacks: a
+    process found through the registry may have been started with a cleared one."""
+    if _current is not None:
+        return _current
     with open(os.path.join(run_dir, CAPTURE_CONFIG), encoding="utf-8") as file:
         config = json.load(file)
-    agent = Agent(run_dir, config)
+    for name, value in config.get("environment", {}).items():
+        os.environ.setdefault(name, value)
+    agent = Agent(run_dir, config, found_by)
     agent.start()
     return agent
+
+
+def start_from_environment() -> Agent | None:
+    """Start an agent when this process belongs to a program-mode run (MLACHECK_RUN_DIR is set), unless started."""
+    run_dir = os.environ.get(ENV_RUN_DIR)
+    if _current is not None or not run_dir:
+        return _current
+    return start_agent(run_dir, "environment")

@@ -1,5 +1,6 @@
 """The run folder of a program-mode run: one trace per process, what capture does (capture.json), the rule
-files used, meta.json, and a note per Python process that could not be observed."""
+files used, meta.json, the processes the supervisor saw (processes.json), and a note per Python process whose
+agent could not start."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
-from mlacheck.program.layout import CAPTURE_CONFIG, TRACE_GLOB, UNOBSERVED_GLOB
+from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,26 @@ class RunFolder:
         except (OSError, json.JSONDecodeError) as exc:
             raise MlacheckError(f"{self.meta_path}: unreadable run metadata: {exc}") from None
 
+    def write_tree(self, tree: dict) -> None:
+        (self.path / PROCESS_TREE).write_text(json.dumps(tree, indent=1) + "\n", encoding="utf-8")
+
+    def read_tree(self) -> dict | None:
+        """The processes the supervisor saw (tree.py), or None where none were recorded (`pytest --mlacheck`, a run
+        of mlacheck 0.2, a run whose supervisor was killed)."""
+        try:
+            return json.loads((self.path / PROCESS_TREE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise MlacheckError(f"{self.path / PROCESS_TREE}: unreadable process record: {exc}") from None
+
     def traces(self) -> list[Path]:
         return sorted(self.path.glob(TRACE_GLOB), key=lambda p: (p.stat().st_mtime_ns, p.name))
 
-    def unobserved(self) -> list[str]:
-        """One line per Python process whose bootstrap could not start the agent."""
-        return [
-            path.read_text(encoding="utf-8", errors="replace").strip()
+    def unobserved(self) -> dict[int, str]:
+        """pid -> the line of each Python process whose agent could not start."""
+        return {
+            int(path.stem.rpartition("-")[2]): path.read_text(encoding="utf-8", errors="replace").strip()
             for path in sorted(self.path.glob(UNOBSERVED_GLOB))
-        ]
+            if path.stem.rpartition("-")[2].isdigit()
+        }

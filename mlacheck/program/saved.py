@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.errors import MlacheckError
+from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report, decide
 from mlacheck.rulefiles import RuleSet, load_rules
@@ -30,7 +31,8 @@ class LoadedRuns:
     processes: list[dict] = field(default_factory=list)
     programs: list[dict] = field(default_factory=list)
     bad_lines: list[str] = field(default_factory=list)
-    unobserved: list[str] = field(default_factory=list)
+    unobserved: list[str] = field(default_factory=list)  # one line each: why the run cannot pass
+    unobserved_processes: list[dict] = field(default_factory=list)  # pid, host, rank of each (the per-rank view)
     policy: dict = field(default_factory=dict)
 
 
@@ -49,7 +51,7 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
         run = RunFolder(path)
         meta = run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
-        loaded.unobserved += run.unobserved()
+        first_process = len(loaded.processes)
         for trace_file in run.traces():
             trace = read_trace(trace_file)
             loaded.bad_lines += trace.bad_lines
@@ -72,12 +74,39 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
                     "forked_from": first.get("forked_from"),
                     "events": len(trace.events),
                     "format_version": trace.format_version,
+                    "run": str(path),
                 }
             )
             for event in trace.events:
                 event["proc"] = proc
             loaded.events += trace.events
+        _unobserved(run, str(path), loaded, loaded.processes[first_process:])
     return loaded
+
+
+def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict]) -> None:
+    """The run's Python processes that nothing of mlacheck observed: those whose agent could not start (their notes),
+    and those of the recorded process tree that wrote neither a trace nor a note."""
+    tree = run.read_tree() or {"host": None, "processes": []}
+    host = tree.get("host")
+    seen = {record["pid"]: record for record in tree.get("processes", [])}
+    notes = run.unobserved()
+    for pid, line in notes.items():
+        loaded.unobserved.append(line)
+        loaded.unobserved_processes.append(
+            {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
+        )
+    traced = {process["pid"] for process in observed if process.get("host") in (host, None)}
+    for record in tree.get("processes", []):
+        if not record["python"] or record["forked"] or record["pid"] in traced or record["pid"] in notes:
+            continue
+        command = " ".join(record["argv"]) or record["exe"] or "?"
+        loaded.unobserved.append(
+            f"pid {record['pid']} ({command[:200]}), seen running by mlacheck on {host}, wrote no trace: nothing "
+            "of mlacheck started in it (an interpreter without mlacheck installed, started without the run's "
+            "PYTHONPATH, or with -S)"
+        )
+        loaded.unobserved_processes.append({"pid": record["pid"], "host": host, "rank": record["rank"], "run": name})
 
 
 def run_rules(paths: list[Path]) -> RuleSet:
@@ -122,6 +151,7 @@ def program_report(
         if process["truncated"]
     ]
     analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes), lost=lost)
+    ranks = rank_summaries(loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups)
     declared = {rule.family.name for rule in rules.families}
     recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - declared)
     analysis.incomplete += [
@@ -153,6 +183,7 @@ def program_report(
         "device": None,
         "bad_lines": loaded.bad_lines,
         "program": loaded.programs[0] if len(loaded.programs) == 1 else {"runs": loaded.programs},
+        "ranks": ranks,
     }
     return build_report(analysis, facts, loaded.processes, policy)
 

@@ -12,6 +12,7 @@ from mlacheck import arch, qualnames
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.errors import MlacheckError
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import program_report
 from mlacheck.program.supervisor import run_program
@@ -68,12 +69,27 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
         num_sms=options.num_sms or arch.flagship(target).sms,
     )
     folder = RunFolder.create(options.run_dir)
-    config = {**rules.capture_config(), "policy": asdict(policy)}
-    folder.save([file.source for file in rules.files], config)
     environment = {}
     if options.dry:  # what the families read the target from, where the program does not say it itself
         environment = {name: target for name in rules.arch_env if name not in os.environ}
         environment.update({name: str(policy.num_sms) for name in rules.sm_count_env if name not in os.environ})
+    read_by_families = {*rules.arch_env, *rules.sm_count_env}
+    for name in rules.copy_prefixes_env:  # engines that copy variables to their workers copy mlacheck's too
+        prefixes = [prefix.strip() for prefix in os.environ.get(name, "").split(",") if prefix.strip()]
+        if ENV_PREFIX not in prefixes:
+            environment[name] = ",".join([*prefixes, ENV_PREFIX])
+    config = {
+        **rules.capture_config(),
+        "policy": asdict(policy),
+        "host": os.uname().nodename,
+        # what a process that did not inherit the program's environment (found through the registry) still needs
+        "environment": {name: value for name, value in environment.items() if name in read_by_families},
+    }
+    config["serving_starts"] += [
+        {"function": f"{module}:{qualname}", "at": at}
+        for module, qualname, at in map(qualnames.serving_start, options.serving_start)
+    ]
+    folder.save([file.source for file in rules.files], config)
     return PreparedRun(folder, rules, config, environment)
 
 
@@ -88,7 +104,22 @@ def observe_program(
     if on_start is not None:
         on_start(run.folder.path)
     gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
-    meta = run_program(command, run.folder, list(options.serving_start), extra_environment=run.environment)
+    meta = run_program(command, run.folder, extra_environment=run.environment)
     meta.update(compile_policy=options.compile, dry=options.dry)
     run.folder.write_meta(meta)
     return program_report([run.folder.path], run.rules, options.context, policy)
+
+
+def worker_environment(run_dir: Path | None) -> tuple[dict[str, str], str | None]:
+    """The variables that make a process the run did not start belong to it (a worker of a Ray cluster started
+    outside the run), and a note where `run_dir` is not a run folder yet."""
+    given = str(run_dir) if run_dir is not None else os.environ.get(ENV_RUN_DIR)
+    if not given:
+        raise MlacheckError(
+            f"no run: give --run-dir (the one of the `mlacheck run` the workers belong to), or run this inside `mlacheck run -- ...` ({ENV_RUN_DIR} is not set)"
+        )
+    path = Path(given).resolve()
+    note = None
+    if not (path / CAPTURE_CONFIG).is_file():
+        note = f"{path} is not a run folder yet: `mlacheck run --run-dir {path} -- ...` makes it; start it before the workers"
+    return {ENV_RUN_DIR: str(path)}, note

@@ -1,9 +1,16 @@
-"""Run a program under observation, in its own process group, and always leave a finished run folder.
+"""Run a program under observation and always leave a finished run folder, and no process of the program behind.
 
-The program's environment gets the bootstrap folder on PYTHONPATH and the run folder's location, for this
-run only; nothing is written into any installation. SIGINT, SIGTERM and SIGHUP sent to mlacheck go to the
-program's whole process group; after a grace period the group is killed. When the program's main process
-ends, what is left of its group gets the same treatment, so no process of the program outlives mlacheck.
+The program runs in its own session and process group. Its environment gets the bootstrap folder on PYTHONPATH
+and the run folder's location, for this run only; nothing is written into any installation. The run is also
+registered (registry.py) with this process as its root, so that a process of the program started with a cleared
+environment finds it through mlacheck's .pth; this process is made a child subreaper, so that every process the
+program starts stays a descendant (tree.py records them all, whatever session they put themselves in, and the
+report names a Python process among them that nothing of mlacheck observed).
+
+SIGINT, SIGTERM and SIGHUP sent to mlacheck go to the program's process group; after a grace period the group,
+and every process of the program recorded, is killed. When the program's main process ends, what is left of the
+program (its group, and the recorded processes in sessions of their own, as Ray's are) gets SIGTERM, then after
+the grace period SIGKILL, each checked by its start time to be the process recorded; meta.json names them.
 """
 
 from __future__ import annotations
@@ -15,39 +22,43 @@ import time
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
-from mlacheck.program.agent import ENV_RUN_DIR, ENV_SERVING_START
+from mlacheck.program import registry
+from mlacheck.program.layout import ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
+from mlacheck.program.tree import ProcessTree, become_subreaper
 
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 10.0
-REMNANT_SECONDS = 2.0  # how long the rest of the group may take to end by itself after the main process
+REMNANT_SECONDS = 2.0  # how long the rest of the program may take to end by itself after the main process
 
 
-def observed_environment(
-    run: RunFolder, base: dict[str, str], serving_start: list[str] | None = None
-) -> dict[str, str]:
+def observed_environment(run: RunFolder, base: dict[str, str]) -> dict[str, str]:
     """The program's environment: the caller's, plus what starts the agent in every Python process."""
     python_path = os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")]))
-    environment = {**base, "PYTHONPATH": python_path, ENV_RUN_DIR: str(run.path)}
-    if serving_start:
-        environment[ENV_SERVING_START] = ",".join(filter(None, [base.get(ENV_SERVING_START, ""), *serving_start]))
-    return environment
+    return {**base, "PYTHONPATH": python_path, ENV_RUN_DIR: str(run.path)}
 
 
 def run_program(
     command: list[str],
     run: RunFolder,
-    serving_start: list[str] | None = None,
     extra_environment: dict[str, str] | None = None,
     grace_seconds: float = GRACE_SECONDS,
 ) -> dict:
     """Run `command` to its end under observation; write and return meta.json (command, exit code, signal)."""
     started = time.time()
-    environment = observed_environment(run, {**os.environ, **(extra_environment or {})}, serving_start)
+    environment = observed_environment(run, {**os.environ, **(extra_environment or {})})
+    subreaper = become_subreaper()
+    try:
+        entry, registered = registry.register(os.getpid(), str(run.path)), "registered"
+    except OSError as exc:
+        entry, registered = None, f"not registered ({exc}): a process started with a cleared environment is not found"
+    tree = ProcessTree()
     try:
         process = subprocess.Popen(command, env=environment, start_new_session=True)
     except OSError as exc:
+        if entry is not None:
+            registry.unregister(entry)
         raise MlacheckError(f"cannot start {command[0]!r}: {exc.strerror or exc}; check the command after --") from None
     forwarded: list[str] = []
 
@@ -57,11 +68,14 @@ def run_program(
 
     previous = {number: signal.signal(number, forward) for number in FORWARDED}
     try:
-        returncode, killed = _wait(process, forwarded, grace_seconds)
-        remnants = _end_group(process.pid, grace_seconds)
+        returncode, killed = _wait(process, forwarded, grace_seconds, tree)
+        remnants = _end_remnants(process.pid, grace_seconds, tree)
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        if entry is not None:
+            registry.unregister(entry)
+    run.write_tree({"host": os.uname().nodename, "root": os.getpid(), "processes": tree.records()})
     meta = {
         "command": command,
         "started": started,
@@ -71,43 +85,59 @@ def run_program(
         "forwarded": forwarded,
         "killed_after_grace": killed,
         "remnants_ended": remnants,
+        "left_behind": [
+            {"pid": seen.pid, "argv": seen.argv, "sid": seen.sid, "ended_by": seen.ended_by}
+            for seen in tree.seen.values()
+            if seen.ended_by is not None
+        ],
+        "registry": registered,
+        "subreaper": subreaper,
     }
     run.write_meta(meta)
     return meta
 
 
-def _wait(process: subprocess.Popen, forwarded: list[str], grace_seconds: float) -> tuple[int, bool]:
-    """The main process's return code; after a forwarded signal and the grace period, the group is killed."""
+def _wait(process: subprocess.Popen, forwarded: list[str], grace_seconds: float, tree: ProcessTree) -> tuple[int, bool]:
+    """The main process's return code, recording the tree meanwhile; after a forwarded signal and the grace period,
+    the group and every recorded process are killed."""
     deadline = None
     while True:
         try:
-            return process.wait(timeout=0.2), deadline is not None and time.monotonic() > deadline
+            return process.wait(timeout=tree.interval), deadline is not None and time.monotonic() > deadline
         except subprocess.TimeoutExpired:
+            tree.poll()
+            tree.reap(keep=process.pid)
             if forwarded and deadline is None:
                 deadline = time.monotonic() + grace_seconds
             if deadline is not None and time.monotonic() > deadline:
+                tree.signal_live(signal.SIGKILL)
                 _signal_group(process.pid, signal.SIGKILL)
 
 
-def _end_group(group: int, grace_seconds: float) -> int:
-    """Let the rest of the group end by itself for a moment, then SIGTERM, grace, SIGKILL. Returns how many steps it took."""
+def _end_remnants(group: int, grace_seconds: float, tree: ProcessTree) -> int:
+    """Let the rest of the program end by itself for a moment, then SIGTERM, grace, SIGKILL, to its group and to every
+    live recorded process. Returns how many steps it took (0: it ended by itself; 3: something survived SIGKILL)."""
     for step, (wait, signum) in enumerate(
         ((REMNANT_SECONDS, signal.SIGTERM), (grace_seconds, signal.SIGKILL), (1.0, None))
     ):
-        if _wait_group_gone(group, wait):
+        if _wait_gone(group, tree, wait):
             return step
         if signum is not None:
+            tree.signal_live(signum)  # first: a process that the group's signal ends is still named
             _signal_group(group, signum)
     return 3
 
 
-def _wait_group_gone(group: int, seconds: float) -> bool:
+def _wait_gone(group: int, tree: ProcessTree, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while _group_alive(group):
+    while True:
+        tree.poll()
+        tree.reap()
+        if not tree.live() and not _group_alive(group):
+            return True
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.02)
-    return True
+        time.sleep(tree.interval)
 
 
 def _group_alive(group: int) -> bool:

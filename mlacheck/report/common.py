@@ -75,6 +75,9 @@ def program_runs(report: dict) -> list[tuple[list[str], str]]:
         )
         if run.get("forwarded"):
             ended += f" (mlacheck got {', '.join(run['forwarded'])} and passed it on)"
+        if run.get("left_behind"):
+            pids = ", ".join(f"{p['pid']} ({p['ended_by']})" for p in run["left_behind"])
+            ended += f"; mlacheck ended {len(run['left_behind'])} process(es) the program left running: {pids}"
         described.append((list(run.get("command") or []), ended))
     return described
 

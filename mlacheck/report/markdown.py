@@ -33,6 +33,8 @@ def to_markdown(report: dict) -> str:
     lines += _table(["", ""], _facts(report)) + [""]
     for family in report.get("families") or []:
         lines += _family(family)
+    if len(report.get("ranks") or []) > 1:
+        lines += _ranks(report["ranks"])
     findings = report.get("findings") or []
     if findings:
         lines += ["### Findings", ""]
@@ -120,6 +122,24 @@ def _family(family: dict) -> list[str]:
             "every variant: " + ", ".join(f"`{name}={value_text(variants[0]['key'].get(name))}`" for name in shared),
         ]
     return lines + [""]
+
+
+def _ranks(ranks: list[dict]) -> list[str]:
+    rows = [
+        [
+            row.get("run"),
+            row.get("host"),
+            row.get("rank"),
+            ", ".join(map(str, row.get("pids") or [])),
+            row.get("dispatches", 0),
+            row.get("serving_path_compiles", 0),
+            ", ".join(map(str, row.get("unobserved_pids") or [])),
+            row.get("status"),
+        ]
+        for row in ranks
+    ]
+    header = ["run", "host", "rank", "processes", "dispatches", "serving-path compiles", "unobserved", "status"]
+    return ["### Per rank", "", *_table(header, rows), ""]
 
 
 def _finding(finding: dict) -> list[str]:

@@ -24,11 +24,13 @@ from mlacheck.analysis import Analysis, Variant
 from mlacheck.keys import JsonValue
 from mlacheck.report.baseline import known_findings, report_fingerprints
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """The JSON report's format. 1: mlacheck 0.1. 2: typed keys, processes, baseline, exit_reason. 3: no field is named
 after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
 measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows;
-`unwatched_compiles` lists what the compile nets saw; a finding's severity may be "note" (MLA004: never fails)."""
+`unwatched_compiles` lists what the compile nets saw; a finding's severity may be "note" (MLA004: never fails).
+4: `ranks`, the per-rank view of a program-mode run (one row per run folder, host and rank); a process's `run` (its
+run folder); no other field changed."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,21 @@ class FindingReport(_Model):
     baselined: bool = False
 
 
+class RankSummary(_Model):
+    """One run folder, host and rank of a program-mode run: its processes, and whether it compiled on the serving
+    path, ran unobserved or never dispatched (`status`, the worst of them)."""
+
+    run: str | None = None
+    host: str | None = None
+    rank: int | None = None
+    pids: list[int | None] = []
+    unobserved_pids: list[int | None] = []
+    dispatches: int = 0
+    serving_path_compiles: int = 0
+    findings: dict[str, int] = {}
+    status: Literal["serving-path compile", "unobserved", "never dispatched", "ok"] = "ok"
+
+
 class Counts(_Model):
     errors: int = 0
     warnings: int = 0
@@ -123,6 +140,7 @@ class Report(_Model):
     scenario: dict | None = None
     program: dict | None = None
     processes: list[dict] = []
+    ranks: list[RankSummary] = []
     families: list[FamilyReport] = []
     findings: list[FindingReport] = []
     counts: Counts = Counts()

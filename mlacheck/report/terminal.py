@@ -55,6 +55,8 @@ def render(report: Report | dict, console: Console) -> None:
             console.print(Text(f"note: {note}", style="dim"))
     for line in _unwatched_lines(data.get("unwatched_compiles") or []):
         console.print(line)
+    if len(data.get("ranks") or []) > 1:
+        console.print(_ranks(data["ranks"]))
     if data["findings"]:
         console.print(_findings(data["findings"]))
     for reason in data.get("incomplete") or []:
@@ -173,6 +175,28 @@ def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: l
         *([Text(_metrics(variant.get("numerics")))] if judged else []),
         Text(status, style=STATUS_STYLES.get(variant["status"], "")),
     ]
+
+
+RANK_STYLES = {"serving-path compile": "bold red", "unobserved": "magenta", "never dispatched": "yellow", "ok": "green"}
+
+
+def _ranks(ranks: list[dict]) -> Table:
+    """The per-rank view: which host and rank compiled on the serving path, ran unobserved, never dispatched."""
+    table = Table(title=Text("per rank"), title_justify="left", header_style="bold")
+    for name in ("run", "host", "rank", "processes", "dispatches", "serving-path compiles", "unobserved", "status"):
+        table.add_column(Text(name), justify="right" if name in ("dispatches", "serving-path compiles") else "left")
+    for row in ranks:
+        table.add_row(
+            Text(row.get("run") or "—"),
+            Text(row.get("host") or "—"),
+            Text("—" if row.get("rank") is None else str(row["rank"])),
+            Text(", ".join(map(str, row.get("pids") or [])) or "—"),
+            Text(str(row.get("dispatches", 0))),
+            Text(str(row.get("serving_path_compiles", 0))),
+            Text(", ".join(map(str, row.get("unobserved_pids") or [])) or "—"),
+            Text(row.get("status", ""), style=RANK_STYLES.get(row.get("status"), "")),
+        )
+    return table
 
 
 def _metrics(metrics: dict | None) -> str:

@@ -68,6 +68,11 @@ class RuleSet:
         """The environment variables some family's fake-device dispatch reads the target's SM count from."""
         return list(dict.fromkeys(name for rule in self.families for name in rule.family.sm_count_env))
 
+    @property
+    def copy_prefixes_env(self) -> list[str]:
+        """The variables through which engines copy variables with the names' prefixes they list to their workers."""
+        return list(dict.fromkeys(engine.copy_prefixes_env for engine in self.engines if engine.copy_prefixes_env))
+
     def family(self, name: str) -> RuleFile | None:
         return next((rule for rule in self.families if rule.family.name == name), None)
 

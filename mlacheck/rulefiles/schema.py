@@ -285,6 +285,12 @@ class EngineRule(_Strict):
 
     name: str
     module: str
+    copy_prefixes_env: str = Field(
+        default="",
+        description="an environment variable of comma-separated name prefixes: the engine copies the variables "
+        "whose names start with one of them to the workers it starts elsewhere (Ray actors); mlacheck adds its own",
+    )
+    source: str = Field(default="", description="where upstream, for the reader")
 
 
 class RuleFile(_Strict):

@@ -134,17 +134,19 @@ def test_missing_command_is_one_line(tmp_path):
 
 
 def test_the_environment_is_left_as_it_was(tmp_path):
+    import site
+    from importlib.metadata import distribution
+
+    installed = {folder: sorted(os.listdir(folder)) for folder in site.getsitepackages()}
     before = os.environ.get("PYTHONPATH")
     observe(tmp_path)
     assert os.environ.get("PYTHONPATH") == before
-    import site
-
-    for folder in site.getsitepackages():
-        assert not [
-            name
-            for name in os.listdir(folder)
-            if "mlacheck" in name and name.endswith(".pth") and "editable" not in name and "__editable__" not in name
-        ]
+    # the run writes nothing into any installation; the only .pth of mlacheck's is the one its distribution installed
+    assert {folder: sorted(os.listdir(folder)) for folder in site.getsitepackages()} == installed
+    shipped = {file.name for file in distribution("mlacheck").files if file.name.endswith(".pth")}
+    for names in installed.values():
+        ours = [name for name in names if "mlacheck" in name and name.endswith(".pth") and "__editable__" not in name]
+        assert set(ours) <= shipped, ours
 
 
 @pytest.mark.compile

@@ -256,3 +256,35 @@ def test_an_incomplete_check_fails_a_passing_session_unless_allowed(inner):
     assert line_starting(section(result), "verdict: ").startswith("verdict: INCOMPLETE")
     allowed = run(inner, *OBSERVE, "--mlacheck-run-dir=run2", "--mlacheck-allow-incomplete")
     assert allowed.ret == pytest.ExitCode.OK, allowed.text
+
+
+CLEARED = (
+    HEADER
+    + """
+import os, subprocess, sys
+
+WORKER = "from tests.fixtures import synthetic_kernels as k; k.dispatch(1, 'fp8', False); import time; time.sleep(0.5)"
+
+
+def test_workers_with_a_cleared_environment(tmp_path):
+    k.warmup(dtypes=("fp8",), causal=(True,))
+    k.dispatch(1, "fp8", True)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ["PYTHONPATH"].split(os.pathsep)[-1]}
+    subprocess.run([sys.executable, "-c", WORKER], env=env, check=True)  # found through the registry
+    subprocess.run([sys.executable, "-S", "-c", WORKER], env=env, check=True)  # nothing of mlacheck starts in it
+"""
+)
+
+
+def test_a_tests_cleared_environment_subprocess_is_observed_or_named(inner):
+    """One worker with a cleared environment is observed through the registry (its MLA001 is its own); one started
+    with -S runs nothing of mlacheck: the session's process tree names it, and the session is incomplete."""
+    inner.makepyfile(test_cleared=CLEARED)
+    result = run(inner, *OBSERVE, "--mlacheck-run-dir=run", "--mlacheck-json=report.json")
+    assert result.ret == 1, result.text  # the MLA001 fails it; the unobserved worker alone would make it incomplete
+    report = json.loads((inner.path / "report.json").read_text())
+    tree = json.loads((inner.path / "run" / "processes.json").read_text())  # its root is the pytest process
+    [finding] = [f for f in report["findings"] if f["code"] == "MLA001"]
+    assert finding["process"]["pid"] != tree["root"] and tree["root"] in [p["pid"] for p in report["processes"]]
+    [reason] = report["incomplete"]
+    assert reason.startswith("a Python process ran unobserved: pid ") and " -S -c " in reason

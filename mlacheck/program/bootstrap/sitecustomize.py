@@ -1,7 +1,8 @@
 """mlacheck program mode. This folder is on PYTHONPATH only for the processes of one `mlacheck run -- ...`;
-Python imports this file at interpreter start. It starts the capture agent, then runs the
-sitecustomize that it shadows, if there is one further along sys.path. A process whose agent cannot
-start runs on unobserved, and says so in the run folder (the report then cannot pass)."""
+Python imports this file at interpreter start. It starts the capture agent (unless mlacheck's .pth, which runs
+first, already did), then runs the sitecustomize that it shadows, if there is one further along sys.path. It
+reaches an interpreter that has no mlacheck installed: a process whose agent cannot start runs on unobserved, and
+says so in the run folder (the report then cannot pass)."""
 
 import os
 import sys

@@ -1,0 +1,65 @@
+"""The per-rank view of a run (one run folder per node, merged): for each run folder, host and rank, its processes,
+what they dispatched, the serving-path compiles found in them, and the processes of it that ran unobserved.
+
+A rank's status is the worst of: `serving-path compile` (an MLA001 finding in one of its processes), `unobserved`
+(a Python process of it that nothing of mlacheck observed: what it did is unknown), `never dispatched` (observed,
+and no dispatch of a watched family reached a lookup in it), else `ok`. Processes with no rank (a launcher, a
+helper) make up their host's rank-less row.
+"""
+
+from __future__ import annotations
+
+from mlacheck.analysis import Finding
+
+STATUSES = ("serving-path compile", "unobserved", "never dispatched", "ok")
+
+
+def rank_summaries(
+    processes: list[dict], unobserved: list[dict], findings: list[Finding], lookups: dict[int | None, int]
+) -> list[dict]:
+    """One row per (run folder, host, rank) of the observed processes (`processes`, by index) and the unobserved."""
+    rows: dict[tuple, dict] = {}
+
+    def row(process: dict) -> dict:
+        run, host, rank = process.get("run"), process.get("host"), process.get("rank")
+        return rows.setdefault(
+            (run, host, rank),
+            {
+                "run": run,
+                "host": host,
+                "rank": rank,
+                "pids": [],
+                "unobserved_pids": [],
+                "dispatches": 0,
+                "serving_path_compiles": 0,
+                "findings": {},
+            },
+        )
+
+    for proc, process in enumerate(processes):
+        entry = row(process)
+        entry["pids"].append(process.get("pid"))
+        entry["dispatches"] += lookups.get(proc, 0)
+    for process in unobserved:
+        row(process)["unobserved_pids"].append(process.get("pid"))
+    for finding in findings:
+        if finding.proc is None or finding.proc >= len(processes):
+            continue
+        entry = row(processes[finding.proc])
+        entry["findings"][finding.code] = entry["findings"].get(finding.code, 0) + 1
+        entry["serving_path_compiles"] += finding.code == "MLA001"
+    for entry in rows.values():
+        entry["status"] = (
+            "serving-path compile"
+            if entry["serving_path_compiles"]
+            else "unobserved"
+            if entry["unobserved_pids"]
+            else "never dispatched"
+            if not entry["dispatches"]
+            else "ok"
+        )
+    order = {run: index for index, run in enumerate(dict.fromkeys(run for run, _, _ in rows))}
+    return sorted(
+        rows.values(),
+        key=lambda r: (order[r["run"]], r["host"] or "", r["rank"] is None, r["rank"] if r["rank"] is not None else 0),
+    )

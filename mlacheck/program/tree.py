@@ -1,0 +1,211 @@
+"""The processes of a run, as the supervisor saw them: every descendant, polled from /proc while the program runs,
+and ended at the end by the ids recorded.
+
+The supervisor is made a child subreaper, so a process whose parent ended (a daemon's double fork, Ray's
+processes after their driver) is reparented to it and stays its descendant, in whatever session or process group
+it put itself; it is reaped here. Of each process the tree keeps its pid and start time (the two tell it from a
+later process that reuses the pid), parent, session, process group, executable and command line (read again at
+every poll: an exec or a process title changes them), RANK or LOCAL_RANK where its environment is readable, and
+whether it is a Python interpreter: its executable is named python* or pypy*, or it maps a libpython. A process
+showing its parent's executable and command line is a fork of it (or one between its fork and exec): what runs in
+it is its parent's to observe.
+
+What it cannot see: a process that starts and ends between two polls, a Python statically linked under another
+name, and a process that does not descend from the supervisor (a Ray cluster started outside the run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+
+POLL_SECONDS = 0.05  # between two polls, or ten times what the last poll took where that is longer (many processes)
+PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?$")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass
+class Seen:
+    """One process of the run."""
+
+    pid: int
+    start: int  # clock ticks after boot: with the pid, the process's identity
+    ppid: int
+    sid: int
+    pgid: int
+    exe: str | None = None
+    argv: list[str] = field(default_factory=list)
+    python: bool = False
+    forked: bool = True  # only ever seen with its parent's image
+    rank: int | None = None
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    alive: bool = True
+    ended_by: str | None = None  # the signal mlacheck ended it with, where it had to
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux); False where it cannot be."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class ProcessTree:
+    """The descendants of `root` (default: this process), recorded at every `poll`."""
+
+    def __init__(self, root: int | None = None, exclude: frozenset[int] = frozenset()) -> None:
+        self.root = os.getpid() if root is None else root
+        self.exclude = exclude  # pids of processes that are mlacheck's own, not the program's
+        self.seen: dict[tuple[int, int], Seen] = {}
+        self.available = os.path.isdir("/proc/self")
+        self.interval = POLL_SECONDS  # how long to wait before the next poll: at most a tenth of the time polling
+
+    def poll(self) -> None:
+        """Record every live descendant, and whether each recorded one is still alive."""
+        if not self.available:
+            return
+        now, started = time.time(), time.perf_counter()
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, row in table.items():
+            children.setdefault(row[1], []).append(pid)
+        live: set[tuple[int, int]] = set()
+        stack = list(children.get(self.root, []))
+        while stack:
+            pid = stack.pop()
+            state, ppid, pgid, sid, start = table[pid]
+            stack += children.get(pid, [])
+            if pid in self.exclude:
+                continue
+            key = (pid, start)
+            record = self.seen.get(key)
+            if record is None:
+                record = self.seen[key] = Seen(pid, start, ppid, sid, pgid, first_seen=now)
+            record.ppid, record.sid, record.pgid, record.last_seen = ppid, sid, pgid, now
+            if state in "ZX":
+                continue
+            live.add(key)
+            self._read_image(record, table)
+        for key, record in self.seen.items():
+            record.alive = key in live
+        self.interval = max(POLL_SECONDS, 10 * (time.perf_counter() - started))
+
+    def reap(self, keep: int | None = None) -> None:
+        """Collect the exit status of ended orphans that were reparented to this process."""
+        for record in self.seen.values():
+            if not record.alive and record.ppid == os.getpid() and record.pid != keep:
+                try:
+                    os.waitpid(record.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+    def live(self) -> list[Seen]:
+        return [record for record in self.seen.values() if record.alive]
+
+    def signal_live(self, signum: int) -> list[Seen]:
+        """Send `signum` to every live recorded process, each checked to be the same process first."""
+        sent = []
+        for record in self.live():
+            if _start_of(record.pid) != record.start:
+                continue
+            try:
+                os.kill(record.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                continue
+            record.ended_by = signal.Signals(signum).name
+            sent.append(record)
+        return sent
+
+    def records(self) -> list[dict]:
+        return [asdict(record) for record in sorted(self.seen.values(), key=lambda r: (r.first_seen, r.pid))]
+
+    def _read_image(self, record: Seen, table: dict) -> None:
+        try:
+            exe = os.readlink(f"/proc/{record.pid}/exe")
+        except OSError:
+            exe = None
+        argv = _read_argv(record.pid)
+        if exe == record.exe and argv == record.argv:
+            return
+        changed_exe = exe != record.exe
+        record.exe, record.argv = exe, argv
+        parent = next((r for (pid, _), r in self.seen.items() if pid == record.ppid and r.alive), None)
+        parent_image = (parent.exe, parent.argv) if parent is not None else _image(record.ppid)
+        if (exe, argv) != parent_image:
+            record.forked = False
+        if changed_exe and exe is not None:
+            record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
+            record.rank = _environment_rank(record.pid) if not record.forked else record.rank
+
+
+def _process_table() -> dict[int, tuple[str, int, int, int, int]]:
+    """pid -> (state, ppid, pgid, sid, start) of every process in /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
+            try:
+                data = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+            fields = data.rsplit(b")", 1)[1].split()
+            table[int(entry)] = (fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def _start_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return int(fields[19]) if fields[0] not in (b"Z", b"X") else None
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _read_argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            data = cmdline.read(8192)
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in data.rstrip(b"\0").split(b"\0")] if data else []
+
+
+def _image(pid: int) -> tuple[str | None, list[str]]:
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    return exe, _read_argv(pid)
+
+
+def _maps_libpython(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return b"/libpython" in maps.read()
+    except OSError:
+        return False
+
+
+def _environment_rank(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            variables = dict(item.partition(b"=")[::2] for item in environ.read().split(b"\0") if item)
+    except OSError:
+        return None
+    for name in (b"RANK", b"LOCAL_RANK"):
+        if variables.get(name, b"").isdigit():
+            return int(variables[name])
+    return None

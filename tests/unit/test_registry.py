@@ -1,0 +1,137 @@
+"""The run registry and the process tree, on real processes: found through ancestry only, stale entries dropped, a
+folder someone else could write ignored; every descendant recorded, whatever its session, and ended by its ids."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlacheck.program import registry
+from mlacheck.program.tree import ProcessTree
+
+ROOT = Path(__file__).resolve().parents[2]
+FIND = "from mlacheck.program import registry; print(registry.find_run())"
+
+
+def cleared(code: str) -> str:
+    """Run `code` in a Python child whose environment holds nothing of the parent's but PATH and PYTHONPATH."""
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_pth_looks_where_the_registry_is():
+    line = next(line for line in (ROOT / "mlacheck-startup.pth").read_text().splitlines() if line.startswith("import"))
+    [folder] = re.findall(r'"(/tmp/mlacheck-%d/runs)"', line)
+    assert folder % os.getuid() == registry.registry_dir() and "MLACHECK_RUN_DIR" in line
+
+
+def test_a_descendant_with_a_cleared_environment_finds_the_run_and_no_one_else_does(tmp_path):
+    entry = registry.register(os.getpid(), str(tmp_path))
+    try:
+        assert cleared(FIND).strip() == str(tmp_path)
+        # a grandchild, through a Python process in between, finds it too
+        assert cleared(f"import subprocess, sys; subprocess.run([sys.executable, '-c', {FIND!r}])").strip() == str(
+            tmp_path
+        )
+        assert registry.find_run(os.getppid()) is None  # this process's parent does not descend from it
+    finally:
+        registry.unregister(entry)
+    assert cleared(FIND).strip() == "None"
+
+
+def test_the_nearest_registered_ancestor_wins(tmp_path):
+    outer = registry.register(os.getpid(), str(tmp_path / "outer"))
+    inner_root = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import sys, time, subprocess; sys.stdin.readline(); print(subprocess.run([sys.executable, '-c', {FIND!r}], capture_output=True, text=True).stdout, end='')",
+        ],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    inner = registry.register(inner_root.pid, str(tmp_path / "inner"))
+    try:
+        out, _ = inner_root.communicate("go\n", timeout=60)
+        assert out.strip() == str(tmp_path / "inner")
+    finally:
+        registry.unregister(inner)
+        registry.unregister(outer)
+
+
+def test_an_entry_of_a_root_that_ended_is_dropped_and_never_matches(tmp_path):
+    ended = subprocess.Popen(["sleep", "0"])
+    stale = registry.register(ended.pid, str(tmp_path / "stale"))
+    ended.wait()
+    entry = registry.register(os.getpid(), str(tmp_path))
+    try:
+        assert not os.path.exists(stale) and os.path.exists(entry)
+    finally:
+        registry.unregister(entry)
+
+
+def test_a_folder_that_others_can_write_is_not_trusted(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "ROOT", str(tmp_path))
+    entry = registry.register(os.getpid(), "/somewhere")
+    os.chmod(os.path.dirname(entry), 0o777)
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        assert registry.find_run(child.pid) is None
+        with pytest.raises(OSError, match="not a private folder"):
+            registry.register(os.getpid(), "/somewhere")
+        os.chmod(os.path.dirname(entry), 0o700)
+        assert registry.find_run(child.pid) == "/somewhere"
+    finally:
+        child.kill()
+        child.wait()
+        registry.unregister(entry)
+
+
+TREE = """
+import os, subprocess, sys, time
+grandchild = subprocess.Popen(["sleep", "60"], start_new_session=True)
+if os.fork() == 0:
+    time.sleep(60)
+    os._exit(0)
+print(grandchild.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_tree_records_every_descendant_whatever_its_session_and_ends_them_by_id():
+    child = subprocess.Popen(
+        [sys.executable, "-S", "-c", TREE], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    grandchild = int(child.stdout.readline())
+    tree = ProcessTree()
+    try:
+        deadline = time.monotonic() + 10
+        while len(tree.live()) < 3 and time.monotonic() < deadline:
+            tree.poll()
+            time.sleep(0.05)
+        by_pid = {seen.pid: seen for seen in tree.live()}
+        [fork] = [pid for pid in by_pid if pid not in (child.pid, grandchild)]
+        assert by_pid[child.pid].python and not by_pid[child.pid].forked and by_pid[child.pid].sid == child.pid
+        assert not by_pid[grandchild].python and by_pid[grandchild].sid == grandchild  # a session of its own
+        assert by_pid[fork].python and by_pid[fork].forked  # its parent's image: the parent's to observe
+        assert by_pid[grandchild].argv == ["sleep", "60"]
+        ended = tree.signal_live(signal.SIGTERM)
+        assert {seen.pid for seen in ended} == {child.pid, grandchild, fork}
+        assert all(seen.ended_by == "SIGTERM" for seen in ended)
+        child.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while tree.live() and time.monotonic() < deadline:
+            tree.poll()
+            tree.reap(keep=child.pid)
+            time.sleep(0.05)
+        assert tree.live() == []
+    finally:
+        for seen in tree.live():
+            os.kill(seen.pid, signal.SIGKILL)
