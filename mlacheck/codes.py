@@ -78,6 +78,17 @@ CODES: dict[str, Code] = {
             "that spells it differently from the dispatch compiles a variant the dispatch never hits.",
             "Spell the warm-up's call exactly as the dispatch does (the same arguments by keyword, in the same order).",
         ),
+        Code(
+            "MLA008",
+            "unbounded-specialization",
+            Severity.ERROR,
+            "One key field took many values on the serving path that the warm-up never compiled: a variant per value.",
+            "A value that follows the traffic (a token count, a batch size) passed as a specialized parameter (a "
+            "Triton tl.constexpr) compiles a new variant for every new value, on the serving path, without end; no "
+            "warm-up can cover it.",
+            "Pass such a value as a runtime argument (not tl.constexpr), or round it to a bounded set of buckets "
+            "that the warm-up compiles.",
+        ),
     )
 }
 
