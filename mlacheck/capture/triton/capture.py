@@ -65,6 +65,7 @@ class TritonCapture:
         self.installed = False
         self.active = False
         self._owners: dict[int, tuple[object, KernelFamily | None]] = {}  # id(JITFunction or Autotuner) -> family
+        self._counted: dict[int, object] = {}  # id -> each JITFunction or Autotuner given a counting dict
         self._pending: dict[tuple[int, str], _Pending] = {}  # (id(kernel_cache), key) -> the compile in flight
         self._bench_seconds: dict[int, float] = {}  # id(Autotuner) -> its benchmark time since its last tuning
         self._prev: dict[str, object] = {}
@@ -132,7 +133,20 @@ class TritonCapture:
                 self._safely_do("install", lambda jf=thing: self._adopt_kernel(jf, create_binder))
             elif issubclass(kind, Autotuner):
                 self._safely_do("install", lambda tuner=thing: self._adopt_tuner(tuner))
+        self._patches.on_undo(self._give_back_caches)
         self.installed = True
+
+    def _give_back_caches(self) -> None:
+        """Each counting dict back to a plain dict of the same entries (not while an async compile may write one)."""
+        if self._triton["async"].active_mode.get() is not None:
+            return
+        for owner in self._counted.values():
+            if type(getattr(owner, "cache", None)) is TuningCache:
+                owner.cache = dict(owner.cache)
+            for device, entry in list(getattr(owner, "device_caches", {}).items()):
+                if type(entry[0]) is CountingCache:
+                    owner.device_caches[device] = (dict(entry[0]), *entry[1:])
+        self._counted.clear()
 
     def _chain(self, owner: object, slot: str) -> None:
         """Our hook in the slot, calling what the slot held; given back at remove only where the slot still holds it."""
@@ -222,6 +236,7 @@ class TritonCapture:
         """A new device's cache entry of a kernel, its kernel_cache counting (where the rule watches the kernel)."""
         try:
             if self.active and self.watches(f"{jf.fn.__module__}:{jf.fn.__qualname__}"):
+                self._counted[id(jf)] = jf
                 return (counting(CountingCache, entry[0], self, jf), *entry[1:])
         except Exception as exc:  # noqa: BLE001
             self.internal_error("install", exc)
@@ -263,6 +278,7 @@ class TritonCapture:
                 if self.watches(f"{family_kernel.fn.__module__}:{family_kernel.fn.__qualname__}"):
                     existing = dict(tuner.cache)
                     tuner.cache = counting(TuningCache, {}, self, tuner)
+                    self._counted[id(tuner)] = tuner
                     if existing:
                         family = self._used(tuner.cache)
                         for key in existing:
