@@ -253,3 +253,31 @@ def test_triton_version_is_one_the_rule_was_checked_against():
     from packaging.specifiers import SpecifierSet
 
     assert triton.__version__ in SpecifierSet(RULES.triton.checked_versions)
+
+
+def warm_up_in_a_thread(kernel):
+    """An engine's warm-up function (named in the rules' [[phase]]), run on a thread of its own."""
+    kernel[(1,)](X, Y, **WARM)
+
+
+def test_a_compile_under_a_warm_up_frame_of_another_thread_is_warm_up():
+    """No serving mark: the phase is read from the stack of the thread that launched (a warm-up thread's)."""
+    import threading
+
+    from mlacheck.rulefiles.schema import PhaseRule
+
+    frame = PhaseRule(function=f"{__name__}:warm_up_in_a_thread", phase="warmup")
+    run = Run()
+    run.capture = TritonCapture(RULES.triton, run.sink, DRY, (frame,))
+    run.capture.install()
+    spec = make_kernels()
+    thread = threading.Thread(target=warm_up_in_a_thread, args=(spec,))
+    thread.start()
+    thread.join()
+    spec[(1,)](X, Y, **WARM)
+    spec[(1,)](X, Y, **{**WARM, "stride": 3})
+    analysis = run.analysis()
+    [finding] = [f for f in analysis.findings if f.family == family_of(analysis, spec).name]
+    assert finding.code == "MLA001" and finding.diff == {"stride": ["==1", "i32 not%16"]}
+    warm = next(v for v in family_of(analysis, spec).variants if v.precompiled)
+    assert warm.compile_phase == "warmup" and warm.dispatches == 1
