@@ -415,7 +415,7 @@ class TritonCapture:
                 where = self._reader.read(frame)
                 counter = family.dispatched(key, where.phase or ("serving" if launched else "warmup"), where)
                 if where.phase is None and launched:
-                    cache._fast[key] = counter
+                    cache._fast[key] = (counter, value)
                 self.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("lookup", exc)

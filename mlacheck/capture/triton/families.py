@@ -28,17 +28,34 @@ _getframe = sys._getframe
 
 class CountingCache(dict):
     """A kernel's `kernel_cache` on one device (the first item of `JITFunction.device_caches[device]`): a dict whose
-    `get` of a cached key, `JITFunction.run`'s only lookup, is a counted hit."""
+    `get` of a cached key, `JITFunction.run`'s only lookup, is a counted hit. Its fast table holds (counter,
+    kernel) per variant seen in serving; a write to a key takes the key out of it."""
 
     __slots__ = ("_fast", "_capture", "_owner")
 
     def get(self, key: object, default: object = None) -> object:
-        counter = self._fast.get(key)
-        if counter is not None:
-            if next(counter) & FLUSH_EVERY == FLUSH_EVERY:
+        entry = self._fast.get(key)
+        if entry is not None:
+            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
                 self._capture.maybe_flush()
-            return dict.get(self, key, default)
+            return entry[1]
         return self._capture.looked_up(self, key, default, _getframe(1))
+
+    def __setitem__(self, key: object, value: object) -> None:
+        dict.__setitem__(self, key, value)
+        self._fast.pop(key, None)
+
+    def __delitem__(self, key: object) -> None:
+        dict.__delitem__(self, key)
+        self._fast.pop(key, None)
+
+    def pop(self, key: object, *default: object) -> object:
+        self._fast.pop(key, None)
+        return dict.pop(self, key, *default)
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._fast.clear()
 
 
 class TuningCache(dict):
