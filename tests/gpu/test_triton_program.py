@@ -1,6 +1,7 @@
 """On a CUDA device: a real Triton program under `mlacheck run -- ...` (tests/fixtures/programs/triton_kernels.py):
 its kernels compile and run for real, and each serving launch the warm-up missed is a timed serving-path stall."""
 
+import os
 import sys
 
 import pytest
@@ -15,7 +16,8 @@ PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_kernels.py")
 def test_a_triton_program_on_the_device_reports_its_real_serving_path_stalls(tmp_path):
     result = run_cli(
         "run", "--", sys.executable, PROGRAM, "raising", tmp_path=tmp_path,
-        env_extra={"PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+        env_extra={"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   "TRITON_CACHE_DIR": str(tmp_path / "cache")},
     )  # fmt: skip
     report = result.report
     assert report is not None and result.code == 1, result.stdout + result.stderr
