@@ -2,6 +2,7 @@
 CPU: every launch's key is computed by Triton's own binder for the target arch, nothing launches, and each
 serving launch the warm-up missed names the parameter whose specialization differs."""
 
+import os
 import sys
 
 import pytest
@@ -9,7 +10,11 @@ import pytest
 from tests.integration.cli import ROOT, run_cli
 
 PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_kernels.py")
-ENV = {"PYTHONPATH": str(ROOT), "TRITON_DEFAULT_FP_FUSION": "1"}
+# the Triton the test runs under is the program's too (a PYTHONPATH given, e.g. a --target install of 3.6, is kept)
+ENV = {
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    "TRITON_DEFAULT_FP_FUSION": "1",
+}
 
 
 @pytest.fixture(scope="module")
