@@ -180,7 +180,7 @@ def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant], varyi
     dispatched_anywhere = {v.identity for v in merged if v.dispatches or v.captured}
     reported: set[tuple] = set()
     for table in tables:
-        judged_here = table.lookups > 0 or table.every_lookup_counted
+        judged_here = table.lookups > 0 or table.every_lookup_counted is True
         spelling = spelling_findings(rule, table, varying)
         respelled = {key_identity(finding.key) for finding in spelling}
         unbounded, folded = unbounded_findings(rule, table)

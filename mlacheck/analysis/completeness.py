@@ -13,11 +13,12 @@ from mlacheck.analysis.tables import ProcessFamily
 
 
 def mark_unverified(tables: list[ProcessFamily]) -> None:
-    """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came (where
-    the capture does not count every lookup of the cache; where it does, no lookup is no use: dead warm-up)."""
+    """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
+    whose lookups the capture said it could not count. (Where it said it counts every lookup, none is no use.)"""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
-        if table.died_before_lookup or table.returned_without_lookup or not (looked_up or table.every_lookup_counted):
+        counted = table.every_lookup_counted
+        if table.died_before_lookup or table.returned_without_lookup or counted is False or not (looked_up or counted):
             for variant in table.variants.values():
                 if variant.precompiled and not variant.dispatches and not variant.captured:
                     variant.unverified = True
@@ -46,7 +47,7 @@ def incomplete_reasons(
             f"no observed process loaded a watched kernel family ({', '.join(watched)}): nothing was checked"
         ]
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
-    counted = {name for name, tables in used.items() if all(t.every_lookup_counted for t in tables)}
+    counted = {name for name, tables in used.items() if all(t.every_lookup_counted is True for t in tables)}
     died = {name: _died(tables) for name, tables in sorted(used.items())}
     uncounted = sorted(name for name in used or family_tables if name not in counted)
     if not any(t.lookups for tables in used.values() for t in tables) and not any(died.values()) and uncounted:

@@ -281,3 +281,26 @@ def test_a_compile_under_a_warm_up_frame_of_another_thread_is_warm_up():
     assert finding.code == "MLA001" and finding.diff == {"stride": ["==1", "i32 not%16"]}
     warm = next(v for v in family_of(analysis, spec).variants if v.precompiled)
     assert warm.compile_phase == "warmup" and warm.dispatches == 1
+
+
+def test_a_kernel_whose_hits_cannot_be_counted_has_its_warm_up_unverified_never_dead():
+    """A kernel made (and launched) before the capture's install, installed while Triton's async compile mode is
+    on: its cache stays the program's own dict (swapping it would lose the pending compiles' entries), so its hits
+    are not counted, and a warm-up variant no counted launch hit is unverified, not dead warm-up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = make_kernels()
+    before = Run()
+    before.capture.install()
+    spec[(1,)](X, Y, **{**WARM, "BLOCK": 64})
+    before.capture.remove()
+    run = Run()
+    with ThreadPoolExecutor(1) as executor, triton.AsyncCompileMode(executor):
+        run.capture.install()
+    spec[(1,)](X, Y, **WARM)
+    run.serving()
+    spec[(1,)](X, Y, **WARM)  # a hit nothing counts
+    analysis = run.analysis()
+    assert [f for f in analysis.findings if f.family == family_of(analysis, spec).name] == []
+    statuses = sorted((v.key["BLOCK"], v.status) for v in family_of(analysis, spec).variants)
+    assert statuses == [("constexpr 128", "unverified"), ("constexpr 64", "unused")]
