@@ -384,7 +384,7 @@ class TritonCapture:
             return
         from triton import knobs
 
-        if knobs.runtime.jit_cache_hook is not self._cache_hook:
+        if knobs.runtime.jit_cache_hook is not self._ours["jit_cache_hook"]:  # else: a direct triton.compile()
             self.internal_error(
                 "compile",
                 f"{jf.fn.__module__}:{jf.fn.__qualname__} compiled without mlacheck's jit_cache_hook: the slot was "
