@@ -16,7 +16,7 @@ from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.triton import TritonCapture
 from mlacheck.capture.triton.families import CountingCache
 from mlacheck.events import MemorySink
-from mlacheck.rulefiles import load_rules
+from mlacheck.rulefiles import BUNDLED, load_rules
 
 RULES = load_rules()
 DRY = CapturePolicy(compile="skip", replace_launch=True, dry=True, target_arch="sm_90a")
@@ -304,3 +304,27 @@ def test_a_kernel_whose_hits_cannot_be_counted_has_its_warm_up_unverified_never_
     assert [f for f in analysis.findings if f.family == family_of(analysis, spec).name] == []
     statuses = sorted((v.key["BLOCK"], v.status) for v in family_of(analysis, spec).variants)
     assert statuses == [("constexpr 128", "unverified"), ("constexpr 64", "unused")]
+
+
+def test_a_kernel_entry_of_the_rules_adds_drivers_and_contracts_and_a_stale_name_is_a_stale_rule(tmp_path):
+    spec = make_kernels()
+    kernel = f"{spec.fn.__module__}:{spec.fn.__qualname__}"
+    rules_file = tmp_path / "triton.toml"
+    rules_file.write_text(
+        (BUNDLED / "triton.toml").read_text().split("[[triton.kernel]]")[0]
+        + f'[[triton.kernel]]\nkernel = "{kernel}"\n'
+        + 'fields.n.varies_with = ["the batch\'s token count"]\nfields.no_such_parameter.varies_with = ["x"]\n'
+        + '[[triton.kernel.contract]]\nfield = "y_ptr"\nequals = "*fp16 aligned16"\nwhy = "the output is fp16"\n'
+    )
+    rules = load_rules(rules_file)
+    run = Run()
+    run.capture.install()
+    spec[(1,)](X, Y, **WARM)
+    run.serving()
+    spec[(1,)](X, Y, **{**WARM, "n": 4095})
+    run.capture.remove()
+    analysis = analyse(run.sink.events, rules)
+    findings = {f.code: f for f in analysis.findings if f.family == family_of(analysis, spec).name}
+    assert findings["MLA001"].drivers == {"n": ["the batch's token count"]}
+    assert "y_ptr is *bf16 aligned16, the contract requires *fp16 aligned16" in findings["MLA003"].message
+    assert "'no_such_parameter', which is not one of its parameters" in findings["MLA004"].message
