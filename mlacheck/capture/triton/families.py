@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from mlacheck.capture import hotpath
 from mlacheck.capture.counts import Counts
 from mlacheck.capture.hotpath_py import FLUSH_EVERY
 from mlacheck.capture.stack import Where
@@ -26,20 +27,16 @@ from mlacheck.keys import typed
 _getframe = sys._getframe
 
 
-class CountingCache(dict):
+class CountingCache(hotpath.GetDict):
     """A kernel's `kernel_cache` on one device (the first item of `JITFunction.device_caches[device]`): a dict whose
-    `get` of a cached key, `JITFunction.run`'s only lookup, is a counted hit. Its fast table holds (counter,
-    kernel) per variant seen in serving; a write to a key takes the key out of it."""
+    `get` of a cached key, `JITFunction.run`'s only lookup, is a counted hit (`hotpath.GetDict`: a variant seen in
+    serving is served from the fast table, (counter, kernel), without a Python frame where the hot path is
+    compiled). A write to a key takes the key out of the fast table."""
 
-    __slots__ = ("_fast", "_capture", "_owner")
+    __slots__ = ("_owner",)
 
-    def get(self, key: object, default: object = None) -> object:
-        entry = self._fast.get(key)
-        if entry is not None:
-            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
-                self._capture.maybe_flush()
-            return entry[1]
-        return self._capture.looked_up(self, key, default, _getframe(1))
+    def _missed(self, key: object, frame: object) -> object:
+        return self._capture.looked_up(self, key, None, frame)
 
     def __setitem__(self, key: object, value: object) -> None:
         dict.__setitem__(self, key, value)
@@ -79,7 +76,9 @@ class TuningCache(dict):
 def counting(kind: type, entries: dict, capture: object, owner: object) -> dict:
     """A counting dict of `kind` holding `entries`, reporting to `capture` for `owner` (a JITFunction or Autotuner)."""
     cache = kind(entries)
-    cache._fast, cache._capture, cache._owner = {}, capture, owner
+    cache._fast, cache._capture, cache._owner = hotpath.FastTable() if kind is CountingCache else {}, capture, owner
+    if kind is CountingCache:
+        cache._ticks = hotpath.counter()
     return cache
 
 
