@@ -4,6 +4,7 @@ its kernels anew (a kernel's caches outlive a capture)."""
 
 import itertools
 import os
+import re
 
 import pytest
 import torch
@@ -328,3 +329,25 @@ def test_a_kernel_entry_of_the_rules_adds_drivers_and_contracts_and_a_stale_name
     assert findings["MLA001"].drivers == {"n": ["the batch's token count"]}
     assert "y_ptr is *bf16 aligned16, the contract requires *fp16 aligned16" in findings["MLA003"].message
     assert "'no_such_parameter', which is not one of its parameters" in findings["MLA004"].message
+
+
+@pytest.mark.parametrize(
+    ("table", "error"),
+    [
+        (
+            'checked_versions = "!!"\narches = ["sm_90a"]',
+            "triton.checked_versions: Value error, not a version specifier",
+        ),
+        ('checked_versions = ">=3.6"\narches = ["hopper"]', "triton.arches: Value error, not a target arch: 'hopper'"),
+        ('checked_versions = ">=3.6"\narches = ["sm_90a"]\nwatch = "some"', "triton.watch: Input should be"),
+        ('checked_versions = ">=3.6"\narches = ["sm_90a"]\n[[triton.kernel]]\nkernel = "k"', "write MODULE:QUALNAME"),
+    ],
+)
+def test_a_bad_triton_table_is_refused_in_one_line(tmp_path, table, error):
+    from mlacheck.errors import MlacheckError
+
+    path = tmp_path / "triton.toml"
+    path.write_text(f"[triton]\n{table}\n")
+    with pytest.raises(MlacheckError, match="^" + re.escape(f"{path}: ")) as raised:
+        load_rules(path)
+    assert error in str(raised.value) and "\n" not in str(raised.value)
