@@ -130,9 +130,9 @@ class TritonCapture:
         for thing in gc.get_objects():  # kernels made before install (issubclass: isinstance reads __class__)
             kind = type(thing)
             if issubclass(kind, JITFunction):
-                self._safely_do("install", lambda jf=thing: self._adopt_kernel(jf, create_binder))
+                self.safely("install", lambda jf=thing: self._adopt_kernel(jf, create_binder))
             elif issubclass(kind, Autotuner):
-                self._safely_do("install", lambda tuner=thing: self._adopt_tuner(tuner))
+                self.safely("install", lambda tuner=thing: self._adopt_tuner(tuner))
         self._patches.on_undo(self._give_back_caches)
         self.installed = True
 
@@ -291,25 +291,25 @@ class TritonCapture:
     def _cache_hook(self, **kwargs: object) -> object:
         if self.active:
             frame = sys._getframe(1)
-            self._safely_do("compile", lambda: self._compiling(kwargs, frame))
+            self.safely("compile", lambda: self._compiling(kwargs, frame))
         previous = self._prev.get("jit_cache_hook")
         skip = previous(**kwargs) if previous is not None else None
         if self.active and skip:
             self._pending.pop(self._pending_key(kwargs), None)  # a hook below skipped the compile: nothing cached
         elif self.active and self.policy.dry and self.policy.compile == "skip":
-            self._safely_do("compile", lambda: self._dry_skipped(kwargs))
+            self.safely("compile", lambda: self._dry_skipped(kwargs))
             return True
         return skip
 
     def _post_compile_hook(self, **kwargs: object) -> object:
         if self.active:
-            self._safely_do("compile", lambda: self._compiled(kwargs))
+            self.safely("compile", lambda: self._compiled(kwargs))
         previous = self._prev.get("jit_post_compile_hook")
         return previous(**kwargs) if previous is not None else None  # last: if it raises, the compile is recorded
 
     def _compilation_listener(self, *, src, metadata, metadata_group, times, cache_hit) -> None:
         if self.active:
-            self._safely_do("compile", lambda: self._watch(src, times))
+            self.safely("compile", lambda: self._watch(src, times))
         previous = self._prev.get("listener")
         if previous is not None:
             previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
@@ -478,14 +478,12 @@ class TritonCapture:
         except Exception as exc:  # noqa: BLE001
             self.internal_error("write", exc)
 
-    def _safely_do(self, where: str, action: Callable[[], object]) -> None:
+    def safely(self, where: str, action: Callable[[], object]) -> None:
+        """Run a capture action; a failure becomes an internal error, never an exception in the program."""
         try:
             action()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error(where, exc)
-
-    def safely(self, where: str, action: Callable[[], object]) -> None:
-        self._safely_do(where, action)
 
     def internal_error(self, where: str, error: object) -> None:
         try:
