@@ -90,6 +90,17 @@ CODES: dict[str, Code] = {
             "Compile this kernel in the warm-up for the configuration the serving path asked for, and add a rule file "
             "for its cache (mlacheck rules --template) so that its keys are checked.",
         ),
+        Code(
+            "MLA008",
+            "unbounded-specialization",
+            Severity.ERROR,
+            "One key field took many values on the serving path that the warm-up never compiled: a variant per value.",
+            "A value that follows the traffic (a token count, a batch size) passed as a specialized parameter (a "
+            "Triton tl.constexpr) compiles a new variant for every new value, on the serving path, without end; no "
+            "warm-up can cover it.",
+            "Pass such a value as a runtime argument (not tl.constexpr), or round it to a bounded set of buckets "
+            "that the warm-up compiles.",
+        ),
     )
 }
 

@@ -10,7 +10,9 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   argv, rank (RANK, else LOCAL_RANK, else null), cute_dsl_arch, forked_from
 - family:         {family, distribution, version, key_fields, cache_kind, fingerprint, preexisting}
                   a family's hooks were installed (preexisting: entries already in the cache then,
-                  as a count where the interpreter cannot list them)
+                  as a count where the interpreter cannot list them); a family found at run time (a
+                  Triton kernel) adds kernel (MODULE:QUALNAME) and every_lookup_counted (every lookup of
+                  its cache is counted: a variant with none was not used); written again if that changes
 - compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack}
                   a variant entered the cache. vid numbers the cache's own key in this process; key is
                   {field: typed value}; spelling is how a functools-cached call spelled its key (null for

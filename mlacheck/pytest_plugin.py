@@ -29,6 +29,7 @@ FLAG_NAMES = {
     "--baseline ": "--mlacheck-baseline=",
     "--context ": "--mlacheck-context=",
     "--num-sms ": "--mlacheck-num-sms=",
+    "--arch ": "--mlacheck-arch=",
     "--serving-start ": "--mlacheck-serving-start=",
 }
 
@@ -62,6 +63,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="The watched dispatches run past their lookup without the target GPU; nothing launches.",
+    )
+    group.addoption(
+        "--mlacheck-arch",
+        metavar="ARCH",
+        default="auto",
+        help="With --mlacheck-dry: the target arch (sm_90a, sm_100a, ...; default: the one the families read, else "
+        "sm_100a).",
     )
     group.addoption(
         "--mlacheck-num-sms",
@@ -183,7 +191,7 @@ class MlacheckSession:
                 Path(option("mlacheck_rules")) if option("mlacheck_rules") else None,
                 self.compile_policy,
                 self.dry,
-                "auto",
+                option("mlacheck_arch"),
                 option("mlacheck_num_sms"),
                 tuple(option("mlacheck_serving_start")),
                 parse_context(option("mlacheck_context"), "--mlacheck-context"),

@@ -17,6 +17,7 @@ from mlacheck.analysis.findings import (
     serving_path_finding,
     spelling_findings,
     stale_rule_findings,
+    unbounded_findings,
 )
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
@@ -38,6 +39,7 @@ class FamilyResult:
     died_before_lookup: int = 0
     notes: list[str] = field(default_factory=list)
     field_drivers: dict[str, list[str]] = field(default_factory=dict)
+    discovered: bool = False  # found at run time (a Triton kernel), not declared by a rule file of its own
 
     @property
     def version(self) -> str | None:
@@ -76,17 +78,21 @@ def analyse(
     names the trace lines that could not be read.
     """
     tables, facts = build_tables(events)
+    declared, stale_tables = _declared(rules, tables)
     by_family: dict[str, list[ProcessFamily]] = {}
     for (_, name), table in tables.items():
-        if rules.family(name) is not None:
+        if name in declared:
             by_family.setdefault(name, []).append(table)
-    findings: list[Finding] = []
+    findings: list[Finding] = [
+        Finding("MLA004", name, {}, problem, "re-read the kernel and update the rule file's [[triton.kernel]] entry")
+        for name, problems in stale_tables.items()
+        for problem in problems
+    ]
     families: list[FamilyResult] = []
     stale_families: list[str] = []
     not_checked: set[str] = set()
     contexts = {proc: fact.context for proc, fact in facts.items()}
-    for rule in rules.families:
-        name = rule.family.name
+    for name, rule in declared.items():
         family_tables = by_family.get(name)
         if not family_tables:
             continue
@@ -103,7 +109,7 @@ def analyse(
         merged = merge(family_tables)
         stale += key_layout_findings(rule, merged)
         findings += stale
-        families.append(_family_result(rule, family_tables, merged, notes))
+        families.append(_family_result(rule, family_tables, merged, notes, rules.family(name) is None))
         if stale:  # the rule does not describe the installed code: nothing of the family can be judged with it
             stale_families.append(
                 f"{name}: not checked: the rule does not describe the installed code (MLA004): {stale[0].message}"
@@ -133,7 +139,7 @@ def analyse(
     compiles, unwatched_findings = unwatched_compiles(events)
     findings += unwatched_findings
     findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
-    watched = [rule.family.module for rule in rules.families]
+    watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(
         {
@@ -161,7 +167,7 @@ SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
 
 
 def _family_result(
-    rule: RuleFile, tables: list[ProcessFamily], merged: list[Variant], notes: list[str]
+    rule: RuleFile, tables: list[ProcessFamily], merged: list[Variant], notes: list[str], discovered: bool
 ) -> FamilyResult:
     return FamilyResult(
         rule.family.name,
@@ -172,7 +178,25 @@ def _family_result(
         sum(t.died_before_lookup for t in tables),
         notes,
         {field_name: note.varies_with for field_name, note in rule.fields.items() if note.varies_with},
+        discovered,
     )
+
+
+def _declared(rules: RuleSet, tables: dict) -> tuple[dict[str, RuleFile], dict[str, list[str]]]:
+    """The rule of each family, by name: the declared ones in rule-file order, then those a table of the rules
+    watches (Triton kernels, found at run time), by name; and what of such a table does not fit its family."""
+    declared = {rule.family.name: rule for rule in rules.families}
+    stale: dict[str, list[str]] = {}
+    for name in sorted({name for _, name in tables} - set(declared)):
+        key_fields = next(
+            (t.key_fields for (_, n), t in sorted(tables.items(), key=str) if n == name and t.key_fields), []
+        )
+        rule, problems = rules.discovered(name, key_fields)
+        if rule is not None:
+            declared[name] = rule
+            if problems:
+                stale[name] = problems
+    return declared, stale
 
 
 def derived_context(context: dict[str, str]) -> dict[str, str]:
@@ -184,21 +208,25 @@ def derived_context(context: dict[str, str]) -> dict[str, str]:
 
 
 def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant], varying: list[str]) -> list[Finding]:
-    """MLA001 and MLA006 per process; MLA002 per process that dispatched the family, else for the run as a whole.
+    """MLA001, MLA006 and MLA008 per process; MLA002 per process that dispatched the family (or counts every lookup),
+    else for the run as a whole. Serving-path compiles an MLA008 stands for get no MLA001 of their own.
 
     A variant compiled twice under two spellings (MLA006) is not also reported as dead warm-up."""
     findings = []
     dispatched_anywhere = {v.identity for v in merged if v.dispatches or v.captured}
     reported: set[tuple] = set()
     for table in tables:
-        judged_here = table.lookups > 0
+        judged_here = table.lookups > 0 or table.every_lookup_counted is True
         spelling = spelling_findings(rule, table, varying)
         respelled = {key_identity(finding.key) for finding in spelling}
-        for variant in table.variants.values():
+        unbounded, folded = unbounded_findings(rule, table)
+        findings += unbounded
+        for vid, variant in table.variants.items():
             if len(variant.key) != len(rule.family.key_fields):
                 continue
             if variant.serving_path_compile:
-                findings.append(serving_path_finding(rule, table, variant))
+                if vid not in folded:
+                    findings.append(serving_path_finding(rule, table, variant))
             elif variant.status == "dead warm-up" and key_identity(variant.key) not in respelled:
                 if judged_here:
                     findings.append(dead_warmup_finding(rule, variant, table.proc, varying))

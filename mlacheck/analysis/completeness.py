@@ -13,10 +13,12 @@ from mlacheck.analysis.tables import ProcessFamily
 
 
 def mark_unverified(tables: list[ProcessFamily]) -> None:
-    """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came."""
+    """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
+    whose lookups the capture said it could not count. (Where it said it counts every lookup, none is no use.)"""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
-        if table.died_before_lookup or table.returned_without_lookup or not looked_up:
+        counted = table.every_lookup_counted
+        if table.died_before_lookup or table.returned_without_lookup or counted is False or not (looked_up or counted):
             for variant in table.variants.values():
                 if variant.precompiled and not variant.dispatches and not variant.captured:
                     variant.unverified = True
@@ -45,16 +47,23 @@ def incomplete_reasons(
             f"no observed process loaded a watched kernel family ({', '.join(dict.fromkeys(watched))}): nothing was checked"
         ]
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
+    counted = {name for name, tables in used.items() if all(t.every_lookup_counted is True for t in tables)}
     died = {name: _died(tables) for name, tables in sorted(used.items())}
-    if not any(t.lookups for tables in used.values() for t in tables) and not any(died.values()):
-        names = ", ".join(sorted(used or family_tables))
+    uncounted = sorted(name for name in used or family_tables if name not in counted)
+    if not any(t.lookups for tables in used.values() for t in tables) and not any(died.values()) and uncounted:
+        names = ", ".join(uncounted)
         reasons.append(
             f"{names}: loaded, but no dispatch call reached the cache lookup: the warm-up was never compared "
             "with a dispatch"
         )
     for name, tables in sorted(used.items()):
         precompiled = sum(v.precompiled for t in tables for v in t.variants.values())
-        if precompiled and not any(t.lookups for t in tables) and any(t.lookups for ts in used.values() for t in ts):
+        if (
+            precompiled
+            and name not in counted
+            and not any(t.lookups for t in tables)
+            and any(t.lookups for ts in used.values() for t in ts)
+        ):
             reasons.append(f"{name}: {precompiled} variant(s) precompiled, but no dispatch reached its cache lookup")
         for function, count, calls, error in died[name]:
             reasons.append(

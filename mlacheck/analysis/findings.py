@@ -131,6 +131,59 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     )
 
 
+def unbounded_findings(rule: RuleFile, table: ProcessFamily) -> tuple[list[Finding], set[int]]:
+    """MLA008: a key field that took more than the rule's `unbounded_after` values on the serving path that no
+    warm-up variant had, once per field and process; and the vids of the serving-path compiles it stands for (those
+    differing from their nearest precompiled variant in such fields only), which get no MLA001 of their own."""
+    limit = rule.family.unbounded_after
+    variants = sorted(table.variants.items())
+    serving = [(vid, v) for vid, v in variants if v.serving_path_compile and not v.precompiled]
+    if limit is None or len(serving) <= limit:
+        return [], set()
+    precompiled = [v for _, v in variants if v.precompiled]
+    unbounded: dict[str, list[JsonValue]] = {}
+    for name in rule.family.key_fields:
+        warm = {value_text(v.key.get(name)) for v in precompiled}
+        new = [text for text in dict.fromkeys(value_text(v.key.get(name)) for _, v in serving) if text not in warm]
+        if len(new) > limit:
+            unbounded[name] = new
+    if not unbounded:
+        return [], set()
+    folded: set[int] = set()
+    reference = precompiled or [serving[0][1]]
+    for vid, variant in serving:
+        _, diff = nearest(variant.key, [v.key for v in reference])
+        if diff and set(diff) <= set(unbounded):
+            folded.add(vid)
+    findings = []
+    for name, values in unbounded.items():
+        stalls = [v.serving_path_compile_s for vid, v in serving if vid in folded and v.serving_path_compile_s]
+        first = next(v for _, v in serving if value_text(v.key.get(name)) == values[0])
+        warm = list(dict.fromkeys(value_text(v.key.get(name)) for v in precompiled))
+        shown = ", ".join(values[:6]) + (f", ... ({len(values) - 6} more)" if len(values) > 6 else "")
+        drivers = {name: rule.fields[name].varies_with} if name in rule.fields and rule.fields[name].varies_with else {}
+        findings.append(
+            Finding(
+                "MLA008",
+                rule.family.name,
+                {},
+                f"{name} took {len(values)} values on the serving path that no warm-up variant had ({shown}): each "
+                f"compiled the kernel again"
+                + (f", {sum(stalls):.1f} s of serving-path compile in all" if stalls else "")
+                + "; the warm-up compiled "
+                + (f"{name} = {', '.join(warm)}" if warm else "nothing of it")
+                + (f"; {name} follows {', '.join(drivers[name])}" if drivers else ""),
+                codes.lookup("MLA008").hint,
+                diff={name: [warm, values]},
+                drivers=drivers,
+                site=first.serving_path_site,
+                stack=first.serving_path_stack,
+                proc=table.proc,
+            )
+        )
+    return findings, folded
+
+
 def dead_warmup_finding(
     rule: RuleFile, variant: Variant, proc: int | None, varying: list[str], elsewhere: str = ""
 ) -> Finding:

@@ -78,6 +78,7 @@ class ProcessFamily:
     errors: list[dict] = field(default_factory=list)
     no_lookup: list[dict] = field(default_factory=list)  # the first call of a function that returned without a lookup
     exact: bool = False
+    every_lookup_counted: bool | None = None  # the capture said whether it counts every lookup of the cache
 
     @property
     def lookups(self) -> int:
@@ -138,6 +139,7 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             table.version, table.fingerprint = event.get("version"), event.get("fingerprint")
             table.providers = tuple(event.get("providers") or ())
             table.key_fields = list(event.get("key_fields") or [])
+            table.every_lookup_counted = event.get("every_lookup_counted")
         elif kind == "compile":
             _compiled(
                 _variant(table, event),

@@ -590,7 +590,7 @@ static PyTypeObject FastTableType = {
     .tp_methods = fasttable_methods,
 };
 
-/* -- GetitemDict, ContainsDict: a dict family's lookup ---------------------------------------------------- */
+/* -- GetitemDict, ContainsDict, GetDict: a dict family's lookup -------------------------------------------- */
 
 typedef struct {
     PyDictObject dict;
@@ -643,6 +643,33 @@ contains_lookup(HotDict *self, PyObject *key)
     int truth = PyObject_IsTrue(found);
     Py_DECREF(found);
     return truth;
+}
+
+/* GetDict's `get(key, default=None)`: a lookup whose caller spells it `cache.get(key, None)` (Triton's
+ * JITFunction.run). A key the fast table misses goes to `_missed(key, frame)`; None from it is a miss. */
+static PyObject *
+get_lookup(HotDict *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "get expected 1 or 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *key = args[0], *fallback = nargs > 1 ? args[1] : Py_None;
+    PyObject *entry = fast_entry(self, key);
+    if (entry == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        PyObject *found = missed(self, key);
+        if (found != Py_None)
+            return found;
+        Py_DECREF(found);
+        return Py_NewRef(fallback);
+    }
+    PyObject *value = NULL;
+    if (count_dispatch(PyTuple_GET_ITEM(entry, 0), self->ticks, self->capture, str_maybe_flush) == 0)
+        value = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+    Py_DECREF(entry);
+    return value;
 }
 
 static int
@@ -700,6 +727,16 @@ static PyTypeObject ContainsDictType = {
     .tp_as_sequence = &contains_sequence,
 };
 
+static PyMethodDef get_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))get_lookup, METH_FASTCALL, "the lookup: served from _fast, else _missed"},
+    {NULL},
+};
+
+static PyTypeObject GetDictType = {
+    HOTDICT_TYPE("GetDict", "hotpath_py.GetDict, compiled."),
+    .tp_methods = get_methods,
+};
+
 /* -- the module --------------------------------------------------------------------------------------------- */
 
 static int
@@ -736,6 +773,7 @@ PyInit__hotpath(void)
     if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
         add_type(module, &FastTableType, NULL) < 0 ||
         add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
+        add_type(module, &GetDictType, &PyDict_Type) < 0 ||
         PyModule_AddIntConstant(module, "FLUSH_EVERY", FLUSH_EVERY) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -11,15 +11,33 @@ from mlacheck.capture.hotpath_py import count_of
 try:
     if os.environ.get("MLACHECK_HOTPATH") == "python":
         raise ImportError("MLACHECK_HOTPATH=python")
-    from mlacheck.capture._hotpath import ContainsDict, FastTable, GetitemDict
+    from mlacheck.capture._hotpath import ContainsDict, FastTable, GetDict, GetitemDict
     from mlacheck.capture._hotpath import Counter as counter
     from mlacheck.capture._hotpath import Forwarder as forwarder
     from mlacheck.capture._hotpath import Launcher as launcher
 
     IMPLEMENTATION = "c"
 except ImportError:
-    from mlacheck.capture.hotpath_py import ContainsDict, FastTable, GetitemDict, counter, forwarder, launcher
+    from mlacheck.capture.hotpath_py import (
+        ContainsDict,
+        FastTable,
+        GetDict,
+        GetitemDict,
+        counter,
+        forwarder,
+        launcher,
+    )
 
     IMPLEMENTATION = "python"
 
-__all__ = ["IMPLEMENTATION", "ContainsDict", "FastTable", "GetitemDict", "count_of", "counter", "forwarder", "launcher"]
+__all__ = [
+    "IMPLEMENTATION",
+    "ContainsDict",
+    "FastTable",
+    "GetDict",
+    "GetitemDict",
+    "count_of",
+    "counter",
+    "forwarder",
+    "launcher",
+]

@@ -19,10 +19,11 @@ dispatch); this module is what runs where the build had no C compiler, and the c
   `get`, `pop`, `clear`, `[]`, `in` and `len` (a dict here; the compiled one also remembers the few keys it
   served last and finds a key whose fields are the same objects as one of those without hashing it, and it
   forgets them on every change).
-- `GetitemDict`, `ContainsDict`: the dict a dict family's cache becomes, whose lookup (`cache[key]`, or
-  `key in cache`) is served from `_fast` (a `FastTable`): the counter steps as a launcher's does
-  (asking `_capture.maybe_flush()`), then the ticks; a key not in `_fast` goes to `self._missed(key, frame)`.
-  (That step is written out in each of the three rather than shared: a helper would be a frame.)
+- `GetitemDict`, `ContainsDict`, `GetDict`: the dict a dict family's cache becomes, whose lookup (`cache[key]`,
+  `key in cache`, or `cache.get(key, default)`: a Triton kernel's cache) is served from `_fast` (a `FastTable`):
+  the counter steps as a launcher's does (asking `_capture.maybe_flush()`), then the ticks; a key not in `_fast`
+  goes to `self._missed(key, frame)` (for `get`, None from it is a miss: `default`).
+  (That step is written out in each of them rather than shared: a helper would be a frame.)
 """
 
 from __future__ import annotations
@@ -170,3 +171,17 @@ class ContainsDict(dict):
             self._capture.maybe_flush()
         next(self._ticks)
         return True
+
+
+class GetDict(dict):
+    __slots__ = ("_capture", "_fast", "_ticks")
+
+    def get(self, key: object, default: object = None) -> object:
+        entry = self._fast.get(key)
+        if entry is None:
+            found = self._missed(key, _getframe(1))
+            return default if found is None else found
+        if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+            self._capture.maybe_flush()
+        next(self._ticks)
+        return entry[1]

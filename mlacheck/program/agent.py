@@ -1,7 +1,8 @@
 """The agent: capture inside an observed process, started at interpreter start (by mlacheck-startup.pth through
 autostart.py, or by bootstrap/sitecustomize.py on PYTHONPATH, whichever comes first) or by the pytest plugin.
 
-It installs a family's hooks when the family's module is imported, tells them where the engine's warm-up
+It installs a family's hooks when the family's module is imported (and a watcher, a capture that finds its
+families at run time, such as every Triton kernel, when the module it watches is), tells them where the engine's warm-up
 and capture functions (`[[phase]]` in the rules) start and end, marks serving start where the rules (or
 the program, through `mlacheck.serving_started()` or MLACHECK_SERVING_START) say it starts, writes this
 process's own trace, gives a forked child a trace of its own, and never raises into the program.
@@ -75,6 +76,7 @@ class Agent:
         self.families: dict[str, list[dict]] = {}  # module -> its rule files, as the schema dumped them
         for data in config["families"]:
             self.families.setdefault(data["family"]["module"], []).append(data)
+        self.watchers = {watcher["module"]: watcher for watcher in config.get("watchers", [])}
         starts = config.get("serving_starts", []) + _from_environment(os.environ.get(ENV_SERVING_START, ""))
         self.serving_starts = [(*qualnames.split(start["function"]), start.get("at", "call")) for start in starts]
         self.frames = [qualnames.split(phase["function"]) for phase in config.get("phases", [])]
@@ -89,7 +91,7 @@ class Agent:
                 for entry in data["dry"]["entries"]:
                     self.entries.setdefault(qualnames.split(entry)[0], []).append(data)
         self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
-        watched = set(self.families) | set(self.nets) | set(self.entries)
+        watched = set(self.families) | set(self.nets) | set(self.entries) | set(self.watchers)
         watched |= {module for module, *_ in self.serving_starts + self.frames}
         self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
@@ -135,6 +137,8 @@ class Agent:
         if (name in self.families or name in self.nets or name in self.entries) and name not in self.captures:
             self.captures[name] = []
             self._safely(lambda: self._install(module))
+        if name in self.watchers and name not in self.captures:
+            self._safely(lambda: self._watch(name))
         for module_name, qualname, at in self.serving_starts:
             if module_name == name:
                 how = f"{name}:{qualname} {'returned' if at == 'return' else 'called'}"
@@ -176,6 +180,21 @@ class Agent:
             self._safely(capture.install)
         for hook in nets + entries:
             self._safely(lambda hook=hook: hook.install(module))
+
+    def _watch(self, name: str) -> None:
+        """Install the watcher of module `name` (its capture class is named in the config as MODULE:CLASS)."""
+        import importlib
+
+        from mlacheck.capture.policy import CapturePolicy
+        from mlacheck.rulefiles.schema import PhaseRule
+
+        watcher = self.watchers[name]
+        module_name, class_name = qualnames.split(watcher["capture"])
+        policy = CapturePolicy(**self.config.get("policy", {}))
+        phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
+        capture = getattr(importlib.import_module(module_name), class_name)(watcher["rule"], self.sink, policy, phases)
+        self.captures[name] = [capture]
+        capture.install()
 
     def _all_captures(self) -> list:
         return [capture for captures in self.captures.values() for capture in captures if capture.installed]

@@ -152,8 +152,8 @@ def program_report(
     ]
     analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes), lost=lost)
     ranks = rank_summaries(loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups)
-    declared = {rule.family.name for rule in rules.families}
-    recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - declared)
+    analysed = {family.name for family in analysis.families}
+    recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - analysed)
     analysis.incomplete += [
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
         for name in recorded

@@ -83,6 +83,7 @@ class FamilyReport(_Model):
     died_before_lookup: int = 0
     notes: list[str] = []
     field_drivers: dict[str, list[str]] = {}
+    discovered: bool = False
 
 
 class FindingReport(_Model):

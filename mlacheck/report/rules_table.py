@@ -44,6 +44,21 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
         if fingerprints:
             row.append(_fingerprint_text(rule))
         families.add_row(*(Text(cell) for cell in row))
+    triton = next((file for file in rules.files if file.triton is not None), None)
+    if triton is not None:
+        table = triton.triton
+        row = [
+            f"{table.PREFIX}<module>.<kernel> ({table.watch}"
+            + (f", {len(table.kernel)} listed" if table.kernel else "")
+            + (f"; not {', '.join(table.skip)}" if table.skip else "")
+            + ")",
+            "JITFunction.device_caches[device] (found at run time)",
+            "the kernel's parameters, options",
+            f"{table.distribution} {' or '.join([table.checked_versions] if isinstance(table.checked_versions, str) else table.checked_versions)}",
+            str(sum(len(entry.contract) for entry in table.kernel)),
+            triton.source,
+        ]
+        families.add_row(*(Text(cell) for cell in row + ([""] if fingerprints else [])))
     console.print(families)
     engines = Table(title="Engine frames and serving-start markers", title_justify="left", header_style="bold")
     for column in ("engine", "what", "function"):

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mlacheck.keys import key_identity, spelling_text, value_text, varying_fields
+from mlacheck.report import discovered
 from mlacheck.report.common import program_runs, versions_text
 from mlacheck.report.model import Report
 
@@ -39,7 +40,10 @@ VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold 
 def render(report: Report | dict, console: Console) -> None:
     """Print the whole report."""
     data = report.model_dump(mode="json") if isinstance(report, Report) else report
+    data, quiet = discovered.shown(data)
     console.print(_header(data))
+    if quiet:
+        console.print(Text(quiet, style="dim"))
     for family in data["families"]:
         if not family["variants"]:
             console.print(

@@ -13,14 +13,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles.schema import CompileNet, EngineRule, PhaseRule, RuleFile, ServingStartRule
+from mlacheck.rulefiles.schema import CompileNet, EngineRule, PhaseRule, RuleFile, ServingStartRule, Triton
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["BUNDLED", "RuleFile", "RuleSet", "load_rule_file", "load_rules"]
+__all__ = ["BUNDLED", "RuleFile", "RuleSet", "Triton", "load_rule_file", "load_rules"]
 
 BUNDLED = Path(__file__).resolve().parent / "bundled"
 """The rule files shipped with mlacheck."""
@@ -50,9 +50,23 @@ class RuleSet:
         return [engine for file in self.files for engine in file.engine]
 
     @property
+    def triton(self) -> Triton | None:
+        """The [triton] table, where a loaded file has one (Triton kernels are then watched)."""
+        return next((file.triton for file in self.files if file.triton is not None), None)
+
+    @property
     def arches(self) -> list[str]:
-        """The target arches some family's kernels exist for, in the order the rule files name them."""
-        return list(dict.fromkeys(name for rule in self.families for name in rule.family.arches))
+        """The target arches some family's kernels exist for (Triton's too), in the order the rule files name them."""
+        tables = [rule.family.arches for rule in self.families] + ([self.triton.arches] if self.triton else [])
+        return list(dict.fromkeys(name for arches in tables for name in arches))
+
+    def discovered(self, name: str, key_fields: list[str]) -> tuple[RuleFile | None, list[str]]:
+        """The rule of a recorded family that no file declares but a table watches (a Triton kernel), and what
+        of that table does not fit the family (stale); (None, []) where nothing watches it."""
+        triton = next((file for file in self.files if file.triton is not None), None)
+        if triton is None or self.family(name) is not None:
+            return None, []
+        return triton.triton.family_rule(name, key_fields, triton.source)
 
     @property
     def compile_nets(self) -> list[CompileNet]:
@@ -85,6 +99,11 @@ class RuleSet:
             "engines": [engine.model_dump(mode="json") for engine in self.engines],
             "arch_env": self.arch_env,
             "compile_nets": [net.model_dump(mode="json") for net in self.compile_nets],
+            "watchers": [
+                {"module": Triton.MODULE, "capture": Triton.CAPTURE, "rule": self.triton.model_dump(mode="json")}
+            ]
+            if self.triton
+            else [],
         }
 
 
@@ -102,13 +121,14 @@ def load_rules(path: Path | None = None) -> RuleSet:
     else:
         raise MlacheckError(f"{path}: no such rule file or folder; check the --rules path")
     rules = RuleSet([load_rule_file(file) for file in files])
-    names = [rule.family.name for rule in rules.families]
+    names = [rule.family.name for rule in rules.families] + ["[triton]" for file in rules.files if file.triton]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate:
         raise MlacheckError(f"{path}: family {duplicate!r} is declared by more than one rule file; keep one")
-    if not rules.families:
+    if not rules.families and rules.triton is None:
         raise MlacheckError(
-            f"{path}: no rule file here declares a [family]; add one (see mlacheck's bundled rule files)"
+            f"{path}: no rule file here declares a [family] or a [triton] table; add one (see mlacheck's bundled "
+            "rule files)"
         )
     return rules
 

@@ -3,7 +3,8 @@
 A family file has a `[family]` table (where the cache lives, how its key reads, what the key depends on, the
 arches its kernels exist for) and may add `[fields.NAME]`, `[context]`, `[[contract]]`, `[dry]` and
 `[numerics]`. An engine file (`bundled/engines.toml`) declares `[[phase]]` frames (warm-up, CUDA-graph capture),
-`[[serving_start]]` markers and `[[engine]]` names; a family file may declare those too.
+`[[serving_start]]` markers and `[[engine]]` names; a family file may declare those too. A `[triton]` table
+(`bundled/triton.toml`) watches Triton kernels, each a family found at run time: `Triton.family_rule` declares one.
 
 These models are the one declaration of a family: capture reads them (an observed process gets them as JSON,
 `model_dump`, and validates them back when the family's module is imported), analysis reads them. Which
@@ -13,7 +14,7 @@ These models are the one declaration of a family: capture reads them (an observe
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -94,6 +95,12 @@ class Family(_Strict):
         default=False,
         description="each dispatch call looks the cache up: one that "
         "returns without a lookup ran a variant through a path the rule does not watch",
+    )
+    unbounded_after: int | None = Field(
+        default=None,
+        ge=1,
+        description="a key field that takes more than this many values on the serving path that no warm-up "
+        "variant had is one finding (MLA008), not one per variant; none: never",
     )
 
     @field_validator("checked_versions")
@@ -293,10 +300,110 @@ class EngineRule(_Strict):
     source: str = Field(default="", description="where upstream, for the reader")
 
 
+class TritonKernel(_Strict):
+    """What a rule adds to one Triton kernel: what drives its parameters, and contracts on them."""
+
+    kernel: str = Field(description="MODULE:QUALNAME of the @triton.jit function")
+    fields: dict[str, FieldNote] = Field(default={}, description="per parameter (or `options`): what drives it")
+    contract: list[Contract] = []
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel(cls, value: str) -> str:
+        return _function_path(value)
+
+    @property
+    def family_name(self) -> str:
+        return Triton.family_name(self.kernel)
+
+
+class Triton(_Strict):
+    """Triton kernels as kernel families, found at run time: every `@triton.jit` kernel a process compiles or
+    launches is `triton:<module>.<qualname>`, keyed by its parameters as Triton specialized them and its launch
+    options; an autotuned kernel's tunings are `triton:<module>.<qualname>:autotune`, keyed by its tuning key."""
+
+    MODULE: ClassVar[str] = "triton"
+    CAPTURE: ClassVar[str] = "mlacheck.capture.triton:TritonCapture"
+    PREFIX: ClassVar[str] = "triton:"
+    AUTOTUNE: ClassVar[str] = ":autotune"
+
+    description: str = ""
+    distribution: str = "triton"
+    checked_versions: str | list[str] = Field(description="PEP 440 specifier set(s) of the Triton versions checked")
+    arches: list[str] = Field(min_length=1, description="the target arches --arch may name for Triton kernels")
+    watch: Literal["all", "listed"] = Field(
+        default="all", description="all: every kernel; listed: only the kernels [[triton.kernel]] names"
+    )
+    skip: list[str] = Field(
+        default=[], description="modules (and their submodules) whose kernels are not watched, or MODULE:QUALNAME"
+    )
+    site_skip: list[str] = Field(default=[], description="wrapper packages that are never a site")
+    unbounded_after: int = Field(default=4, ge=1, description="see family.unbounded_after")
+    kernel: list[TritonKernel] = []
+
+    _checked_versions = field_validator("checked_versions")(Family._specifiers.__func__)
+    _checked_arches = field_validator("arches")(Family._arches.__func__)
+
+    @model_validator(mode="after")
+    def _one_entry_per_kernel(self) -> Triton:
+        names = [entry.kernel for entry in self.kernel]
+        twice = next((name for name in names if names.count(name) > 1), None)
+        if twice:
+            raise ValueError(f"kernel {twice!r} has more than one [[triton.kernel]] entry; keep one")
+        return self
+
+    @classmethod
+    def family_name(cls, kernel: str) -> str:
+        """ "pkg.mod:kern" -> "triton:pkg.mod.kern" """
+        return cls.PREFIX + kernel.replace(":", ".")
+
+    def watches(self, kernel: str) -> bool:
+        """Whether the kernel `MODULE:QUALNAME` is watched."""
+        module = kernel.partition(":")[0]
+        if any(kernel == skip or module == skip or module.startswith(skip + ".") for skip in self.skip):
+            return False
+        return self.watch == "all" or any(entry.kernel == kernel for entry in self.kernel)
+
+    def family_rule(self, name: str, key_fields: list[str], source: str) -> tuple[RuleFile | None, list[str]]:
+        """The rule of a recorded family `name` (None where it is not a Triton kernel's) and what of the
+        [[triton.kernel]] entry does not fit the kernel's parameters (a stale rule)."""
+        if not name.startswith(self.PREFIX) or not key_fields:
+            return None, []
+        kernel = name.removeprefix(self.PREFIX).removesuffix(self.AUTOTUNE)
+        entry = next((e for e in self.kernel if e.family_name == self.PREFIX + kernel), None)
+        fields, contracts, stale = {}, [], []
+        if entry is not None and not name.endswith(self.AUTOTUNE):
+            fields = {field: note for field, note in entry.fields.items() if field in key_fields}
+            contracts = [contract for contract in entry.contract if contract.field in key_fields]
+            stale = [
+                f"[[triton.kernel]] {entry.kernel} names {field!r}, which is not one of its parameters "
+                f"({', '.join(key_fields)})"
+                for field in [*entry.fields, *(c.field for c in entry.contract)]
+                if field not in key_fields
+            ]
+        family = Family(
+            name=name,
+            description=f"Triton kernel {kernel}"
+            + (" (its autotuner's tunings)" if name.endswith(self.AUTOTUNE) else ""),
+            distribution=self.distribution,
+            checked_versions=self.checked_versions,
+            arches=self.arches,
+            module=kernel,
+            cache="device_caches",
+            cache_kind="triton",
+            dispatch=[kernel],
+            key_fields=key_fields,
+            site_skip=self.site_skip,
+            unbounded_after=self.unbounded_after,
+        )
+        return RuleFile(family=family, fields=fields, contract=contracts, source=source), stale
+
+
 class RuleFile(_Strict):
-    """One rule file: a family, engine facts, or both."""
+    """One rule file: a family, engine facts, Triton's table, or several of them."""
 
     family: Family | None = None
+    triton: Triton | None = None
     fields: dict[str, FieldNote] = {}
     context: dict[str, str] = {}
     contract: list[Contract] = []
@@ -313,9 +420,10 @@ class RuleFile(_Strict):
         if self.family is None:
             if self.fields or self.context or self.contract or self.numerics or self.dry != Dry():
                 raise ValueError("fields, context, contract, dry and numerics belong to a file with a [family] table")
-            if not (self.phase or self.serving_start or self.engine or self.compile_net):
+            if not (self.triton or self.phase or self.serving_start or self.engine or self.compile_net):
                 raise ValueError(
-                    "neither a [family] table nor any [[phase]], [[serving_start]], [[engine]] or [[compile_net]] entry"
+                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[engine]] or "
+                    "[[compile_net]] entry"
                 )
             return self
         for index, contract in enumerate(self.contract):

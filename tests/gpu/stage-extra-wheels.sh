@@ -11,6 +11,16 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
   pydantic pydantic-core annotated-types typing-inspection typing-extensions packaging pytest iniconfig pluggy
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/build-tools" "setuptools>=77"
+# FlashInfer 0.7.2 (SGLang 0.5.23's pin) and its pure dependencies, for trace mode of its CuTe DSL MLA decode: its
+# wheel (65 MB, mostly csrc and headers for nvcc JIT modules in flashinfer/data) is over one transfer, and the CuTe DSL
+# kernels need none of that folder, so the site travels without it (device_run.sh unpacks it to /tmp/flashinfer-site).
+site=$(mktemp -d)
+python3 -m pip install -q --no-deps --no-compile --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_17_x86_64 --target "$site" flashinfer-python==0.7.2 nvidia-ml-py tabulate tqdm requests \
+  certifi idna urllib3 charset-normalizer
+rm -rf "$site/flashinfer/data" "$site/bin"; find "$site" -name __pycache__ -prune -exec rm -rf {} +
+tar cJf "$dest/flashinfer-site.tar.xz" -C "$site" .
+rm -rf "$site"
 cat > "$dest/install.sh" <<'INSTALL'
 #!/usr/bin/env bash
 # On the GPU machine: install the wheels the image lacks into /tmp/site-extra, never over the image's own.

@@ -288,3 +288,38 @@ def test_a_tests_cleared_environment_subprocess_is_observed_or_named(inner):
     assert finding["process"]["pid"] != tree["root"] and tree["root"] in [p["pid"] for p in report["processes"]]
     [reason] = report["incomplete"]
     assert reason.startswith("a Python process ran unobserved: pid ") and " -S -c " in reason
+
+
+TRITON_TEST = """
+import torch, triton, triton.language as tl
+import mlacheck
+
+
+@triton.jit
+def copy(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs * stride, mask=offs < n), mask=offs < n)
+
+
+def test_a_triton_kernel_served_with_a_stride_its_warm_up_never_had():
+    x = torch.zeros(1024)
+    copy[(1,)](x, x, 512, 1, BLOCK=128)
+    mlacheck.serving_started()
+    assert copy[(1,)](x, x, 512, 2, BLOCK=128) is None  # --mlacheck-dry: nothing compiled, nothing launched
+"""
+
+
+def test_dry_triton_keys_for_the_target_arch_fail_a_passing_session(inner):
+    """`pytest --mlacheck-dry --mlacheck-arch sm_90a` on a CPU: the bundled rules watch every Triton kernel."""
+    inner.makepyfile(test_triton=TRITON_TEST)
+    result = run(
+        inner, "--mlacheck", "--mlacheck-dry", "--mlacheck-compile=skip", "--mlacheck-arch=sm_90a", "--mlacheck-json",
+        "report.json",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.text
+    report = json.loads((inner.path / "report.json").read_text())
+    assert report["target_arch"] == "sm_90a"
+    [finding, dead] = report["findings"]  # the warm-up's stride 1 is never launched while serving: dead warm-up
+    assert finding["family"] == "triton:test_triton.copy" and finding["diff"] == {"stride": ["==1", "i32 not%16"]}
+    assert dead["code"] == "MLA002" and dead["key"]["stride"] == "==1"
+    assert "1 passed" in result.text

@@ -270,3 +270,32 @@ def test_the_capture_tests_pass_on_the_pure_python_hot_path():
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert " passed" in done.stdout.splitlines()[-1]
+
+
+def test_the_get_dict_serves_the_fast_table_and_misses_to_python(hot):
+    """`cache.get(key, None)`, as Triton's JITFunction.run looks its kernel cache up: a key in the fast table is
+    counted and served from it; any other goes to `_missed` with the caller's frame, None from it being a miss."""
+    counter, ticks = counter_of(hot)(), counter_of(hot)()
+
+    class Recording(hot.GetDict):
+        __slots__ = ()
+        misses = []
+
+        def _missed(self, key, frame):
+            self.misses.append((key, frame.f_code.co_name))
+            return dict.get(self, key)
+
+    cache = Recording({"a": 1, "b": 2})
+    cache._capture, cache._fast, cache._ticks = Capture(), fast_table(hot, {"a": (counter, "kernel a")}), ticks
+
+    def run(key):
+        return cache.get(key, None)
+
+    for _ in range(2048):
+        assert run("a") == "kernel a"
+    assert run("b") == 2 and run("absent") is None and cache.get("absent", "default") == "default"
+    assert count_of(counter) == count_of(ticks) == 2048 and cache._capture.flushes == 2
+    assert Recording.misses[:2] == [("b", "run"), ("absent", "run")]
+    assert dict(cache) == {"a": 1, "b": 2} and cache["a"] == 1 and "b" in cache  # a dict otherwise
+    with pytest.raises(TypeError):
+        cache.get()

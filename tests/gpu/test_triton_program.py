@@ -1,0 +1,46 @@
+"""On a CUDA device: a real Triton program under `mlacheck run -- ...` (tests/fixtures/programs/triton_kernels.py):
+its kernels compile and run for real, and each serving launch the warm-up missed is a timed serving-path stall."""
+
+import os
+import sys
+
+import pytest
+
+from tests.integration.cli import ROOT, run_cli
+
+pytestmark = [pytest.mark.gpu]
+
+PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_kernels.py")
+
+
+def test_a_triton_program_on_the_device_reports_its_real_serving_path_stalls(tmp_path):
+    result = run_cli(
+        "run", "--", sys.executable, PROGRAM, "raising", tmp_path=tmp_path,
+        env_extra={"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and result.code == 1, result.stdout + result.stderr
+    assert report["mode"] == "program" and report["program"]["exit_code"] == 0
+    assert report["target_arch"].startswith("sm_") and report["incomplete"] == [] and report["internal_errors"] == []
+    by_kernel = {f["family"].rpartition(".")[2]: f for f in report["findings"] if f["code"] == "MLA001"}
+    expected = {
+        "strided_copy": {"stride": ["==1", "i32 not%16"]},
+        "add_one": {"x_ptr": ["*bf16 aligned16", "*bf16 unaligned"]},
+        "row_sum": {"n_cols": ["i32 %16", "i32 not%16"]},
+        "quantize": {"USE_PDL": ["constexpr True", "constexpr False"]},
+        "offset_load": {"offset": ["i32 %16", "i64 %16"]},
+        "tuned:autotune": {"n": [4096, 1000]},
+    }
+    for kernel, diff in expected.items():
+        assert by_kernel[kernel]["diff"] == diff, kernel
+    families = {f["name"].rpartition(".")[2]: f for f in report["families"]}
+    for kernel in ("strided_copy", "add_one", "row_sum", "quantize", "offset_load"):
+        [stall] = [v for v in families[kernel]["variants"] if v["status"] == "serving-path compile"]
+        assert stall["serving_path_compile_s"] > 0, kernel  # a real compile on the serving path, timed
+    [tuning] = [v for v in families["tuned:autotune"]["variants"] if v["status"] == "serving-path compile"]
+    assert tuning["serving_path_compile_s"] > 0  # the benchmarks of the configs, on the device
+    assert [f["code"] for f in report["findings"] if f["family"].endswith(".gather_tokens")] == ["MLA008"]
+    [clean] = families["clean"]["variants"]
+    assert (clean["status"], clean["dispatches"]) == ("ok", 3)
+    assert "hook raised: JIT compile while serving: quantize" in result.stdout

@@ -1,0 +1,109 @@
+"""Program mode with Triton kernels (tests/fixtures/programs/triton_kernels.py) under `mlacheck run --dry` on this
+CPU: every launch's key is computed by Triton's own binder for the target arch, nothing launches, and each
+serving launch the warm-up missed names the parameter whose specialization differs."""
+
+import os
+import sys
+
+import pytest
+
+from tests.integration.cli import ROOT, run_cli
+
+PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_kernels.py")
+# the Triton the test runs under is the program's too (a PYTHONPATH given, e.g. a --target install of 3.6, is kept)
+ENV = {
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    "TRITON_DEFAULT_FP_FUSION": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("triton")
+    result = run_cli(
+        "run", "--dry", "--compile", "skip", "--arch", "sm_90a", "--run-dir", str(tmp_path / "run"), "--",
+        sys.executable, PROGRAM, "--cpu", tmp_path=tmp_path, env_extra=ENV,
+    )  # fmt: skip
+    assert result.report is not None, result.stdout + result.stderr
+    return result
+
+
+def findings(report, kernel, code="MLA001"):
+    return [f for f in report["findings"] if f["family"] == f"triton:__main__.{kernel}" and f["code"] == code]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "diff"),
+    [
+        ("strided_copy", {"stride": ["==1", "i32 not%16"]}),
+        ("add_one", {"x_ptr": ["*bf16 aligned16", "*bf16 unaligned"]}),
+        ("row_sum", {"n_cols": ["i32 %16", "i32 not%16"]}),
+        ("quantize", {"USE_PDL": ["constexpr True", "constexpr False"]}),
+        ("offset_load", {"offset": ["i32 %16", "i64 %16"]}),
+    ],
+)
+def test_each_serving_launch_the_warm_up_missed_names_its_parameter(dry_run, kernel, diff):
+    [finding] = findings(dry_run.report, kernel)
+    assert finding["diff"] == diff
+    assert finding["site"].startswith("tests/fixtures/programs/triton_kernels.py:")
+    assert "not measured" in finding["message"]  # --compile skip: keys only
+
+
+def test_a_constexpr_fed_the_token_count_is_one_finding(dry_run):
+    assert findings(dry_run.report, "gather_tokens") == []
+    [unbounded] = findings(dry_run.report, "gather_tokens", "MLA008")
+    assert unbounded["diff"]["NUM_TOKENS"][1] == [f"constexpr {n}" for n in (37, 41, 53, 77, 99)]
+
+
+def test_the_kernel_served_as_warmed_up_is_clean_and_counted(dry_run):
+    report = dry_run.report
+    assert [f for f in report["findings"] if f["family"] == "triton:__main__.clean"] == []
+    [clean] = [f for f in report["families"] if f["name"] == "triton:__main__.clean"]
+    [variant] = clean["variants"]
+    assert (variant["status"], variant["dispatches"], variant["warmup_dispatches"]) == ("ok", 3, 1)
+    [dead] = findings(report, "strided_copy", "MLA002")  # the warm-up's BLOCK=256 was never launched
+    assert dead["key"]["BLOCK"] == "constexpr 256"
+
+
+def test_a_tuning_on_the_serving_path_is_a_stall(dry_run):
+    [tuning] = [f for f in dry_run.report["findings"] if f["family"] == "triton:__main__.tuned:autotune"]
+    assert tuning["code"] == "MLA001" and tuning["diff"] == {"n": [4096, 1000]}
+
+
+def test_the_run_reads_as_a_dry_run_for_the_target(dry_run):
+    report = dry_run.report
+    assert report["target_arch"] == "sm_90a" and report["program"]["exit_code"] == 0
+    assert dry_run.code == 1 and report["verdict"] == "fail"
+    assert all(f["discovered"] for f in report["families"])
+    assert "1 more kernel family found at run time without findings" in dry_run.stdout  # clean, summed up
+    assert "triton:__main__.clean" not in dry_run.stdout
+
+
+def test_real_compiles_for_the_target_on_the_cpu_time_the_stall_and_chained_hooks_keep_working(tmp_path):
+    """Triton compiles for sm_100a on this CPU (its bundled ptxas): stalls are timed. The program's hook, chained
+    onto mlacheck's after import as vLLM's jit_monitor chains, is called for every compile; when it raises before
+    calling mlacheck's (vLLM's error mode), the program sees the error, and the compile is recorded all the same."""
+    result = run_cli(
+        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, PROGRAM, "raising", "--cpu",
+        tmp_path=tmp_path, env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and report["target_arch"] == "sm_100a", result.stdout + result.stderr
+    assert "hook raised: JIT compile while serving: quantize" in result.stdout
+    [finding] = findings(report, "quantize")
+    assert finding["diff"] == {"USE_PDL": ["constexpr True", "constexpr False"]}
+    assert "s stall" in finding["message"] and "not measured" not in finding["message"]
+    compiles = sum(
+        v["precompiled"] or v["serving_path_compile_s"] is not None
+        for f in report["families"]
+        if not f["name"].endswith(":autotune")
+        for v in f["variants"]
+    )
+    assert f"chained hook calls: {compiles}" in result.stdout
+    assert report["internal_errors"] == [] and report["incomplete"] == []
+
+
+def test_an_arch_triton_has_no_kernels_for_is_refused_in_one_line(tmp_path):
+    result = run_cli("run", "--dry", "--arch", "sm_75", "--", sys.executable, PROGRAM, tmp_path=tmp_path, env_extra=ENV)
+    assert result.code == 2 and result.stderr.startswith("mlacheck: error: --arch sm_75:")
+    assert "sm_90a" in result.stderr and "Traceback" not in result.stderr
