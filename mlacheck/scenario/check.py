@@ -162,6 +162,11 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         )
         prefill_fa4 = FA4Prefill(interface, model, environment.mode, launcher, measurements, family)
         prefill_label = f"FlashAttention-4 ({interface_label}: {interface.__name__})"
+        if the_engine.engine == "vllm" and (arch.capability(environment.target_arch) or (10, 0)) < (10, 0):
+            prefill_label += (
+                f"; on {environment.target_arch} FA4's own kernels for it replay vLLM's Blackwell prefill path "
+                "(vLLM itself prefills with FlashAttention-3 on Hopper)"
+            )
     device = "cpu" if environment.mode == "dry" else "cuda"
     fp8 = the_engine.prefill_q_dtype == KV_CACHE_DTYPE
     q_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16

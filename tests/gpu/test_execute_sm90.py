@@ -50,8 +50,9 @@ def prefill(seqs, length, causal, lse):
     k = torch.randn_like(q)
     v = torch.randn(seqs * length, 16, 128, dtype=torch.bfloat16, device="cuda")
     cu = torch.arange(0, (seqs + 1) * length, length, dtype=torch.int32, device="cuda")
-    return flash_attn_varlen_func(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=length, max_seqlen_k=length,
-                                  causal=causal, return_lse=lse)
+    out, _ = flash_attn_varlen_func(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=length,
+                                    max_seqlen_k=length, causal=causal, return_lse=lse)  # (out, lse) either way
+    return out
 
 prefill(2, 512, True, True)  # warm-up: causal with LSE
 mlacheck.serving_started()
