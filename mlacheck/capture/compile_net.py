@@ -6,7 +6,9 @@ A compile that no watched family accounts for (no family's compile runs in this 
 an unwatched compile: one `unwatched_compile` event with the kernel (its function, or its class and the object's
 scalar configuration), what it was compiled for (each argument's type, dtype, shape and layout where it is a tensor),
 its seconds, its phase (warm-up or capture under the engines' frames; serving once the process marked serving start;
-else unmarked) and its site. Capture never raises into the program: a failure is an internal error.
+else unmarked) and its site. Where launches are replaced (--dry, trace mode: kernels built for a target arch the
+device may not run), what the unwatched compile returns launches nothing when called (`NotLaunched`). Capture never
+raises into the program: a failure is an internal error.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ SCALARS = (bool, int, float, str, type(None))
 class CompileNetCapture:
     """One compile entry point, watched in one process."""
 
-    def __init__(self, net: CompileNet, sink: EventSink, phases: tuple[PhaseRule, ...] = ()) -> None:
-        self.net, self.sink = net, sink
+    def __init__(
+        self, net: CompileNet, sink: EventSink, phases: tuple[PhaseRule, ...] = (), replace_launch: bool = False
+    ) -> None:
+        self.net, self.sink, self.replace_launch = net, sink, replace_launch
         self._reader = StackReader(frozenset(), phases, ())
         self._patches = Patches(net.label, where=net.module)
         self._serving = False
@@ -42,6 +46,7 @@ class CompileNetCapture:
         original = getattr(owner, attribute)
         method = inspect.isclass(owner)
         record = self._recorded
+        replace = self.replace_launch
 
         @functools.wraps(original)
         def compile_watched(*args: object, **kwargs: object) -> object:
@@ -50,7 +55,7 @@ class CompileNetCapture:
             started = time.perf_counter()
             result = original(*args, **kwargs)
             record(args[1:] if method else args, kwargs, time.perf_counter() - started, sys._getframe(1))
-            return result
+            return NotLaunched(result) if replace else result
 
         self._patches.replace(owner, attribute, compile_watched)
         self.installed = True
@@ -98,6 +103,20 @@ class CompileNetCapture:
                 pass
 
 
+class NotLaunched:
+    """An unwatched compiled kernel where launches are replaced: a call launches nothing and returns None; anything
+    else is the kernel's own."""
+
+    def __init__(self, kernel: object) -> None:
+        self._kernel = kernel
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._kernel, name)
+
+
 def kernel_name(kernel: object) -> str:
     """module.qualname of a kernel function, of a kernel object's class, or of a bound method (its object's class)."""
     owner = getattr(kernel, "__self__", None)
@@ -137,11 +156,13 @@ def arguments(args: tuple, kwargs: dict) -> dict[str, object]:
 def _argument(value: object) -> object:
     if _plain(value):
         return typed(value)
-    shape = getattr(value, "shape", None)
+    shape = _read(value, "shape")
     if shape is not None:
-        dtype = getattr(value, "dtype", None) or getattr(value, "element_type", None)
-        layout = getattr(value, "layout", None)
-        stride = value.stride() if callable(getattr(value, "stride", None)) else getattr(value, "stride", None)
+        dtype = _read(value, "dtype") or _read(value, "element_type")
+        layout = _read(value, "layout")
+        stride = _read(value, "stride")
+        if callable(stride):
+            stride = _read(value, "stride", call=True)
         return " ".join(
             part
             for part in (
@@ -152,6 +173,15 @@ def _argument(value: object) -> object:
             if part
         )
     return type(value).__name__
+
+
+def _read(value: object, name: str, call: bool = False) -> object:
+    """An attribute of a compile argument, or None where reading it raises (a CuTe DSL runtime tensor has no layout)."""
+    try:
+        attribute = getattr(value, name, None)
+        return attribute() if call else attribute
+    except Exception:  # noqa: BLE001 - an argument that cannot say is described by what it can
+        return None
 
 
 def _text(value: object) -> str:

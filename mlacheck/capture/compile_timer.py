@@ -3,13 +3,16 @@
 A family names its compile function (tokenspeed_mla's `_compile_prefill_kernel`, or `cutlass.cute:compile`
 that FA4 calls inline); the value a compile returns is what enters the cache, so an insert finds its
 compile time by the identity of the value. Under `--compile skip` nothing compiles: the wrapper returns a
-`SkippedCompile` and the key is recorded all the same.
+`SkippedCompile` and the key is recorded all the same. A compile function shared by every caller in the process
+(cute.compile) is a family's only where its rule's `compile_callers` call it; any other call runs untouched (a
+compile net below names it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -32,6 +35,7 @@ class CompileTimer:
         self.owner, self.attribute, self.skip = owner, attribute, skip
         self.original = getattr(owner, attribute)
         self.users = 0
+        self.callers: list[frozenset[tuple[str, str]] | None] = []  # per user: its compile callers, None: every caller
         self._recent: OrderedDict[int, tuple[object, float]] = OrderedDict()
         self.wrapper = TimedCompile(self, self.original)
 
@@ -46,6 +50,20 @@ class CompileTimer:
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
         return kernel
+
+    def claims(self, frame) -> bool:
+        """Whether the compile called from `frame` is a family's: every call where a user claims every caller, else
+        the calls from its compile callers (module, qualname; a name without its class where Python has no
+        co_qualname)."""
+        if any(callers is None for callers in self.callers):
+            return True
+        code, module = frame.f_code, frame.f_globals.get("__name__")
+        qualname = getattr(code, "co_qualname", None)
+        return any(
+            name == module and (caller == qualname or (qualname is None and caller.rpartition(".")[2] == code.co_name))
+            for callers in self.callers
+            for name, caller in callers
+        )
 
     def seconds(self, value: object) -> float | None:
         """The compile time of the compile that returned `value`, or None if none of ours did."""
@@ -62,6 +80,8 @@ class TimedCompile:
         functools.update_wrapper(self, compile_function, updated=())
 
     def __call__(self, *args: object, **kwargs: object) -> object:
+        if not self._timer.claims(sys._getframe(1)):
+            return self._compile(*args, **kwargs)
         return self._timer.compiled(self._compile, args, kwargs)
 
     def __getitem__(self, options: object) -> TimedCompile:
@@ -89,19 +109,24 @@ def watching() -> bool:
 _TIMERS: dict[tuple[int, str], CompileTimer] = {}
 
 
-def acquire(owner: object, attribute: str, skip: bool) -> CompileTimer:
-    """The process's timer of `owner.attribute`, installed on first use."""
+def acquire(
+    owner: object, attribute: str, skip: bool, callers: frozenset[tuple[str, str]] | None = None
+) -> CompileTimer:
+    """The process's timer of `owner.attribute`, installed on first use; `callers` (module, qualname): the functions
+    whose compiles are the user's (None: every call)."""
     timer = _TIMERS.get((id(owner), attribute))
     if timer is None:
         timer = _TIMERS[(id(owner), attribute)] = CompileTimer(owner, attribute, skip)
         setattr(owner, attribute, timer.wrapper)
     timer.users += 1
+    timer.callers.append(callers)
     return timer
 
 
-def release(timer: CompileTimer) -> None:
+def release(timer: CompileTimer, callers: frozenset[tuple[str, str]] | None = None) -> None:
     """Give the compile function back once its last family is removed."""
     timer.users -= 1
+    timer.callers.remove(callers)
     if timer.users == 0:
         _TIMERS.pop((id(timer.owner), timer.attribute), None)
         if getattr(timer.owner, timer.attribute) is timer.wrapper:

@@ -90,10 +90,11 @@ class FamilyCapture:
         adapter.install()
         existing, count = adapter.preexisting()
         if family.compile:
+            callers = frozenset((family.module, name) for name in family.compile_callers) or None
             self._timer = compile_timer.acquire(
-                *patches.function(family.compile, module), self.policy.compile == "skip"
+                *patches.function(family.compile, module), self.policy.compile == "skip", callers
             )
-            patches.on_undo(lambda: compile_timer.release(self._timer))
+            patches.on_undo(lambda: compile_timer.release(self._timer, callers))
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
             self._wrap(owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry))

@@ -37,5 +37,7 @@ def family_captures(
     return captures
 
 
-def compile_nets(nets: list[CompileNet], sink: EventSink, phases: tuple[PhaseRule, ...] = ()) -> list:
-    return [CompileNetCapture(net, sink, phases) for net in nets]
+def compile_nets(
+    nets: list[CompileNet], sink: EventSink, phases: tuple[PhaseRule, ...] = (), replace_launch: bool = False
+) -> list:
+    return [CompileNetCapture(net, sink, phases, replace_launch) for net in nets]

@@ -168,7 +168,10 @@ class Agent:
         rules = [RuleFile.model_validate(data) for data in self.families.get(name, [])]
         families = watch.family_captures(module, rules, self.sink, policy, phases)
         nets = watch.compile_nets(
-            [CompileNet.model_validate(data) for data in self.nets.get(name, [])], self.sink, phases
+            [CompileNet.model_validate(data) for data in self.nets.get(name, [])],
+            self.sink,
+            phases,
+            policy.replace_launch,
         )
         entries = [
             entry

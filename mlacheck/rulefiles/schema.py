@@ -77,6 +77,11 @@ class Family(_Strict):
     cache_kind: str = Field(default="dict", description="how the cache is held: capture.caches names the kinds")
     lookup: Literal["getitem", "contains"] = "getitem"
     compile: str | None = Field(default=None, description="compile function: a module attribute or MODULE:ATTRIBUTE")
+    compile_callers: list[str] = Field(
+        default=[],
+        description="the functions of `module` whose calls of the compile function are this family's compiles; needed "
+        "where the compile function is another module's (MODULE:ATTRIBUTE, shared by every caller in the process)",
+    )
     dispatch: list[str] = Field(
         min_length=1,
         description="the functions that look variants up at run time: module functions, or methods as Class.method",
@@ -120,6 +125,15 @@ class Family(_Strict):
             if arch.capability(name) is None:
                 raise ValueError(f"not a target arch: {name!r} (write e.g. sm_90a, sm_100a)")
         return value
+
+    @model_validator(mode="after")
+    def _own_compiles(self) -> Family:
+        if self.compile is not None and ":" in self.compile and not self.compile_callers:
+            raise ValueError(
+                f"compile {self.compile!r} is another module's, shared by every caller in the process: name the "
+                "functions whose compiles are this family's in compile_callers (e.g. the dispatch that calls it)"
+            )
+        return self
 
     @property
     def fingerprints(self) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.dry_entries import dry_entries
-from mlacheck.capture.watch import family_captures
+from mlacheck.capture.watch import compile_nets, family_captures
 from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
 from mlacheck.report.model import Report, ReportPolicy, build_report
@@ -139,6 +139,9 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     )
     phases = rules.phases + startup.FRAMES
     entries: list = []
+    # a net under each kernel DSL's compile: what no watched family accounts for (MLA007), never launched in dry or
+    # trace mode
+    nets = compile_nets(rules.compile_nets, sink, phases, capture_policy.replace_launch)
     captures = [
         FamilyCapture(rules.family(families[kind]), sink, capture_policy, launcher.stand_in, phases)
         for kind in kinds
@@ -193,6 +196,8 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
             capture.install()
         for entry in entries:
             entry.install(importlib.import_module(entry.module_name))
+        for net in nets:
+            net.install(importlib.import_module(net.net.module))
         try:
             startup.run_phases(
                 captures,
@@ -244,7 +249,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
                 f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
             ) from None
     finally:
-        for hook in reversed([*captures, *entries]):
+        for hook in reversed([*captures, *entries, *nets]):
             hook.remove()
         sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()

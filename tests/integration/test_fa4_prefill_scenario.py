@@ -45,3 +45,15 @@ def test_enforce_eager_leaves_only_the_autotune_dummy_prefill(tmp_path):
 def test_library_warmup_is_refused_for_fa4_in_one_line(tmp_path):
     result = run_cli("run", "--profile", "vllm", "--kernel", "prefill", "--warmup", "library")
     assert result.code == 2 and "FlashAttention-4 has no warm-up function of its own" in result.stderr
+
+
+@pytest.mark.compile
+def test_a_cute_compile_of_a_cache_no_rule_watches_is_named_not_claimed(tmp_path):
+    """FA4's blocks-to-batch helper compiles through cute.compile like the forward, into a cache no rule watches (its
+    key is ()): the forward's rule claims only its own compiles (compile_callers), so the net names this one."""
+    result = run_cli("run", "--profile", "vllm", "--kernel", "prefill", tmp_path=tmp_path)
+    assert result.report is not None, result.stdout + result.stderr
+    [helper] = result.report["unwatched_compiles"]
+    assert helper["kernel"] == "flash_attn.cute.cu_blocks_kernel.CuBlocksToBatchKernel"
+    assert helper["phase"] == "warmup" and helper["seconds"] > 0  # the start-up dummy prefill's >256 sequences
+    assert result.report["internal_errors"] == [] and result.report["incomplete"] == []

@@ -4,6 +4,7 @@ references taken before install, the cache's own behaviour, typed keys and where
 import functools
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from mlacheck.capture import CapturePolicy, SkippedCompile
 from mlacheck.capture.caches.recording import RecordingDict
 from mlacheck.errors import MlacheckError
 from mlacheck.events import JsonlSink, MemorySink
+from mlacheck.rulefiles import load_rules
 from mlacheck.trace import read_trace
 from tests.fixtures.synthetic_harness import (
     BF16,
@@ -29,6 +31,8 @@ from tests.fixtures.synthetic_harness import (
     synthetic_decode,
     synthetic_fa4,
 )
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture(params=DICT_KINDS, ids=lambda kind: kind.name)
@@ -542,3 +546,21 @@ def test_a_class_dict_is_replaced_where_it_is_defined_and_given_back():
     assert synthetic_classdict.Runner.kernel_cache is original and len(original) == 1
     assert [e["phase"] for e in of_type(capture.sink.events, "compile")] == ["warmup"]
     assert analyse(capture.sink.events, CLASSDICT.rules(), FP8_CONTEXT).findings == []
+
+
+def test_a_shared_compile_function_is_the_familys_only_from_its_compile_callers():
+    """FA4's rules name cute.compile, which every CuTe DSL kernel in the process calls: a compile from elsewhere runs
+    untouched (compiled under --compile skip too, no compile event), so a compile net can name it."""
+    with observe(FA4, CapturePolicy(compile="skip")) as capture:
+        FA4.precompile(FP8, True)  # synthetic_fa4.precompile: a compile caller
+        other = synthetic_cute.compile("another kernel's key")  # not one of the family's callers
+    assert not isinstance(other, SkippedCompile) and synthetic_cute.compiled == [("another kernel's key",)]
+    assert [e["key"] for e in of_type(capture.sink.events, "compile")] == [FA4.key(FP8, True)]
+
+
+def test_a_rule_naming_another_modules_compile_without_its_callers_is_refused(tmp_path):
+    text = (FIXTURES / "synthetic_fa4.toml").read_text()
+    path = tmp_path / "fa4.toml"
+    path.write_text("\n".join(line for line in text.splitlines() if not line.startswith("compile_callers")))
+    with pytest.raises(MlacheckError, match="compile_callers"):
+        load_rules(path)
