@@ -34,6 +34,7 @@ from mlacheck.scenario.prefill_call import dispatch, empty_tensors
 from mlacheck.scenario.prefill_run import TrafficStats, run_traffic
 from mlacheck.scenario.prefill_traffic import Request, make_workload
 from mlacheck.scenario.presets import ModelPreset, model_preset
+from mlacheck.scenario.sites import SiteMap
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
 FAMILIES = {"prefill": "tokenspeed_mla.prefill", "decode": "tokenspeed_mla.decode"}
@@ -211,6 +212,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         "device": environment.device,
         "scenario": scenario,
     }
+    SiteMap(the_engine, warmup.library).rewrite(memory.events)
     return build_report(analyse(memory.events, rules, run_context), facts, policy=policy)
 
 
@@ -279,6 +281,7 @@ def _scenario_facts(
         "d_v": model.d_v,
         "profile": the_engine.name,
         "engine_source": the_engine.source,
+        "engine_release": the_engine.release,
         "kernels": list(kinds),
         "warmup": warmup_label,
         "cuda_graph": options.cuda_graph,
