@@ -63,6 +63,15 @@ ContextOption = Annotated[
     ),
 ]
 RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder that replaces the bundled rules.")]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print the findings and the verdict line only; no progress display.")
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Print each finding's whole message, key and stack, and every shared key field."
+    ),
+]
 
 
 class Profile(str, Enum):
@@ -180,6 +189,8 @@ def run(
     num_sms: Annotated[
         int | None, typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")
     ] = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     command: Annotated[
         list[str] | None, typer.Argument(help="Program mode: after --, a command to run and observe.")
     ] = None,
@@ -229,7 +240,7 @@ def run(
             parsed_context,
         )
         report = _guard(lambda: run_check(options, policy))
-    _finish(report, specs)
+    _finish(report, specs, _detail(quiet, verbose))
 
 
 @app.command()
@@ -247,12 +258,14 @@ def report(
     context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Re-render and merge saved program-mode runs, or re-render a saved JSON report."""
     from mlacheck.program.saved import report_from_sources
 
     specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
-    _finish(_guard(lambda: report_from_sources(sources, rules, parsed_context, policy)), specs)
+    _finish(_guard(lambda: report_from_sources(sources, rules, parsed_context, policy)), specs, _detail(quiet, verbose))
 
 
 @app.command()
@@ -302,12 +315,18 @@ def version() -> None:
     _console().print(f"mlacheck {__version__}", markup=False)
 
 
-def _finish(report, specs: list[tuple[str, Path | None]]) -> None:
+def _detail(quiet: bool, verbose: bool) -> str:
+    if quiet and verbose:
+        _fail("--quiet and --verbose: give one of them")
+    return "quiet" if quiet else "verbose" if verbose else "normal"
+
+
+def _finish(report, specs: list[tuple[str, Path | None]], detail: str = "normal") -> None:
     """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code."""
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
 
-    render(report, _console(stderr=any(path is None for _, path in specs)))
+    render(report, _console(stderr=any(path is None for _, path in specs)), detail)
     _guard(lambda: write_outputs(report, specs))
     raise typer.Exit(report.exit_code)
 

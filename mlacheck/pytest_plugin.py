@@ -241,17 +241,28 @@ class MlacheckSession:
         verbose = self.config.getoption("verbose") > 0
         for finding in report.findings:
             error = finding.severity == "error"
-            line = f"{'known: ' if finding.baselined else ''}{finding.code} {finding.name} [{finding.severity}] {finding.message}"
+            line = f"{'known: ' if finding.baselined else ''}{finding.code} {finding.name} [{finding.severity}] "
+            line += f"{finding.family} "
+            line += finding.summary or finding.message
             if finding.process:
                 rank = finding.process.get("rank")
                 line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
-            write(line, red=error and not finding.baselined, yellow=not error)
+            write(
+                line + (f" at {finding.site}" if finding.site else ""),
+                red=error and not finding.baselined,
+                yellow=not error,
+            )
             if verbose:
+                write(f"    {finding.message}")
                 write(f"    fix: {finding.hint}")
         for reason in report.incomplete:
             write(f"incomplete: {reason}", purple=True)
-        for line in report.not_checked:
-            write(f"not checked: {line}")
+        if report.not_checked:
+            needed = " ".join(f"{name}=..." for name in report.context_needed)
+            write(
+                f"not checked: {len(report.not_checked)} contract(s) lack run context"
+                + (f": give --mlacheck-context {needed}" if needed else "")
+            )
         for message in report.internal_errors:
             write(f"internal error in capture (the program went on): {message}", purple=True)
         variants = [v for family in report.families for v in family.variants]

@@ -50,6 +50,7 @@ class Analysis:
     internal_errors: list[str]
     incomplete: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
+    context_needed: list[str] = field(default_factory=list)  # the run-context names those contracts need
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
 
     def failed(self, strict: bool = False) -> bool:
@@ -79,6 +80,7 @@ def analyse(
     findings: list[Finding] = []
     families: list[FamilyResult] = []
     not_checked: set[str] = set()
+    needed: set[str] = set()
     contexts = {proc: fact.context for proc, fact in facts.items()}
     for rule in rules.families:
         name = rule.family.name
@@ -106,6 +108,7 @@ def analyse(
             for contract in rule.contract:
                 missing = [need for need in contract.needs() if need not in run_context]
                 if missing and table.variants:
+                    needed.update(missing)
                     not_checked.add(
                         f"{name}: the {contract.field} contract needs {', '.join(missing)} "
                         "(give --context " + " ".join(f"{m}=..." for m in missing) + ")"
@@ -136,7 +139,7 @@ def analyse(
     incomplete = incomplete_reasons(
         by_family, watched, len(facts) if observed is None else observed, unobserved or [], lost or [], len(internal)
     )
-    return Analysis(families, findings, internal, incomplete, sorted(not_checked), contexts)
+    return Analysis(families, findings, internal, incomplete, sorted(not_checked), sorted(needed), contexts)
 
 
 def derived_context(context: dict[str, str]) -> dict[str, str]:
@@ -162,7 +165,7 @@ def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant], varyi
             if len(variant.key) != len(rule.family.key_fields):
                 continue
             if variant.serving_path_compile:
-                findings.append(serving_path_finding(rule, table, variant))
+                findings.append(serving_path_finding(rule, table, variant, varying))
             elif variant.status == "dead warm-up" and key_identity(variant.key) not in respelled:
                 if judged_here:
                     findings.append(dead_warmup_finding(rule, variant, table.proc, varying))

@@ -68,7 +68,10 @@ def _facts(report: dict) -> list[list[object]]:
         ["compile", report.get("compile_policy")],
         ["versions", versions_text(report)],
     ]
-    rows += [list(row) for row in scenario.get("header") or []]
+    rows += [
+        [name, f"{text} ({more[0]})" if more and more[0] else text]
+        for name, text, *more in scenario.get("header") or []
+    ]
     for command, ended in program_runs(report):
         rows.append(["program", f"`{shlex.join(command)}` ({ended})"])
     processes = report.get("processes") or []

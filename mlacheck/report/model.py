@@ -92,6 +92,7 @@ class FindingReport(_Model):
     diff: dict[str, list[JsonValue]] = {}
     drivers: dict[str, list[str]] = {}
     message: str
+    summary: str = ""
     hint: str = ""
     site: str | None = None
     stack: list[str] = []
@@ -128,6 +129,7 @@ class Report(_Model):
     baseline: dict | None = None
     incomplete: list[str] = []
     not_checked: list[str] = []
+    context_needed: list[str] = []
     internal_errors: list[str] = []
     bad_lines: list[str] = []
 
@@ -173,6 +175,7 @@ def build_report(
         findings=findings,
         incomplete=list(analysis.incomplete),
         not_checked=analysis.not_checked,
+        context_needed=analysis.context_needed,
         internal_errors=analysis.internal_errors,
         processes=processes,
         **facts,

@@ -1,0 +1,130 @@
+"""The report a person reads, through the real CLI (--compile skip: seconds on the CPU): 80 columns, -q, -v, and
+scenario sites that name the engine's code the scenario models, never mlacheck's own files."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.integration.cli import run_cli
+
+EAGER_DECODE = ("run", "--compile", "skip", "--profile", "tokenspeed", "--cuda-graph", "off")
+TOKENSPEED = "tokenspeed/runtime/layers/attention/backends/paged/tokenspeed_mla.py"
+
+
+@pytest.fixture(scope="module")
+def eager(tmp_path_factory):
+    """TokenSpeed's enforce-eager start-up: four MLA001 on decode (the README's table), at 80 columns."""
+    tmp_path = tmp_path_factory.mktemp("eager")
+    result = run_cli(*EAGER_DECODE, tmp_path=tmp_path, env_extra={"COLUMNS": "80"})
+    assert result.code == 1, result.stdout + result.stderr
+    return result
+
+
+def findings_part(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    return lines[lines.index("Findings") + 1 : -1]
+
+
+def test_a_decode_finding_at_80_columns_is_a_line_a_diff_and_a_fix(eager):
+    lines = eager.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    part = findings_part(eager.stdout)
+    assert part[0].startswith("MLA001 tokenspeed_mla.decode (reducer_max_splits=16): serving-path compile")
+    starts = [index for index, line in enumerate(part) if line.startswith("MLA001 ")]
+    assert len(starts) == 4
+    for first, end in zip(starts, [*starts[1:], len(part)]):
+        block = part[first:end]
+        assert len(block) <= 6, block  # the line (wrapped once at most), the diff, the fix (wrapped once at most)
+        assert all(line.startswith("       ") for line in block[1:]), block  # continuation lines stay indented
+        assert sum(line.strip().startswith("diff ") for line in block) == 1
+        assert sum(line.strip().startswith("fix: ") for line in block) == 1
+    assert not any("torch_dtype=" in line for line in part)  # the 25-field key is not printed (--verbose has it)
+    assert f"{TOKENSPEED.rsplit('/', 1)[1]}:724 (modelled)" in eager.stdout
+    assert len(lines) <= 70, len(lines)  # 120 before: findings were walls of text
+
+
+def test_table_headers_wrap_at_underscores_never_inside_a_word(eager):
+    lines = eager.stdout.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("tokenspeed_mla.decode  ("))
+    header = [line.split() for line in lines[title + 1 : title + 4]]
+    assert [words[0] for words in header] == ["is_", "workspace_", "size_zero"]
+    assert [words[1] for words in header[:2]] + [header[2][1]] == ["reducer_", "max_", "splits"]
+    names = {"is_", "workspace_", "size_zero", "reducer_", "max_", "splits", "compiled", "at", "dispatches", "status"}
+    assert {word for words in header for word in words} == names  # before: "is_workspa", "ce_size_ze", "ro"
+
+
+def test_quiet_is_the_findings_and_the_verdict_line(tmp_path):
+    result = run_cli(*EAGER_DECODE, "-q", env_extra={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    assert result.code == 1 and lines[0] == "Findings" and lines[-1].startswith("verdict: FAIL")
+    assert "mlacheck report" not in result.stdout and "every variant" not in result.stdout
+
+
+def test_verbose_prints_the_full_key_once_per_finding(tmp_path):
+    result = run_cli(*EAGER_DECODE, "-v", env_extra={"COLUMNS": "200"})
+    part = findings_part(result.stdout)
+    keys = [line for line in part if line.strip().startswith("key (torch_dtype=")]
+    assert len(keys) == 4 and all(line.count("torch_dtype=") == 1 for line in keys)
+    text = " ".join(line.strip() for line in part)  # a site may wrap onto the next line
+    assert text.count(f"{TOKENSPEED}:724 CuteDSLMLABackend.forward_decode (modelled on tokenspeed 0.1.1)") == 4
+
+
+def test_scenario_sites_name_the_engine_code_they_model(eager):
+    report = eager.report
+    [decode] = [f for f in report["families"] if f["name"] == "tokenspeed_mla.decode"]
+    [prefill] = [f for f in report["families"] if f["name"] == "tokenspeed_mla.prefill"]
+    for finding in report["findings"]:
+        assert finding["site"] == f"{TOKENSPEED}:724 CuteDSLMLABackend.forward_decode (modelled on tokenspeed 0.1.1)"
+        assert finding["stack"] == [finding["site"]]
+    assert {v["compiled_by"] for v in prefill["variants"]} == {
+        f"{TOKENSPEED}:259 CuteDSLMLABackend.__init__ (modelled on tokenspeed 0.1.1)"
+    }
+    assert {v["first_dispatch_site"] for v in prefill["variants"]} == {
+        f"{TOKENSPEED}:818 CuteDSLMLABackend.forward_extend_chunked (modelled on tokenspeed 0.1.1)"
+    }
+    assert decode["variants"][0]["compiled_by"].startswith(f"{TOKENSPEED}:724 ")
+    assert "mlacheck/" not in json.dumps(
+        [report["findings"], [v for f in report["families"] for v in f["variants"]]]
+    ), "a site names a file of mlacheck"
+
+
+@pytest.mark.parametrize(
+    "profile, prefix_chunk",
+    [
+        (
+            "sglang",
+            "sglang/srt/layers/attention/tokenspeed_mla_backend.py:324 TokenspeedMLABackend._run_prefill_kernel",
+        ),
+        (
+            "vllm",
+            "vllm/v1/attention/backends/mla/prefill/tokenspeed_mla.py:180 "
+            "TokenspeedMLAPrefillBackend.run_prefill_context_chunk",
+        ),
+    ],
+)
+def test_each_profile_names_its_own_engine_lines(tmp_path, profile, prefix_chunk):
+    result = run_cli("run", "--compile", "skip", "--kernel", "prefill", "--profile", profile, tmp_path=tmp_path)
+    [family] = result.report["families"]
+    sites = {v["first_dispatch_site"] for v in family["variants"]} | {v["compiled_by"] for v in family["variants"]}
+    assert any(site.startswith(prefix_chunk + " (modelled on ") for site in sites), sites
+    assert not any(re.search(r"mlacheck/", site or "") for site in sites), sites
+
+
+def test_a_users_warmup_keeps_its_own_site(tmp_path):
+    result = run_cli(
+        "run",
+        "--compile",
+        "skip",
+        "--kernel",
+        "prefill",
+        "--profile",
+        "sglang",
+        "--warmup",
+        "tests/fixtures/sglang_warmup.py:fp8_warmup",
+        tmp_path=tmp_path,
+    )
+    [family] = result.report["families"]
+    assert {v["compiled_by"] for v in family["variants"]} == {"tests/fixtures/sglang_warmup.py:17"}
