@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -63,6 +64,16 @@ ContextOption = Annotated[
     ),
 ]
 RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder that replaces the bundled rules.")]
+SelectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Finding codes that count (MLA001,MLA003; repeatable); the others are listed as ignored and never fail."
+    ),
+]
+IgnoreOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Finding codes listed as ignored, never failing (MLA002; comma-separated or repeatable)."),
+]
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print the findings and the verdict line only; no progress display.")
 ]
@@ -189,6 +200,8 @@ def run(
     num_sms: Annotated[
         int | None, typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")
     ] = None,
+    select: SelectOption = None,
+    ignore: IgnoreOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     command: Annotated[
@@ -202,7 +215,8 @@ def run(
     if refused:
         where = "a program (-- COMMAND)" if command else "the embedded scenario (they need -- COMMAND)"
         _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
-    specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
+    inputs = _inputs(ctx)
+    specs, parsed_context, policy, rules = inputs.specs, inputs.context, inputs.policy, inputs.rules
     if command:
         from mlacheck.program.session import ProgramOptions, observe_program
 
@@ -220,10 +234,11 @@ def run(
     else:
         from mlacheck.scenario.check import CheckOptions, run_check
 
+        configured = inputs.config
         options = CheckOptions(
             model,
             tp,
-            profile.value,
+            _setting(ctx, "profile", profile, configured.profile, Profile),
             warmup,
             arch,
             compile.value,
@@ -232,7 +247,7 @@ def run(
             requests,
             seed,
             num_sms,
-            kernel.value,
+            _setting(ctx, "kernel", kernel, configured.kernel, Kernel),
             cuda_graph is Switch.on,
             cuda_graph_max_bs,
             max_context_len,
@@ -245,6 +260,7 @@ def run(
 
 @app.command()
 def report(
+    ctx: typer.Context,
     sources: Annotated[
         list[Path],
         typer.Argument(help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report."),
@@ -258,14 +274,20 @@ def report(
     context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
+    select: SelectOption = None,
+    ignore: IgnoreOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
 ) -> None:
     """Re-render and merge saved program-mode runs, or re-render a saved JSON report."""
     from mlacheck.program.saved import report_from_sources
 
-    specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
-    _finish(_guard(lambda: report_from_sources(sources, rules, parsed_context, policy)), specs, _detail(quiet, verbose))
+    inputs = _inputs(ctx)
+    _finish(
+        _guard(lambda: report_from_sources(sources, inputs.rules, inputs.context, inputs.policy)),
+        inputs.specs,
+        _detail(quiet, verbose),
+    )
 
 
 @app.command()
@@ -331,26 +353,62 @@ def _finish(report, specs: list[tuple[str, Path | None]], detail: str = "normal"
     raise typer.Exit(report.exit_code)
 
 
-def _inputs(
-    output: list[str] | None,
-    json_path: Path | None,
-    context: list[str] | None,
-    strict: bool,
-    allow_incomplete: bool,
-    baseline: Path | None,
-) -> tuple[list, dict[str, str], object]:
-    """The options every reporting command shares, checked before anything runs: the outputs, the run context and
-    the verdict policy."""
+@dataclass(frozen=True)
+class Inputs:
+    """What every reporting command takes from its options and [tool.mlacheck], checked before anything runs."""
+
+    specs: list
+    context: dict[str, str]
+    policy: object
+    rules: Path | None
+    config: object
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name).name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def _inputs(ctx: typer.Context) -> Inputs:
+    """The outputs, the run context, the verdict policy and the rules: each option given on the command line over
+    the pyproject.toml's [tool.mlacheck] setting (mlacheck/config.py states the precedence)."""
+    from mlacheck.config import load_config
     from mlacheck.context import parse_context
     from mlacheck.report.formats import output_specs
     from mlacheck.report.model import ReportPolicy
 
-    specs = _guard(lambda: output_specs([*(output or []), *([f"json:{json_path}"] if json_path is not None else [])]))
-    return (
-        specs,
-        _guard(lambda: parse_context(context)),
-        _guard(lambda: ReportPolicy.of(strict, allow_incomplete, baseline)),
+    config, _ = _guard(load_config)
+    params = ctx.params
+
+    def pick(name: str, configured: object) -> object:
+        """The command line's value where it was given (typer gives [] for a list option that was not), else the
+        file's."""
+        return params[name] if _given(ctx, name) or configured is None else configured
+
+    json_path = params.get("json_path")
+    outputs = [*(pick("output", config.output) or []), *([f"json:{json_path}"] if json_path is not None else [])]
+    specs = _guard(lambda: output_specs(outputs))
+    context = {**config.context, **_guard(lambda: parse_context(params.get("context")))}
+    policy = _guard(
+        lambda: ReportPolicy.of(
+            bool(pick("strict", config.strict)),
+            params.get("allow_incomplete", False),
+            pick("baseline", config.baseline),
+            pick("select", config.select),
+            pick("ignore", config.ignore),
+        )
     )
+    return Inputs(specs, context, policy, pick("rules", config.rules), config)
+
+
+def _setting(ctx: typer.Context, name: str, value: Enum, configured: str | None, kind: type[Enum]) -> str:
+    """A choice given on the command line, else [tool.mlacheck]'s (checked against the choices), else the default."""
+    if _given(ctx, name) or configured is None:
+        return value.value
+    try:
+        return kind(configured).value
+    except ValueError:
+        choices = ", ".join(member.value for member in kind)
+        _fail(f"pyproject.toml [tool.mlacheck] {name} = {configured!r}: choose one of {choices}")
 
 
 def _guard(action):

@@ -27,6 +27,8 @@ FLAG_NAMES = {
     "--context ": "--mlacheck-context=",
     "--num-sms ": "--mlacheck-num-sms=",
     "--serving-start ": "--mlacheck-serving-start=",
+    "--select ": "--mlacheck-select=",
+    "--ignore ": "--mlacheck-ignore=",
 }
 
 
@@ -95,7 +97,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="A saved JSON report or baseline: its findings show as known and do not fail.",
     )
-    group.addoption("--mlacheck-strict", action="store_true", default=False, help="Warnings fail the session too.")
+    group.addoption(
+        "--mlacheck-select",
+        metavar="CODES",
+        action="append",
+        default=None,
+        help="Finding codes that count (MLA001,MLA003); the others are listed as ignored and never fail.",
+    )
+    group.addoption(
+        "--mlacheck-ignore",
+        metavar="CODES",
+        action="append",
+        default=None,
+        help="Finding codes listed as ignored, never failing (MLA002).",
+    )
+    group.addoption("--mlacheck-strict", action="store_true", default=None, help="Warnings fail the session too.")
     group.addoption(
         "--mlacheck-allow-incomplete",
         action="store_true",
@@ -139,28 +155,33 @@ class MlacheckSession:
                 "`mlacheck run -- pytest`); use one of the two"
             )
         try:
+            from mlacheck.config import load_config
             from mlacheck.context import parse_context
             from mlacheck.report.formats import output_specs
             from mlacheck.report.model import ReportPolicy
 
-            outputs = list(option("mlacheck_output")) + (
+            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence)
+            settings, _ = load_config(Path(str(config.rootpath)))
+            outputs = (list(option("mlacheck_output")) or settings.output or []) + (
                 [f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else []
             )
             self.specs = output_specs(outputs)
             self.policy = ReportPolicy.of(
-                bool(option("mlacheck_strict")),
+                bool(option("mlacheck_strict") if option("mlacheck_strict") is not None else settings.strict),
                 bool(option("mlacheck_allow_incomplete")),
-                Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None,
+                Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else settings.baseline,
+                option("mlacheck_select") or settings.select,
+                option("mlacheck_ignore") or settings.ignore,
             )
             self.options = ProgramOptions(
                 Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
-                Path(option("mlacheck_rules")) if option("mlacheck_rules") else None,
+                Path(option("mlacheck_rules")) if option("mlacheck_rules") else settings.rules,
                 self.compile_policy,
                 self.dry,
                 "auto",
                 option("mlacheck_num_sms"),
                 tuple(option("mlacheck_serving_start")),
-                parse_context(option("mlacheck_context"), "--mlacheck-context"),
+                {**settings.context, **parse_context(option("mlacheck_context"), "--mlacheck-context")},
             )
             prepared = prepare_run(self.options)
         except MlacheckError as exc:
@@ -241,7 +262,8 @@ class MlacheckSession:
         verbose = self.config.getoption("verbose") > 0
         for finding in report.findings:
             error = finding.severity == "error"
-            line = f"{'known: ' if finding.baselined else ''}{finding.code} {finding.name} [{finding.severity}] "
+            known = "ignored: " if finding.ignored else "known: " if finding.baselined else ""
+            line = f"{known}{finding.code} {finding.name} [{finding.severity}] "
             line += f"{finding.family} "
             line += finding.summary or finding.message
             if finding.process:
@@ -249,7 +271,7 @@ class MlacheckSession:
                 line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
             write(
                 line + (f" at {finding.site}" if finding.site else ""),
-                red=error and not finding.baselined,
+                red=error and not finding.baselined and not finding.ignored,
                 yellow=not error,
             )
             if verbose:
@@ -269,6 +291,7 @@ class MlacheckSession:
         write(
             f"verdict: {report.verdict.upper()}  {report.counts.errors} error(s), {report.counts.warnings} warning(s)"
             + (f", {report.counts.baselined} known from the baseline" if report.counts.baselined else "")
+            + (f", {report.counts.ignored} ignored" if report.counts.ignored else "")
             + (" (strict: warnings fail)" if report.strict else "")
             + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
             f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)",

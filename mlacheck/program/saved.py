@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from mlacheck import __version__
 from mlacheck.analysis import analyse
+from mlacheck.analysis.context_check import check_context
 from mlacheck.errors import MlacheckError
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report, decide
@@ -116,6 +117,11 @@ def program_report(
     """Analyse saved runs with `rules`, else with the rule files saved in the run folders."""
     loaded = load_runs(paths)
     rules = rules if rules is not None else run_rules(paths)
+    observed: dict[str, list] = {}
+    for event in loaded.events:
+        for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
+            observed.setdefault(name, []).append(value)
+    check_context(context, rules, observed=observed)
     lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
         f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
         for process in loaded.processes

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlacheck import arch, qualnames
+from mlacheck.analysis.context_check import check_context
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.errors import MlacheckError
@@ -53,6 +54,7 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
         raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
     rules = load_rules(options.rules)
     check_rules(rules)
+    check_context(options.context, rules)
     if options.arch != "auto" and options.arch not in rules.arches:
         raise MlacheckError(
             f"--arch {options.arch}: no loaded family has kernels for it; choose auto or one of "
@@ -88,4 +90,7 @@ def observe_program(
     meta = run_program(command, run.folder, list(options.serving_start), extra_environment=run.environment)
     meta.update(compile_policy=options.compile, dry=options.dry)
     run.folder.write_meta(meta)
-    return program_report([run.folder.path], run.rules, options.context, policy)
+    try:
+        return program_report([run.folder.path], run.rules, options.context, policy)
+    except MlacheckError as exc:  # e.g. a --context value the run's keys show to be of another kind
+        raise MlacheckError(f"{exc}; the run is kept: mlacheck report {run.folder.path} reports it again") from None

@@ -25,8 +25,14 @@ def severity(finding: dict) -> str:
 
 
 def is_new(finding: dict) -> bool:
-    """False only for a finding that a baseline marked as already known."""
-    return not finding.get("baselined", False)
+    """Whether a finding counts toward the verdict: False for one a baseline marked as known, or whose code is
+    ignored (--ignore, --select)."""
+    return not finding.get("baselined", False) and not finding.get("ignored", False)
+
+
+def state(finding: dict) -> str:
+    """ "baselined", "ignored" or "" (a finding that counts)."""
+    return "ignored" if finding.get("ignored") else "baselined" if finding.get("baselined") else ""
 
 
 def parse_site(site: str | None) -> tuple[str, int | None] | None:
@@ -107,15 +113,19 @@ def family_key_fields(report: dict) -> dict[str, list[str]]:
 
 
 def counts(report: dict) -> dict[str, int]:
-    """Findings by state, as the report model counted them: new errors, new warnings, baselined."""
-    return {"errors": 0, "warnings": 0, "baselined": 0, **(report.get("counts") or {})}
+    """Findings by state, as the report model counted them: new errors, new warnings, baselined, ignored."""
+    return {"errors": 0, "warnings": 0, "baselined": 0, "ignored": 0, **(report.get("counts") or {})}
 
 
 def summary_line(report: dict) -> str:
-    """ "FAIL: 6 error(s), 3 warning(s)" with ", N baselined" when a baseline applied."""
+    """ "FAIL: 6 error(s), 3 warning(s)" with ", N baselined" / ", N ignored" when a baseline or --ignore applied."""
     n = counts(report)
     line = f"{str(report.get('verdict', '?')).upper()}: {n['errors']} error(s), {n['warnings']} warning(s)"
-    return line + (f", {n['baselined']} baselined" if n["baselined"] else "")
+    return (
+        line
+        + (f", {n['baselined']} baselined" if n["baselined"] else "")
+        + (f", {n['ignored']} ignored" if n["ignored"] else "")
+    )
 
 
 def program_runs(report: dict) -> list[tuple[list[str], str]]:

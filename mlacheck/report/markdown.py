@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 
 from mlacheck.keys import value_text, varying_fields
-from mlacheck.report.common import is_new, process_text, program_runs, severity, summary_line, versions_text
+from mlacheck.report.common import process_text, program_runs, severity, summary_line, versions_text
+from mlacheck.report.common import state as state_of
 
 
 def cell(value: object) -> str:
@@ -126,7 +127,7 @@ def _family(family: dict) -> list[str]:
 
 
 def _finding(finding: dict) -> list[str]:
-    state = "" if is_new(finding) else " (baselined)"
+    state = f" ({state_of(finding)})" if state_of(finding) else ""
     where = ", ".join(
         part for part in (process_text(finding), f"at `{finding['site']}`" if finding.get("site") else "") if part
     )

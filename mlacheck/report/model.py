@@ -21,13 +21,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from mlacheck.analysis import Analysis, Variant
+from mlacheck.codes import CODES
+from mlacheck.errors import MlacheckError
 from mlacheck.keys import JsonValue
 from mlacheck.report.baseline import known_findings, report_fingerprints
 
 FORMAT_VERSION = 3
 """The JSON report's format. 1: mlacheck 0.1. 2: typed keys, processes, baseline, exit_reason. 3: no field is named
 after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
-measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows."""
+measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows.
+Within 3 (fields added, none changed): a finding's `summary` and `ignored`, `counts.ignored`, `select`,
+`ignore`, `context_needed`; a header row may hold a third item, its detail."""
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,44 @@ class ReportPolicy:
     allow_incomplete: bool = False  # an incomplete verdict keeps the program's exit status instead of 2
     known: frozenset[str] | None = None  # the baseline's finding fingerprints (None: no baseline)
     baseline: str | None = None  # where the baseline came from, for the report
+    select: frozenset[str] | None = None  # the codes whose findings count (None: every code)
+    ignore: frozenset[str] = frozenset()  # codes whose findings are listed as ignored and never fail
 
     @classmethod
-    def of(cls, strict: bool = False, allow_incomplete: bool = False, baseline: Path | None = None) -> ReportPolicy:
-        """The policy of the options; a --baseline file is read and checked now (a bad one is one MlacheckError line)."""
+    def of(
+        cls,
+        strict: bool = False,
+        allow_incomplete: bool = False,
+        baseline: Path | None = None,
+        select: list[str] | None = None,
+        ignore: list[str] | None = None,
+    ) -> ReportPolicy:
+        """The policy of the options; a --baseline file is read and checked now, and the codes of --select and
+        --ignore (a bad one is one MlacheckError line)."""
         known, source = known_findings(baseline)
-        return cls(strict, allow_incomplete, frozenset(known) if known is not None else None, source)
+        return cls(
+            strict,
+            allow_incomplete,
+            frozenset(known) if known is not None else None,
+            source,
+            frozenset(_codes("--select", select)) if select else None,
+            frozenset(_codes("--ignore", ignore or [])),
+        )
+
+    def ignores(self, code: str) -> bool:
+        """Whether a code's findings are ignored: --ignore names it, or --select does not."""
+        return code in self.ignore or (self.select is not None and code not in self.select)
+
+
+def _codes(flag: str, items: list[str]) -> list[str]:
+    """Finding codes from repeated or comma-separated items ("MLA001,MLA003"); an unknown one is one line."""
+    codes = [code.strip().upper() for item in items for code in item.split(",") if code.strip()]
+    unknown = next((code for code in codes if code not in CODES), None)
+    if unknown is not None:
+        raise MlacheckError(
+            f"{flag} {unknown}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)"
+        )
+    return codes
 
 
 class _Model(BaseModel):
@@ -99,12 +135,14 @@ class FindingReport(_Model):
     process: dict | None = None
     fingerprint: str = ""
     baselined: bool = False
+    ignored: bool = False  # its code is ignored (--ignore, or left out by --select): listed, never failing
 
 
 class Counts(_Model):
     errors: int = 0
     warnings: int = 0
     baselined: int = 0
+    ignored: int = 0
 
 
 class Report(_Model):
@@ -120,6 +158,8 @@ class Report(_Model):
     device: str | None = None
     strict: bool = False
     allow_incomplete: bool = False
+    select: list[str] | None = None
+    ignore: list[str] = []
     scenario: dict | None = None
     program: dict | None = None
     processes: list[dict] = []
@@ -184,7 +224,9 @@ def build_report(
 
 
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
-    """The one place a verdict is made: fingerprints and baseline state, counts, verdict, exit code and its reason."""
+    """The one place a verdict is made: fingerprints, baseline state and ignored codes, counts, verdict, exit code and
+    its reason. An ignored finding (--ignore, --select) is listed and counted as ignored, never as an error, a
+    warning or a baselined one."""
     strict, allow_incomplete, known, baseline_source = (
         policy.strict,
         policy.allow_incomplete,
@@ -193,12 +235,14 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     )
     for finding, print_ in zip(report.findings, report_fingerprints([f.model_dump() for f in report.findings])):
         finding.fingerprint = print_
-        finding.baselined = known is not None and print_ in known
-    new = [f for f in report.findings if not f.baselined]
+        finding.ignored = policy.ignores(finding.code)
+        finding.baselined = known is not None and print_ in known and not finding.ignored
+    new = [f for f in report.findings if not f.baselined and not f.ignored]
     counts = Counts(
         errors=sum(f.severity == "error" for f in new),
         warnings=sum(f.severity == "warning" for f in new),
-        baselined=len(report.findings) - len(new),
+        baselined=sum(f.baselined for f in report.findings),
+        ignored=sum(f.ignored for f in report.findings),
     )
     failing = counts.errors + (counts.warnings if strict else 0)
     verdict = "fail" if failing else "incomplete" if report.incomplete else "pass"
@@ -213,6 +257,8 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
             "strict": strict,
             "baseline": baseline,
             "allow_incomplete": allow_incomplete,
+            "select": sorted(policy.select) if policy.select is not None else None,
+            "ignore": sorted(policy.ignore),
             "exit_code": exit_code,
             "exit_reason": exit_reason,
         }

@@ -8,7 +8,8 @@ message then names the site). The schema allows that, but GitHub code
 scanning rejects a whole log holding an unlocated result, so an uploader should pass an anchor
 (e.g. the rule file or the warm-up's file) when MLA004's version finding may occur. partialFingerprints
 "mlacheck/v1" carries the baseline fingerprint; a report that went through a baseline also gets
-baselineState "new" / "unchanged". Internal capture errors are tool execution notifications.
+baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --select) is suppressed
+("external"). Internal capture errors are tool execution notifications.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def _result(
         result["ruleIndex"] = index[finding["code"]]
     if "baselined" in finding:
         result["baselineState"] = "unchanged" if finding["baselined"] else "new"
+    if finding.get("ignored"):  # --ignore / --select: shown, suppressed, never failing
+        result["suppressions"] = [{"kind": "external", "justification": "its code is ignored (--ignore, --select)"}]
     return result
 
 

@@ -285,9 +285,10 @@ def _findings(data: dict, width: int, detail: str) -> Group:
     grid.add_column(no_wrap=True)
     grid.add_column()
     text_width = width - CODE_WIDTH - 1
-    for finding in data["findings"]:
+    for finding in sorted(data["findings"], key=lambda finding: bool(finding.get("ignored"))):
         grid.add_row(
-            Text(finding["code"], style=SEVERITY_STYLES[finding["severity"]]), _headline(finding, text_width, detail)
+            Text(finding["code"], style="dim" if finding.get("ignored") else SEVERITY_STYLES[finding["severity"]]),
+            _headline(finding, text_width, detail),
         )
         diff = finding.get("diff") or {}
         if diff:
@@ -309,7 +310,9 @@ def _headline(finding: dict, width: int, detail: str) -> Text:
     """family, the variant and what it costs (the finding's summary; an older report's message), the process, the
     site shortened from the left to what is left of the line."""
     line = Text()
-    if finding.get("baselined"):
+    if finding.get("ignored"):
+        line.append("ignored ", style="dim")
+    elif finding.get("baselined"):
         line.append("known (baseline) ", style="dim")
     line.append(f"{finding['family']} ")
     line.append(finding.get("summary") or finding["message"])
@@ -362,6 +365,7 @@ def _verdict(data: dict) -> Text:
     text.append(
         f"  {counts['errors']} error(s), {counts['warnings']} warning(s)"
         + (f", {counts['baselined']} known from the baseline" if counts["baselined"] else "")
+        + (f", {counts.get('ignored')} ignored" if counts.get("ignored") else "")
         + (" (strict: warnings fail)" if data.get("strict") else "")
     )
     if stall:

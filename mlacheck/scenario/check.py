@@ -16,6 +16,7 @@ import torch
 
 from mlacheck import __version__, arch
 from mlacheck.analysis import analyse
+from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
 from mlacheck.errors import MlacheckError
@@ -69,13 +70,15 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         raise MlacheckError(f"--compile {options.compile}: choose real or skip")
     if options.kernel not in KERNELS:
         raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
+    if options.num_sms is not None and options.num_sms < 1:
+        raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
     the_engine = engine_profile(options.profile)
     rules = load_rules(options.rules)
     check_rules(rules)
     kinds = _kinds(rules, options.kernel, options.rules)
     driven = [rules.family(FAMILIES[kind]).family for kind in kinds]
     model = model_preset(options.model, options.tp)
-    context_len = options.max_context_len or model.context_len
+    context_len = model.context_len if options.max_context_len is None else options.max_context_len
     batch_sizes = parse_batch_sizes(options.batch_sizes)
     kernel_arches = [name for name in driven[0].arches if all(name in family.arches for family in driven)]
     arch_env = list(dict.fromkeys(name for family in driven for name in family.arch_env))
@@ -84,6 +87,15 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
     if environment.mode == "execute" and options.num_sms is not None:
         raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
+    own_context = {
+        "target_arch": environment.target_arch,
+        "kv_cache_dtype": KV_CACHE_DTYPE,
+        "engine": the_engine.name,
+        "d_qk": str(model.d_qk),
+        "d_v": str(model.d_v),
+        "num_heads": str(model.num_heads),
+    }
+    check_context(options.context, rules, own_context)
     package = import_tokenspeed_mla()
     warmup = resolve_warmup(options.warmup, the_engine.name, rules.family(FAMILIES["prefill"]))
     plan = decode_plan(
@@ -181,15 +193,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
             capture.remove()
         sink.write({"type": "exit", "rank": None, "how": "scenario"})
         sink.close()
-    run_context = {
-        "target_arch": environment.target_arch,
-        "kv_cache_dtype": KV_CACHE_DTYPE,
-        "engine": the_engine.name,
-        "d_qk": str(model.d_qk),
-        "d_v": str(model.d_v),
-        "num_heads": str(model.num_heads),
-        **(options.context or {}),
-    }
+    run_context = {**own_context, **(options.context or {})}
     scenario = _scenario_facts(
         options,
         the_engine,
