@@ -65,12 +65,13 @@ def analyse(
     unobserved: list[str] | None = None,
     observed: int | None = None,
     lost: list[str] | None = None,
+    dry: bool = False,
 ) -> Analysis:
     """Turn the events of one or more traces (tagged "proc") into per-family variants and findings.
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
     what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
-    names the trace lines that could not be read.
+    names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry).
     """
     tables, facts = build_tables(events)
     by_family: dict[str, list[ProcessFamily]] = {}
@@ -137,7 +138,13 @@ def analyse(
     watched = [rule.family.module for rule in rules.families]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(
-        by_family, watched, len(facts) if observed is None else observed, unobserved or [], lost or [], len(internal)
+        by_family,
+        watched,
+        len(facts) if observed is None else observed,
+        unobserved or [],
+        lost or [],
+        len(internal),
+        dry,
     )
     return Analysis(families, findings, internal, incomplete, sorted(not_checked), sorted(needed), contexts)
 

@@ -127,7 +127,15 @@ def program_report(
         for process in loaded.processes
         if process["truncated"]
     ]
-    analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes), lost=lost)
+    analysis = analyse(
+        loaded.events,
+        rules,
+        context,
+        loaded.unobserved,
+        observed=len(loaded.processes),
+        lost=lost,
+        dry=any(program.get("dry") for program in loaded.programs),
+    )
     declared = {rule.family.name for rule in rules.families}
     recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - declared)
     analysis.incomplete += [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 
@@ -128,3 +129,38 @@ def test_a_users_warmup_keeps_its_own_site(tmp_path):
     )
     [family] = result.report["families"]
     assert {v["compiled_by"] for v in family["variants"]} == {"tests/fixtures/sglang_warmup.py:17"}
+
+
+CPU_PROGRAM = """
+import os
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_100a")
+import tokenspeed_mla, torch
+tokenspeed_mla.warmup_compile_prefill(q_dtype=torch.float8_e4m3fn, d_qk=192, d_v=128, enable_pdl=True)
+q, k = (torch.randn(64, 16, 192).to(torch.float8_e4m3fn) for _ in range(2))
+v = torch.randn(64, 16, 128).to(torch.float8_e4m3fn)
+cum = torch.tensor([0, 64], dtype=torch.int32)
+tokenspeed_mla.tokenspeed_mla_prefill(q, k, v, cum[1:], cum, 64, 1, 192**-0.5, True, True, enable_pdl=True)
+print("prefill returned")
+"""
+
+
+def test_a_dispatch_that_died_for_want_of_a_cuda_device_says_to_add_dry(tmp_path):
+    """Real tokenspeed_mla on a CPU-only torch: without --dry its dispatch dies before the lookup; the report says
+    why and what to do, and the unevaluated contracts are one line."""
+    program = tmp_path / "cpu.py"
+    program.write_text(CPU_PROGRAM)
+    command = ("--compile", "skip", "--", sys.executable, str(program))
+    plain = run_cli("run", "--run-dir", str(tmp_path / "plain"), *command, env_extra={"COLUMNS": "400"})
+    assert plain.code == 2, plain.stdout + plain.stderr
+    [reason] = [line for line in plain.stdout.splitlines() if line.startswith("incomplete: ")]
+    assert "(AssertionError: Torch not compiled with CUDA enabled)" in reason
+    assert reason.rstrip().endswith(
+        "run it with --dry (pytest: --mlacheck-dry), which takes the watched dispatches past their lookup without one"
+    )
+    [unchecked] = [line for line in plain.stdout.splitlines() if line.startswith("not checked: ")]
+    assert unchecked.rstrip() == (
+        "not checked: 3 contract(s) lack run context: give --context d_qk=... d_v=... engine=... (--verbose lists them)"
+    )
+    dry = run_cli("run", "--dry", "--run-dir", str(tmp_path / "dry"), *command, tmp_path=tmp_path)
+    assert "prefill returned" in dry.stdout and dry.code == 0, dry.stdout + dry.stderr
+    assert "--dry" not in " ".join(dry.report["incomplete"])
