@@ -324,11 +324,25 @@ def list_rules(
     fingerprints: Annotated[
         bool, typer.Option(help="Also print the fingerprint of each family's key functions as installed.")
     ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Every key field and path whole.")] = False,
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
     from mlacheck.report.rules_table import print_rules
 
-    _guard(lambda: print_rules(_console(), rules, fingerprints))
+    _guard(lambda: print_rules(_console(), rules, fingerprints, verbose))
+
+
+@app.command("rule")
+def rule(
+    code: Annotated[
+        str | None, typer.Argument(help="A finding code (MLA001) or its name (serving-path-compile).")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="The page of every finding code.")] = False,
+) -> None:
+    """Explain a finding code: what it finds, why it matters, an example, how to fix it, how to silence it."""
+    from mlacheck.report.rule_page import pages
+
+    _console().print(_guard(lambda: pages(code, every)), markup=False, highlight=False, soft_wrap=True, end="")
 
 
 @app.command()

@@ -164,3 +164,18 @@ def test_a_dispatch_that_died_for_want_of_a_cuda_device_says_to_add_dry(tmp_path
     dry = run_cli("run", "--dry", "--run-dir", str(tmp_path / "dry"), *command, tmp_path=tmp_path)
     assert "prefill returned" in dry.stdout and dry.code == 0, dry.stdout + dry.stderr
     assert "--dry" not in " ".join(dry.report["incomplete"])
+
+
+def test_rule_prints_a_codes_page_and_rules_fits_80_columns():
+    page = run_cli("rule", "MLA001", env_extra={"COLUMNS": "80"})
+    assert page.code == 0 and page.stdout.startswith("# serving-path-compile (MLA001)\n"), page.stderr
+    assert "## How to silence it" in page.stdout and "--ignore MLA001" in page.stdout
+    every = run_cli("rule", "--all")
+    assert every.code == 0 and every.stdout.count("## How to fix it") == 6
+    unknown = run_cli("rule", "MLA999")
+    assert unknown.code == 2 and unknown.stderr.startswith("mlacheck: error: rule MLA999: no such finding code")
+    rules = run_cli("rules", env_extra={"COLUMNS": "80"})
+    lines = rules.stdout.splitlines()
+    assert rules.code == 0 and max(len(line) for line in lines) <= 80
+    assert len(lines) < 100, len(lines)  # 322 before: the 64 FA4 key fields folded into a column
+    assert "64 fields: mla_1cta, mla_1cta_kb64, mla_1cta_s_ahead, dtype," in rules.stdout
