@@ -217,45 +217,59 @@ def run(
         _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
     inputs = _inputs(ctx)
     specs, parsed_context, policy, rules = inputs.specs, inputs.context, inputs.policy, inputs.rules
+    detail = _detail(quiet, verbose)
     if command:
         from mlacheck.program.session import ProgramOptions, observe_program
 
         options = ProgramOptions(
             run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context
         )
-        report = _guard(
-            lambda: observe_program(
-                command,
-                options,
-                policy,
-                on_start=lambda path: _console(True).print(f"mlacheck: run folder {path}", markup=False),
+        with _progress(detail, live=False) as watch:
+            report = _guard(
+                lambda: observe_program(
+                    command,
+                    options,
+                    policy,
+                    on_start=lambda path: _console(True).print(
+                        f"mlacheck: run folder {path}", markup=False, soft_wrap=True
+                    ),
+                    watch=watch,
+                )
             )
-        )
     else:
-        from mlacheck.scenario.check import CheckOptions, run_check
+        with _progress(detail, live=True) as watch:
+            report = _scenario(ctx, inputs, watch)
+    _finish(report, specs, detail)
 
-        configured = inputs.config
-        options = CheckOptions(
-            model,
-            tp,
-            _setting(ctx, "profile", profile, configured.profile, Profile),
-            warmup,
-            arch,
-            compile.value,
-            rules,
-            trace,
-            requests,
-            seed,
-            num_sms,
-            _setting(ctx, "kernel", kernel, configured.kernel, Kernel),
-            cuda_graph is Switch.on,
-            cuda_graph_max_bs,
-            max_context_len,
-            batch_sizes,
-            parsed_context,
-        )
-        report = _guard(lambda: run_check(options, policy))
-    _finish(report, specs, _detail(quiet, verbose))
+
+def _scenario(ctx: typer.Context, inputs: Inputs, watch):
+    """The embedded scenario of `run`'s options, its imports (torch, the kernel library) under the progress
+    display too."""
+    if watch is not None:
+        watch.phase("importing torch and the kernel library")
+    from mlacheck.scenario.check import CheckOptions, run_check
+
+    configured, option = inputs.config, ctx.params.get
+    options = CheckOptions(
+        option("model"),
+        option("tp"),
+        _setting(ctx, "profile", option("profile"), configured.profile, Profile),
+        option("warmup"),
+        option("arch"),
+        option("compile").value,
+        inputs.rules,
+        option("trace"),
+        option("requests"),
+        option("seed"),
+        option("num_sms"),
+        _setting(ctx, "kernel", option("kernel"), configured.kernel, Kernel),
+        option("cuda_graph") is Switch.on,
+        option("cuda_graph_max_bs"),
+        option("max_context_len"),
+        option("batch_sizes"),
+        inputs.context,
+    )
+    return _guard(lambda: run_check(options, inputs.policy, watch))
 
 
 @app.command()
@@ -349,6 +363,25 @@ def rule(
 def version() -> None:
     """Print mlacheck's version."""
     _console().print(f"mlacheck {__version__}", markup=False)
+
+
+class _NoProgress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _progress(detail: str, live: bool):
+    """The progress display on stderr (a live one for the scenario, log lines for a program's run), only where
+    stderr is a terminal and not with --quiet."""
+    console = _console(stderr=True)
+    if detail == "quiet" or not console.is_terminal:
+        return _NoProgress()
+    from mlacheck.report.progress import LiveProgress, LogProgress
+
+    return LiveProgress(console) if live else LogProgress(console)
 
 
 def _detail(quiet: bool, verbose: bool) -> str:

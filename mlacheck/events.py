@@ -109,6 +109,19 @@ class JsonlSink(EventSink):
             self._fd = -1
 
 
+class CallbackSink(EventSink):
+    """Hands every event to a callback (a progress display); a callback that raises loses nothing but itself."""
+
+    def __init__(self, callback) -> None:
+        self.callback = callback
+
+    def write(self, event: dict) -> None:
+        try:
+            self.callback(event)
+        except Exception:  # noqa: BLE001 - a display must never cost the run an event
+            pass
+
+
 class TeeSink(EventSink):
     """Writes every event to several sinks."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from mlacheck.analysis.context_check import check_context
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.errors import MlacheckError
+from mlacheck.program.follow import TraceFollower
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import program_report
 from mlacheck.program.supervisor import run_program
@@ -81,13 +83,25 @@ def observe_program(
     options: ProgramOptions,
     policy: ReportPolicy = ReportPolicy(),
     on_start: Callable[[Path], None] | None = None,
+    watch=None,
 ) -> Report:
-    """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under."""
+    """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under.
+    `watch` (a progress display: `phase(name)`, `event(event)`) follows the traces as the program writes them."""
     run = prepare_run(options)
     if on_start is not None:
         on_start(run.folder.path)
     gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
-    meta = run_program(command, run.folder, list(options.serving_start), extra_environment=run.environment)
+    on_tick = None
+    if watch is not None:
+        watch.phase(f"running {shlex.join(command)}")
+        follower = TraceFollower(run.folder.path)
+        on_tick = lambda: [watch.event(event) for event in follower.poll()]
+    meta = run_program(
+        command, run.folder, list(options.serving_start), extra_environment=run.environment, on_tick=on_tick
+    )
+    if on_tick is not None:
+        on_tick()
+        watch.phase("analysing the run folder")
     meta.update(compile_policy=options.compile, dry=options.dry)
     run.folder.write_meta(meta)
     try:

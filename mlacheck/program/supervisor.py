@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
@@ -41,8 +42,10 @@ def run_program(
     serving_start: list[str] | None = None,
     extra_environment: dict[str, str] | None = None,
     grace_seconds: float = GRACE_SECONDS,
+    on_tick: Callable[[], object] | None = None,
 ) -> dict:
-    """Run `command` to its end under observation; write and return meta.json (command, exit code, signal)."""
+    """Run `command` to its end under observation; write and return meta.json (command, exit code, signal).
+    `on_tick` is called while it waits (a progress display following the traces); what it raises is its own loss."""
     started = time.time()
     environment = observed_environment(run, {**os.environ, **(extra_environment or {})}, serving_start)
     try:
@@ -57,7 +60,7 @@ def run_program(
 
     previous = {number: signal.signal(number, forward) for number in FORWARDED}
     try:
-        returncode, killed = _wait(process, forwarded, grace_seconds)
+        returncode, killed = _wait(process, forwarded, grace_seconds, on_tick)
         remnants = _end_group(process.pid, grace_seconds)
     finally:
         for number, handler in previous.items():
@@ -76,10 +79,17 @@ def run_program(
     return meta
 
 
-def _wait(process: subprocess.Popen, forwarded: list[str], grace_seconds: float) -> tuple[int, bool]:
+def _wait(
+    process: subprocess.Popen, forwarded: list[str], grace_seconds: float, on_tick: Callable[[], object] | None = None
+) -> tuple[int, bool]:
     """The main process's return code; after a forwarded signal and the grace period, the group is killed."""
     deadline = None
     while True:
+        if on_tick is not None:
+            try:
+                on_tick()
+            except Exception:  # noqa: BLE001 - a display never stops the supervision
+                on_tick = None
         try:
             return process.wait(timeout=0.2), deadline is not None and time.monotonic() > deadline
         except subprocess.TimeoutExpired:

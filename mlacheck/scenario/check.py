@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -20,7 +21,7 @@ from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
 from mlacheck.errors import MlacheckError
-from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
+from mlacheck.events import FORMAT_VERSION, CallbackSink, JsonlSink, MemorySink, TeeSink
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.scenario import startup
@@ -64,8 +65,17 @@ class CheckOptions:
     context: dict[str, str] | None = None  # --context: the run context over the scenario's own
 
 
-def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> Report:
+class Watch(Protocol):
+    """What follows a run as it goes (a progress display): the phase it is in, and every event it writes."""
+
+    def phase(self, name: str) -> None: ...
+
+    def event(self, event: dict) -> None: ...
+
+
+def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
     """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
+    on_phase = watch.phase if watch is not None else lambda name: None
     if options.compile not in ("real", "skip"):
         raise MlacheckError(f"--compile {options.compile}: choose real or skip")
     if options.kernel not in KERNELS:
@@ -105,7 +115,9 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     num_sms = options.num_sms or arch.flagship(environment.target_arch).sms
     launcher = LaunchCounter(execute=environment.mode == "execute")
     memory = MemorySink()
-    sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
+    sinks = [memory, *([JsonlSink(options.trace)] if options.trace is not None else [])]
+    sinks += [CallbackSink(watch.event)] if watch is not None else []
+    sink = sinks[0] if len(sinks) == 1 else TeeSink(*sinks)
     measurements = Measurements(sink)
     sink.write(
         {
@@ -163,8 +175,10 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
                     for step in plan.steps
                     if step.phase == "capture" and decoder is not None
                 ],
+                on_phase,
             )
             if "prefill" in kinds:
+                on_phase("prefill traffic")
                 stats = run_traffic(
                     package.tokenspeed_mla_prefill,
                     make_workload(options.requests, options.seed),
@@ -179,6 +193,8 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
                     device,
                     fp8,
                 )
+            if decoder is not None:
+                on_phase("decode traffic")
             for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
                 decoder.step(step, options.seed * 7919 + number)
         except MlacheckError:
@@ -216,6 +232,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         "device": environment.device,
         "scenario": scenario,
     }
+    on_phase("analysis")
     SiteMap(the_engine, warmup.library).rewrite(memory.events)
     return build_report(analyse(memory.events, rules, run_context), facts, policy=policy)
 
