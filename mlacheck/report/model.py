@@ -8,7 +8,8 @@ later version dropped are ignored).
 Verdicts: `fail` (a new error finding, or with --strict any new finding), else `incomplete` (the run did
 not see enough to compare: see `incomplete`; --allow-incomplete keeps the verdict and only changes the
 exit code), else `pass`. Exit codes: 1 fail; 2 incomplete (unless --allow-incomplete); else the observed
-program's own status (its exit code, 128 + N for signal N); else 0.
+program's own status (its exit code, 128 + N for signal N); else 0. A scenario stopped by Ctrl-C exits 130 with the
+report of what it ran.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ FORMAT_VERSION = 3
 after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
 measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows.
 Within 3 (fields added, none changed): a finding's `summary` and `ignored`, `counts.ignored`, `select`,
-`ignore`, `context_needed`; a header row may hold a third item, its detail."""
+`ignore`, `context_needed`, `interrupted`; a header row may hold a third item, its detail."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ class Report(_Model):
     select: list[str] | None = None
     ignore: list[str] = []
     scenario: dict | None = None
+    interrupted: str | None = None  # the embedded scenario's phase a Ctrl-C stopped it in
     program: dict | None = None
     processes: list[dict] = []
     families: list[FamilyReport] = []
@@ -247,6 +249,8 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     failing = counts.errors + (counts.warnings if strict else 0)
     verdict = "fail" if failing else "incomplete" if report.incomplete else "pass"
     exit_code, exit_reason = _exit(verdict, counts, report.incomplete, report.program, allow_incomplete)
+    if report.interrupted:
+        exit_code, exit_reason = 130, f"exit 130: interrupted (Ctrl-C) during {report.interrupted}"
     baseline = (
         {"source": baseline_source, "baselined": counts.baselined, "new": len(new)} if known is not None else None
     )

@@ -30,6 +30,7 @@ from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batc
 from mlacheck.scenario.engines import EngineProfile, engine_profile
 from mlacheck.scenario.environment import detect_environment, import_tokenspeed_mla
 from mlacheck.scenario.header import header_rows
+from mlacheck.scenario.interrupt import DeferredInterrupt
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import dispatch, empty_tensors
@@ -75,7 +76,14 @@ class Watch(Protocol):
 
 def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
     """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
-    on_phase = watch.phase if watch is not None else lambda name: None
+    shown = watch.phase if watch is not None else lambda name: None
+    current = ["start-up"]
+
+    def on_phase(name: str) -> None:
+        current[0] = name
+        shown(name)
+
+    deferred = DeferredInterrupt(lambda: shown(f"Ctrl-C: stopping after the step under way ({current[0]})"))
     if options.compile not in ("real", "skip"):
         raise MlacheckError(f"--compile {options.compile}: choose real or skip")
     if options.kernel not in KERNELS:
@@ -149,54 +157,66 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
         if "decode" in kinds
         else None
     )
-    stats = TrafficStats()
+    stats, interrupted = TrafficStats(), None
     try:
         for capture in captures:
             capture.install()
         try:
-            startup.run_phases(
-                captures,
-                _warmup_actions(
-                    the_engine,
-                    options,
-                    warmup,
-                    plan,
-                    decoder,
-                    package,
-                    model,
-                    enable_pdl,
-                    environment.target_arch,
-                    q_dtype,
-                    device,
-                    kinds,
-                ),
-                [
-                    lambda step=step: decoder.step(step, options.seed)
-                    for step in plan.steps
-                    if step.phase == "capture" and decoder is not None
-                ],
-                on_phase,
-            )
-            if "prefill" in kinds:
-                on_phase("prefill traffic")
-                stats = run_traffic(
-                    package.tokenspeed_mla_prefill,
-                    make_workload(options.requests, options.seed),
-                    the_engine.name,
-                    model,
-                    environment.mode,
-                    enable_pdl,
-                    launcher,
-                    measurements,
-                    FAMILIES["prefill"],
-                    options.seed,
-                    device,
-                    fp8,
+            with deferred:
+                startup.run_phases(
+                    captures,
+                    _checked(
+                        _warmup_actions(
+                            the_engine,
+                            options,
+                            warmup,
+                            plan,
+                            decoder,
+                            package,
+                            model,
+                            enable_pdl,
+                            environment.target_arch,
+                            q_dtype,
+                            device,
+                            kinds,
+                        ),
+                        deferred.check,
+                    ),
+                    _checked(
+                        [
+                            lambda step=step: decoder.step(step, options.seed)
+                            for step in plan.steps
+                            if step.phase == "capture" and decoder is not None
+                        ],
+                        deferred.check,
+                    ),
+                    on_phase,
                 )
-            if decoder is not None:
-                on_phase("decode traffic")
-            for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
-                decoder.step(step, options.seed * 7919 + number)
+                if "prefill" in kinds:
+                    on_phase("prefill traffic")
+                    stats = run_traffic(
+                        package.tokenspeed_mla_prefill,
+                        make_workload(options.requests, options.seed),
+                        the_engine.name,
+                        model,
+                        environment.mode,
+                        enable_pdl,
+                        launcher,
+                        measurements,
+                        FAMILIES["prefill"],
+                        options.seed,
+                        device,
+                        fp8,
+                        deferred.check,
+                    )
+                if decoder is not None:
+                    on_phase("decode traffic")
+                for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
+                    decoder.step(step, options.seed * 7919 + number)
+                    deferred.check()
+                deferred.check()
+        except KeyboardInterrupt:  # held back to a step boundary: report what ran before it
+            interrupted = current[0]
         except MlacheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
@@ -207,7 +227,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
     finally:
         for capture in reversed(captures):
             capture.remove()
-        sink.write({"type": "exit", "rank": None, "how": "scenario"})
+        sink.write({"type": "exit", "rank": None, "how": "interrupted" if interrupted else "scenario"})
         sink.close()
     run_context = {**own_context, **(options.context or {})}
     scenario = _scenario_facts(
@@ -231,10 +251,19 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
         "mlacheck_version": __version__,
         "device": environment.device,
         "scenario": scenario,
+        "interrupted": interrupted,
     }
     on_phase("analysis")
     SiteMap(the_engine, warmup.library).rewrite(memory.events)
-    return build_report(analyse(memory.events, rules, run_context), facts, policy=policy)
+    analysis = analyse(memory.events, rules, run_context)
+    if interrupted:
+        analysis.incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
+    return build_report(analysis, facts, policy=policy)
+
+
+def _checked(actions: list, check) -> list:
+    """Each action followed by `check` (where a held-back Ctrl-C is raised: after the compile under way)."""
+    return [lambda action=action: (action(), check()) for action in actions]
 
 
 def _warmup_actions(
