@@ -24,6 +24,7 @@ from mlacheck.errors import MlacheckError
 app = typer.Typer(
     help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: option names whole at 80 columns, and `[@return]` is not rich markup
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
@@ -45,7 +46,8 @@ StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
 OutputOption = Annotated[
     list[str] | None,
     typer.Option(
-        help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable."
+        metavar="FORMAT:PATH",
+        help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable.",
     ),
 ]
 BaselineOption = Annotated[
@@ -60,19 +62,23 @@ AllowIncompleteOption = Annotated[
 ContextOption = Annotated[
     list[str] | None,
     typer.Option(
-        help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable."
+        metavar="KEY=VALUE",
+        help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable.",
     ),
 ]
 RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder that replaces the bundled rules.")]
 SelectOption = Annotated[
     list[str] | None,
     typer.Option(
-        help="Finding codes that count (MLA001,MLA003; repeatable); the others are listed as ignored and never fail."
+        metavar="CODES",
+        help="Finding codes that count (MLA001,MLA003; repeatable); the others are listed as ignored and never fail.",
     ),
 ]
 IgnoreOption = Annotated[
     list[str] | None,
-    typer.Option(help="Finding codes listed as ignored, never failing (MLA002; comma-separated or repeatable)."),
+    typer.Option(
+        metavar="CODES", help="Finding codes listed as ignored, never failing (MLA002; comma-separated or repeatable)."
+    ),
 ]
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print the findings and the verdict line only; no progress display.")
@@ -194,7 +200,8 @@ def run(
     serving_start: Annotated[
         list[str] | None,
         typer.Option(
-            help="Program mode: MODULE:QUALNAME[@return], a function whose call (or return) marks serving start; repeatable."
+            metavar="MODULE:QUALNAME[@return]",
+            help="Program mode: a function whose call (or, with @return, return) marks serving start; repeatable.",
         ),
     ] = None,
     num_sms: Annotated[
@@ -309,12 +316,18 @@ def manifest(
     sources: Annotated[
         list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")
     ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the warm-up manifest (JSON).")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="Where to write the warm-up manifest (JSON; json:PATH too)."
+        ),
+    ],
     rules: Annotated[
         Path | None, typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")
     ] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
+    output = _guard(lambda: _manifest_path(str(output)))
     from mlacheck.program.saved import report_from_sources
     from mlacheck.report.manifest import manifest as make_manifest
     from mlacheck.report.manifest import write_manifest
@@ -382,6 +395,18 @@ def _progress(detail: str, live: bool):
     from mlacheck.report.progress import LiveProgress, LogProgress
 
     return LiveProgress(console) if live else LogProgress(console)
+
+
+def _manifest_path(spec: str) -> Path:
+    """The manifest's path: PATH, or json:PATH as --output takes it elsewhere (another format is refused)."""
+    from mlacheck.report.formats import FORMATS
+
+    fmt, sep, path = spec.partition(":")
+    if sep and fmt in FORMATS:
+        if fmt != "json" or not path:
+            raise MlacheckError(f"--output {spec}: a manifest is JSON; give PATH or json:PATH")
+        return Path(path)
+    return Path(spec)
 
 
 def _detail(quiet: bool, verbose: bool) -> str:
@@ -490,7 +515,10 @@ def main() -> None:
         result = app(standalone_mode=False)
         code = result if isinstance(result, int) else 0
     except Exception as exc:  # noqa: BLE001 - typer's usage errors; anything else is a bug shown as one line too
-        if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `mlacheck`: the help is the answer, not an error
+            sys.stdout.write(exc.format_message() + "\n")
+            code = 0
+        elif hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
             _console(stderr=True).print(
                 f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False, soft_wrap=True
             )

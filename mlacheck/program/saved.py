@@ -48,6 +48,11 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
                 f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
             )
         run = RunFolder(path)
+        if not run.is_run():
+            raise MlacheckError(
+                f"{path}: not a run folder (no trace-*.jsonl, meta.json or rules/ in it); pass the --run-dir of an "
+                "mlacheck run (or one saved JSON report)"
+            )
         meta = run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
         loaded.unobserved += run.unobserved()

@@ -256,3 +256,38 @@ def test_a_bad_context_value_in_program_mode_is_one_line_after_the_run_and_the_r
     assert (run_dir / "meta.json").is_file() and list(run_dir.glob("trace-*.jsonl"))
     again = run_cli("report", run_dir, "--context", "causal_mode=True")
     assert again.returncode == 0 and "verdict: PASS" in again.stdout, again.stdout + again.stderr
+
+
+def test_bare_mlacheck_prints_the_help_and_no_error():
+    done = run_cli()
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("Usage: ") and first.endswith(" [OPTIONS] COMMAND [ARGS]...") and "  rule " in done.stdout
+
+
+def test_run_help_at_80_columns_names_every_option_whole():
+    done = run_cli("run", "--help", env_extra={"COLUMNS": "80"})
+    assert done.returncode == 0 and max(len(line) for line in done.stdout.splitlines()) <= 80
+    for name in ("--cuda-graph-max-bs", "--max-context-len", "--allow-incomplete", "--serving-start", "--num-sms"):
+        assert f"  {name} " in done.stdout or f"  {name}\n" in done.stdout, name  # before: "--cuda-graph-max…"
+    assert "--serving-start MODULE:QUALNAME[@return]" in done.stdout  # before: rich read [@return] as markup
+
+
+def test_manifest_takes_json_colon_path_as_output_does(tmp_path):
+    saved = tmp_path / "report.json"
+    assert run_cli("run", "--compile", "skip", "--kernel", "prefill", "--json", saved).returncode == 0
+    done = run_cli("manifest", saved, "--output", "json:m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "m.json").is_file() and not (tmp_path / "json:m.json").exists()
+    assert_one_line_error(run_cli("manifest", saved, "--output", "sarif:m.sarif", cwd=tmp_path), "a manifest is JSON")
+
+
+def test_report_of_a_folder_that_is_no_run_folder_says_so(tmp_path):
+    line = assert_one_line_error(run_cli("report", tmp_path), str(tmp_path), "not a run folder")
+    assert "--rules" not in line  # before: a hint to pass --rules, which then found no process
+
+
+def test_run_dir_that_is_a_file_says_so(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert_one_line_error(run_cli("run", "--run-dir", afile, "--", "true"), f"--run-dir {afile}: is a file")
