@@ -47,7 +47,7 @@ OutputOption = Annotated[
     list[str] | None,
     typer.Option(
         metavar="FORMAT:PATH",
-        help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable.",
+        help="FORMAT:PATH (json, junit, sarif, github, markdown, html; PATH - is stdout, the report then goes to stderr); repeatable.",
     ),
 ]
 BaselineOption = Annotated[

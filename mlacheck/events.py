@@ -11,8 +11,8 @@ Event types (every event has "type"; the first event of a trace is "run" and car
 - family:         {family, distribution, version, key_fields, cache_kind, fingerprint, preexisting}
                   a family's hooks were installed (preexisting: entries already in the cache then,
                   as a count where the interpreter cannot list them)
-- compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack}
-                  a variant entered the cache. vid numbers the cache's own key in this process; key is
+- compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack, t}
+                  a variant entered the cache, t seconds (wall clock) after the process's run event. vid numbers the cache's own key in this process; key is
                   {field: typed value}; spelling is how a functools-cached call spelled its key (null for
                   a dict key); phase is warmup | capture | serving | preexisting | inherited; origin is
                   compile | skip | unknown (not made by a watched compile)
@@ -24,25 +24,44 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   are in counts.calls as "function!before" / "function!after"
 - no_lookup:      {family, function, site}   first dispatch call that returned without a lookup, where the
                   rule says every call looks up; how many are in counts.calls as "function!nolookup"
-- serving_start:  {how, site}         serving starts here: earlier compiles and dispatches are warm-up
+- serving_start:  {how, site, t}      serving starts here: earlier compiles and dispatches are warm-up
 - context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
 - numerics:       {family, key, kernel}   a launched kernel's output against the reference (execute mode)
 - internal_error: {where, message}    capture failed; the program went on
-- exit:           {rank, how}         the process ended normally (rank from torch.distributed when it was
+- exit:           {rank, how, t}      the process ended normally (rank from torch.distributed when it was
                                       initialized, else RANK / LOCAL_RANK at exit)
+`t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 from mlacheck.errors import MlacheckError
+
+_run_started = time.time()  # this process's run event; a forked child's new run event restarts it
+
+
+def start_run_clock() -> float:
+    """Mark this process's run event now (its `started`); `run_clock` counts from here."""
+    global _run_started
+    _run_started = time.time()
+    return _run_started
+
+
+def run_clock() -> float:
+    """Seconds since this process's run event, by the wall clock (an event's `t`), to the millisecond."""
+    return round(time.time() - _run_started, 3)
+
 
 FORMAT_VERSION = 2
 """The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
 the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
-`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them)."""
+`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them). Within 2 (the
+HTML report's timeline): `compile`, `serving_start` and `exit` events may carry `t`, seconds since the process's
+run event; an optional field that every reader does without, so the format stays 2."""
 EVENT_TYPES = frozenset(
     {
         "run",

@@ -88,7 +88,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FORMAT:PATH",
         action="append",
         default=[],
-        help="Also write the report as FORMAT (json, junit, sarif, github, markdown) to PATH; repeatable.",
+        help="Also write the report as FORMAT (json, junit, sarif, github, markdown, html) to PATH; repeatable.",
     )
     group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
     group.addoption(

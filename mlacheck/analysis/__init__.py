@@ -17,8 +17,10 @@ from mlacheck.analysis.findings import (
     serving_path_finding,
     spelling_findings,
     stale_rule_findings,
+    telling,
 )
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
+from mlacheck.analysis.timeline import timelines
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
 from mlacheck.keys import key_identity, value_text, varying_fields
@@ -51,6 +53,7 @@ class Analysis:
     incomplete: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
     context_needed: list[str] = field(default_factory=list)  # the run-context names those contracts need
+    timeline: list[dict] = field(default_factory=list)  # each process's timed compiles (`timeline.py`)
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
 
     def failed(self, strict: bool = False) -> bool:
@@ -146,7 +149,18 @@ def analyse(
         len(internal),
         dry,
     )
-    return Analysis(families, findings, internal, incomplete, sorted(not_checked), sorted(needed), contexts)
+    fields = {family.name: (family.key_fields, varying_fields([v.key for v in family.variants])) for family in families}
+    label = lambda name, key: telling(key, *fields.get(name, ([], [])))
+    return Analysis(
+        families,
+        findings,
+        internal,
+        incomplete,
+        sorted(not_checked),
+        sorted(needed),
+        timelines(events, label),
+        contexts,
+    )
 
 
 def derived_context(context: dict[str, str]) -> dict[str, str]:

@@ -32,7 +32,8 @@ FORMAT_VERSION = 3
 after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
 measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows.
 Within 3 (fields added, none changed): a finding's `summary` and `ignored`, `counts.ignored`, `select`,
-`ignore`, `context_needed`, `interrupted`; a header row may hold a third item, its detail."""
+`ignore`, `context_needed`, `interrupted`, `timeline` (each process's timed compiles), `scenario.phases`; a header
+row may hold a third item, its detail."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,7 @@ class Report(_Model):
     incomplete: list[str] = []
     not_checked: list[str] = []
     context_needed: list[str] = []
+    timeline: list[dict] = []
     internal_errors: list[str] = []
     bad_lines: list[str] = []
 
@@ -218,6 +220,7 @@ def build_report(
         incomplete=list(analysis.incomplete),
         not_checked=analysis.not_checked,
         context_needed=analysis.context_needed,
+        timeline=analysis.timeline,
         internal_errors=analysis.internal_errors,
         processes=processes,
         **facts,

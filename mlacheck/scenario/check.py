@@ -8,7 +8,6 @@ decode (`tokenspeed_mla_decode`), as the chosen engine calls them (`engines.py`)
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,7 +20,15 @@ from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
 from mlacheck.errors import MlacheckError
-from mlacheck.events import FORMAT_VERSION, CallbackSink, JsonlSink, MemorySink, TeeSink
+from mlacheck.events import (
+    FORMAT_VERSION,
+    CallbackSink,
+    JsonlSink,
+    MemorySink,
+    TeeSink,
+    run_clock,
+    start_run_clock,
+)
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.scenario import startup
@@ -77,11 +84,16 @@ class Watch(Protocol):
 def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
     """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
     shown = watch.phase if watch is not None else lambda name: None
-    current = ["start-up"]
+    current, phases = ["start-up"], []
 
     def on_phase(name: str) -> None:
+        """A phase starts: shown, and timed for the report's timeline (seconds since the run event)."""
         current[0] = name
         shown(name)
+        if phases:
+            phases[-1]["end"] = run_clock()
+        if name != "analysis":
+            phases.append({"name": name, "start": run_clock(), "end": None})
 
     deferred = DeferredInterrupt(lambda: shown(f"Ctrl-C: stopping after the step under way ({current[0]})"))
     if options.compile not in ("real", "skip"):
@@ -133,7 +145,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
             "format_version": FORMAT_VERSION,
             "pid": os.getpid(),
             "mlacheck_version": __version__,
-            "started": time.time(),
+            "started": start_run_clock(),
         }
     )
     capture_policy = CapturePolicy(
@@ -227,7 +239,9 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
     finally:
         for capture in reversed(captures):
             capture.remove()
-        sink.write({"type": "exit", "rank": None, "how": "interrupted" if interrupted else "scenario"})
+        sink.write(
+            {"type": "exit", "rank": None, "how": "interrupted" if interrupted else "scenario", "t": run_clock()}
+        )
         sink.close()
     run_context = {**own_context, **(options.context or {})}
     scenario = _scenario_facts(
@@ -243,7 +257,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
         arch.sm_count_label(environment.target_arch, options.num_sms),
         kinds,
     )
-    scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns())
+    scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns(), phases=phases)
     facts = {
         "mode": environment.mode,
         "target_arch": environment.target_arch,
