@@ -155,8 +155,14 @@ def _variant_table(family: dict, console: Console, detail: str, extra: dict | No
         for variant in variants
     ]
     site = columns.index("at")
-    headers = _headers(columns, rows, width, site)
-    room = width - sum(_width(headers[i], rows, i) + GAP for i in range(len(columns)) if i != site)
+    shortest = max((len(short_site(v["compiled_by"], 0, "*")) for v in variants if v.get("compiled_by")), default=1)
+    headers = _headers(columns, rows, width, site, min(shortest, SITE_MIN))
+    widths = {i: _width(headers[i], rows, i) for i in range(len(columns)) if i != site}
+    for i in sorted(widths, key=lambda i: _word(headers[i], rows, i) - widths[i]):  # the most to gain first
+        if width - sum(w + GAP for w in widths.values()) >= min(shortest, SITE_MIN):
+            break
+        widths[i] = _word(headers[i], rows, i)  # this column wraps at its spaces: its widest word is enough
+    room = width - sum(w + GAP for w in widths.values())
     modelled = next((v["compiled_by"] for v in variants if is_modelled(v.get("compiled_by"))), None)
     for row, variant in zip(rows, variants):
         compiled_by = variant.get("compiled_by")
@@ -181,7 +187,8 @@ def _variant_table(family: dict, console: Console, detail: str, extra: dict | No
         table.add_column(
             header,
             justify="right" if name in ("dispatches", "tokens") else "left",
-            min_width=_width(Text(""), rows, index) if index == site else _word(headers[index], rows, index),
+            min_width=_width(Text(""), rows, index) if index == site else None,
+            width=widths.get(index) if detail != "verbose" else None,
             overflow="fold",
         )
     for row in rows:
@@ -214,9 +221,9 @@ def _word(header: Text, rows: list[list[Text]], column: int) -> int:
     return max((len(word) for line in lines for word in line.split()), default=1)
 
 
-def _headers(columns: list[str], rows: list[list[Text]], width: int, flexible: int) -> list[Text]:
+def _headers(columns: list[str], rows: list[list[Text]], width: int, flexible: int, room: int) -> list[Text]:
     """Column names; where the table would not fit, the names longer than their cells wrap at their underscores
-    (never inside a word), the longest first, until it fits. The `flexible` column (a path) gets what is left."""
+    (never inside a word), the longest first, until `room` is left for the `flexible` column (a path)."""
     cells = [_width(Text(""), rows, i) for i in range(len(columns))]
     names = list(columns)
     while True:
@@ -226,7 +233,7 @@ def _headers(columns: list[str], rows: list[list[Text]], width: int, flexible: i
             for i, name in enumerate(names)
             if i != flexible and name == columns[i] and _wrap_name(name, cells[i]) != name
         ]
-        if total + SITE_MIN <= width or not candidates:
+        if total + room <= width or not candidates:
             return [Text(name) for name in names]
         names[max(candidates)[1]] = _wrap_name(columns[max(candidates)[1]], cells[max(candidates)[1]])
 
