@@ -94,7 +94,7 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant,
         if variant.serving_path_compile_s is not None
         else "serving-path compile (not timed)"
     )
-    summary = f"{telling(variant.key, family.key_fields, list(diff) or varying)}: {seconds}"
+    summary = f"{telling(variant.key, family.key_fields, [*varying, *diff])}: {seconds}"  # which one, and how
     if variant.precompiled:
         summary += ", again: its precompiled entry was dropped"
         closest = (

@@ -33,7 +33,8 @@ def test_a_decode_finding_at_80_columns_is_a_line_a_diff_and_a_fix(eager):
     lines = eager.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     part = findings_part(eager.stdout)
-    assert part[0].startswith("MLA001 tokenspeed_mla.decode (reducer_max_splits=16): serving-path compile")
+    assert part[0].startswith("MLA001 tokenspeed_mla.decode (is_workspace_size_zero=False,")
+    assert "reducer_max_splits=16): serving-path compile" in part[1]
     starts = [index for index, line in enumerate(part) if line.startswith("MLA001 ")]
     assert len(starts) == 4
     for first, end in zip(starts, [*starts[1:], len(part)]):

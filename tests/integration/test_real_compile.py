@@ -57,7 +57,7 @@ def test_the_library_warmup_under_the_sglang_profile_compiles_causal_without_lse
     assert serving["nearest"]["return_lse"] is True and serving["diff"] == {"return_lse": [True, False]}
     [variant] = [v for v in family(report, "tokenspeed_mla.prefill")["variants"] if v["key"] == serving["key"]]
     assert variant["serving_path_compile_s"] > 0.5 and not variant["precompiled"]
-    assert "MLA001 tokenspeed_mla.prefill (return_lse=False): " in result.stdout
+    assert "MLA001 tokenspeed_mla.prefill (is_causal=True, return_lse=False): " in result.stdout
 
 
 def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_serving_path(tmp_path):
