@@ -61,6 +61,7 @@ class LiveProgress:
 
     def phase(self, name: str) -> None:
         self._phase, self._since = name, time.monotonic()
+        self._live.refresh()  # shown now, however short the phase
 
     def event(self, event: dict) -> None:
         line = compile_line(event)
@@ -71,6 +72,7 @@ class LiveProgress:
             ]
             self._count += 1
             self._seconds += event.get("seconds") or 0.0
+            self._live.refresh()
 
     def _render(self) -> Group:
         elapsed = time.monotonic() - self._since
