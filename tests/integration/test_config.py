@@ -4,8 +4,10 @@ precedence mlacheck/config.py and the README state). --compile skip: seconds on 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
-from tests.integration.cli import run_cli
+from tests.integration.cli import ROOT, run_cli
 
 EAGER = ("run", "--compile", "skip", "--cuda-graph", "off")
 
@@ -63,3 +65,28 @@ def test_a_bad_setting_is_one_line_before_anything_runs(tmp_path):
     (folder / "pyproject.toml").write_text("[tool.mlacheck]\nselect = ['MLA404']\n")
     result = run_cli("report", str(folder), cwd=folder)
     assert result.code == 2 and result.stderr.startswith("mlacheck: error: --select MLA404: no such finding code")
+
+
+def test_the_pytest_plugin_reads_the_table_too(tmp_path):
+    """A session whose only finding is a serving-path compile passes when [tool.mlacheck] ignores MLA001, and writes
+    the file's outputs."""
+    project(tmp_path, "ignore = ['MLA001']\noutput = ['html:report.html']\n")
+    (tmp_path / "test_serving.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom tests.fixtures import synthetic_kernels as k\n\n"
+        "def test_serving():\n    k.warmup(dtypes=('fp8',), causal=(True,))\n    k.dispatch(1, 'fp8', True)\n"
+        "    k.dispatch(1, 'fp8', False)\n"
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mlacheck"]
+    command += [f"--mlacheck-rules={ROOT / 'tests' / 'fixtures' / 'synthetic.toml'}", "--mlacheck-run-dir=run"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "ignored: MLA001 serving-path-compile [error] synthetic (causal=False)" in done.stdout
+    assert 'class="compile serving-path"' in (tmp_path / "report.html").read_text()
+    replaced = subprocess.run(
+        [*command[:-1], "--mlacheck-run-dir=run2", "--mlacheck-ignore=MLA002"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert replaced.returncode == 1, replaced.stdout[-2000:]  # the command line's list replaced the file's
