@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -23,6 +24,7 @@ from mlacheck.errors import MlacheckError
 app = typer.Typer(
     help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help: option names whole at 80 columns, and `[@return]` is not rich markup
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
@@ -44,7 +46,8 @@ StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
 OutputOption = Annotated[
     list[str] | None,
     typer.Option(
-        help="FORMAT:PATH (json, junit, sarif, github, markdown; PATH - is stdout, the report then goes to stderr); repeatable."
+        metavar="FORMAT:PATH",
+        help="FORMAT:PATH (json, junit, sarif, github, markdown, html; PATH - is stdout, the report then goes to stderr); repeatable.",
     ),
 ]
 BaselineOption = Annotated[
@@ -59,10 +62,33 @@ AllowIncompleteOption = Annotated[
 ContextOption = Annotated[
     list[str] | None,
     typer.Option(
-        help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable."
+        metavar="KEY=VALUE",
+        help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable.",
     ),
 ]
 RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder that replaces the bundled rules.")]
+SelectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="CODES",
+        help="Finding codes that count (MLA001,MLA003; repeatable); the others are listed as ignored and never fail.",
+    ),
+]
+IgnoreOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="CODES", help="Finding codes listed as ignored, never failing (MLA002; comma-separated or repeatable)."
+    ),
+]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print the findings and the verdict line only; no progress display.")
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Print each finding's whole message, key and stack, and every shared key field."
+    ),
+]
 
 
 class Profile(str, Enum):
@@ -185,12 +211,17 @@ def run(
     serving_start: Annotated[
         list[str] | None,
         typer.Option(
-            help="Program mode: MODULE:QUALNAME[@return], a function whose call (or return) marks serving start; repeatable."
+            metavar="MODULE:QUALNAME[@return]",
+            help="Program mode: a function whose call (or, with @return, return) marks serving start; repeatable.",
         ),
     ] = None,
     num_sms: Annotated[
         int | None, typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")
     ] = None,
+    select: SelectOption = None,
+    ignore: IgnoreOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     command: Annotated[
         list[str] | None, typer.Argument(help="Program mode: after --, a command to run and observe.")
     ] = None,
@@ -202,50 +233,69 @@ def run(
     if refused:
         where = "a program (-- COMMAND)" if command else "the embedded scenario (they need -- COMMAND)"
         _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
-    specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
+    inputs = _inputs(ctx)
+    specs, parsed_context, policy, rules = inputs.specs, inputs.context, inputs.policy, inputs.rules
+    detail = _detail(quiet, verbose)
     if command:
         from mlacheck.program.session import ProgramOptions, observe_program
 
         options = ProgramOptions(
             run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context
         )
-        report = _guard(
-            lambda: observe_program(
-                command,
-                options,
-                policy,
-                on_start=lambda path: _console(True).print(f"mlacheck: run folder {path}", markup=False),
+        with _progress(detail, live=False) as watch:
+            report = _guard(
+                lambda: observe_program(
+                    command,
+                    options,
+                    policy,
+                    on_start=lambda path: _console(True).print(
+                        f"mlacheck: run folder {path}", markup=False, soft_wrap=True
+                    ),
+                    watch=watch,
+                )
             )
-        )
     else:
-        from mlacheck.scenario.check import CheckOptions, run_check
+        with _progress(detail, live=True) as watch:
+            report = _scenario(ctx, inputs, watch)
+    _finish(report, specs, detail)
 
-        options = CheckOptions(
-            model,
-            tp,
-            profile.value,
-            warmup,
-            arch,
-            compile.value,
-            rules,
-            trace,
-            requests,
-            seed,
-            num_sms,
-            kernel.value,
-            cuda_graph is Switch.on,
-            cuda_graph_max_bs,
-            max_context_len,
-            batch_sizes,
-            parsed_context,
-            prefill_backend.value if prefill_backend else None,
-        )
-        report = _guard(lambda: run_check(options, policy))
-    _finish(report, specs)
+
+def _scenario(ctx: typer.Context, inputs: Inputs, watch):
+    """The embedded scenario of `run`'s options, its imports (torch, the kernel library) under the progress
+    display too."""
+    if watch is not None:
+        watch.phase("importing torch and the kernel library")
+    from mlacheck.scenario.check import CheckOptions
+    from mlacheck.scenario.parts import run_scenario
+
+    configured, option = inputs.config, ctx.params.get
+    backend = option("prefill_backend")
+    options = CheckOptions(
+        option("model"),
+        option("tp"),
+        _setting(ctx, "profile", option("profile"), configured.profile, Profile),
+        option("warmup"),
+        option("arch"),
+        option("compile").value,
+        inputs.rules,
+        option("trace"),
+        option("requests"),
+        option("seed"),
+        option("num_sms"),
+        _setting(ctx, "kernel", option("kernel"), configured.kernel, Kernel),
+        option("cuda_graph") is Switch.on,
+        option("cuda_graph_max_bs"),
+        option("max_context_len"),
+        option("batch_sizes"),
+        inputs.context,
+        backend.value if backend else None,
+    )
+    return _guard(lambda: run_scenario(options, inputs.policy, watch))
 
 
 @app.command()
 def report(
+    ctx: typer.Context,
     sources: Annotated[
         list[Path],
         typer.Argument(help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report."),
@@ -259,12 +309,20 @@ def report(
     context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
+    select: SelectOption = None,
+    ignore: IgnoreOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Re-render and merge saved program-mode runs, or re-render a saved JSON report."""
     from mlacheck.program.saved import report_from_sources
 
-    specs, parsed_context, policy = _inputs(output, json_path, context, strict, allow_incomplete, baseline)
-    _finish(_guard(lambda: report_from_sources(sources, rules, parsed_context, policy)), specs)
+    inputs = _inputs(ctx)
+    _finish(
+        _guard(lambda: report_from_sources(sources, inputs.rules, inputs.context, inputs.policy)),
+        inputs.specs,
+        _detail(quiet, verbose),
+    )
 
 
 @app.command()
@@ -272,12 +330,18 @@ def manifest(
     sources: Annotated[
         list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")
     ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the warm-up manifest (JSON).")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="Where to write the warm-up manifest (JSON; json:PATH too)."
+        ),
+    ],
     rules: Annotated[
         Path | None, typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")
     ] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
+    output = _guard(lambda: _manifest_path(str(output)))
     from mlacheck.program.saved import report_from_sources
     from mlacheck.report.manifest import manifest as make_manifest
     from mlacheck.report.manifest import write_manifest
@@ -307,6 +371,7 @@ def list_rules(
             metavar="MODULE", help="Print a starting rule for MODULE's installed code (a fork, a new release)."
         ),
     ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Every key field and path whole.")] = False,
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
     if template is not None:
@@ -317,7 +382,20 @@ def list_rules(
         return
     from mlacheck.report.rules_table import print_rules
 
-    _guard(lambda: print_rules(_console(), rules, fingerprints))
+    _guard(lambda: print_rules(_console(), rules, fingerprints, verbose))
+
+
+@app.command("rule")
+def rule(
+    code: Annotated[
+        str | None, typer.Argument(help="A finding code (MLA001) or its name (serving-path-compile).")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="The page of every finding code.")] = False,
+) -> None:
+    """Explain a finding code: what it finds, why it matters, an example, how to fix it, how to silence it."""
+    from mlacheck.report.rule_page import pages
+
+    _console().print(_guard(lambda: pages(code, every)), markup=False, highlight=False, soft_wrap=True, end="")
 
 
 @app.command("env")
@@ -351,36 +429,109 @@ def version() -> None:
     _console().print(f"mlacheck {__version__}", markup=False)
 
 
-def _finish(report, specs: list[tuple[str, Path | None]]) -> None:
+class _NoProgress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _progress(detail: str, live: bool):
+    """The progress display on stderr (a live one for the scenario, log lines for a program's run), only where
+    stderr is a terminal and not with --quiet."""
+    console = _console(stderr=True)
+    if detail == "quiet" or not console.is_terminal:
+        return _NoProgress()
+    from mlacheck.report.progress import LiveProgress, LogProgress
+
+    return LiveProgress(console) if live else LogProgress(console)
+
+
+def _manifest_path(spec: str) -> Path:
+    """The manifest's path: PATH, or json:PATH as --output takes it elsewhere (another format is refused)."""
+    from mlacheck.report.formats import FORMATS
+
+    fmt, sep, path = spec.partition(":")
+    if sep and fmt in FORMATS:
+        if fmt != "json" or not path:
+            raise MlacheckError(f"--output {spec}: a manifest is JSON; give PATH or json:PATH")
+        return Path(path)
+    return Path(spec)
+
+
+def _detail(quiet: bool, verbose: bool) -> str:
+    if quiet and verbose:
+        _fail("--quiet and --verbose: give one of them")
+    return "quiet" if quiet else "verbose" if verbose else "normal"
+
+
+def _finish(report, specs: list[tuple[str, Path | None]], detail: str = "normal") -> None:
     """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code."""
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
 
-    render(report, _console(stderr=any(path is None for _, path in specs)))
+    render(report, _console(stderr=any(path is None for _, path in specs)), detail)
     _guard(lambda: write_outputs(report, specs))
     raise typer.Exit(report.exit_code)
 
 
-def _inputs(
-    output: list[str] | None,
-    json_path: Path | None,
-    context: list[str] | None,
-    strict: bool,
-    allow_incomplete: bool,
-    baseline: Path | None,
-) -> tuple[list, dict[str, str], object]:
-    """The options every reporting command shares, checked before anything runs: the outputs, the run context and
-    the verdict policy."""
+@dataclass(frozen=True)
+class Inputs:
+    """What every reporting command takes from its options and [tool.mlacheck], checked before anything runs."""
+
+    specs: list
+    context: dict[str, str]
+    policy: object
+    rules: Path | None
+    config: object
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name).name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def _inputs(ctx: typer.Context) -> Inputs:
+    """The outputs, the run context, the verdict policy and the rules: each option given on the command line over
+    the pyproject.toml's [tool.mlacheck] setting (mlacheck/config.py states the precedence)."""
+    from mlacheck.config import load_config
     from mlacheck.context import parse_context
     from mlacheck.report.formats import output_specs
     from mlacheck.report.model import ReportPolicy
 
-    specs = _guard(lambda: output_specs([*(output or []), *([f"json:{json_path}"] if json_path is not None else [])]))
-    return (
-        specs,
-        _guard(lambda: parse_context(context)),
-        _guard(lambda: ReportPolicy.of(strict, allow_incomplete, baseline)),
+    config, _ = _guard(load_config)
+    params = ctx.params
+
+    def pick(name: str, configured: object) -> object:
+        """The command line's value where it was given (typer gives [] for a list option that was not), else the
+        file's."""
+        return params[name] if _given(ctx, name) or configured is None else configured
+
+    json_path = params.get("json_path")
+    outputs = [*(pick("output", config.output) or []), *([f"json:{json_path}"] if json_path is not None else [])]
+    specs = _guard(lambda: output_specs(outputs))
+    context = {**config.context, **_guard(lambda: parse_context(params.get("context")))}
+    policy = _guard(
+        lambda: ReportPolicy.of(
+            bool(pick("strict", config.strict)),
+            params.get("allow_incomplete", False),
+            pick("baseline", config.baseline),
+            pick("select", config.select),
+            pick("ignore", config.ignore),
+        )
     )
+    return Inputs(specs, context, policy, pick("rules", config.rules), config)
+
+
+def _setting(ctx: typer.Context, name: str, value: Enum, configured: str | None, kind: type[Enum]) -> str:
+    """A choice given on the command line, else [tool.mlacheck]'s (checked against the choices), else the default."""
+    if _given(ctx, name) or configured is None:
+        return value.value
+    try:
+        return kind(configured).value
+    except ValueError:
+        choices = ", ".join(member.value for member in kind)
+        _fail(f"pyproject.toml [tool.mlacheck] {name} = {configured!r}: choose one of {choices}")
 
 
 def _guard(action):
@@ -415,7 +566,10 @@ def main() -> None:
         result = app(standalone_mode=False)
         code = result if isinstance(result, int) else 0
     except Exception as exc:  # noqa: BLE001 - typer's usage errors; anything else is a bug shown as one line too
-        if hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `mlacheck`: the help is the answer, not an error
+            sys.stdout.write(exc.format_message() + "\n")
+            code = 0
+        elif hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
             _console(stderr=True).print(
                 f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False, soft_wrap=True
             )

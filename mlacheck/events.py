@@ -13,8 +13,8 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   as a count where the interpreter cannot list them); a family found at run time (a
                   Triton kernel) adds kernel (MODULE:QUALNAME) and every_lookup_counted (every lookup of
                   its cache is counted: a variant with none was not used); written again if that changes
-- compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack}
-                  a variant entered the cache. vid numbers the cache's own key in this process; key is
+- compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack, t}
+                  a variant entered the cache, t seconds (wall clock) after the process's run event. vid numbers the cache's own key in this process; key is
                   {field: typed value}; spelling is how a functools-cached call spelled its key (null for
                   a dict key); phase is warmup | capture | serving | preexisting | inherited; origin is
                   compile | skip | unknown (not made by a watched compile)
@@ -26,7 +26,7 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   are in counts.calls as "function!before" / "function!after"
 - no_lookup:      {family, function, site}   first dispatch call that returned without a lookup, where the
                   rule says every call looks up; how many are in counts.calls as "function!nolookup"
-- serving_start:  {how, site}         serving starts here: earlier compiles and dispatches are warm-up
+- serving_start:  {how, site, t}      serving starts here: earlier compiles and dispatches are warm-up
 - context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
 - numerics:       {family, key, kernel}   a launched kernel's output against the reference (execute mode)
 - unwatched:      {module, cache, families, provider, reasons}   the process imported a cache that no loaded rule
@@ -36,22 +36,41 @@ Event types (every event has "type"; the first event of a trace is "run" and car
                   watched family accounted for; phase is warmup | capture | serving | unmarked (no serving start
                   marked in the process, and no warm-up or capture frame)
 - internal_error: {where, message}    capture failed; the program went on
-- exit:           {rank, how}         the process ended normally (rank from torch.distributed when it was
+- exit:           {rank, how, t}      the process ended normally (rank from torch.distributed when it was
                                       initialized, else RANK / LOCAL_RANK at exit)
+`t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 from mlacheck.errors import MlacheckError
+
+_run_started = time.time()  # this process's run event; a forked child's new run event restarts it
+
+
+def start_run_clock() -> float:
+    """Mark this process's run event now (its `started`); `run_clock` counts from here."""
+    global _run_started
+    _run_started = time.time()
+    return _run_started
+
+
+def run_clock() -> float:
+    """Seconds since this process's run event, by the wall clock (an event's `t`), to the millisecond."""
+    return round(time.time() - _run_started, 3)
+
 
 FORMAT_VERSION = 2
 """The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
 the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
 `numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them); new event types
-unwatched, unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines)."""
+unwatched, unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines). Within 2 (the
+HTML report's timeline): `compile`, `serving_start` and `exit` events may carry `t`, seconds since the process's
+run event; an optional field that every reader does without, so the format stays 2."""
 EVENT_TYPES = frozenset(
     {
         "run",
@@ -119,6 +138,19 @@ class JsonlSink(EventSink):
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+class CallbackSink(EventSink):
+    """Hands every event to a callback (a progress display); a callback that raises loses nothing but itself."""
+
+    def __init__(self, callback) -> None:
+        self.callback = callback
+
+    def write(self, event: dict) -> None:
+        try:
+            self.callback(event)
+        except Exception:  # noqa: BLE001 - a display must never cost the run an event
+            pass
 
 
 class TeeSink(EventSink):

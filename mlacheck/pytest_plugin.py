@@ -31,6 +31,8 @@ FLAG_NAMES = {
     "--num-sms ": "--mlacheck-num-sms=",
     "--arch ": "--mlacheck-arch=",
     "--serving-start ": "--mlacheck-serving-start=",
+    "--select ": "--mlacheck-select=",
+    "--ignore ": "--mlacheck-ignore=",
 }
 
 
@@ -97,7 +99,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FORMAT:PATH",
         action="append",
         default=[],
-        help="Also write the report as FORMAT (json, junit, sarif, github, markdown) to PATH; repeatable.",
+        help="Also write the report as FORMAT (json, junit, sarif, github, markdown, html) to PATH; repeatable.",
     )
     group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
     group.addoption(
@@ -106,7 +108,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="A saved JSON report or baseline: its findings show as known and do not fail.",
     )
-    group.addoption("--mlacheck-strict", action="store_true", default=False, help="Warnings fail the session too.")
+    group.addoption(
+        "--mlacheck-select",
+        metavar="CODES",
+        action="append",
+        default=None,
+        help="Finding codes that count (MLA001,MLA003); the others are listed as ignored and never fail.",
+    )
+    group.addoption(
+        "--mlacheck-ignore",
+        metavar="CODES",
+        action="append",
+        default=None,
+        help="Finding codes listed as ignored, never failing (MLA002).",
+    )
+    group.addoption("--mlacheck-strict", action="store_true", default=None, help="Warnings fail the session too.")
     group.addoption(
         "--mlacheck-allow-incomplete",
         action="store_true",
@@ -173,28 +189,33 @@ class MlacheckSession:
                 "`mlacheck run -- pytest`); use one of the two"
             )
         try:
+            from mlacheck.config import load_config
             from mlacheck.context import parse_context
             from mlacheck.report.formats import output_specs
             from mlacheck.report.model import ReportPolicy
 
-            outputs = list(option("mlacheck_output")) + (
+            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence)
+            settings, _ = load_config(Path(str(config.rootpath)))
+            outputs = (list(option("mlacheck_output")) or settings.output or []) + (
                 [f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else []
             )
             self.specs = output_specs(outputs)
             self.policy = ReportPolicy.of(
-                bool(option("mlacheck_strict")),
+                bool(option("mlacheck_strict") if option("mlacheck_strict") is not None else settings.strict),
                 bool(option("mlacheck_allow_incomplete")),
-                Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else None,
+                Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else settings.baseline,
+                option("mlacheck_select") or settings.select,
+                option("mlacheck_ignore") or settings.ignore,
             )
             self.options = ProgramOptions(
                 Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
-                Path(option("mlacheck_rules")) if option("mlacheck_rules") else None,
+                Path(option("mlacheck_rules")) if option("mlacheck_rules") else settings.rules,
                 self.compile_policy,
                 self.dry,
                 option("mlacheck_arch"),
                 option("mlacheck_num_sms"),
                 tuple(option("mlacheck_serving_start")),
-                parse_context(option("mlacheck_context"), "--mlacheck-context"),
+                {**settings.context, **parse_context(option("mlacheck_context"), "--mlacheck-context")},
             )
             prepared = prepare_run(self.options)
         except MlacheckError as exc:
@@ -291,23 +312,36 @@ class MlacheckSession:
         verbose = self.config.getoption("verbose") > 0
         for finding in report.findings:
             error = finding.severity == "error"
-            line = f"{'known: ' if finding.baselined else ''}{finding.code} {finding.name} [{finding.severity}] {finding.message}"
+            known = "ignored: " if finding.ignored else "known: " if finding.baselined else ""
+            line = f"{known}{finding.code} {finding.name} [{finding.severity}] "
+            line += f"{finding.family} "
+            line += finding.summary or finding.message
             if finding.process:
                 rank = finding.process.get("rank")
                 line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
-            write(line, red=error and not finding.baselined, yellow=not error)
+            write(
+                line + (f" at {finding.site}" if finding.site else ""),
+                red=error and not finding.baselined and not finding.ignored,
+                yellow=not error,
+            )
             if verbose:
+                write(f"    {finding.message}")
                 write(f"    fix: {finding.hint}")
         for reason in report.incomplete:
             write(f"incomplete: {reason}", purple=True)
-        for line in report.not_checked:
-            write(f"not checked: {line}")
+        if report.not_checked:
+            needed = " ".join(f"{name}=..." for name in report.context_needed)
+            write(
+                f"not checked: {len(report.not_checked)} contract(s) lack run context"
+                + (f": give --mlacheck-context {needed}" if needed else "")
+            )
         for message in report.internal_errors:
             write(f"internal error in capture (the program went on): {message}", purple=True)
         variants = [v for family in report.families for v in family.variants]
         write(
             f"verdict: {report.verdict.upper()}  {report.counts.errors} error(s), {report.counts.warnings} warning(s)"
             + (f", {report.counts.baselined} known from the baseline" if report.counts.baselined else "")
+            + (f", {report.counts.ignored} ignored" if report.counts.ignored else "")
             + (" (strict: warnings fail)" if report.strict else "")
             + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
             f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)",

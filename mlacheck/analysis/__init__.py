@@ -17,9 +17,11 @@ from mlacheck.analysis.findings import (
     serving_path_finding,
     spelling_findings,
     stale_rule_findings,
+    telling,
     unbounded_findings,
 )
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
+from mlacheck.analysis.timeline import timelines
 from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
@@ -53,6 +55,8 @@ class Analysis:
     internal_errors: list[str]
     incomplete: list[str] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)  # contracts that could not be evaluated, and why
+    context_needed: list[str] = field(default_factory=list)  # the run-context names those contracts need
+    timeline: list[dict] = field(default_factory=list)  # each process's timed compiles (`timeline.py`)
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
     unwatched_compiles: list[UnwatchedCompile] = field(default_factory=list)
     lookups: dict[int | None, int] = field(default_factory=dict)  # per process: dispatches that reached a lookup
@@ -70,12 +74,13 @@ def analyse(
     unobserved: list[str] | None = None,
     observed: int | None = None,
     lost: list[str] | None = None,
+    dry: bool = False,
 ) -> Analysis:
     """Turn the events of one or more traces (tagged "proc") into per-family variants and findings.
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
     what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
-    names the trace lines that could not be read.
+    names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry).
     """
     tables, facts = build_tables(events)
     declared, stale_tables = _declared(rules, tables)
@@ -91,6 +96,7 @@ def analyse(
     families: list[FamilyResult] = []
     stale_families: list[str] = []
     not_checked: set[str] = set()
+    needed: set[str] = set()
     contexts = {proc: fact.context for proc, fact in facts.items()}
     for name, rule in declared.items():
         family_tables = by_family.get(name)
@@ -123,6 +129,7 @@ def analyse(
             for contract in rule.contract:
                 missing = [need for need in contract.needs() if need not in run_context]
                 if missing and table.variants:
+                    needed.update(missing)
                     not_checked.add(
                         f"{name}: the {contract.field} contract needs {', '.join(missing)} "
                         "(give --context " + " ".join(f"{m}=..." for m in missing) + ")"
@@ -152,14 +159,26 @@ def analyse(
         unobserved or [],
         lost or [],
         len(internal),
+        dry,
     )
     incomplete += stale_families + layouts_dispatched
     lookups: dict[int | None, int] = {}
     for tables_of_family in by_family.values():
         for table in tables_of_family:
             lookups[table.proc] = lookups.get(table.proc, 0) + table.lookups
+    fields = {family.name: (family.key_fields, varying_fields([v.key for v in family.variants])) for family in families}
+    label = lambda name, key: telling(key, *fields.get(name, ([], [])))
     return Analysis(
-        families, findings, internal, incomplete, sorted(not_checked) + layouts_not_checked, contexts, compiles, lookups
+        families,
+        findings,
+        internal,
+        incomplete,
+        sorted(not_checked) + layouts_not_checked,
+        sorted(needed),
+        timelines(events, label),
+        contexts,
+        compiles,
+        lookups,
     )
 
 
@@ -226,7 +245,7 @@ def _per_process(rule, tables: list[ProcessFamily], merged: list[Variant], varyi
                 continue
             if variant.serving_path_compile:
                 if vid not in folded:
-                    findings.append(serving_path_finding(rule, table, variant))
+                    findings.append(serving_path_finding(rule, table, variant, varying))
             elif variant.status == "dead warm-up" and key_identity(variant.key) not in respelled:
                 if judged_here:
                     findings.append(dead_warmup_finding(rule, variant, table.proc, varying))

@@ -11,6 +11,16 @@ from __future__ import annotations
 
 from mlacheck.analysis.tables import ProcessFamily
 
+NO_DEVICE = (  # what torch says when a dispatch needs the CUDA device the process does not have
+    "Torch not compiled with CUDA enabled",
+    "No CUDA GPUs are available",
+    "Found no NVIDIA driver",
+)
+DRY_HINT = (
+    "; the process has no CUDA device: run it with --dry (pytest: --mlacheck-dry), which takes the watched "
+    "dispatches past their lookup without one"
+)
+
 
 def mark_unverified(tables: list[ProcessFamily]) -> None:
     """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
@@ -31,8 +41,10 @@ def incomplete_reasons(
     unobserved: list[str],
     lost: list[str],
     internal_errors: int,
+    dry: bool = False,
 ) -> list[str]:
-    """One line per reason the run cannot pass."""
+    """One line per reason the run cannot pass (a dispatch that died for want of a CUDA device, in a run without
+    --dry, says to add it)."""
     reasons = [f"a Python process ran unobserved: {line}" for line in unobserved]
     reasons += [f"events were lost: {line}" for line in lost]
     if internal_errors:
@@ -68,7 +80,7 @@ def incomplete_reasons(
         for function, count, calls, error in died[name]:
             reasons.append(
                 f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
-                "they checked nothing"
+                "they checked nothing" + (DRY_HINT if not dry and any(text in error for text in NO_DEVICE) else "")
             )
         reasons += _unlooked(name, tables)
     return reasons

@@ -24,6 +24,7 @@ class Finding:
     site: str | None = None
     stack: list[str] = field(default_factory=list)
     proc: int | None = None  # the process it came from (per-process codes)
+    summary: str = ""  # one line: the variant by the fields that tell it apart, and the stall, waste or breach
 
     @property
     def name(self) -> str:
@@ -47,6 +48,19 @@ def named(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tu
     )
 
 
+SHORT_KEY = 3  # fields a summary shows of a variant that no field tells apart
+
+
+def telling(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tuple[str, ...]) -> str:
+    """`(field=value, ...)` of the `telling` fields only (a summary line); without any, the first few fields."""
+    shown = [name for name in telling if name in key]
+    if shown:
+        return key_text({name: key[name] for name in shown}, list(fields))
+    if len(key) <= SHORT_KEY:
+        return key_text(key, list(fields))
+    return key_text(dict(list(key.items())[:SHORT_KEY]), list(fields))[:-1] + ", …)"
+
+
 def nearest(key: Key, candidates: list[Key]) -> tuple[Key | None, dict[str, list[JsonValue]]]:
     """The candidate key with the fewest fields that differ from `key` (the first on a tie), and the diff:
     {field: [candidate's value, key's value]}."""
@@ -58,7 +72,7 @@ def nearest(key: Key, candidates: list[Key]) -> tuple[Key | None, dict[str, list
     return best
 
 
-def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant) -> Finding:
+def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant, varying: list[str]) -> Finding:
     """MLA001: a variant compiled inside a dispatch call while serving."""
     family = rule.family
     precompiled = [v for v in table.variants.values() if v.precompiled and v is not variant]
@@ -73,7 +87,14 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
     else:
         stall = "a stall (not measured: --compile skip)"
     text = named(variant.key, family.key_fields, list(diff))
+    seconds = (
+        f"{variant.serving_path_compile_s:.1f} s serving-path compile"
+        if variant.serving_path_compile_s is not None
+        else "serving-path compile (not timed)"
+    )
+    summary = f"{telling(variant.key, family.key_fields, [*varying, *diff])}: {seconds}"  # which one, and how
     if variant.precompiled:
+        summary += ", again: its precompiled entry was dropped"
         closest = (
             f"it was precompiled at {variant.compiled_by}, but its cache entry was dropped (cleared, popped or "
             "evicted) before this dispatch, so it compiled again"
@@ -100,10 +121,8 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
         )
         if drivers and len(drivers) == len(diff):
             driven = list(dict.fromkeys(what for names in drivers.values() for what in names))
-            hint = (
-                f"the warm-up did not cover the {', '.join(driven)} of this dispatch: warm up (capture) that "
-                f"{' / '.join(driven)}, or precompile "
-                + ", ".join(f"{n}={value_text(v)}" for n, (_, v) in diff.items())
+            hint = f"warm up (capture) this {' / '.join(driven)}, or precompile " + ", ".join(
+                f"{n}={value_text(v)}" for n, (_, v) in diff.items()
             )
         else:
             hint = (
@@ -128,6 +147,7 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant)
         variant.serving_path_site,
         variant.serving_path_stack,
         table.proc,
+        summary,
     )
 
 
@@ -179,6 +199,8 @@ def unbounded_findings(rule: RuleFile, table: ProcessFamily) -> tuple[list[Findi
                 site=first.serving_path_site,
                 stack=first.serving_path_stack,
                 proc=table.proc,
+                summary=f"({name}): {len(values)} values compiled on the serving path"
+                + (f", {sum(stalls):.1f} s" if stalls else ""),
             )
         )
     return findings, folded
@@ -202,6 +224,8 @@ def dead_warmup_finding(
         codes.lookup("MLA002").hint,
         site=variant.compiled_by,
         proc=proc,
+        summary=f"{telling(variant.key, rule.family.key_fields, varying)}: precompiled, never dispatched{elsewhere}"
+        + (f" ({variant.compile_s:.1f} s wasted)" if variant.compile_s is not None else ""),
     )
 
 
@@ -227,6 +251,8 @@ def contract_findings(rule: RuleFile, variant: Variant, context: dict[str, str],
                 + (f": {contract.why}" if contract.why else ""),
                 f"make {contract.field}={expected} where the key is computed",
                 site=variant.compiled_by or variant.serving_path_site or variant.first_dispatch_site,
+                summary=f"{role} {telling(variant.key, rule.family.key_fields, [*varying, contract.field])}: "
+                f"{contract.field} is {actual}, the contract requires {expected}",
             )
         )
     return findings
@@ -260,6 +286,8 @@ def spelling_findings(rule: RuleFile, table: ProcessFamily, varying: list[str]) 
                 codes.lookup("MLA006").hint,
                 site=second.serving_path_site or second.compiled_by,
                 proc=table.proc,
+                summary=f"{telling(first.key, rule.family.key_fields, varying)}: compiled {len(variants)} times, "
+                f"under {len(variants)} spellings of one functools key",
             )
         )
     return findings
@@ -376,5 +404,6 @@ def numerics_findings(rule: RuleFile, variant: Variant, varying: list[str]) -> l
             f"{named(variant.key, rule.family.key_fields, varying)}: the kernel's output against the reference on the "
             "same inputs: " + "; ".join(breaches),
             codes.lookup("MLA005").hint,
+            summary=f"{telling(variant.key, rule.family.key_fields, varying)}: " + "; ".join(breaches),
         )
     ]

@@ -96,6 +96,9 @@ def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list
                 compiled.site,
                 compiled.stack,
                 compiled.proc,
+                summary=f"{compiled.kernel}: "
+                + (f"{compiled.seconds:.1f} s " if compiled.seconds is not None else "")
+                + "serving-path compile, no rule file watches it",
             )
         )
     return compiles, findings

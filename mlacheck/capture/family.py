@@ -25,7 +25,7 @@ from mlacheck.capture.hooks import MISSING, LaunchPolicy
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
-from mlacheck.events import EventSink
+from mlacheck.events import EventSink, run_clock
 from mlacheck.keys import typed
 from mlacheck.rulefiles.schema import PhaseRule, RuleFile
 
@@ -350,6 +350,7 @@ class FamilyCapture:
                 "origin": origin,
                 "site": site or "before mlacheck",
                 "stack": stack,
+                "t": run_clock(),
             }
         )
 

@@ -17,10 +17,9 @@ import functools
 import json
 import os
 import sys
-import time
 
 from mlacheck import __version__, arch, qualnames
-from mlacheck.events import FORMAT_VERSION, JsonlSink
+from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_clock
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
@@ -120,7 +119,7 @@ class Agent:
                 self._safely(capture.remove)
         if self._patches is not None:
             self._patches.undo(lambda where, action: self._safely(action))
-        self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how}))
+        self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how, "t": run_clock()}))
         self.sink.close()
 
     def serving_started(self, how: str) -> None:
@@ -128,7 +127,9 @@ class Agent:
         if self._serving or os.getpid() != self._pid:
             return
         self._serving = True
-        self._safely(lambda: self.sink.write({"type": "serving_start", "how": how, "site": _caller_site()}))
+        self._safely(
+            lambda: self.sink.write({"type": "serving_start", "how": how, "site": _caller_site(), "t": run_clock()})
+        )
         for capture in self._all_captures():
             self._safely(capture.serving_started)
 
@@ -260,7 +261,7 @@ class Agent:
                 "ppid": os.getppid(),
                 "host": os.uname().nodename,
                 "mlacheck_version": __version__,
-                "started": time.time(),
+                "started": start_run_clock(),
                 "argv": list(sys.argv),
                 "rank": _environment_rank(),
                 "target_arch": self._target_arch(),

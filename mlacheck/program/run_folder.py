@@ -32,7 +32,9 @@ class RunFolder:
         """A new folder: the given one (must be empty or new), or mlacheck-runs/<UTC time>-<pid>."""
         if path is None:
             path = Path("mlacheck-runs") / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        if path.exists() and not path.is_dir():
+            raise MlacheckError(f"--run-dir {path}: is a file; give a new folder (it will hold a trace per process)")
+        if path.exists() and any(path.iterdir()):
             raise MlacheckError(f"--run-dir {path}: not empty; give a new folder so that runs do not mix")
         try:
             (path / "rules").mkdir(parents=True, exist_ok=True)
@@ -70,6 +72,15 @@ class RunFolder:
             return None
         except (OSError, json.JSONDecodeError) as exc:
             raise MlacheckError(f"{self.path / PROCESS_TREE}: unreadable process record: {exc}") from None
+
+    def is_run(self) -> bool:
+        """Whether the folder holds anything a run writes (a trace, meta.json, capture.json or saved rules)."""
+        return (
+            any(self.path.glob(TRACE_GLOB))
+            or self.meta_path.exists()
+            or (self.path / CAPTURE_CONFIG).exists()
+            or self.rules_dir.is_dir()
+        )
 
     def traces(self) -> list[Path]:
         return sorted(self.path.glob(TRACE_GLOB), key=lambda p: (p.stat().st_mtime_ns, p.name))

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from mlacheck import __version__
 from mlacheck.analysis import analyse
+from mlacheck.analysis.context_check import check_context
 from mlacheck.errors import MlacheckError
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
@@ -49,6 +50,11 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
                 f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
             )
         run = RunFolder(path)
+        if not run.is_run():
+            raise MlacheckError(
+                f"{path}: not a run folder (no trace-*.jsonl, meta.json or rules/ in it); pass the --run-dir of an "
+                "mlacheck run (or one saved JSON report)"
+            )
         meta = run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
         first_process = len(loaded.processes)
@@ -145,12 +151,25 @@ def program_report(
     """Analyse saved runs with `rules`, else with the rule files saved in the run folders."""
     loaded = load_runs(paths)
     rules = rules if rules is not None else run_rules(paths)
+    observed: dict[str, list] = {}
+    for event in loaded.events:
+        for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
+            observed.setdefault(name, []).append(value)
+    check_context(context, rules, observed=observed)
     lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
         f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
         for process in loaded.processes
         if process["truncated"]
     ]
-    analysis = analyse(loaded.events, rules, context, loaded.unobserved, observed=len(loaded.processes), lost=lost)
+    analysis = analyse(
+        loaded.events,
+        rules,
+        context,
+        loaded.unobserved,
+        observed=len(loaded.processes),
+        lost=lost,
+        dry=any(program.get("dry") for program in loaded.programs),
+    )
     ranks = rank_summaries(loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups)
     analysed = {family.name for family in analysis.families}
     recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - analysed)

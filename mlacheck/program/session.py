@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlacheck import arch, qualnames
+from mlacheck.analysis.context_check import check_context
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.errors import MlacheckError
+from mlacheck.program.follow import TraceFollower
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import program_report
@@ -54,6 +57,7 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
         raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
     rules = load_rules(options.rules)
     check_rules(rules)
+    check_context(options.context, rules)
     if options.arch != "auto" and options.arch not in rules.arches:
         raise MlacheckError(
             f"--arch {options.arch}: no loaded family has kernels for it; choose auto or one of "
@@ -98,16 +102,29 @@ def observe_program(
     options: ProgramOptions,
     policy: ReportPolicy = ReportPolicy(),
     on_start: Callable[[Path], None] | None = None,
+    watch=None,
 ) -> Report:
-    """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under."""
+    """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under.
+    `watch` (a progress display: `phase(name)`, `event(event)`) follows the traces as the program writes them."""
     run = prepare_run(options)
     if on_start is not None:
         on_start(run.folder.path)
     gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
-    meta = run_program(command, run.folder, extra_environment=run.environment)
+    on_tick = None
+    if watch is not None:
+        watch.phase(f"running {shlex.join(command)}")
+        follower = TraceFollower(run.folder.path)
+        on_tick = lambda: [watch.event(event) for event in follower.poll()]
+    meta = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
+    if on_tick is not None:
+        on_tick()
+        watch.phase("analysing the run folder")
     meta.update(compile_policy=options.compile, dry=options.dry)
     run.folder.write_meta(meta)
-    return program_report([run.folder.path], run.rules, options.context, policy)
+    try:
+        return program_report([run.folder.path], run.rules, options.context, policy)
+    except MlacheckError as exc:  # e.g. a --context value the run's keys show to be of another kind
+        raise MlacheckError(f"{exc}; the run is kept: mlacheck report {run.folder.path} reports it again") from None
 
 
 def worker_environment(run_dir: Path | None) -> tuple[dict[str, str], str | None]:

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
@@ -44,8 +45,10 @@ def run_program(
     run: RunFolder,
     extra_environment: dict[str, str] | None = None,
     grace_seconds: float = GRACE_SECONDS,
+    on_tick: Callable[[], object] | None = None,
 ) -> dict:
-    """Run `command` to its end under observation; write and return meta.json (command, exit code, signal)."""
+    """Run `command` to its end under observation; write and return meta.json (command, exit code, signal).
+    `on_tick` is called while it waits (a progress display following the traces); what it raises is its own loss."""
     started = time.time()
     environment = observed_environment(run, {**os.environ, **(extra_environment or {})})
     subreaper = become_subreaper()
@@ -68,7 +71,7 @@ def run_program(
 
     previous = {number: signal.signal(number, forward) for number in FORWARDED}
     try:
-        returncode, killed = _wait(process, forwarded, grace_seconds, tree)
+        returncode, killed = _wait(process, forwarded, grace_seconds, tree, on_tick)
         remnants = _end_remnants(process.pid, grace_seconds, tree)
     finally:
         for number, handler in previous.items():
@@ -97,11 +100,22 @@ def run_program(
     return meta
 
 
-def _wait(process: subprocess.Popen, forwarded: list[str], grace_seconds: float, tree: ProcessTree) -> tuple[int, bool]:
+def _wait(
+    process: subprocess.Popen,
+    forwarded: list[str],
+    grace_seconds: float,
+    tree: ProcessTree,
+    on_tick: Callable[[], object] | None = None,
+) -> tuple[int, bool]:
     """The main process's return code, recording the tree meanwhile; after a forwarded signal and the grace period,
     the group and every recorded process are killed."""
     deadline = None
     while True:
+        if on_tick is not None:
+            try:
+                on_tick()
+            except Exception:  # noqa: BLE001 - a display never stops the supervision
+                on_tick = None
         try:
             return process.wait(timeout=tree.interval), deadline is not None and time.monotonic() > deadline
         except subprocess.TimeoutExpired:

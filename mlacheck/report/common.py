@@ -1,8 +1,19 @@
-"""Helpers the CI formats share, all over the JSON report dict: key text, sites, severities, counts."""
+"""Helpers the report formats share, all over the JSON report dict: sites, severities, counts, runs.
+
+A site is `PATH:LINE`, optionally followed by the function and a note: the embedded scenario names the
+engine's code a step models as `PATH:LINE FUNCTION (modelled on ENGINE VERSION)` (`scenario/sites.py`).
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
 from mlacheck.codes import CODES
+
+SITE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:\s+(?P<detail>.*))?$")
+MODELLED = "(modelled"
 
 
 def severity(finding: dict) -> str:
@@ -14,18 +25,74 @@ def severity(finding: dict) -> str:
 
 
 def is_new(finding: dict) -> bool:
-    """False only for a finding that a baseline marked as already known."""
-    return not finding.get("baselined", False)
+    """Whether a finding counts toward the verdict: False for one a baseline marked as known, or whose code is
+    ignored (--ignore, --select)."""
+    return not finding.get("baselined", False) and not finding.get("ignored", False)
+
+
+def state(finding: dict) -> str:
+    """ "baselined", "ignored" or "" (a finding that counts)."""
+    return "ignored" if finding.get("ignored") else "baselined" if finding.get("baselined") else ""
 
 
 def parse_site(site: str | None) -> tuple[str, int | None] | None:
-    """ "path:line" -> (path, line); a site without a usable line -> (site, None); no site -> None."""
+    """ "path:line[ detail]" -> (path, line); a site without a usable line -> (site, None); no site -> None."""
     if not site:
         return None
-    path, sep, line = site.rpartition(":")
-    if sep and path and line.isdigit() and int(line) > 0:
-        return path, int(line)
+    match = SITE.match(site)
+    if match and int(match["line"]) > 0:
+        return match["path"], int(match["line"])
     return site, None
+
+
+def is_modelled(site: str | None) -> bool:
+    """Whether a site names an engine's code that the embedded scenario models (not code that ran)."""
+    return bool(site) and MODELLED in site
+
+
+def short_site(site: str, width: int, modelled: str = " (modelled)") -> str:
+    """`PATH:LINE` shortened from the left to about `width` (`…/paged/tokenspeed_mla.py:724`), a modelled site
+    marked so; the function a site names is left out (the JSON report and --verbose have it)."""
+    match = SITE.match(site)
+    if not match:
+        return site if len(site) <= width else "…" + site[len(site) - width + 1 :]
+    tail = f":{match['line']}" + (modelled if is_modelled(site) else "")
+    parts = match["path"].split("/")
+    kept = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(kept) + len(part) + 3 + len(tail) > width:
+            return f"…/{kept}{tail}" if len(kept) + 2 + len(tail) <= width else kept + tail
+        kept = f"{part}/{kept}"
+    return kept + tail
+
+
+@dataclass(frozen=True)
+class Repository:
+    """The user's repository: code-scanning formats locate findings at files inside it only."""
+
+    root: Path  # the git work tree holding `base`, else `base`
+    base: Path  # where relative sites are relative to: the folder mlacheck ran in
+
+    @classmethod
+    def here(cls) -> Repository:
+        base = Path.cwd().resolve()
+        root = next((folder for folder in (base, *base.parents) if (folder / ".git").exists()), base)
+        return cls(root, base)
+
+    def locate(self, site: str | None) -> tuple[str, int | None] | None:
+        """(path relative to the root, line) of a site in an existing file inside the repository, else None (a
+        modelled engine line, an installed package, a file elsewhere or gone)."""
+        parsed = parse_site(site)
+        if parsed is None or is_modelled(site):
+            return None
+        path, line = parsed
+        candidate = Path(path) if Path(path).is_absolute() else self.base / path
+        try:
+            resolved = candidate.resolve()
+            relative = resolved.relative_to(self.root.resolve())
+        except (OSError, ValueError):
+            return None
+        return (relative.as_posix(), line) if resolved.is_file() else None
 
 
 def process_text(finding: dict) -> str:
@@ -46,15 +113,19 @@ def family_key_fields(report: dict) -> dict[str, list[str]]:
 
 
 def counts(report: dict) -> dict[str, int]:
-    """Findings by state, as the report model counted them: new errors, new warnings, baselined."""
-    return {"errors": 0, "warnings": 0, "baselined": 0, **(report.get("counts") or {})}
+    """Findings by state, as the report model counted them: new errors, new warnings, baselined, ignored."""
+    return {"errors": 0, "warnings": 0, "baselined": 0, "ignored": 0, **(report.get("counts") or {})}
 
 
 def summary_line(report: dict) -> str:
-    """ "FAIL: 6 error(s), 3 warning(s)" with ", N baselined" when a baseline applied."""
+    """ "FAIL: 6 error(s), 3 warning(s)" with ", N baselined" / ", N ignored" when a baseline or --ignore applied."""
     n = counts(report)
     line = f"{str(report.get('verdict', '?')).upper()}: {n['errors']} error(s), {n['warnings']} warning(s)"
-    return line + (f", {n['baselined']} baselined" if n["baselined"] else "")
+    return (
+        line
+        + (f", {n['baselined']} baselined" if n["baselined"] else "")
+        + (f", {n['ignored']} ignored" if n["ignored"] else "")
+    )
 
 
 def program_runs(report: dict) -> list[tuple[list[str], str]]:

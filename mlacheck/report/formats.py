@@ -1,6 +1,6 @@
 """`--output FORMAT:PATH`: parse the specs, check them before the run, and write the report in each format.
 
-FORMAT is json, junit, sarif, github or markdown; PATH "-" is stdout (github's usual place, since
+FORMAT is json, junit, sarif, github, markdown or html; PATH "-" is stdout (github's usual place, since
 GitHub reads annotations from the step's output). Every format renders the report's JSON form.
 """
 
@@ -15,12 +15,13 @@ from typing import TextIO
 
 from mlacheck.errors import MlacheckError
 from mlacheck.report.github import to_github, write_github
+from mlacheck.report.html import to_html
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
 from mlacheck.report.model import Report
 from mlacheck.report.sarif import to_sarif
 
-FORMATS = ("json", "junit", "sarif", "github", "markdown")
+FORMATS = ("json", "junit", "sarif", "github", "markdown", "html")
 
 
 def check_writable(path: Path) -> None:
@@ -73,6 +74,8 @@ def render(report: dict, fmt: str, sarif_anchor: str | None = None) -> str:
         return to_github(report)
     if fmt == "markdown":
         return to_markdown(report)
+    if fmt == "html":
+        return to_html(report)
     raise MlacheckError(f"unknown output format {fmt!r}: choose one of {', '.join(FORMATS)}")
 
 

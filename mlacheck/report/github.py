@@ -1,7 +1,8 @@
 """GitHub Actions: workflow-command annotations on stdout and a Markdown job summary.
 
 Each new finding is one `::error` / `::warning` line titled "CODE name" (plus "[rank R (pid P)]"
-for a finding from one process of several), with file= and line= from its site when it has one.
+for a finding from one process of several), with file= and line= from its site when that is a file inside the
+user's repository (`common.Repository`); any other site is named in the message.
 Findings a baseline marked get no annotation (the summary lists them). Internal capture errors are
 `::warning` lines. The summary is the Markdown report, appended to the file named by GITHUB_STEP_SUMMARY.
 """
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import is_new, parse_site, process_text, severity
+from mlacheck.report.common import Repository, is_new, process_text, severity
 from mlacheck.report.markdown import to_markdown
 
 
@@ -33,11 +34,13 @@ def command(level: str, message: str, **properties: object) -> str:
     return f"::{level}{' ' + given if given else ''}::{escape_data(message)}"
 
 
-def annotation(finding: dict) -> str:
+def annotation(finding: dict, repository: Repository | None = None) -> str:
     """One finding as an ::error / ::warning line."""
-    site = parse_site(finding.get("site"))
-    file, line = site if site else (None, None)
+    location = (repository or Repository.here()).locate(finding.get("site"))
+    file, line = location if location else (None, None)
     message = finding.get("message", "")
+    if finding.get("site") and location is None:
+        message += f"\nat {finding['site']}"
     if finding.get("hint"):
         message += f"\nfix: {finding['hint']}"
     level = {"error": "error", "warning": "warning"}.get(severity(finding), "notice")
@@ -47,9 +50,10 @@ def annotation(finding: dict) -> str:
     return command(level, message, file=file, line=line, title=title)
 
 
-def to_github(report: dict) -> str:
+def to_github(report: dict, repository: Repository | None = None) -> str:
     """The annotation lines for the report's new findings and internal errors."""
-    lines = [annotation(finding) for finding in report.get("findings") or [] if is_new(finding)]
+    repository = repository or Repository.here()
+    lines = [annotation(finding, repository) for finding in report.get("findings") or [] if is_new(finding)]
     lines += [
         command("warning", f"internal error in capture (the program went on): {error}", title="mlacheck internal error")
         for error in report.get("internal_errors") or []

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 from mlacheck.keys import fields_text, key_identity
 from mlacheck.report.common import family_key_fields, is_new, process_text, severity, summary_line
+from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
 
@@ -78,7 +79,7 @@ def to_junit(report: dict) -> str:
 
 
 def _label(finding: dict) -> str:
-    state = "baselined " if not is_new(finding) else ""
+    state = f"{state_of(finding)} " if state_of(finding) else ""
     where = process_text(finding)
     return f"{finding.get('code')} {finding.get('name', '')} [{state}{severity(finding)}]" + (
         f" {where}" if where else ""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 
 from mlacheck.keys import value_text, varying_fields
-from mlacheck.report.common import is_new, process_text, program_runs, severity, summary_line, versions_text
+from mlacheck.report.common import process_text, program_runs, severity, summary_line, versions_text
+from mlacheck.report.common import state as state_of
 
 
 def cell(value: object) -> str:
@@ -70,7 +71,10 @@ def _facts(report: dict) -> list[list[object]]:
         ["compile", report.get("compile_policy")],
         ["versions", versions_text(report)],
     ]
-    rows += [list(row) for row in scenario.get("header") or []]
+    rows += [
+        [name, f"{text} ({more[0]})" if more and more[0] else text]
+        for name, text, *more in scenario.get("header") or []
+    ]
     for command, ended in program_runs(report):
         rows.append(["program", f"`{shlex.join(command)}` ({ended})"])
     processes = report.get("processes") or []
@@ -143,7 +147,7 @@ def _ranks(ranks: list[dict]) -> list[str]:
 
 
 def _finding(finding: dict) -> list[str]:
-    state = "" if is_new(finding) else " (baselined)"
+    state = f" ({state_of(finding)})" if state_of(finding) else ""
     where = ", ".join(
         part for part in (process_text(finding), f"at `{finding['site']}`" if finding.get("site") else "") if part
     )

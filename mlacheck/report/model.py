@@ -8,7 +8,8 @@ later version dropped are ignored).
 Verdicts: `fail` (a new error finding, or with --strict any new finding), else `incomplete` (the run did
 not see enough to compare: see `incomplete`; --allow-incomplete keeps the verdict and only changes the
 exit code), else `pass`. Exit codes: 1 fail; 2 incomplete (unless --allow-incomplete); else the observed
-program's own status (its exit code, 128 + N for signal N); else 0.
+program's own status (its exit code, 128 + N for signal N); else 0. A scenario stopped by Ctrl-C exits 130 with the
+report of what it ran.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from mlacheck.analysis import Analysis, Variant
+from mlacheck.codes import CODES
+from mlacheck.errors import MlacheckError
 from mlacheck.keys import JsonValue
 from mlacheck.report.baseline import known_findings, report_fingerprints
 
@@ -29,6 +32,9 @@ FORMAT_VERSION = 4
 after a kernel library (tokenspeed_mla_version is gone: `versions` has every family's); a variant's scenario
 measurements (tokens, FP8 cost) moved to `scenario`; `scenario.header` holds the scenario's own header rows;
 `unwatched_compiles` lists what the compile nets saw; a finding's severity may be "note" (MLA004: never fails).
+Within 3 (fields added, none changed): a finding's `summary` and `ignored`, `counts.ignored`, `select`,
+`ignore`, `context_needed`, `interrupted`, `timeline` (each process's timed compiles), `scenario.phases`; a header
+row may hold a third item, its detail.
 4: `ranks`, the per-rank view of a program-mode run (one row per run folder, host and rank); a process's `run` (its
 run folder); no other field changed."""
 
@@ -42,12 +48,44 @@ class ReportPolicy:
     allow_incomplete: bool = False  # an incomplete verdict keeps the program's exit status instead of 2
     known: frozenset[str] | None = None  # the baseline's finding fingerprints (None: no baseline)
     baseline: str | None = None  # where the baseline came from, for the report
+    select: frozenset[str] | None = None  # the codes whose findings count (None: every code)
+    ignore: frozenset[str] = frozenset()  # codes whose findings are listed as ignored and never fail
 
     @classmethod
-    def of(cls, strict: bool = False, allow_incomplete: bool = False, baseline: Path | None = None) -> ReportPolicy:
-        """The policy of the options; a --baseline file is read and checked now (a bad one is one MlacheckError line)."""
+    def of(
+        cls,
+        strict: bool = False,
+        allow_incomplete: bool = False,
+        baseline: Path | None = None,
+        select: list[str] | None = None,
+        ignore: list[str] | None = None,
+    ) -> ReportPolicy:
+        """The policy of the options; a --baseline file is read and checked now, and the codes of --select and
+        --ignore (a bad one is one MlacheckError line)."""
         known, source = known_findings(baseline)
-        return cls(strict, allow_incomplete, frozenset(known) if known is not None else None, source)
+        return cls(
+            strict,
+            allow_incomplete,
+            frozenset(known) if known is not None else None,
+            source,
+            frozenset(_codes("--select", select)) if select else None,
+            frozenset(_codes("--ignore", ignore or [])),
+        )
+
+    def ignores(self, code: str) -> bool:
+        """Whether a code's findings are ignored: --ignore names it, or --select does not."""
+        return code in self.ignore or (self.select is not None and code not in self.select)
+
+
+def _codes(flag: str, items: list[str]) -> list[str]:
+    """Finding codes from repeated or comma-separated items ("MLA001,MLA003"); an unknown one is one line."""
+    codes = [code.strip().upper() for item in items for code in item.split(",") if code.strip()]
+    unknown = next((code for code in codes if code not in CODES), None)
+    if unknown is not None:
+        raise MlacheckError(
+            f"{flag} {unknown}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)"
+        )
+    return codes
 
 
 class _Model(BaseModel):
@@ -84,6 +122,8 @@ class FamilyReport(_Model):
     notes: list[str] = []
     field_drivers: dict[str, list[str]] = {}
     discovered: bool = False
+    mode: str | None = None  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
+    target_arch: str | None = None
 
 
 class FindingReport(_Model):
@@ -96,12 +136,14 @@ class FindingReport(_Model):
     diff: dict[str, list[JsonValue]] = {}
     drivers: dict[str, list[str]] = {}
     message: str
+    summary: str = ""
     hint: str = ""
     site: str | None = None
     stack: list[str] = []
     process: dict | None = None
     fingerprint: str = ""
     baselined: bool = False
+    ignored: bool = False  # its code is ignored (--ignore, or left out by --select): listed, never failing
 
 
 class RankSummary(_Model):
@@ -123,6 +165,7 @@ class Counts(_Model):
     errors: int = 0
     warnings: int = 0
     baselined: int = 0
+    ignored: int = 0
 
 
 class Report(_Model):
@@ -138,7 +181,10 @@ class Report(_Model):
     device: str | None = None
     strict: bool = False
     allow_incomplete: bool = False
+    select: list[str] | None = None
+    ignore: list[str] = []
     scenario: dict | None = None
+    interrupted: str | None = None  # the embedded scenario's phase a Ctrl-C stopped it in
     program: dict | None = None
     processes: list[dict] = []
     ranks: list[RankSummary] = []
@@ -151,6 +197,8 @@ class Report(_Model):
     unwatched_compiles: list[
         dict
     ] = []  # compiles no watched family accounted for: net, kernel, key, seconds, phase, site
+    context_needed: list[str] = []
+    timeline: list[dict] = []
     internal_errors: list[str] = []
     bad_lines: list[str] = []
 
@@ -196,6 +244,8 @@ def build_report(
         findings=findings,
         incomplete=list(analysis.incomplete),
         not_checked=analysis.not_checked,
+        context_needed=analysis.context_needed,
+        timeline=analysis.timeline,
         internal_errors=analysis.internal_errors,
         processes=processes,
         unwatched_compiles=[{**asdict(compiled), "stack": None} for compiled in analysis.unwatched_compiles],
@@ -204,8 +254,39 @@ def build_report(
     return decide(report, policy)
 
 
+def combined(parts: list[Report], facts: dict, policy: ReportPolicy = ReportPolicy()) -> Report:
+    """One report of a run made in parts, each in a mode of its own: the first part's facts under `facts`, every
+    part's families (each marked with its part's mode and target arch), findings and what was not seen; `decide`
+    gives it its verdict."""
+    first = parts[0]
+    return decide(
+        first.model_copy(
+            update={
+                "families": [
+                    family.model_copy(update={"mode": part.mode, "target_arch": part.target_arch})
+                    for part in parts
+                    for family in part.families
+                ],
+                "findings": [finding for part in parts for finding in part.findings],
+                "versions": {name: version for part in parts for name, version in part.versions.items()},
+                "incomplete": [line for part in parts for line in part.incomplete],
+                "not_checked": [line for part in parts for line in part.not_checked],
+                "context_needed": sorted({name for part in parts for name in part.context_needed}),
+                "timeline": [row for part in parts for row in part.timeline],
+                "unwatched_compiles": [compiled for part in parts for compiled in part.unwatched_compiles],
+                "internal_errors": [line for part in parts for line in part.internal_errors],
+                "interrupted": next((part.interrupted for part in parts if part.interrupted), None),
+                **facts,
+            }
+        ),
+        policy,
+    )
+
+
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
-    """The one place a verdict is made: fingerprints and baseline state, counts, verdict, exit code and its reason."""
+    """The one place a verdict is made: fingerprints, baseline state and ignored codes, counts, verdict, exit code and
+    its reason. An ignored finding (--ignore, --select) is listed and counted as ignored, never as an error, a
+    warning or a baselined one."""
     strict, allow_incomplete, known, baseline_source = (
         policy.strict,
         policy.allow_incomplete,
@@ -214,16 +295,20 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     )
     for finding, print_ in zip(report.findings, report_fingerprints([f.model_dump() for f in report.findings])):
         finding.fingerprint = print_
-        finding.baselined = known is not None and print_ in known
-    new = [f for f in report.findings if not f.baselined]
+        finding.ignored = policy.ignores(finding.code)
+        finding.baselined = known is not None and print_ in known and not finding.ignored
+    new = [f for f in report.findings if not f.baselined and not f.ignored]
     counts = Counts(
         errors=sum(f.severity == "error" for f in new),
         warnings=sum(f.severity == "warning" for f in new),
-        baselined=len(report.findings) - len(new),
+        baselined=sum(f.baselined for f in report.findings),
+        ignored=sum(f.ignored for f in report.findings),
     )
     failing = counts.errors + (counts.warnings if strict else 0)
     verdict = "fail" if failing else "incomplete" if report.incomplete else "pass"
     exit_code, exit_reason = _exit(verdict, counts, report.incomplete, report.program, allow_incomplete)
+    if report.interrupted:
+        exit_code, exit_reason = 130, f"exit 130: interrupted (Ctrl-C) during {report.interrupted}"
     baseline = (
         {"source": baseline_source, "baselined": counts.baselined, "new": len(new)} if known is not None else None
     )
@@ -234,6 +319,8 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
             "strict": strict,
             "baseline": baseline,
             "allow_incomplete": allow_incomplete,
+            "select": sorted(policy.select) if policy.select is not None else None,
+            "ignore": sorted(policy.ignore),
             "exit_code": exit_code,
             "exit_reason": exit_reason,
         }

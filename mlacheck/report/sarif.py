@@ -1,12 +1,15 @@
 """SARIF 2.1.0 for code-scanning uploads: one run, the finding codes as SARIF rules, one result per finding.
 
 A result is located at the finding's "site" ("path:line": the engine line for MLA001, where the dead
-variant was precompiled for MLA002), else where its variant was precompiled ("compiled_by"), else at
-`anchor` when one is given, else nowhere (locations []). The schema allows that, but GitHub code
+variant was precompiled for MLA002), else where its variant was precompiled ("compiled_by"), but only at a
+file inside the user's repository (the git work tree mlacheck runs in: not an installed package, not a line
+the embedded scenario models); else at `anchor` when one is given, else nowhere (locations []; the
+message then names the site). The schema allows that, but GitHub code
 scanning rejects a whole log holding an unlocated result, so an uploader should pass an anchor
 (e.g. the rule file or the warm-up's file) when MLA004's version finding may occur. partialFingerprints
 "mlacheck/v1" carries the baseline fingerprint; a report that went through a baseline also gets
-baselineState "new" / "unchanged". Internal capture errors are tool execution notifications.
+baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --select) is suppressed
+("external"). Internal capture errors are tool execution notifications.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from urllib.parse import quote
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import parse_site, severity
+from mlacheck.report.common import Repository, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -35,8 +38,10 @@ RUN_PROPERTIES = (
 )
 
 
-def to_sarif(report: dict, anchor: str | None = None) -> dict:
-    """The report as a SARIF 2.1.0 log (a dict; json.dumps it); anchor ("path[:line]") locates site-less findings."""
+def to_sarif(report: dict, anchor: str | None = None, repository: Repository | None = None) -> dict:
+    """The report as a SARIF 2.1.0 log (a dict; json.dumps it); anchor ("path[:line]") locates findings without a
+    site in the repository (default: the one mlacheck runs in)."""
+    repository = repository or Repository.here()
     rules = list(CODES.values())
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
@@ -47,12 +52,9 @@ def to_sarif(report: dict, anchor: str | None = None) -> dict:
     }
     results = []
     for finding, print_ in zip(findings, report_fingerprints(findings)):
-        site = (
-            finding.get("site")
-            or compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-            or anchor
-        )
-        results.append(_result(finding, print_, index, site))
+        variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
+        location = repository.locate(finding.get("site")) or repository.locate(variant_site)
+        results.append(_result(finding, print_, index, location, anchor))
     errors = report.get("internal_errors") or []
     invocation = {"executionSuccessful": not errors}
     if errors:
@@ -89,15 +91,19 @@ def to_sarif(report: dict, anchor: str | None = None) -> dict:
     }
 
 
-def _result(finding: dict, print_: str, index: dict[str, int], site: str | None) -> dict:
+def _result(
+    finding: dict, print_: str, index: dict[str, int], location: tuple[str, int | None] | None, anchor: str | None
+) -> dict:
     text = finding.get("message", "")
+    if finding.get("site") and location is None:
+        text += f"\nat {finding['site']}"
     if finding.get("hint"):
         text += f"\nfix: {finding['hint']}"
     result = {
         "ruleId": finding.get("code", ""),
         "level": severity(finding),
         "message": {"text": text},
-        "locations": _locations(site),
+        "locations": _locations(location) if location else _anchor(anchor),
         "partialFingerprints": {FINGERPRINT_SCHEME: print_},
         "properties": {
             name: finding[name]
@@ -109,14 +115,21 @@ def _result(finding: dict, print_: str, index: dict[str, int], site: str | None)
         result["ruleIndex"] = index[finding["code"]]
     if "baselined" in finding:
         result["baselineState"] = "unchanged" if finding["baselined"] else "new"
+    if finding.get("ignored"):  # --ignore / --select: shown, suppressed, never failing
+        result["suppressions"] = [{"kind": "external", "justification": "its code is ignored (--ignore, --select)"}]
     return result
 
 
-def _locations(site: str | None) -> list[dict]:
-    parsed = parse_site(site)
-    if parsed is None:
+def _anchor(anchor: str | None) -> list[dict]:
+    """The anchor ("path[:line]") as a location, as given."""
+    if not anchor:
         return []
-    path, line = parsed
+    path, sep, line = anchor.rpartition(":")
+    return _locations((path, int(line)) if sep and line.isdigit() else (anchor, None))
+
+
+def _locations(location: tuple[str, int | None]) -> list[dict]:
+    path, line = location
     physical: dict = {"artifactLocation": {"uri": path_uri(path)}}
     if line is not None:
         physical["region"] = {"startLine": line}

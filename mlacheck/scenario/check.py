@@ -10,35 +10,51 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
 from mlacheck import __version__, arch
 from mlacheck.analysis import analyse
+from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy, FamilyCapture
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.dry_entries import dry_entries
 from mlacheck.capture.watch import compile_nets, family_captures
 from mlacheck.errors import MlacheckError
-from mlacheck.events import FORMAT_VERSION, JsonlSink, MemorySink, TeeSink
+from mlacheck.events import (
+    FORMAT_VERSION,
+    CallbackSink,
+    JsonlSink,
+    MemorySink,
+    TeeSink,
+    run_clock,
+    start_run_clock,
+)
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.scenario import startup
 from mlacheck.scenario.decode_run import DecodeRunner, FlashInferDecode
 from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batch_sizes
 from mlacheck.scenario.engines import EngineProfile, engine_profile, vllm_startup_prefills
-from mlacheck.scenario.environment import detect_environment, import_flashinfer_mla, import_tokenspeed_mla
+from mlacheck.scenario.environment import (
+    detect_environment,
+    import_flashinfer_mla,
+    import_tokenspeed_mla,
+)
 from mlacheck.scenario.fa4_prefill import INTERFACES, FA4Prefill, fa4_interface
 from mlacheck.scenario.header import header_rows
+from mlacheck.scenario.interrupt import DeferredInterrupt
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import dispatch, empty_tensors
 from mlacheck.scenario.prefill_run import TrafficStats, run_traffic
 from mlacheck.scenario.prefill_traffic import PROFILES, Request, make_workload
 from mlacheck.scenario.presets import ModelPreset, model_preset
+from mlacheck.scenario.sites import SiteMap
 from mlacheck.scenario.warmup import resolve_warmup, run_warmup
 
 PREFILL_FAMILY = "tokenspeed_mla.prefill"
@@ -72,12 +88,23 @@ class CheckOptions:
     prefill_backend: str | None = None  # None: the profile's own
 
 
-def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> Report:
-    """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
+class Watch(Protocol):
+    """What follows a run as it goes (a progress display): the phase it is in, and every event it writes."""
+
+    def phase(self, name: str) -> None: ...
+
+    def event(self, event: dict) -> None: ...
+
+
+def driven(options: CheckOptions) -> tuple:
+    """What the options drive: (the engine profile, the prefill backend, the rules, the family name of each kind,
+    the kinds driven, the FA4 rules, and per kind the families that may watch it)."""
     if options.compile not in ("real", "skip"):
         raise MlacheckError(f"--compile {options.compile}: choose real or skip")
     if options.kernel not in KERNELS:
         raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
+    if options.num_sms is not None and options.num_sms < 1:
+        raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
     the_engine = engine_profile(options.profile)
     backend = options.prefill_backend or the_engine.prefill_backend
     if options.prefill_backend is not None and backend not in PREFILL_BACKENDS:
@@ -94,17 +121,46 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         else [rules.family(families[kind]).family]
         for kind in kinds
     ]
-    driven = [family for group in groups for family in group]
+    return the_engine, backend, rules, families, kinds, fa4_rules, groups
+
+
+def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
+    """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
+    shown = watch.phase if watch is not None else lambda name: None
+    current, phases = ["start-up"], []
+
+    def on_phase(name: str) -> None:
+        """A phase starts: shown, and timed for the report's timeline (seconds since the run event)."""
+        current[0] = name
+        shown(name)
+        if phases:
+            phases[-1]["end"] = run_clock()
+        if name != "analysis":
+            phases.append({"name": name, "start": run_clock(), "end": None})
+
+    deferred = DeferredInterrupt(lambda: shown(f"Ctrl-C: stopping after the step under way ({current[0]})"))
+    the_engine, backend, rules, families, kinds, fa4_rules, groups = driven(options)
+    fa4 = backend == "fa4"
+    driven_families = [family for group in groups for family in group]
     model = model_preset(options.model, options.tp)
-    context_len = options.max_context_len or model.context_len
+    context_len = model.context_len if options.max_context_len is None else options.max_context_len
     batch_sizes = parse_batch_sizes(options.batch_sizes)
     kernel_arches = _common_arches(groups)
-    arch_env = list(dict.fromkeys(name for family in driven for name in family.arch_env))
+    arch_env = list(dict.fromkeys(name for family in driven_families for name in family.arch_env))
     environment = detect_environment(options.arch, kernel_arches, arch_env)
     if environment.mode == "execute" and options.compile == "skip":
         raise MlacheckError("--compile skip is refused in execute mode: kernels launch there, so they must be compiled")
     if environment.mode == "execute" and options.num_sms is not None:
         raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
+    own_context = {
+        "target_arch": environment.target_arch,
+        "kv_cache_dtype": KV_CACHE_DTYPE,
+        "engine": the_engine.engine,
+        "d_qk": str(model.d_qk),
+        "d_v": str(model.d_v),
+        "num_heads": str(model.num_heads),
+    }
+    check_context(options.context, rules, own_context)
     flashinfer = the_engine.decode_backend == "flashinfer" and "decode" in kinds
     tokenspeed = ("decode" in kinds and not flashinfer) or ("prefill" in kinds and not fa4)
     package = import_tokenspeed_mla() if tokenspeed else None
@@ -115,11 +171,13 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     enable_pdl = environment.enable_pdl if the_engine.pdl is None else the_engine.pdl
     num_sms = options.num_sms or arch.flagship(environment.target_arch).sms
     if environment.mode != "execute":  # a fake or replaced device: the families read the target's SM count
-        for name in dict.fromkeys(name for family in driven for name in family.sm_count_env):
+        for name in dict.fromkeys(name for family in driven_families for name in family.sm_count_env):
             os.environ.setdefault(name, str(num_sms))
     launcher = LaunchCounter(execute=environment.mode == "execute")
     memory = MemorySink()
-    sink = memory if options.trace is None else TeeSink(memory, JsonlSink(options.trace))
+    sinks = [memory, *([JsonlSink(options.trace)] if options.trace is not None else [])]
+    sinks += [CallbackSink(watch.event)] if watch is not None else []
+    sink = sinks[0] if len(sinks) == 1 else TeeSink(*sinks)
     measurements = Measurements(sink)
     sink.write(
         {
@@ -127,7 +185,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
             "format_version": FORMAT_VERSION,
             "pid": os.getpid(),
             "mlacheck_version": __version__,
-            "started": time.time(),
+            "started": start_run_clock(),
         }
     )
     capture_policy = CapturePolicy(
@@ -137,13 +195,13 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         target_arch=environment.target_arch,
         num_sms=num_sms,
     )
-    phases = rules.phases + startup.FRAMES
+    frames = rules.phases + startup.FRAMES
     entries: list = []
     # a net under each kernel DSL's compile: what no watched family accounts for (MLA007), never launched in dry or
     # trace mode
-    nets = compile_nets(rules.compile_nets, sink, phases, capture_policy.replace_launch)
+    nets = compile_nets(rules.compile_nets, sink, frames, capture_policy.replace_launch)
     captures = [
-        FamilyCapture(rules.family(families[kind]), sink, capture_policy, launcher.stand_in, phases)
+        FamilyCapture(rules.family(families[kind]), sink, capture_policy, launcher.stand_in, frames)
         for kind in kinds
         if kind == "decode" or not fa4
     ]
@@ -155,7 +213,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
             [r for r in fa4_rules if r.family.module == interface.__name__],
             sink,
             capture_policy,
-            phases,
+            frames,
             launcher.stand_in,
         )
         captures += fa4_captures
@@ -190,7 +248,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         decoder = DecodeRunner(
             package, model, enable_pdl, environment.mode, launcher, measurements, families["decode"], device
         )
-    stats = TrafficStats()
+    stats, interrupted = TrafficStats(), None
     try:
         for capture in captures:
             capture.install()
@@ -199,48 +257,65 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         for net in nets:
             net.install(importlib.import_module(net.net.module))
         try:
-            startup.run_phases(
-                captures,
-                _warmup_actions(
-                    the_engine,
-                    options,
-                    warmup,
-                    plan,
-                    decoder,
-                    package,
-                    model,
-                    enable_pdl,
-                    environment.target_arch,
-                    q_dtype,
-                    device,
-                    kinds,
-                    prefill_fa4,
-                ),
-                [
-                    lambda step=step: decoder.step(step, options.seed)
-                    for step in plan.steps
-                    if step.phase == "capture" and decoder is not None
-                ],
-            )
-            if prefill_fa4 is not None:
-                stats = _fa4_traffic(prefill_fa4, the_engine, options)
-            elif "prefill" in kinds:
-                stats = run_traffic(
-                    package.tokenspeed_mla_prefill,
-                    make_workload(options.requests, options.seed),
-                    the_engine.engine,
-                    model,
-                    environment.mode,
-                    enable_pdl,
-                    launcher,
-                    measurements,
-                    families["prefill"],
-                    options.seed,
-                    device,
-                    fp8,
+            with deferred:
+                startup.run_phases(
+                    captures,
+                    _checked(
+                        _warmup_actions(
+                            the_engine,
+                            options,
+                            warmup,
+                            plan,
+                            decoder,
+                            package,
+                            model,
+                            enable_pdl,
+                            environment.target_arch,
+                            q_dtype,
+                            device,
+                            kinds,
+                            prefill_fa4,
+                        ),
+                        deferred.check,
+                    ),
+                    _checked(
+                        [
+                            lambda step=step: decoder.step(step, options.seed)
+                            for step in plan.steps
+                            if step.phase == "capture" and decoder is not None
+                        ],
+                        deferred.check,
+                    ),
+                    on_phase,
                 )
-            for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
-                decoder.step(step, options.seed * 7919 + number)
+                if prefill_fa4 is not None:
+                    on_phase("prefill traffic")
+                    stats = _fa4_traffic(prefill_fa4, the_engine, options, deferred.check)
+                elif "prefill" in kinds:
+                    on_phase("prefill traffic")
+                    stats = run_traffic(
+                        package.tokenspeed_mla_prefill,
+                        make_workload(options.requests, options.seed),
+                        the_engine.engine,
+                        model,
+                        environment.mode,
+                        enable_pdl,
+                        launcher,
+                        measurements,
+                        families["prefill"],
+                        options.seed,
+                        device,
+                        fp8,
+                        deferred.check,
+                    )
+                if decoder is not None:
+                    on_phase("decode traffic")
+                for number, step in enumerate(s for s in plan.steps if s.phase == "serving" and decoder is not None):
+                    decoder.step(step, options.seed * 7919 + number)
+                    deferred.check()
+                deferred.check()
+        except KeyboardInterrupt:  # held back to a step boundary: report what ran before it
+            interrupted = current[0]
         except MlacheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the library's own error, reported in one line
@@ -251,17 +326,11 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     finally:
         for hook in reversed([*captures, *entries, *nets]):
             hook.remove()
-        sink.write({"type": "exit", "rank": None, "how": "scenario"})
+        sink.write(
+            {"type": "exit", "rank": None, "how": "interrupted" if interrupted else "scenario", "t": run_clock()}
+        )
         sink.close()
-    run_context = {
-        "target_arch": environment.target_arch,
-        "kv_cache_dtype": KV_CACHE_DTYPE,
-        "engine": the_engine.engine,
-        "d_qk": str(model.d_qk),
-        "d_v": str(model.d_v),
-        "num_heads": str(model.num_heads),
-        **(options.context or {}),
-    }
+    run_context = {**own_context, **(options.context or {})}
     scenario = _scenario_facts(
         options,
         the_engine,
@@ -277,7 +346,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
     )
     if "prefill" in kinds:
         scenario["prefill_backend"] = prefill_label
-    scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns())
+    scenario.update(header=header_rows(scenario, environment.mode), measured=measurements.columns(), phases=phases)
     facts = {
         "mode": environment.mode,
         "target_arch": environment.target_arch,
@@ -285,8 +354,19 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy()) -> R
         "mlacheck_version": __version__,
         "device": environment.device,
         "scenario": scenario,
+        "interrupted": interrupted,
     }
-    return build_report(analyse(memory.events, rules, run_context), facts, policy=policy)
+    on_phase("analysis")
+    SiteMap(the_engine, warmup.library).rewrite(memory.events)
+    analysis = analyse(memory.events, rules, run_context)
+    if interrupted:
+        analysis.incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
+    return build_report(analysis, facts, policy=policy)
+
+
+def _checked(actions: list, check) -> list:
+    """Each action followed by `check` (where a held-back Ctrl-C is raised: after the compile under way)."""
+    return [lambda action=action: (action(), check()) for action in actions]
 
 
 def _warmup_actions(
@@ -346,14 +426,18 @@ def _warmup_actions(
     return actions
 
 
-def _fa4_traffic(prefill: FA4Prefill, the_engine: EngineProfile, options: CheckOptions) -> TrafficStats:
-    """The workload's prefill calls through FA4, as the engine makes them (its context chunks: vLLM's workspace)."""
+def _fa4_traffic(
+    prefill: FA4Prefill, the_engine: EngineProfile, options: CheckOptions, between: Callable[[], None]
+) -> TrafficStats:
+    """The workload's prefill calls through FA4, as the engine makes them (its context chunks: vLLM's workspace);
+    `between` runs after each call (a held-back Ctrl-C stops there)."""
     stats = TrafficStats()
     for number, batch in enumerate(make_workload(options.requests, options.seed).batches):
         for index, call in enumerate(PROFILES[the_engine.engine](batch, FA4_CHUNK)):
             prefill.call(call, options.seed * 7919 + number * 131 + index)
             stats.prefill_calls += 1
             stats.tokens += sum(call.q_lens)
+            between()
     return stats
 
 
@@ -378,6 +462,7 @@ def _scenario_facts(
         "d_v": model.d_v,
         "profile": the_engine.name,
         "engine_source": the_engine.source,
+        "engine_release": the_engine.release,
         "kernels": list(kinds),
         "warmup": warmup_label if "prefill" in kinds else None,
         "cuda_graph": options.cuda_graph,

@@ -37,6 +37,15 @@ from mlacheck.scenario.prefill_traffic import PrefillCall, Request, sglang_profi
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """The line of an engine's published code that a scenario step models (a site names it, `sites.py`)."""
+
+    path: str  # inside the engine's package, as a site names an installed file
+    line: int
+    function: str
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     name: str
     prefill_calls: Callable[[tuple[Request, ...], int], list[PrefillCall]]
@@ -51,6 +60,8 @@ class EngineProfile:
     startup_prefill: str  # "always", "with graphs" (skipped by --cuda-graph off) or "never": a start-up dummy prefill
     startup_decode_batches: tuple[int, ...]  # with graphs on, eager decode steps of the start-up warm-up
     source: str
+    release: str  # "tokenspeed 0.1.1": the published engine the profile follows
+    steps: dict[str, Upstream]  # the upstream call each scenario step models (sites.py STEPS names the steps)
     prefill_backend: str = "tokenspeed_mla"  # "fa4": FlashAttention-4 (fa4_prefill.py); "none": precompiled cubins
     decode_backend: str = "tokenspeed_mla"  # or "flashinfer": FlashInfer's CuTe DSL MLA decode
 
@@ -58,6 +69,14 @@ class EngineProfile:
     def engine(self) -> str:
         """The engine, as rule files' contracts and engine frames name it ("sglang@0.5.13" is sglang)."""
         return self.name.partition("@")[0]
+
+
+TOKENSPEED_BACKEND = "tokenspeed/runtime/layers/attention/backends/paged/tokenspeed_mla.py"
+SGLANG_BACKEND = "sglang/srt/layers/attention/tokenspeed_mla_backend.py"
+SGLANG_TRTLLM_MLA = "sglang/srt/layers/attention/trtllm_mla_backend.py"
+VLLM_DECODE = "vllm/v1/attention/backends/mla/tokenspeed_mla.py"
+VLLM_PREFILL = "vllm/v1/attention/backends/mla/prefill/tokenspeed_mla.py"
+VLLM_FA4_PREFILL = "vllm/v1/attention/backends/mla/prefill/flash_attn.py"
 
 
 def tokenspeed_ladder(maximum: int) -> list[int]:
@@ -98,6 +117,13 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
         (),
         "PyPI tokenspeed 0.1.1: backends/paged/tokenspeed_mla.py CuteDSLMLABackend, execution/forward_step.py "
         "ForwardStepRunner.capture/_capture_one, execution/model_executor.py ModelExecutor.autotune",
+        "tokenspeed 0.1.1",
+        {
+            "warmup": Upstream(TOKENSPEED_BACKEND, 259, "CuteDSLMLABackend.__init__"),
+            "extend": Upstream(TOKENSPEED_BACKEND, 818, "CuteDSLMLABackend.forward_extend_chunked"),
+            "prefix_chunk": Upstream(TOKENSPEED_BACKEND, 818, "CuteDSLMLABackend.forward_extend_chunked"),
+            "decode": Upstream(TOKENSPEED_BACKEND, 724, "CuteDSLMLABackend.forward_decode"),
+        },
     ),
     "sglang": EngineProfile(
         "sglang",
@@ -117,6 +143,8 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
         "_init_cuda_graph_metadata (capture at max_context_len, :587) and init_forward_metadata (eager at "
         "seq_lens_cpu.max(), :833-834); model_executor/runner/decode_cuda_graph_runner.py capture_one_shape; prefill: "
         "trtllm-gen's precompiled cubins (trtllm_ragged_attention_deepseek, nothing compiled at run time)",
+        "SGLang 0.5.23",
+        {"decode": Upstream(SGLANG_TRTLLM_MLA, 1041, "TRTLLMMLABackend._run_decode_kernel")},
         "none",
         "flashinfer",
     ),
@@ -135,6 +163,13 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
         (),
         "SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
         "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py",
+        "SGLang 0.5.13",
+        {
+            "warmup": Upstream(SGLANG_BACKEND, 149, "TokenspeedMLABackend.__init__"),
+            "extend": Upstream(SGLANG_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel"),
+            "prefix_chunk": Upstream(SGLANG_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel"),
+            "decode": Upstream(SGLANG_BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),
+        },
     ),
     "vllm": EngineProfile(
         "vllm",
@@ -154,6 +189,15 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
         "model_executor/layers/attention/mla_attention.py forward_mha, v1/worker/gpu_worker.py "
         "_compile_or_warm_up_model, v1/worker/gpu/warmup.py warmup_kernels; decode: v1/attention/backends/mla/"
         "tokenspeed_mla.py TokenspeedMLAImpl",
+        "vLLM 0.34.0",
+        {
+            "warmup": Upstream(VLLM_DECODE, 259, "TokenspeedMLAImpl.__init__"),
+            "extend": Upstream(VLLM_PREFILL, 145, "TokenspeedMLAPrefillBackend.run_prefill_new_tokens"),
+            "prefix_chunk": Upstream(VLLM_PREFILL, 180, "TokenspeedMLAPrefillBackend.run_prefill_context_chunk"),
+            "fa4_extend": Upstream(VLLM_FA4_PREFILL, 468, "FlashAttnPrefillBackend.run_prefill_new_tokens"),
+            "fa4_prefix_chunk": Upstream(VLLM_FA4_PREFILL, 492, "FlashAttnPrefillBackend.run_prefill_context_chunk"),
+            "decode": Upstream(VLLM_DECODE, 332, "TokenspeedMLAImpl.forward_mqa"),
+        },
         "fa4",
     ),
 }

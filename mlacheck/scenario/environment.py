@@ -50,6 +50,12 @@ def detect_environment(requested: str, kernel_arches: list[str], arch_env: list[
     return Environment(mode, target, device)
 
 
+def device_capability() -> tuple[int, int] | None:
+    """The CUDA device's compute capability, or None without one."""
+    torch = _torch()
+    return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None
+
+
 def import_tokenspeed_mla():
     """Import tokenspeed_mla and refuse its stubbed form (a missing tokenspeed_triton makes every entry point a stub)."""
     try:

@@ -64,16 +64,18 @@ class FA4Prefill:
         lens = (tokens,) * requests
         with self._tensors():
             q, k, v = self._empty(sum(lens))
-            self._forward(q, k, v, lens, lens, causal=True, return_lse=False)
+            self.extend(q, k, v, lens, lens, causal=True, return_lse=False)
 
     def call(self, call: PrefillCall, seed: int) -> None:
-        """One prefill call of the traffic; in execute mode its output is measured against the reference."""
+        """One prefill call of the traffic (new tokens causal, a context chunk not); in execute mode its output is
+        measured against the reference."""
         with self._tensors():
             if self.mode == "execute":
                 q, k, v = self._filled(sum(call.q_lens), sum(call.kv_lens), seed)
             else:
                 q, k, v = self._empty(sum(call.q_lens), sum(call.kv_lens))
-            result = self._forward(q, k, v, call.q_lens, call.kv_lens, call.is_causal, call.return_lse)
+            forward = self.extend if call.is_causal else self.prefix_chunk
+            result = forward(q, k, v, call.q_lens, call.kv_lens, call.is_causal, call.return_lse)
         kernel = None
         if self.mode == "execute":
             out, lse = result[0], result[1] if call.return_lse else None
@@ -89,21 +91,27 @@ class FA4Prefill:
             kernel = asdict(compare_outputs(out, None if lse is None else lse.transpose(0, 1), ref_out, ref_lse))
         self.measurements.record(self.family, self.launcher.last_key, sum(call.q_lens), None, kernel)
 
-    def _forward(self, q, k, v, q_lens, kv_lens, causal: bool, return_lse: bool):
+    def extend(self, q, k, v, q_lens, kv_lens, causal: bool, return_lse: bool):
+        """vLLM's run_prefill_new_tokens (its start-up dummy prefills go this way too)."""
+        return self.interface._flash_attn_fwd(q, k, v, **self._arguments(q_lens, kv_lens, causal, return_lse))
+
+    def prefix_chunk(self, q, k, v, q_lens, kv_lens, causal: bool, return_lse: bool):
+        """vLLM's run_prefill_context_chunk."""
+        return self.interface._flash_attn_fwd(q, k, v, **self._arguments(q_lens, kv_lens, causal, return_lse))
+
+    def _arguments(self, q_lens, kv_lens, causal: bool, return_lse: bool) -> dict:
+        """`_flash_attn_fwd`'s arguments beside q, k, v, as vLLM passes them."""
         self.calls += 1
-        return self.interface._flash_attn_fwd(
-            q,
-            k,
-            v,
-            cu_seqlens_q=self._cumulative(q_lens),
-            cu_seqlens_k=self._cumulative(kv_lens),
-            max_seqlen_q=max(q_lens),
-            max_seqlen_k=max(kv_lens),
-            softmax_scale=self.model.softmax_scale,
-            causal=causal,
-            num_splits=0,
-            return_lse=return_lse,
-        )
+        return {
+            "cu_seqlens_q": self._cumulative(q_lens),
+            "cu_seqlens_k": self._cumulative(kv_lens),
+            "max_seqlen_q": max(q_lens),
+            "max_seqlen_k": max(kv_lens),
+            "softmax_scale": self.model.softmax_scale,
+            "causal": causal,
+            "num_splits": 0,
+            "return_lse": return_lse,
+        }
 
     def _cumulative(self, lens: tuple[int, ...]) -> torch.Tensor:
         """cu_seqlens as the engine passes them (in dry mode a fake tensor of their size: FA4 reads no values then)."""

@@ -1,14 +1,15 @@
 """The scenario's rows of the report header: the model, the engine replayed, its warm-up, traffic and start-up.
 
 The terminal report prints them as they are (`scenario.header`), so that it needs to know nothing of what a
-scenario replays.
+scenario replays. A row is [name, text] or [name, text, detail]: the detail (e.g. the engine's upstream files) is
+printed by --verbose and the Markdown report.
 """
 
 from __future__ import annotations
 
 
 def header_rows(scenario: dict, mode: str) -> list[list[str]]:
-    """The report header's scenario rows, as [name, text] pairs, from the scenario's facts."""
+    """The report header's scenario rows, as [name, text(, detail)], from the scenario's facts."""
     rows = [
         (
             "model",
@@ -17,9 +18,8 @@ def header_rows(scenario: dict, mode: str) -> list[list[str]]:
         ),
         (
             "engine",
-            f"{scenario.get('profile')} ({scenario.get('engine_source')})"
-            if scenario.get("engine_source")
-            else str(scenario.get("profile")),
+            f"{scenario.get('engine_release') or scenario.get('profile')}, modelled",
+            scenario.get("engine_source") or "",
         ),
     ]
     if scenario.get("warmup"):

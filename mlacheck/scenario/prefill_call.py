@@ -45,19 +45,29 @@ def cumulative(lens: tuple[int, ...], device: str) -> torch.Tensor:
 
 
 def dispatch(prefill, call: PrefillCall, tensors: CallTensors, model: ModelPreset, enable_pdl: bool):
-    """One tokenspeed_mla_prefill call, as SGLang's and TokenSpeed's backends make it."""
-    return prefill(
-        tensors.q,
-        tensors.k,
-        tensors.v,
-        seq_lens=torch.tensor(call.kv_lens, dtype=torch.int32, device=tensors.q.device),
-        cum_seq_lens=tensors.cum_kv,
-        max_seq_len=max(call.kv_lens),
-        batch_size=len(call.q_lens),
-        softmax_scale=model.softmax_scale,
-        is_causal=call.is_causal,
-        return_lse=call.return_lse,
-        cum_seq_lens_q=tensors.cum_q,
-        max_seq_len_q=max(call.q_lens),
-        enable_pdl=enable_pdl,
-    )
+    """One tokenspeed_mla_prefill call, as the engines' backends make it: for the new tokens (extend), or for a
+    chunk of the cached prefix (each is its own step of the engine, `sites.py`)."""
+    arguments = {
+        "seq_lens": torch.tensor(call.kv_lens, dtype=torch.int32, device=tensors.q.device),
+        "cum_seq_lens": tensors.cum_kv,
+        "max_seq_len": max(call.kv_lens),
+        "batch_size": len(call.q_lens),
+        "softmax_scale": model.softmax_scale,
+        "is_causal": call.is_causal,
+        "return_lse": call.return_lse,
+        "cum_seq_lens_q": tensors.cum_q,
+        "max_seq_len_q": max(call.q_lens),
+        "enable_pdl": enable_pdl,
+    }
+    step = extend if call.kind == "extend" else prefix_chunk
+    return step(prefill, tensors, arguments)
+
+
+def extend(prefill, tensors: CallTensors, arguments: dict):
+    """The engine's prefill call over the new tokens."""
+    return prefill(tensors.q, tensors.k, tensors.v, **arguments)
+
+
+def prefix_chunk(prefill, tensors: CallTensors, arguments: dict):
+    """The engine's prefill call over one chunk of a request's cached prefix."""
+    return prefill(tensors.q, tensors.k, tensors.v, **arguments)

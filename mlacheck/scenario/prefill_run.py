@@ -10,6 +10,7 @@ original bf16 inputs) and, in execute mode, the kernel against the reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -85,10 +86,12 @@ def run_traffic(
     seed: int,
     device: str = "cuda",
     fp8: bool = True,
+    between: Callable[[], object] = lambda: None,
 ) -> TrafficStats:
     """Send the workload's prefill calls through `prefill` and measure each call (GPU modes).
 
-    q/k/v are FP8, or (fp8=False, vLLM without query quantization) the model's bf16 activations."""
+    q/k/v are FP8, or (fp8=False, vLLM without query quantization) the model's bf16 activations; `between` is
+    called after each call (where a held-back Ctrl-C is raised)."""
     stats = TrafficStats()
     make_calls = PROFILES[profile]
     for number, batch in enumerate(workload.batches):
@@ -100,11 +103,13 @@ def run_traffic(
                 dispatch(
                     prefill, call, empty_tensors(call, model, "cpu", FP8 if fp8 else torch.bfloat16), model, enable_pdl
                 )
+                between()
             continue
         inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
         merged = None
         for call in calls:
             out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, family, mode, fp8)
+            between()
             merged = (out, lse) if merged is None else merge_by_lse(*merged, out, lse)
         error = _merge_error(merged, inputs, model, fp8)
         stats.merge_max_abs_err = max(stats.merge_max_abs_err or 0.0, error)

@@ -33,10 +33,14 @@ def capture_graphs(actions: Iterable[Callable[[], object]]) -> None:
 
 
 def run_phases(
-    captures: list[FamilyCapture], warmup: list[Callable[[], object]], capture: list[Callable[[], object]]
+    captures: list[FamilyCapture],
+    warmup: list[Callable[[], object]],
+    capture: list[Callable[[], object]],
+    on_phase: Callable[[str], object] = lambda name: None,
 ) -> None:
-    """The warm-up, then the capture, each marked as a phase to every capture."""
-    for phase, actions in ((warm_up, warmup), (capture_graphs, capture)):
+    """The warm-up, then the capture, each marked as a phase to every capture (and named to `on_phase`)."""
+    for phase, actions, name in ((warm_up, warmup, "warm-up"), (capture_graphs, capture, "CUDA-graph capture")):
+        on_phase(name)
         for each in captures:
             each.phase_changed()
         phase(actions)

@@ -30,6 +30,7 @@ from mlacheck.scenario.engines import VLLM_FA4_WARMUP
 class WarmupSource:
     label: str
     function: Callable[..., object] | None
+    library: Callable[..., object] | None = None  # `library`: the kernel library's own warm-up function
 
 
 def resolve_warmup(spec: str, engine: str, prefill: RuleFile | None, fa4: bool = False) -> WarmupSource:
@@ -54,7 +55,7 @@ def resolve_warmup(spec: str, engine: str, prefill: RuleFile | None, fa4: bool =
             raise MlacheckError(
                 f"--warmup library: {family.module} has no function {family.warmup!r}; re-check the rule file"
             )
-        return WarmupSource(f"library: {family.module}.{family.warmup}", _library_warmup(function))
+        return WarmupSource(f"library: {family.module}.{family.warmup}", _library_warmup(function), function)
     if spec == "engine":
         from tokenspeed_mla import mla_prefill
 

@@ -83,3 +83,19 @@ def test_program_mode_on_the_device_reads_its_target_arch_and_times_the_stall(tm
     assert result.report["target_arch"] == "sm_90a"  # read from the device: no variable named it
     [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
     assert "lse_is_none" in finding["diff"] and "s stall" in finding["message"]
+
+
+def test_vllm_profile_executes_fa4_here_and_traces_tokenspeed_mla_decode_for_sm_100a(tmp_path):
+    """The H200 runs FA4's SM90 forward, not tokenspeed_mla's decode: one run, two parts, each family's mode said."""
+    result = run_cli("run", "--profile", "vllm", "--requests", "6", tmp_path=tmp_path)
+    keep("mixed_vllm.json", result.report or {"stdout": result.stdout, "stderr": result.stderr})
+    assert result.report is not None, result.stdout + result.stderr
+    report = result.report
+    assert report["mode"] == "mixed" and report["internal_errors"] == [], result.stdout
+    modes = {family["name"]: (family["mode"], family["target_arch"]) for family in report["families"]}
+    assert modes[FWD] == ("execute", "sm_90a") and modes["tokenspeed_mla.decode"] == ("trace", "sm_100a")
+    [fwd] = [family for family in report["families"] if family["name"] == FWD]
+    assert any(v["numerics"] for v in fwd["variants"])  # FA4 launched and was measured
+    [decode] = [family for family in report["families"] if family["name"] == "tokenspeed_mla.decode"]
+    assert all(v["numerics"] is None for v in decode["variants"])  # traced: nothing of it launched
+    assert "modes" in {row[0] for row in report["scenario"]["header"]}

@@ -217,3 +217,90 @@ def test_rules_template_retargets_a_module_s_rules_at_what_is_installed():
         "--template no.such.module",
         "no loaded rule watches that module",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("--num-sms", "0"), ["--num-sms 0", "positive"]),
+        (("--num-sms", "-1"), ["--num-sms -1", "positive"]),
+        (("--max-context-len", "0"), ["--max-context-len 0", "1 token or more"]),
+        (("--max-context-len", "-5"), ["--max-context-len -5"]),
+        (("--cuda-graph-max-bs", "0"), ["--cuda-graph-max-bs 0", "1 or more"]),
+        (("--batch-sizes", "8,0"), ["--batch-sizes 8,0", "positive integers"]),
+        (("--tp", "0"), ["--tp 0", "1 or more"]),
+        (("--requests", "0"), ["--requests 0", "2 or more"]),
+        (("--context", "kv_cache_dtype=nonsense"), ["--context kv_cache_dtype=nonsense", "dtype name"]),
+        (("--context", "d_qk=abc"), ["--context d_qk=abc", "integers (192)", "give an integer"]),
+        (("--context", "num_heads=many"), ["--context num_heads=many", "integer"]),
+        (("--context", "target_arch=sm_0"), ["--context target_arch=sm_0", "sm_100a"]),
+        (("--context", "novalue"), ["--context novalue", "KEY=VALUE"]),
+        (("--select", "MLA999"), ["--select MLA999", "no such finding code", "MLA001"]),
+        (("--ignore", "MLA002,nope"), ["--ignore NOPE", "no such finding code"]),
+        (("-q", "-v"), ["--quiet and --verbose"]),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, tuple) else None,
+)
+def test_every_bad_value_is_one_line(args, needles):
+    """Before: --num-sms 0 and -1 and --max-context-len 0 ran; --context kv_cache_dtype=nonsense gave six false MLA003."""
+    assert_one_line_error(run_cli("run", "--compile", "skip", *args), *needles)
+
+
+def test_a_bad_context_value_in_program_mode_is_one_line_after_the_run_and_the_run_folder_is_kept(tmp_path):
+    """Program mode knows a field's kind once the run shows its values (no rule gives an example of causal_mode):
+    the report is refused in one line after the run, and the run folder, which holds it all, reports again."""
+    rules = tmp_path / "synthetic.toml"
+    rules.write_text(
+        (REPO / "tests" / "fixtures" / "synthetic.toml").read_text()
+        + '\n[[contract]]\nfield = "causal"\nequals_context = "causal_mode"\n'
+    )
+    program = tmp_path / "p.py"
+    program.write_text(
+        f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom tests.fixtures import synthetic_kernels as k\n"
+        "k.warmup(dtypes=('bf16',), causal=(True,))\nk.dispatch(1, 'bf16', True)\n"
+    )
+    run_dir = tmp_path / "run"
+    command = ("run", "--rules", rules, "--run-dir", run_dir, "--context", "causal_mode=maybe", "--", sys.executable)
+    refused = run_cli(*command, program)
+    assert refused.stderr.splitlines()[0] == f"mlacheck: run folder {run_dir}"  # said as the run started
+    refused.stderr = refused.stderr.split("\n", 1)[1]
+    line = assert_one_line_error(refused, "--context causal_mode=maybe", "booleans (True)", "True or False")
+    assert line.endswith(f"; the run is kept: mlacheck report {run_dir} reports it again")
+    assert (run_dir / "meta.json").is_file() and list(run_dir.glob("trace-*.jsonl"))
+    again = run_cli("report", run_dir, "--context", "causal_mode=True")
+    assert again.returncode == 0 and "verdict: PASS" in again.stdout, again.stdout + again.stderr
+
+
+def test_bare_mlacheck_prints_the_help_and_no_error():
+    done = run_cli()
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("Usage: ") and first.endswith(" [OPTIONS] COMMAND [ARGS]...") and "  rule " in done.stdout
+
+
+def test_run_help_at_80_columns_names_every_option_whole():
+    done = run_cli("run", "--help", env_extra={"COLUMNS": "80"})
+    assert done.returncode == 0 and max(len(line) for line in done.stdout.splitlines()) <= 80
+    for name in ("--cuda-graph-max-bs", "--max-context-len", "--allow-incomplete", "--serving-start", "--num-sms"):
+        assert f"  {name} " in done.stdout or f"  {name}\n" in done.stdout, name  # before: "--cuda-graph-max…"
+    assert "--serving-start MODULE:QUALNAME[@return]" in done.stdout  # before: rich read [@return] as markup
+
+
+def test_manifest_takes_json_colon_path_as_output_does(tmp_path):
+    saved = tmp_path / "report.json"
+    assert run_cli("run", "--compile", "skip", "--kernel", "prefill", "--json", saved).returncode == 0
+    done = run_cli("manifest", saved, "--output", "json:m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "m.json").is_file() and not (tmp_path / "json:m.json").exists()
+    assert_one_line_error(run_cli("manifest", saved, "--output", "sarif:m.sarif", cwd=tmp_path), "a manifest is JSON")
+
+
+def test_report_of_a_folder_that_is_no_run_folder_says_so(tmp_path):
+    line = assert_one_line_error(run_cli("report", tmp_path), str(tmp_path), "not a run folder")
+    assert "--rules" not in line  # before: a hint to pass --rules, which then found no process
+
+
+def test_run_dir_that_is_a_file_says_so(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert_one_line_error(run_cli("run", "--run-dir", afile, "--", "true"), f"--run-dir {afile}: is a file")

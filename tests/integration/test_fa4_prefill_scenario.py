@@ -23,7 +23,7 @@ def test_vllm_fa4_prefill_compiles_its_traffic_on_the_serving_path(tmp_path):
     assert result.code == 1, result.stdout + result.stderr
     report = result.report
     assert report["mode"] == "dry" and report["target_arch"] == "sm_100a"
-    header = dict(map(tuple, report["scenario"]["header"]))
+    header = {row[0]: row[1] for row in report["scenario"]["header"]}
     assert header["prefill kernel"].startswith("FlashAttention-4 (flash-attn-4, standing in for vLLM's vendored copy")
     assert "FA4MLAPrefillKernel.get_warmup_keys returns no key on SM100" in header["warm-up"]
     [fwd] = [family for family in report["families"] if family["name"] == FWD]

@@ -78,7 +78,7 @@ def test_serving_path_compile_fails_a_session_whose_tests_pass(inner):
     lines = section(result)
     assert lines is not None, result.text
     finding = line_starting(lines, "MLA001 ")
-    assert "serving-path-compile [error]" in finding and "(dtype=fp8, causal=False)" in finding
+    assert "serving-path-compile [error] synthetic (causal=False): " in finding
     assert line_starting(lines, "verdict: ").startswith("verdict: FAIL  1 error(s), 1 warning(s)")
     assert line_starting(lines, "run folder: ") == f"run folder: {inner.path / 'run'}"
     meta = json.loads((inner.path / "run" / "meta.json").read_text())

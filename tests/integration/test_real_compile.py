@@ -36,9 +36,10 @@ def test_default_run_is_clean(tmp_path):
     for variant in variants.values():
         assert variant["precompiled"] and variant["dispatches"] > 0 and variant["compile_s"] > 0.5
         assert variant["key"]["q_dtype"] == FP8 and variant["key"]["enable_pdl"] is True
-        assert variant["compiled_by"].startswith(
-            "mlacheck/scenario/warmup.py:"
-        )  # the engine warm-up that called the library
+        assert variant["compiled_by"] == (  # the engine warm-up that called the library, as the scenario models it
+            "tokenspeed/runtime/layers/attention/backends/paged/tokenspeed_mla.py:259 CuteDSLMLABackend.__init__ "
+            "(modelled on tokenspeed 0.1.1)"
+        )
     decode = family(report, "tokenspeed_mla.decode")["variants"]
     assert decode and {v["status"] for v in decode} == {"captured"}
     assert all(v["compile_s"] > 0.5 and v["key"]["torch_dtype"] == FP8 for v in decode)
@@ -58,7 +59,7 @@ def test_the_library_warmup_under_the_sglang_profile_compiles_causal_without_lse
     assert serving["nearest"]["return_lse"] is True and serving["diff"] == {"return_lse": [True, False]}
     [variant] = [v for v in family(report, "tokenspeed_mla.prefill")["variants"] if v["key"] == serving["key"]]
     assert variant["serving_path_compile_s"] > 0.5 and not variant["precompiled"]
-    assert "MLA001 serving-path-compile" in result.stdout
+    assert "MLA001 tokenspeed_mla.prefill (is_causal=True, return_lse=False): " in result.stdout
 
 
 def test_sglang_bf16_warmup_is_all_dead_and_every_fp8_variant_compiles_on_the_serving_path(tmp_path):

@@ -21,6 +21,7 @@ import pytest
 from mlacheck.codes import CODES
 from mlacheck.errors import MlacheckError
 from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints
+from mlacheck.report.common import Repository
 from mlacheck.report.formats import output_specs, parse_output, write_outputs
 from mlacheck.report.github import escape_property, to_github, write_github
 from mlacheck.report.junit import to_junit
@@ -170,6 +171,15 @@ def hand_made() -> dict:
     }
 
 
+@pytest.fixture
+def repository(tmp_path):
+    """A repository holding the hand-made report's engine files (code scanning locates findings in it only)."""
+    for name in ("engine/backend.py", "engine/warmup.py", "engine/other warmup.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("pass\n")
+    return Repository(tmp_path, tmp_path)
+
+
 def apply_baseline(report: dict, baseline: dict) -> dict:
     """The report decided again with the baseline's findings known, as `mlacheck report --baseline` does."""
     policy = ReportPolicy(report.get("strict", False), known=frozenset(baseline_fingerprints(baseline)))
@@ -293,7 +303,7 @@ def test_sarif_schema_check_can_fail(real):
 
 
 def test_sarif_rules_results_and_fingerprints(real_reports):
-    logs = [to_sarif(report) for report in real_reports]
+    logs = [to_sarif(report, repository=Repository(ROOT, ROOT)) for report in real_reports]
     run = logs[0]["runs"][0]
     assert logs[0]["version"] == "2.1.0"
     driver = run["tool"]["driver"]
@@ -310,20 +320,21 @@ def test_sarif_rules_results_and_fingerprints(real_reports):
     }
     for result, finding in zip(results, real_reports[0]["findings"]):
         site = finding.get("site") or compiled_by[json.dumps(finding["key"], sort_keys=True)]
-        if site:
+        if site.startswith("tests/fixtures/sglang_warmup.py:"):  # the user's warm-up: a file of this repository
             path, line = site.rsplit(":", 1)
             assert result["locations"] == [
                 {"physicalLocation": {"artifactLocation": {"uri": path}, "region": {"startLine": int(line)}}}
             ]
-        else:
-            assert result["locations"] == []
+        else:  # the SGLang line the scenario models: no file of this repository, so no location, and named
+            assert "(modelled on SGLang 0.5.13)" in site and result["locations"] == []
+            assert f"\nat {site}\n" in result["message"]["text"]
     assert all(driver["rules"][r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
     prints = [[r["partialFingerprints"]["mlacheck/v1"] for r in log["runs"][0]["results"]] for log in logs]
     assert prints[0] == prints[1] and len(set(prints[0])) == 9
 
 
-def test_sarif_location_from_site():
-    results = to_sarif(hand_made())["runs"][0]["results"]
+def test_sarif_location_from_site(repository):
+    results = to_sarif(hand_made(), repository=repository)["runs"][0]["results"]
     assert results[0]["locations"] == [
         {"physicalLocation": {"artifactLocation": {"uri": "engine/backend.py"}, "region": {"startLine": 42}}}
     ]
@@ -331,11 +342,11 @@ def test_sarif_location_from_site():
     assert results[0]["properties"]["process"] == {"pid": 4242, "rank": 3}
 
 
-def test_sarif_site_less_findings_fall_back_to_compiled_by_then_anchor():
+def test_sarif_site_less_findings_fall_back_to_compiled_by_then_anchor(repository):
     report = hand_made()
     report["findings"][2]["site"] = None
     report["families"][0]["variants"][1]["compiled_by"] = "engine/other warmup.py:9"
-    results = to_sarif(report, anchor="rules/prefill.toml")["runs"][0]["results"]
+    results = to_sarif(report, anchor="rules/prefill.toml", repository=repository)["runs"][0]["results"]
     assert results[1]["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": "rules/prefill.toml"}}}]
     assert results[2]["locations"] == [
         {"physicalLocation": {"artifactLocation": {"uri": "engine/other%20warmup.py"}, "region": {"startLine": 9}}}
@@ -344,11 +355,44 @@ def test_sarif_site_less_findings_fall_back_to_compiled_by_then_anchor():
     _validate(to_sarif(report, anchor="/abs/rules.toml:3"))
 
 
+@pytest.mark.parametrize(
+    "site",
+    [
+        "sglang/srt/layers/attention/tokenspeed_mla_backend.py:324 TokenspeedMLABackend._run_prefill_kernel "
+        "(modelled on SGLang 0.5.13)",
+        "tokenspeed_mla/mla_prefill.py:88",  # an installed package
+        "/usr/lib/python3/dist-packages/elsewhere.py:3",
+        "engine/gone.py:5",  # inside, but no such file
+    ],
+)
+def test_code_scanning_locates_only_files_inside_the_repository(repository, site):
+    report = hand_made()
+    report["findings"][0]["site"] = site
+    [result] = [r for r in to_sarif(report, repository=repository)["runs"][0]["results"] if r["ruleId"] == "MLA001"]
+    assert result["locations"] == [] and f"\nat {site}\n" in result["message"]["text"]
+    line = to_github(report, repository).splitlines()[0]
+    assert line.startswith("::error title=MLA001") and "file=" not in line
+    assert escape_data_text(f"\nat {site}") in line
+
+
+def escape_data_text(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def test_code_scanning_paths_are_relative_to_the_repository_root(repository):
+    """mlacheck ran in a subfolder: a site relative to it is located relative to the root."""
+    report = hand_made()
+    report["findings"][0]["site"] = "backend.py:42"
+    inner = Repository(repository.root, repository.root / "engine")
+    [result] = [r for r in to_sarif(report, repository=inner)["runs"][0]["results"] if r["ruleId"] == "MLA001"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "engine/backend.py"
+
+
 # github
 
 
-def test_github_annotation_escapes_and_locates():
-    lines = to_github(hand_made()).splitlines()
+def test_github_annotation_escapes_and_locates(repository):
+    lines = to_github(hand_made(), repository).splitlines()
     assert lines[0] == (
         "::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile [rank 3 (pid 4242)]::"
         "100%25 of requests stalled%0Asecond line%0Afix: warm up fp8"
@@ -361,15 +405,15 @@ def test_github_annotation_escapes_and_locates():
 
 
 def test_github_real_report_one_line_per_finding(real):
-    lines = to_github(real).splitlines()
+    lines = to_github(real, Repository(ROOT, ROOT)).splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == ["::error"] * 6 + ["::warning"] * 3
     for line, finding in zip(lines, real["findings"]):
         title = f"title={finding['code']} {finding['name']}::"
-        if finding.get("site"):
+        if finding["site"].startswith("tests/fixtures/"):  # in the repository
             path, number = finding["site"].rsplit(":", 1)
             assert f" file={path},line={number},{title}" in line
-        else:
-            assert f" {title}" in line and "file=" not in line
+        else:  # the engine line the scenario models
+            assert f" {title}" in line and "file=" not in line and "modelled on SGLang 0.5.13" in line
     assert all("\n" not in line and "\r" not in line for line in lines)
 
 

@@ -1,0 +1,50 @@
+"""The compile timeline of each process: when each variant compiled and for how long, when serving started, when
+the process ended (seconds since its run event, the events' `t`). The HTML report draws it.
+
+A compile event without `t` (a trace of an older mlacheck) leaves its compile out; a process with no timed
+compile has no timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlacheck.keys import Key
+
+
+def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict]:
+    """One entry per process that compiled with times: {"proc", "pid", "end", "serving_start", "compiles": [{"family",
+    "label", "phase", "start", "seconds", "origin"}]}, `label(family, key)` naming each variant."""
+    by_proc: dict[object, dict] = {}
+    for event in events:
+        proc = event.get("proc")
+        entry = by_proc.setdefault(
+            proc, {"proc": proc, "pid": None, "end": None, "serving_start": None, "compiles": []}
+        )
+        kind, t = event["type"], event.get("t")
+        if kind == "run":
+            entry["pid"] = event.get("pid")
+        elif kind == "exit" and t is not None:
+            entry["end"] = t
+        elif kind == "serving_start" and t is not None and entry["serving_start"] is None:
+            entry["serving_start"] = t
+        elif kind == "compile" and t is not None and event.get("phase") not in ("preexisting", "inherited"):
+            seconds = event.get("seconds")
+            entry["compiles"].append(
+                {
+                    "family": event["family"],
+                    "label": label(event["family"], event.get("key") or {}),
+                    "phase": event.get("phase"),
+                    "start": round(max(0.0, t - (seconds or 0.0)), 3),
+                    "seconds": seconds,
+                    "origin": event.get("origin"),
+                }
+            )
+    out = []
+    for entry in by_proc.values():
+        if not entry["compiles"]:
+            continue
+        last = max(c["start"] + (c["seconds"] or 0.0) for c in entry["compiles"])
+        entry["end"] = max(entry["end"] or 0.0, last, entry["serving_start"] or 0.0)
+        out.append(entry)
+    return out

@@ -1,0 +1,253 @@
+"""The HTML report (`--output html:PATH`): one self-contained file, no script, nothing fetched from the network.
+
+It renders the report's JSON form, as every other format does: the verdict and the run's facts, then a compile
+timeline per process (an SVG: the warm-up, capture and serving phases as bands, each compile a bar as long as
+its seconds, a serving-path compile in red; a bar's tooltip names the variant), then the variant tables and
+the findings. Every piece of text is escaped.
+"""
+
+from __future__ import annotations
+
+import shlex
+from html import escape
+
+from mlacheck.keys import value_text, varying_fields
+from mlacheck.report.common import program_runs, state, summary_line, versions_text
+
+WIDTH, LEFT, RIGHT = 960, 70, 20  # the SVG's width and its margins, px
+BAND, LANE, TOP = 22, 16, 26  # the phase band's height, a compile lane's, the band's top
+CHAR = 6.5  # about the width of a character of the SVG's 11 px text
+PHASE_CLASSES = {"warm-up": "warmup", "warmup": "warmup", "CUDA-graph capture": "capture", "capture": "capture"}
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1b1f24; max-width: 1100px; }
+h1 { font-size: 20px; margin: 0 0 12px; } h2 { font-size: 16px; margin: 28px 0 8px; }
+.verdict { font-weight: 600; padding: 6px 10px; border-radius: 4px; display: inline-block; }
+.pass { background: #dff3e4; } .fail { background: #fbe0e0; } .incomplete { background: #efe2f7; }
+table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 2px 10px 2px 0; text-align: left;
+  vertical-align: top; } th { border-bottom: 1px solid #888; } .facts td:first-child { font-weight: 600; }
+.num { text-align: right; } .muted { color: #666; } code { font-size: 13px; overflow-wrap: anywhere; }
+.status-serving-path-compile { color: #b3261e; font-weight: 600; } .status-dead-warm-up { color: #8a6100; }
+.finding { margin: 8px 0 12px; } .finding .head { font-weight: 600; } .finding div { margin-left: 64px; }
+.error .code { color: #b3261e; } .warning .code { color: #8a6100; } .code { display: inline-block; width: 60px; }
+svg text { font: 11px system-ui, sans-serif; fill: #333; }
+svg .warmup { fill: #dce9f7; } svg .capture { fill: #dcf1e0; } svg .serving { fill: #fbe9d7; }
+svg .compile { fill: #4a78b5; } svg .compile.serving-path { fill: #c62828; } svg .axis { stroke: #999; }
+.facts td:first-child, .nowrap { white-space: nowrap; } .legend { font-size: 12px; }
+.key { display: inline-block; width: 12px; height: 10px; margin: 0 4px 0 10px; vertical-align: middle; }
+.key.warmup { background: #dce9f7; } .key.capture { background: #dcf1e0; } .key.serving { background: #fbe9d7; }
+.key.compile { background: #4a78b5; } .key.serving-path { background: #c62828; }
+"""
+
+
+def to_html(report: dict) -> str:
+    """The whole report as one HTML document."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>mlacheck {escape(summary_line(report))}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>mlacheck report</h1>{_verdict(report)}",
+        _facts(report),
+    ]
+    timelines = report.get("timeline") or []
+    if timelines:
+        parts.append("<h2>Compile timeline</h2>")
+        phases = (report.get("scenario") or {}).get("phases")
+        for timeline in timelines:
+            parts.append(_timeline(timeline, report, phases if timeline.get("proc") is None else None))
+    for family in report.get("families") or []:
+        parts.append(_family(family))
+    findings = report.get("findings") or []
+    if findings:
+        parts.append("<h2>Findings</h2>")
+        parts += [_finding(finding) for finding in findings]
+    unseen = [
+        *(f"incomplete: {line}" for line in report.get("incomplete") or []),
+        *(f"not checked: {line}" for line in report.get("not_checked") or []),
+        *(f"internal error in capture: {line}" for line in report.get("internal_errors") or []),
+    ]
+    if unseen:
+        parts.append("<h2>What this run did not see</h2><ul>")
+        parts += [f"<li>{escape(line)}</li>" for line in unseen]
+        parts.append("</ul>")
+    parts.append(f'<p class="muted">{escape(report.get("exit_reason") or "")}</p></body></html>')
+    return "\n".join(parts) + "\n"
+
+
+def _verdict(report: dict) -> str:
+    verdict = str(report.get("verdict", "?"))
+    return f'<div class="verdict {escape(verdict)}">{escape(summary_line(report))}</div>'
+
+
+def _facts(report: dict) -> str:
+    rows = [
+        ("versions", versions_text(report)),
+        ("target arch", report.get("target_arch") or "not set"),
+        ("mode", str(report.get("mode")) + (f" ({report['device']})" if report.get("device") else "")),
+        ("compile", report.get("compile_policy")),
+    ]
+    rows += [(name, f"{text} ({more[0]})" if more and more[0] else text) for name, text, *more in _header(report)]
+    rows += [("program", f"{shlex.join(command)}: {ended}") for command, ended in program_runs(report)]
+    cells = "".join(f"<tr><td>{escape(str(name))}</td><td>{escape(str(value))}</td></tr>" for name, value in rows)
+    return f'<table class="facts">{cells}</table>'
+
+
+def _header(report: dict) -> list:
+    return (report.get("scenario") or {}).get("header") or []
+
+
+def _timeline(timeline: dict, report: dict, phases: list[dict] | None) -> str:
+    """One process's SVG: phase bands on top, then one lane per compile."""
+    end = max(float(timeline.get("end") or 0.0), 0.001)
+    compiles = sorted(timeline.get("compiles") or [], key=lambda c: c["start"])
+    height = TOP + BAND + 8 + LANE * len(compiles) + 24
+    scale = (WIDTH - LEFT - RIGHT) / end
+    x = lambda seconds: LEFT + seconds * scale  # noqa: E731
+    parts = [f'<svg class="timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img">']
+    parts.append(f"<title>{escape(_process_label(timeline, report))}: compiles over {end:.1f} s</title>")
+    parts.append(f'<text x="0" y="14">{escape(_process_label(timeline, report))}</text>')
+    for name, start, stop in _bands(timeline, phases, end):
+        kind = PHASE_CLASSES.get(name, "serving")
+        width = max(x(stop) - x(start), 1.0)
+        parts.append(
+            f'<rect class="phase {kind}" x="{x(start):.1f}" y="{TOP}" width="{width:.1f}" height="{BAND}">'
+            f"<title>{escape(name)}: {start:.1f}–{stop:.1f} s</title></rect>"
+        )
+        if width > CHAR * len(name) + 6:
+            parts.append(f'<text x="{x(start) + 3:.1f}" y="{TOP + 15}">{escape(name)}</text>')
+    for lane, item in enumerate(compiles):
+        top = TOP + BAND + 8 + lane * LANE
+        seconds = item.get("seconds") or 0.0
+        serving = item.get("phase") == "serving"
+        what = f"{item['family']} {item.get('label') or ''}: " + (
+            f"{seconds:.1f} s" if item.get("seconds") is not None else "not compiled (--compile skip)"
+        )
+        phase = "serving-path compile" if serving else "warm-up" if item.get("phase") == "warmup" else item.get("phase")
+        what += f" ({phase}, at {item['start']:.1f} s)"
+        width = max(seconds * scale, 2.0)
+        parts.append(
+            f'<rect class="compile{" serving-path" if serving else ""}" x="{x(item["start"]):.1f}" y="{top}" '
+            f'width="{width:.1f}" height="{LANE - 4}"><title>{escape(what)}</title></rect>'
+        )
+        label = f"{item['family']} {item.get('label') or ''}" + (f" {seconds:.1f} s" if item.get("seconds") else "")
+        right = x(item["start"]) + width + 4
+        fits_right = right + CHAR * len(label) < WIDTH or WIDTH - right >= x(item["start"])
+        anchor = ("start", right) if fits_right else ("end", x(item["start"]) - 4)
+        parts.append(
+            f'<text class="label" x="{anchor[1]:.1f}" y="{top + LANE - 5}" text-anchor="{anchor[0]}">{escape(label)}</text>'
+        )
+    axis = TOP + BAND + 8 + LANE * len(compiles) + 6
+    parts.append(f'<line class="axis" x1="{LEFT}" y1="{axis}" x2="{WIDTH - RIGHT}" y2="{axis}"/>')
+    step = _tick(end)
+    tick = 0.0
+    while tick <= end + 1e-9:
+        parts.append(f'<text x="{x(tick) - 6:.1f}" y="{axis + 14}">{tick:g} s</text>')
+        tick += step
+    parts.append("</svg>")
+    return "\n".join(parts) + LEGEND
+
+
+LEGEND = (
+    '<p class="legend muted"><span class="key warmup"></span>warm-up <span class="key capture"></span>CUDA-graph '
+    'capture <span class="key serving"></span>serving <span class="key compile"></span>a compile, as long as its '
+    'seconds <span class="key serving-path"></span>a serving-path compile</p>'
+)
+
+
+def _bands(timeline: dict, phases: list[dict] | None, end: float) -> list[tuple[str, float, float]]:
+    """(name, start, end) of the process's phases: the scenario's own, else warm-up until serving starts (marked,
+    else the end of the last compile before serving), capture over its compiles, serving to the end."""
+    if phases:
+        spans = [(p["name"], p["start"], p["end"] if p.get("end") is not None else end) for p in phases]
+        return [(name, start, stop) for name, start, stop in spans if stop - start > 0.0005]
+    compiles = timeline.get("compiles") or []
+    before = [c["start"] + (c["seconds"] or 0.0) for c in compiles if c.get("phase") != "serving"]
+    serving = timeline.get("serving_start")
+    if serving is None:
+        first = [c["start"] for c in compiles if c.get("phase") == "serving"]
+        serving = min([*first, max(before, default=end)])
+    bands = [("warm-up", 0.0, serving)]
+    captured = [c for c in compiles if c.get("phase") == "capture"]
+    if captured:
+        bands.append(
+            (
+                "capture",
+                min(c["start"] for c in captured),
+                max(c["start"] + (c["seconds"] or 0.0) for c in captured),
+            )
+        )
+    if serving < end:
+        bands.append(("serving", serving, end))
+    return bands
+
+
+def _tick(end: float) -> float:
+    """A round axis step giving about 6 to 12 ticks."""
+    for step in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600):
+        if end / step <= 12:
+            return float(step)
+    return end / 10
+
+
+def _process_label(timeline: dict, report: dict) -> str:
+    processes = report.get("processes") or []
+    proc = timeline.get("proc")
+    process = processes[proc] if isinstance(proc, int) and proc < len(processes) else {}
+    rank = process.get("rank")
+    pid = process.get("pid") or timeline.get("pid")
+    return "the scenario" if proc is None else f"pid {pid}" + (f", rank {rank}" if rank is not None else "")
+
+
+def _family(family: dict) -> str:
+    variants = family.get("variants") or []
+    fields = family.get("key_fields") or (list(variants[0]["key"]) if variants else [])
+    varying = varying_fields([v["key"] for v in variants], fields)
+    title = f"{family['name']} ({family.get('version') or 'version unknown'})"
+    if not variants:
+        return f"<h2>{escape(title)}</h2><p class='muted'>loaded; nothing was compiled or looked up</p>"
+    head = "".join(f"<th>{escape(name)}</th>" for name in [*varying, "compiled", "at", "dispatches", "status"])
+    rows = []
+    for variant in variants:
+        compiled = []
+        if variant.get("precompiled"):
+            phase = {"warmup": "warm-up"}.get(variant.get("compile_phase"), variant.get("compile_phase") or "yes")
+            compiled.append(f"{phase} {_seconds(variant.get('compile_s'))}".strip())
+        if variant.get("status") == "serving-path compile":
+            compiled.append(f"serving {_seconds(variant.get('serving_path_compile_s'))}".strip())
+        cells = [escape(value_text(variant["key"].get(name))) for name in varying]
+        cells += [
+            f'<span class="nowrap">{escape(", ".join(compiled) or "no")}</span>',
+            f"<code>{escape(variant.get('compiled_by') or '—')}</code>",
+            f'<span class="num">{escape(str(variant.get("dispatches", 0)))}</span>',
+            f'<span class="status-{escape(str(variant.get("status")).replace(" ", "-"))}">'
+            f"{escape(str(variant.get('status')))}</span>",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    shared = [name for name in fields if name not in varying and name in variants[0]["key"]]
+    caption = ", ".join(f"{name}={value_text(variants[0]['key'][name])}" for name in shared)
+    return f"<h2>{escape(title)}</h2><table><tr>{head}</tr>{''.join(rows)}</table>" + (
+        f'<p class="muted">every variant: {escape(caption)}</p>' if caption else ""
+    )
+
+
+def _seconds(seconds: float | None) -> str:
+    return f"{seconds:.1f} s" if seconds is not None else ""
+
+
+def _finding(finding: dict) -> str:
+    known = state(finding)
+    head = (
+        f"{escape(finding.get('family', ''))} {escape(finding.get('summary') or finding.get('message', ''))}"
+        + (f" <span class='muted'>at <code>{escape(finding['site'])}</code></span>" if finding.get("site") else "")
+        + (f" <span class='muted'>({escape(known)})</span>" if known else "")
+    )
+    diff = ", ".join(
+        f"{name} {value_text(old)} → {value_text(new)}" for name, (old, new) in (finding.get("diff") or {}).items()
+    )
+    return (
+        f'<div class="finding {escape(finding.get("severity", ""))}"><div class="head" style="margin-left:0">'
+        f'<span class="code">{escape(finding.get("code", ""))}</span>{head}</div>'
+        + (f"<div>diff {escape(diff)}</div>" if diff else "")
+        + (f"<div>fix: {escape(finding['hint'])}</div>" if finding.get("hint") else "")
+        + f"<div class='muted'>{escape(finding.get('message', ''))}</div></div>"
+    )

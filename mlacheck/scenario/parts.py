@@ -1,0 +1,127 @@
+"""A scenario run in parts, one mode each: on a device that runs some driven families' kernels and not others (an
+H200 runs FA4's SM90 forward, not tokenspeed_mla's SM100-only decode), the families it runs execute here and the
+others are traced for their own target arch in a process of their own.
+
+A process compiles its CuTe DSL kernels for one target (the DSL reads it once), so the traced part cannot share the
+executing one's process: it is the same scenario (same options, seed and traffic) restricted to those families, in a
+spawned child that hands back its report. The two reports become one: each family keeps its part's mode and target
+arch, the verdict is decided once over every finding.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import tempfile
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from mlacheck import arch
+from mlacheck.errors import MlacheckError
+from mlacheck.report.model import Report, ReportPolicy, combined
+from mlacheck.scenario.check import CheckOptions, Watch, driven, run_check
+from mlacheck.scenario.environment import device_capability
+
+
+def run_scenario(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
+    """The embedded scenario: in one mode, or where the device runs some driven families' kernels and not others,
+    in two parts (those execute here, the others are traced in a process of their own)."""
+    _, _, _, _, kinds, _, groups = driven(options)
+    in_parts = split(kinds, groups, options.arch, device_capability())
+    if in_parts is None:
+        return run_check(options, policy, watch)
+    executed, traced, target = in_parts
+    if watch is not None:
+        watch.phase(f"tracing {', '.join(traced)} for {target} in a process of its own")
+    other = traced_part(options, traced, target)
+    own = run_check(replace(options, kernel=executed[0] if len(executed) == 1 else "all"), policy, watch)
+    return joined(own, other, policy)
+
+
+def split(
+    kinds: tuple[str, ...], groups: list[list], requested: str, device: tuple[int, int] | None
+) -> tuple[tuple[str, ...], tuple[str, ...], str] | None:
+    """(the kinds the device executes, the kinds traced, their target arch), or None where one mode serves all (no
+    device, a target asked for, or every kind alike)."""
+    if device is None or requested != "auto" or len(kinds) < 2:
+        return None
+    runs = [any(arch.capability(name) == device for family in group for name in family.arches) for group in groups]
+    executed = tuple(kind for kind, ok in zip(kinds, runs) if ok)
+    traced_groups = [group for group, ok in zip(groups, runs) if not ok]
+    if not executed or not traced_groups:
+        return None
+    arches = [name for name in traced_groups[0][0].arches if all(name in g[0].arches for g in traced_groups)]
+    target = arch.DEFAULT_ARCH if arch.DEFAULT_ARCH in arches else arches[0]
+    return executed, tuple(kind for kind, ok in zip(kinds, runs) if not ok), target
+
+
+def traced_part(options: CheckOptions, kinds: tuple[str, ...], target: str) -> Report:
+    """The scenario for `kinds` traced for `target`, in a spawned process; its report (its error is one here)."""
+    trace = options.trace
+    part = replace(
+        options,
+        kernel=kinds[0] if len(kinds) == 1 else "all",
+        arch=target,
+        trace=None if trace is None else trace.with_name(f"{trace.stem}-{target}{trace.suffix}"),
+    )
+    with tempfile.TemporaryDirectory(prefix="mlacheck-part-") as folder:
+        out = Path(folder) / "report.json"
+        child = multiprocessing.get_context("spawn").Process(target=run_part, args=(asdict(part), str(out)))
+        child.start()
+        try:
+            child.join()
+        finally:
+            if child.is_alive():  # Ctrl-C here: the part goes with the run
+                child.terminate()
+                child.join()
+        if not out.exists():
+            raise MlacheckError(
+                f"the traced part ({', '.join(kinds)} for {target}) ended with exit code {child.exitcode} and no "
+                "report; run it alone: mlacheck run --kernel " + part.kernel + f" --arch {target}"
+            )
+        data = json.loads(out.read_text())
+    if "error" in data:
+        raise MlacheckError(f"the traced part ({', '.join(kinds)} for {target}): {data['error']}")
+    return Report.model_validate(data)
+
+
+def run_part(fields: dict, out: str) -> None:
+    """In the spawned process: run the part (CheckOptions' fields), write its report (or its one-line error)."""
+    options = CheckOptions(**{**fields, "rules": _path(fields["rules"]), "trace": _path(fields["trace"])})
+    try:
+        text = run_check(options).model_dump_json()
+    except MlacheckError as exc:
+        text = json.dumps({"error": str(exc)})
+    Path(out).write_text(text)
+
+
+def _path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def joined(executed: Report, traced: Report, policy: ReportPolicy) -> Report:
+    """One report of the two parts: the executing part's facts, each family with its part's mode and target arch,
+    the scenario's facts of both, a header row that says which family ran in which mode."""
+    own, other = executed.scenario or {}, traced.scenario or {}
+    scenario = {
+        **other,
+        **own,
+        "kernels": [*own.get("kernels", []), *other.get("kernels", [])],
+        "launches": own.get("launches", 0) + other.get("launches", 0),
+        "measured": {**(other.get("measured") or {}), **(own.get("measured") or {})},
+        "phases": [*(own.get("phases") or []), *(other.get("phases") or [])],
+    }
+    rows = {row[0]: row for row in [*(other.get("header") or []), *(own.get("header") or [])]}
+    rows["launches"] = ["launches", f"{own.get('launches', 0)} launched, {other.get('launches', 0)} replaced"]
+    rows["modes"] = [
+        "modes",
+        "; ".join(
+            f"{part.mode} on {part.target_arch}: {', '.join(family.name for family in part.families)}"
+            for part in (executed, traced)
+        ),
+    ]
+    order = ["model", "engine", "warm-up", "prefill kernel", "prefill traffic", "decode start-up", "decode traffic"]
+    scenario["header"] = [rows[name] for name in order if name in rows] + [
+        row for name, row in rows.items() if name not in order
+    ]
+    return combined([executed, traced], {"mode": "mixed", "scenario": scenario}, policy)

@@ -1,0 +1,43 @@
+"""The compile timeline from events: `t` (seconds since the run event) on compile, serving_start and exit events."""
+
+from __future__ import annotations
+
+import time
+
+from mlacheck.analysis.timeline import timelines
+from mlacheck.events import run_clock, start_run_clock
+
+
+def label(family, key):
+    return f"({', '.join(f'{k}={v}' for k, v in key.items())})"
+
+
+def test_compiles_become_bars_from_their_end_and_seconds():
+    events = [
+        {"type": "run", "pid": 7, "proc": 0},
+        {"type": "compile", "family": "f", "key": {"a": 1}, "phase": "warmup", "seconds": 2.0, "t": 2.5, "proc": 0},
+        {
+            "type": "compile",
+            "family": "f",
+            "key": {"a": 9},
+            "phase": "preexisting",
+            "seconds": None,
+            "t": 0.1,
+            "proc": 0,
+        },
+        {"type": "serving_start", "t": 3.0, "proc": 0},
+        {"type": "compile", "family": "f", "key": {"a": 2}, "phase": "serving", "seconds": 1.5, "t": 5.0, "proc": 0},
+        {"type": "exit", "t": 6.0, "proc": 0},
+        {"type": "compile", "family": "f", "key": {"a": 3}, "phase": "warmup", "seconds": 1.0, "proc": 1},  # no t
+    ]
+    [entry] = timelines(events, label)
+    assert (entry["proc"], entry["pid"], entry["serving_start"], entry["end"]) == (0, 7, 3.0, 6.0)
+    assert [(c["label"], c["phase"], c["start"], c["seconds"]) for c in entry["compiles"]] == [
+        ("(a=1)", "warmup", 0.5, 2.0),
+        ("(a=2)", "serving", 3.5, 1.5),
+    ]
+
+
+def test_the_run_clock_counts_from_the_run_event():
+    started = start_run_clock()
+    assert abs(started - time.time()) < 1.0 and 0.0 <= run_clock() < 1.0
