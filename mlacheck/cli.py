@@ -276,19 +276,19 @@ def _scenario(ctx: typer.Context, inputs: Inputs, watch):
         _setting(ctx, "profile", option("profile"), configured.profile, Profile),
         option("warmup"),
         option("arch"),
-        option("compile").value,
+        _text(option("compile")),
         inputs.rules,
-        option("trace"),
+        None if option("trace") is None else Path(option("trace")),
         option("requests"),
         option("seed"),
         option("num_sms"),
         _setting(ctx, "kernel", option("kernel"), configured.kernel, Kernel),
-        option("cuda_graph") is Switch.on,
+        _text(option("cuda_graph")) == Switch.on.value,
         option("cuda_graph_max_bs"),
         option("max_context_len"),
         option("batch_sizes"),
         inputs.context,
-        backend.value if backend else None,
+        _text(backend) if backend else None,
     )
     return _guard(lambda: run_scenario(options, inputs.policy, watch))
 
@@ -520,13 +520,19 @@ def _inputs(ctx: typer.Context) -> Inputs:
             pick("ignore", config.ignore),
         )
     )
-    return Inputs(specs, context, policy, pick("rules", config.rules), config)
+    rules = pick("rules", config.rules)
+    return Inputs(specs, context, policy, None if rules is None else Path(rules), config)
+
+
+def _text(choice: Enum | str) -> str:
+    """A choice's text: `ctx.params` holds the Enum member under some typer releases, click's string under others."""
+    return choice.value if isinstance(choice, Enum) else choice
 
 
 def _setting(ctx: typer.Context, name: str, value: Enum, configured: str | None, kind: type[Enum]) -> str:
     """A choice given on the command line, else [tool.mlacheck]'s (checked against the choices), else the default."""
     if _given(ctx, name) or configured is None:
-        return value.value
+        return _text(value)
     try:
         return kind(configured).value
     except ValueError:
