@@ -5,8 +5,6 @@ stand-ins are in place for its calls too (the family's own module may be importe
 
 from __future__ import annotations
 
-import inspect
-
 from mlacheck import qualnames
 from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.install import Patches
@@ -25,12 +23,7 @@ class DryEntry:
 
     def install(self, module: object) -> None:
         owner, attribute = self._patches.function(self.qualname, module)
-        function = getattr(owner, attribute)
-        wrapper = self._stand_ins.entry(function)
-        if inspect.ismodule(owner):
-            self._patches.replace_everywhere(owner.__name__.partition(".")[0], function, wrapper)
-        else:
-            self._patches.replace(owner, attribute, wrapper)
+        self._patches.wrap_function(owner, attribute, self._stand_ins.entry(getattr(owner, attribute)))
         self.installed = True
 
     def remove(self) -> None:

@@ -97,7 +97,9 @@ class FamilyCapture:
             patches.on_undo(lambda: compile_timer.release(self._timer, callers))
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
-            self._wrap(owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry))
+            self._patches.wrap_function(
+                owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry)
+            )
         self._family_event = {
             "type": "family",
             "family": family.name,
@@ -360,14 +362,6 @@ class FamilyCapture:
             self.sink.write(event)
         except Exception as exc:  # noqa: BLE001
             self.internal_error("write", exc)
-
-    def _wrap(self, owner: object, attribute: str, wrapper: Callable) -> None:
-        """Put `wrapper` in place of `owner.attribute`: a module function in its module and wherever its package
-        re-exports it, a method (Class.method) on its class."""
-        if inspect.ismodule(owner):
-            self._patches.replace_everywhere(owner.__name__.partition(".")[0], getattr(owner, attribute), wrapper)
-        else:
-            self._patches.replace(owner, attribute, wrapper)
 
     def _stale_advice(self) -> str:
         return (

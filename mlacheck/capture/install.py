@@ -7,6 +7,7 @@ and says to re-check the rule against the installed version (`advice`).
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 
@@ -67,6 +68,14 @@ class Patches:
     def on_undo(self, action: Callable[[], None]) -> None:
         """Run `action` when the patches are undone (in reverse order of everything recorded)."""
         self._undo.append(action)
+
+    def wrap_function(self, owner: object, attribute: str, wrapper: object) -> None:
+        """Put `wrapper` in place of `owner.attribute`: a module function in its module and wherever its package
+        re-exports it, a method (Class.method) on its class."""
+        if inspect.ismodule(owner):
+            self.replace_everywhere(owner.__name__.partition(".")[0], getattr(owner, attribute), wrapper)
+        else:
+            self.replace(owner, attribute, wrapper)
 
     def replace_everywhere(self, package: str, original: object, replacement: object) -> None:
         """Replace `original` in every loaded module of `package` that holds it (its module and the re-exports)."""

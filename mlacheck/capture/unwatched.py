@@ -5,7 +5,6 @@ run that dispatched through it cannot pass. Nothing of it is patched but the dis
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
 from collections.abc import Callable
 
@@ -35,12 +34,7 @@ class UnwatchedLayout:
                 owner, attribute = self._patches.function(name, self.module)
             except Exception:  # noqa: BLE001 - a dispatch this layout lacks is not called either
                 continue
-            function = getattr(owner, attribute)
-            wrapper = self._counting(name, function)
-            if inspect.ismodule(owner):
-                self._patches.replace_everywhere(owner.__name__.partition(".")[0], function, wrapper)
-            else:
-                self._patches.replace(owner, attribute, wrapper)
+            self._patches.wrap_function(owner, attribute, self._counting(name, getattr(owner, attribute)))
         self.installed = True
 
     def remove(self) -> None:

@@ -20,13 +20,7 @@ SHOWN_FIELDS = 6  # key fields listed before "and N more"
 
 
 def print_rules(console: Console, path: Path | None = None, fingerprints: bool = False, verbose: bool = False) -> None:
-    codes = Table(
-        title="Finding codes (mlacheck rule CODE explains one)",
-        title_justify="left",
-        header_style="bold underline",
-        box=None,
-        pad_edge=False,
-    )
+    codes = _listing("Finding codes (mlacheck rule CODE explains one)")
     for column in ("code", "name", "severity", "what it finds"):
         codes.add_column(column, no_wrap=column != "what it finds")
     for code in CODES.values():
@@ -43,13 +37,7 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
     triton = next((file for file in rules.files if file.triton is not None), None)
     if triton is not None:
         console.print(_triton(triton))
-    engines = Table(
-        title="Engine frames and serving-start markers",
-        title_justify="left",
-        header_style="bold underline",
-        box=None,
-        pad_edge=False,
-    )
+    engines = _listing("Engine frames and serving-start markers")
     for column in ("engine", "what", "function"):
         engines.add_column(column, no_wrap=column != "function", overflow="fold")
     rows = [(phase.engine, phase.phase, phase.function) for phase in rules.phases]
@@ -64,15 +52,14 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
         console.print(engines)
 
 
+def _listing(title: str) -> Table:
+    """A table as `mlacheck rules` prints them: a title, underlined column names, no rules."""
+    return Table(title=title, title_justify="left", header_style="bold underline", box=None, pad_edge=False)
+
+
 def _families(files: list[RuleFile]) -> Table:
     """One line per family: its name, its key's size and the code it was checked against."""
-    table = Table(
-        title="Kernel families (-v: each one's cache and key fields)",
-        title_justify="left",
-        header_style="bold underline",
-        box=None,
-        pad_edge=False,
-    )
+    table = _listing("Kernel families (-v: each one's cache and key fields)")
     table.add_column("family", no_wrap=True, min_width=max(len(rule.family.name) for rule in files))
     table.add_column("key", no_wrap=True, justify="right", min_width=len("64 fields"))
     table.add_column("checked against", overflow="ellipsis", no_wrap=True)

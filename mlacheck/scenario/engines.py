@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlacheck.errors import MlacheckError
 from mlacheck.scenario.prefill_traffic import PrefillCall, Request, sglang_profile, tokenspeed_profile, vllm_profile
@@ -101,6 +101,31 @@ def vllm_grid(maximum: int) -> list[int]:
     return [*grid, maximum]
 
 
+SGLANG_0513 = EngineProfile(
+    "sglang@0.5.13",
+    sglang_profile,
+    "float8_e4m3fn",
+    None,
+    sglang_ladder,
+    512,
+    2,
+    "batch",
+    False,
+    (),
+    "never",
+    (),
+    "SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
+    "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py",
+    "SGLang 0.5.13",
+    {
+        "warmup": Upstream(SGLANG_BACKEND, 149, "TokenspeedMLABackend.__init__"),
+        "extend": Upstream(SGLANG_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel"),
+        "prefix_chunk": Upstream(SGLANG_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel"),
+        "decode": Upstream(SGLANG_BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),
+    },
+)
+
+
 ENGINE_PROFILES: dict[str, EngineProfile] = {
     "tokenspeed": EngineProfile(
         "tokenspeed",
@@ -125,52 +150,22 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {
             "decode": Upstream(TOKENSPEED_BACKEND, 724, "CuteDSLMLABackend.forward_decode"),
         },
     ),
-    "sglang": EngineProfile(
-        "sglang",
-        sglang_profile,
-        "float8_e4m3fn",
-        None,
-        sglang_ladder,
-        512,
-        2,
-        "batch",
-        False,
-        (),
-        "never",
-        (),
-        "PyPI sglang 0.5.23: --attention-backend cutedsl_mla (tokenspeed_mla is its alias, srt/arg_groups/"
-        "serving_hook.py:304): decode through FlashInfer's CuTe DSL MLA decode, layers/attention/trtllm_mla_backend.py "
-        "_init_cuda_graph_metadata (capture at max_context_len, :587) and init_forward_metadata (eager at "
-        "seq_lens_cpu.max(), :833-834); model_executor/runner/decode_cuda_graph_runner.py capture_one_shape; prefill: "
-        "trtllm-gen's precompiled cubins (trtllm_ragged_attention_deepseek, nothing compiled at run time)",
-        "SGLang 0.5.23",
-        {"decode": Upstream(SGLANG_TRTLLM_MLA, 1041, "TRTLLMMLABackend._run_decode_kernel")},
-        "none",
-        "flashinfer",
+    "sglang": replace(
+        SGLANG_0513,
+        name="sglang",
+        source=(
+            "PyPI sglang 0.5.23: --attention-backend cutedsl_mla (tokenspeed_mla is its alias, srt/arg_groups/"
+            "serving_hook.py:304): decode through FlashInfer's CuTe DSL MLA decode, layers/attention/trtllm_mla_backend.py "
+            "_init_cuda_graph_metadata (capture at max_context_len, :587) and init_forward_metadata (eager at "
+            "seq_lens_cpu.max(), :833-834); model_executor/runner/decode_cuda_graph_runner.py capture_one_shape; prefill: "
+            "trtllm-gen's precompiled cubins (trtllm_ragged_attention_deepseek, nothing compiled at run time)"
+        ),
+        release="SGLang 0.5.23",
+        steps={"decode": Upstream(SGLANG_TRTLLM_MLA, 1041, "TRTLLMMLABackend._run_decode_kernel")},
+        prefill_backend="none",
+        decode_backend="flashinfer",
     ),
-    "sglang@0.5.13": EngineProfile(
-        "sglang@0.5.13",
-        sglang_profile,
-        "float8_e4m3fn",
-        None,
-        sglang_ladder,
-        512,
-        2,
-        "batch",
-        False,
-        (),
-        "never",
-        (),
-        "SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
-        "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py",
-        "SGLang 0.5.13",
-        {
-            "warmup": Upstream(SGLANG_BACKEND, 149, "TokenspeedMLABackend.__init__"),
-            "extend": Upstream(SGLANG_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel"),
-            "prefix_chunk": Upstream(SGLANG_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel"),
-            "decode": Upstream(SGLANG_BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),
-        },
-    ),
+    "sglang@0.5.13": SGLANG_0513,
     "vllm": EngineProfile(
         "vllm",
         vllm_profile,

@@ -4,14 +4,15 @@ others are traced for their own target arch in a process of their own.
 
 A process compiles its CuTe DSL kernels for one target (the DSL reads it once), so the traced part cannot share the
 executing one's process: it is the same scenario (same options, seed and traffic) restricted to those families, in a
-spawned child that hands back its report. The two reports become one: each family keeps its part's mode and target
+child Python process that hands back its report and leaves nothing behind. The two reports become one: each family keeps its part's mode and target
 arch, the verdict is decided once over every finding.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
+import subprocess
+import sys
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -56,7 +57,7 @@ def split(
 
 
 def traced_part(options: CheckOptions, kinds: tuple[str, ...], target: str) -> Report:
-    """The scenario for `kinds` traced for `target`, in a spawned process; its report (its error is one here)."""
+    """The scenario for `kinds` traced for `target`, in a child process; its report (its error is one here)."""
     trace = options.trace
     part = replace(
         options,
@@ -66,18 +67,14 @@ def traced_part(options: CheckOptions, kinds: tuple[str, ...], target: str) -> R
     )
     with tempfile.TemporaryDirectory(prefix="mlacheck-part-") as folder:
         out = Path(folder) / "report.json"
-        child = multiprocessing.get_context("spawn").Process(target=run_part, args=(asdict(part), str(out)))
-        child.start()
-        try:
-            child.join()
-        finally:
-            if child.is_alive():  # Ctrl-C here: the part goes with the run
-                child.terminate()
-                child.join()
+        fields = json.dumps({**asdict(part), "rules": _text(part.rules), "trace": _text(part.trace)})
+        command = [sys.executable, "-c", CHILD, fields, str(out)]
+        done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if not out.exists():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise MlacheckError(
-                f"the traced part ({', '.join(kinds)} for {target}) ended with exit code {child.exitcode} and no "
-                "report; run it alone: mlacheck run --kernel " + part.kernel + f" --arch {target}"
+                f"the traced part ({', '.join(kinds)} for {target}) ended with exit code {done.returncode} and no "
+                f"report ({last}); run it alone: mlacheck run --kernel {part.kernel} --arch {target}"
             )
         data = json.loads(out.read_text())
     if "error" in data:
@@ -85,9 +82,13 @@ def traced_part(options: CheckOptions, kinds: tuple[str, ...], target: str) -> R
     return Report.model_validate(data)
 
 
-def run_part(fields: dict, out: str) -> None:
-    """In the spawned process: run the part (CheckOptions' fields), write its report (or its one-line error)."""
-    options = CheckOptions(**{**fields, "rules": _path(fields["rules"]), "trace": _path(fields["trace"])})
+CHILD = "import sys; from mlacheck.scenario.parts import run_part; run_part(sys.argv[1], sys.argv[2])"
+
+
+def run_part(fields: str, out: str) -> None:
+    """In the child process: run the part (CheckOptions' fields, JSON), write its report (or its one-line error)."""
+    values = json.loads(fields)
+    options = CheckOptions(**{**values, "rules": _path(values["rules"]), "trace": _path(values["trace"])})
     try:
         text = run_check(options).model_dump_json()
     except MlacheckError as exc:
@@ -95,8 +96,12 @@ def run_part(fields: dict, out: str) -> None:
     Path(out).write_text(text)
 
 
-def _path(value: str | Path | None) -> Path | None:
+def _path(value: str | None) -> Path | None:
     return None if value is None else Path(value)
+
+
+def _text(value: Path | None) -> str | None:
+    return None if value is None else str(value)
 
 
 def joined(executed: Report, traced: Report, policy: ReportPolicy) -> Report:

@@ -2,6 +2,7 @@
 those execute and the others are traced for their own target in a spawned process. The device is the one thing
 faked here (its compute capability); the parts run the real scenario, the traced one in a real child process."""
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,16 @@ from mlacheck.scenario import parts
 from mlacheck.scenario.check import CheckOptions, driven, run_check
 
 VLLM = CheckOptions(profile="vllm", compile="skip", requests=4)
+
+
+@pytest.fixture(autouse=True)
+def environment_kept():
+    """A scenario run sets its target's variables (CUTE_DSL_ARCH, FLASH_ATTENTION_NUM_SMS) in its process: this
+    one's go back as they were, so that later tests' subprocesses do not inherit them."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def groups_of(options):
