@@ -4,8 +4,8 @@ A family names its compile function (tokenspeed_mla's `_compile_prefill_kernel`,
 that FA4 calls inline); the value a compile returns is what enters the cache, so an insert finds its
 compile time by the identity of the value. Under `--compile skip` nothing compiles: the wrapper returns a
 `SkippedCompile` and the key is recorded all the same. A compile function shared by every caller in the process
-(cute.compile) is a family's only where its rule's `compile_callers` call it; any other call runs untouched (a
-compile net below names it).
+(cute.compile) is a family's only where its rule's `compile_callers` call it (through any wrapper of another module);
+any other call runs untouched (a compile net below names it).
 """
 
 from __future__ import annotations
@@ -53,10 +53,16 @@ class CompileTimer:
 
     def claims(self, frame) -> bool:
         """Whether the compile called from `frame` is a family's: every call where a user claims every caller, else
-        the calls from its compile callers (module, qualname; a name without its class where Python has no
-        co_qualname)."""
+        the calls whose nearest frame in a user's module is one of its compile callers (module, qualname; a name
+        without its class where Python has no co_qualname). Frames of other modules in between are wrappers put on
+        the compile function later (vLLM's JIT monitor replaces `cute.compile` after its warm-up)."""
         if any(callers is None for callers in self.callers):
             return True
+        modules = {module for callers in self.callers for module, _ in callers}
+        while frame is not None and frame.f_globals.get("__name__") not in modules:
+            frame = frame.f_back
+        if frame is None:
+            return False
         code, module = frame.f_code, frame.f_globals.get("__name__")
         qualname = getattr(code, "co_qualname", None)
         return any(

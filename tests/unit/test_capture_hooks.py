@@ -558,6 +558,20 @@ def test_a_shared_compile_function_is_the_familys_only_from_its_compile_callers(
     assert [e["key"] for e in of_type(capture.sink.events, "compile")] == [FA4.key(FP8, True)]
 
 
+def test_a_compile_callers_compile_through_a_later_wrapper_is_still_the_familys():
+    """vLLM's JIT monitor replaces cute.compile after the warm-up with a wrapper of what it found there: a compile
+    caller's compile, seen through the wrapper's frame, is still the family's (skipped here, a compile event)."""
+    with observe(FA4, CapturePolicy(compile="skip")) as capture:
+        timed = synthetic_cute.compile
+        synthetic_cute.compile = lambda *key: timed(*key)  # a wrapper of another module
+        try:
+            FA4.precompile(FP8, True)
+        finally:
+            synthetic_cute.compile = timed
+    assert synthetic_cute.compiled == []
+    assert [e["key"] for e in of_type(capture.sink.events, "compile")] == [FA4.key(FP8, True)]
+
+
 def test_a_rule_naming_another_modules_compile_without_its_callers_is_refused(tmp_path):
     text = (FIXTURES / "synthetic_fa4.toml").read_text()
     path = tmp_path / "fa4.toml"
