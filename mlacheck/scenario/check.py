@@ -3,7 +3,8 @@ analyses it.
 
 The families run through the kernel libraries' own dispatch functions, as the chosen engine calls them
 (`engines.py`): prefill through tokenspeed_mla (`tokenspeed_mla_prefill`) or FlashAttention-4 (`fa4_prefill.py`,
-vLLM's default), decode through tokenspeed_mla (`tokenspeed_mla_decode`).
+vLLM's default), decode through tokenspeed_mla (`tokenspeed_mla_decode`) or FlashInfer's CuTe DSL MLA decode (SGLang
+0.5.23). One mode a run: `parts.py` splits a run whose families a device runs only in part.
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def driven(options: CheckOptions) -> tuple:
 
 
 def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
-    """Start the engine up (warm-up, capture), send its traffic through tokenspeed_mla's dispatch, and analyse."""
+    """Start the engine up (warm-up, capture), send its traffic through the kernel libraries' dispatch, and
+    analyse."""
     shown = watch.phase if watch is not None else lambda name: None
     current, phases = ["start-up"], []
 

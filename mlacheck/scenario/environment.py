@@ -37,12 +37,11 @@ def detect_environment(requested: str, kernel_arches: list[str], arch_env: list[
             f"--arch {requested}: the scenario's families have kernels for {', '.join(kernel_arches)} only; "
             "pick one or auto"
         )
-    torch = _torch()
     device = device_arch = None
-    if torch.cuda.is_available():
-        capability = torch.cuda.get_device_capability()
+    capability = device_capability()
+    if capability is not None:
         device_arch = next((name for name in kernel_arches if arch.capability(name) == capability), None)
-        device = f"{torch.cuda.get_device_name()} (sm_{capability[0]}{capability[1]})"
+        device = f"{_torch().cuda.get_device_name()} (sm_{capability[0]}{capability[1]})"
     target = (device_arch or arch.DEFAULT_ARCH) if requested == "auto" else requested
     mode = "dry" if device is None else ("execute" if device_arch == target else "trace")
     for name in arch_env:

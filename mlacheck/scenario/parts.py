@@ -4,8 +4,8 @@ others are traced for their own target arch in a process of their own.
 
 A process compiles its CuTe DSL kernels for one target (the DSL reads it once), so the traced part cannot share the
 executing one's process: it is the same scenario (same options, seed and traffic) restricted to those families, in a
-child Python process that hands back its report and leaves nothing behind. The two reports become one: each family keeps its part's mode and target
-arch, the verdict is decided once over every finding.
+child Python process that hands back its report and leaves nothing behind. The two reports become one: each family
+keeps its part's mode and target arch, the verdict is decided once over every finding.
 """
 
 from __future__ import annotations
