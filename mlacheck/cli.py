@@ -516,7 +516,7 @@ def _inputs(ctx: typer.Context) -> Inputs:
             bool(pick("strict", config.strict)),
             params.get("allow_incomplete", False),
             pick("baseline", config.baseline),
-            pick("select", config.select),
+            pick("select", config.select) if _given(ctx, "select") or config.select is not None else None,
             pick("ignore", config.ignore),
         )
     )

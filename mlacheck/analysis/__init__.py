@@ -75,12 +75,14 @@ def analyse(
     observed: int | None = None,
     lost: list[str] | None = None,
     dry: bool = False,
+    interrupted: str | None = None,
 ) -> Analysis:
     """Turn the events of one or more traces (tagged "proc") into per-family variants and findings.
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
     what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
-    names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry).
+    names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry);
+    `interrupted`: the step a Ctrl-C stopped the run in (the rest never ran: nothing unused is dead warm-up).
     """
     tables, facts = build_tables(events)
     declared, stale_tables = _declared(rules, tables)
@@ -102,7 +104,7 @@ def analyse(
         family_tables = by_family.get(name)
         if not family_tables:
             continue
-        mark_unverified(family_tables)
+        mark_unverified(family_tables, interrupted is not None)
         observed_code = sorted(
             {
                 (t.version, t.fingerprint, t.providers)
@@ -162,6 +164,8 @@ def analyse(
         dry,
     )
     incomplete += stale_families + layouts_dispatched
+    if interrupted is not None:
+        incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
     lookups: dict[int | None, int] = {}
     for tables_of_family in by_family.values():
         for table in tables_of_family:

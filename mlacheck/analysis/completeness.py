@@ -22,13 +22,20 @@ DRY_HINT = (
 )
 
 
-def mark_unverified(tables: list[ProcessFamily]) -> None:
+def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False) -> None:
     """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
-    whose lookups the capture said it could not count. (Where it said it counts every lookup, none is no use.)"""
+    whose lookups the capture said it could not count (where it said it counts every lookup, none is no use), or
+    whose traffic never ran to its end (the run was interrupted)."""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
         counted = table.every_lookup_counted
-        if table.died_before_lookup or table.returned_without_lookup or counted is False or not (looked_up or counted):
+        if (
+            interrupted
+            or table.died_before_lookup
+            or table.returned_without_lookup
+            or counted is False
+            or not (looked_up or counted)
+        ):
             for variant in table.variants.values():
                 if variant.precompiled and not variant.dispatches and not variant.captured:
                     variant.unverified = True

@@ -177,6 +177,12 @@ def program_report(
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
         for name in recorded
     ]
+    analysis.incomplete[:0] = [
+        f"{path}: the run never finished (no meta.json: mlacheck itself was stopped), so its process tree and the "
+        "program's end were not recorded"
+        for path, program in zip(paths, loaded.programs)
+        if program.get("unfinished")
+    ]
     arch = next(
         (
             e["values"]["target_arch"]

@@ -3,8 +3,10 @@
 Each new finding is one `::error` / `::warning` line titled "CODE name" (plus "[rank R (pid P)]"
 for a finding from one process of several), with file= and line= from its site when that is a file inside the
 user's repository (`common.Repository`); any other site is named in the message.
-Findings a baseline marked get no annotation (the summary lists them). Internal capture errors are
-`::warning` lines. The summary is the Markdown report, appended to the file named by GITHUB_STEP_SUMMARY.
+Findings a baseline marked get no annotation (the summary lists them). Each reason the run is incomplete is an
+`::error` titled "mlacheck incomplete" (with --allow-incomplete too: the exit code may pass, the annotation says
+what was not seen); internal capture errors are `::warning` lines. The summary is the Markdown report, appended to
+the file named by GITHUB_STEP_SUMMARY.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ def annotation(finding: dict, repository: Repository | None = None) -> str:
 
 
 def to_github(report: dict, repository: Repository | None = None) -> str:
-    """The annotation lines for the report's new findings and internal errors."""
+    """The annotation lines for the report's new findings, incomplete reasons and internal errors."""
     repository = repository or Repository.here()
     lines = [annotation(finding, repository) for finding in report.get("findings") or [] if is_new(finding)]
+    lines += [command("error", reason, title="mlacheck incomplete") for reason in report.get("incomplete") or []]
     lines += [
         command("warning", f"internal error in capture (the program went on): {error}", title="mlacheck internal error")
         for error in report.get("internal_errors") or []

@@ -5,8 +5,10 @@ Layout: <testsuites> holding one <testsuite name="mlacheck">. Each variant of ea
 <failure type=CODE message=MESSAGE> (text: message, diff, fix). Warnings, and findings a baseline
 marked, are lines of the testcase's <system-out> (every JUnit reader shows it; <skipped> would
 hide a variant that did run). A finding matching no variant (MLA004's version finding has key {})
-is a testcase of its own, named "CODE name". `failures` counts failed testcases, `tests` all of
-them. Run facts are suite <properties>; internal capture errors are the suite's <system-err>.
+is a testcase of its own, named "CODE name". Each reason the run is incomplete (it did not see enough to
+pass) is a testcase "incomplete" with an <error>, and so is each internal capture error (also listed in the suite's
+<system-err>): `errors` counts them, so a CI view never shows an incomplete run as clean. `failures` counts failed
+testcases, `tests` all of them. Run facts are suite <properties>.
 """
 
 from __future__ import annotations
@@ -66,12 +68,17 @@ def to_junit(report: dict) -> str:
             ET.SubElement(case, "system-out").text = "\n".join(notes)
         failed += bool(failures)
     errors = report.get("internal_errors") or []
+    unseen = [("incomplete", reason) for reason in report.get("incomplete") or []]
+    unseen += [("internal error in capture", error) for error in errors]
+    for name, text in unseen:
+        case = ET.SubElement(suite, "testcase", classname="mlacheck", name=name)
+        ET.SubElement(case, "error", message=text, type=name).text = text
     if errors:
         ET.SubElement(suite, "system-err").text = "\n".join(f"internal error in capture: {e}" for e in errors)
     for element in (suites, suite):
-        element.set("tests", str(len(cases)))
+        element.set("tests", str(len(cases) + len(unseen)))
         element.set("failures", str(failed))
-        element.set("errors", "0")
+        element.set("errors", str(len(unseen)))
     suite.set("skipped", "0")
     ET.SubElement(properties, "property", name="summary", value=summary_line(report))
     ET.indent(suites)

@@ -68,7 +68,7 @@ class ReportPolicy:
             allow_incomplete,
             frozenset(known) if known is not None else None,
             source,
-            frozenset(_codes("--select", select)) if select else None,
+            _selected(select),
             frozenset(_codes("--ignore", ignore or [])),
         )
 
@@ -84,6 +84,20 @@ def _codes(flag: str, items: list[str]) -> list[str]:
     if unknown is not None:
         raise MlacheckError(
             f"{flag} {unknown}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)"
+        )
+    return codes
+
+
+def _selected(select: list[str] | None) -> frozenset[str] | None:
+    """The codes --select (or `select`) keeps; None where it is not given. One that selects nothing is refused: an
+    empty CI variable would otherwise turn every finding into an ignored one, and a failing run into exit 0."""
+    if select is None:
+        return None
+    codes = frozenset(_codes("--select", select))
+    if not codes:
+        raise MlacheckError(
+            "--select selects no finding code (it was given empty); name the codes to keep, e.g. --select MLA001, "
+            "or leave it out to keep them all"
         )
     return codes
 

@@ -55,11 +55,12 @@ def to_sarif(report: dict, anchor: str | None = None, repository: Repository | N
         variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
         location = repository.locate(finding.get("site")) or repository.locate(variant_site)
         results.append(_result(finding, print_, index, location, anchor))
-    errors = report.get("internal_errors") or []
-    invocation = {"executionSuccessful": not errors}
-    if errors:
+    notifications = [f"incomplete: {reason}" for reason in report.get("incomplete") or []]
+    notifications += [f"internal error in capture: {error}" for error in report.get("internal_errors") or []]
+    invocation = {"executionSuccessful": not notifications}  # an incomplete run did not do what it was asked
+    if notifications:
         invocation["toolExecutionNotifications"] = [
-            {"level": "error", "message": {"text": f"internal error in capture: {e}"}} for e in errors
+            {"level": "error", "message": {"text": text}} for text in notifications
         ]
     driver = {
         "name": "mlacheck",

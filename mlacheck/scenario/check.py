@@ -360,9 +360,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
     }
     on_phase("analysis")
     SiteMap(the_engine, warmup.library).rewrite(memory.events)
-    analysis = analyse(memory.events, rules, run_context)
-    if interrupted:
-        analysis.incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
+    analysis = analyse(memory.events, rules, run_context, interrupted=interrupted)
     return build_report(analysis, facts, policy=policy)
 
 

@@ -252,15 +252,21 @@ def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
     root = ET.fromstring(to_junit(hand_made()))
     suite = root.find("testsuite")
     cases = {case.get("name"): case for case in suite.findall("testcase")}
-    assert set(cases) == {"q_dtype=float8_e4m3fn, is_causal=True", "q_dtype=bf|16, is_causal=True", "MLA004 stale-rule"}
+    assert set(cases) == {
+        "q_dtype=float8_e4m3fn, is_causal=True",
+        "q_dtype=bf|16, is_causal=True",
+        "MLA004 stale-rule",
+        "internal error in capture",  # an internal error is an <error>: the run cannot pass
+    }
     assert cases["MLA004 stale-rule"].find("failure").get("type") == "MLA004"
     assert (
         cases["q_dtype=float8_e4m3fn, is_causal=True"].find("failure").get("message")
         == "100% of requests stalled\nsecond line"
     )
     assert cases["q_dtype=bf|16, is_causal=True"].find("failure") is None
-    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "2", "1")
     assert "a write through an old reference" in suite.findtext("system-err")
+    assert "a write through an old reference" in cases["internal error in capture"].find("error").get("message")
 
 
 def test_program_mode_report_per_process_findings():
@@ -274,7 +280,7 @@ def test_program_mode_report_per_process_findings():
     [case] = [c for c in suite.findall("testcase") if c.get("name") == "q_dtype=float8_e4m3fn, is_causal=True"]
     assert [f.get("type") for f in case.findall("failure")] == ["MLA001", "MLA001"]
     assert "rank 4 (pid 4243)" in case.findall("failure")[1].text
-    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "2", "1")  # + the internal error
     assert "| mode | program |" in to_markdown(report)
     _validate(to_sarif(report))
     assert (
