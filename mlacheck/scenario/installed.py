@@ -11,7 +11,10 @@ import importlib
 
 from mlacheck.capture import CapturePolicy, FamilyCapture, LaunchPolicy
 from mlacheck.capture.dry_entries import dry_entries
+from mlacheck.capture.layouts import provider
+from mlacheck.capture.unwatched import UnwatchedLayout
 from mlacheck.capture.watch import compile_nets, family_captures
+from mlacheck.errors import MlacheckError
 from mlacheck.events import EventSink
 from mlacheck.rulefiles import RuleFile, RuleSet
 from mlacheck.rulefiles.schema import PhaseRule
@@ -63,9 +66,20 @@ class Installed:
         return [*self.families, *self.entries, *self.nets]
 
     def family(self, module: object, rules: list[RuleFile]) -> str:
-        """The name of the family watching the cache that `rules` describe, in `module`; where none of them applies
-        to the installed code, the module's, marked not watched."""
-        return next(
-            (c.family.name for c in self.families if isinstance(c, FamilyCapture) and any(c.rule is r for r in rules)),
-            f"{module.__name__} (not watched)",
+        """The name of the family watching the cache that `rules` describe, in `module`. Where none of them applies to
+        the installed code, the scenario cannot drive it (nothing it dispatched would be checked, and without the
+        rule's stand-ins a dry or trace run cannot reach the lookup): that is one line."""
+        for capture in self.families:
+            if isinstance(capture, FamilyCapture) and any(capture.rule is rule for rule in rules):
+                return capture.family.name
+        reasons = [
+            reason
+            for capture in self.families
+            if isinstance(capture, UnwatchedLayout) and any(rule in capture.rules for rule in rules)
+            for reason in capture.reasons
+        ]
+        raise MlacheckError(
+            f"the scenario drives {module.__name__}, but no rule file describes the installed code "
+            f"({'; '.join(reasons) or 'no rule watches its cache'}; installed: {provider(module)}); install a version "
+            "a rule was checked against, or record this one's fingerprint in the rule (mlacheck rules --fingerprints)"
         )
