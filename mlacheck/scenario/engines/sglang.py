@@ -1,17 +1,18 @@
-"""SGLang 0.5.23 (PyPI sglang 0.5.23), and SGLang 0.5.13, the last release whose tokenspeed_mla backend calls
-tokenspeed_mla.
+"""SGLang 0.5.23 (PyPI sglang 0.5.23).
 
-0.5.23: `--attention-backend tokenspeed_mla` is an alias of `cutedsl_mla` (srt/arg_groups/serving_hook.py:304), whose
+`--attention-backend tokenspeed_mla` is an alias of `cutedsl_mla` (srt/arg_groups/serving_hook.py:304), whose
 decode runs FlashInfer's CuTe DSL MLA decode: TRTLLMMLABackend._run_decode_kernel
 (layers/attention/trtllm_mla_backend.py:982-1056; the cutedsl_mla backend, cutedsl_mla_backend.py:59-75) calls
 flashinfer's trtllm_batch_decode_with_kv_cache_mla(..., backend="cute-dsl") with an FP8 query and latent cache, block
 tables padded to a multiple of 128 tokens (_calc_padded_blocks, :336-357), enable_pdl on and bmm1_scale the softmax
 scale; capture at max_context_len (_init_cuda_graph_metadata, :587), eager decode at the batch's own
 seq_lens_cpu.max() (init_forward_metadata, :833-834). Its DeepSeek prefill on SM100 is trtllm-gen's precompiled cubins
-(nothing to warm).
+(nothing to warm). With --prefill-backend tokenspeed_mla, the warm-up of SGLang 0.5.13's tokenspeed_mla backend
+(0.5.23 has none: `tokenspeed_mla` is decode only there), with no line of 0.5.23 to name.
 
-0.5.13 (`srt/layers/attention/tokenspeed_mla_backend.py` over `trtllm_mla_backend.py`, the release after
-sgl-project/sglang#26170): fp8 warm-up of three prefill variants; capture (`cuda_graph_runner.py`
+SGLang 0.5.13, the last release whose tokenspeed_mla backend calls tokenspeed_mla:
+`srt/layers/attention/tokenspeed_mla_backend.py` over `trtllm_mla_backend.py`, the release after
+sgl-project/sglang#26170: fp8 warm-up of three prefill variants; capture (`cuda_graph_runner.py`
 capture_one_batch_size: 2 warm-up forwards and one captured) at max_context_len; eager decode (batches above
 --cuda-graph-max-bs, or no graphs) at seq_lens_cpu.max().
 """
@@ -50,9 +51,6 @@ def warmup(d_qk, d_v, enable_pdl):
             )
 
 
-WARMUP_LABEL = "TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel"
-DECODE = DecodePolicy(capture_sizes=ladder, default_capture_max=512, capture_forwards=2, eager_max_seq_len="batch")
-
 SGLANG = Engine(
     name="sglang",
     release="SGLang 0.5.23",
@@ -66,15 +64,22 @@ SGLANG = Engine(
     traffic=traffic,
     prefill_q_dtype="float8_e4m3fn",
     pdl=None,
-    prefill={"tokenspeed_mla": PrefillPath(warmup=Warmup(label=WARMUP_LABEL, function=warmup))},
+    prefill={
+        "tokenspeed_mla": PrefillPath(
+            warmup=Warmup(
+                label="TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel",
+                function=warmup,
+            )
+        )
+    },
     prefill_backend="none",
-    decode=DECODE,
+    decode=DecodePolicy(capture_sizes=ladder, default_capture_max=512, capture_forwards=2, eager_max_seq_len="batch"),
     decode_backend="flashinfer",
     decode_site=Upstream(TRTLLM_MLA, 1041, "TRTLLMMLABackend._run_decode_kernel"),
 )
 
-TOKENSPEED_MLA_BACKEND = "sglang/srt/layers/attention/tokenspeed_mla_backend.py"
-RUN_PREFILL = Upstream(TOKENSPEED_MLA_BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel")
+BACKEND = "sglang/srt/layers/attention/tokenspeed_mla_backend.py"
+RUN_PREFILL = Upstream(BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel")
 
 SGLANG_0513 = Engine(
     name="sglang@0.5.13",
@@ -87,16 +92,16 @@ SGLANG_0513 = Engine(
     prefill={
         "tokenspeed_mla": PrefillPath(
             warmup=Warmup(
-                label=WARMUP_LABEL,
+                label="TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel",
                 function=warmup,
-                models=Upstream(TOKENSPEED_MLA_BACKEND, 149, "TokenspeedMLABackend.__init__"),
+                models=Upstream(BACKEND, 149, "TokenspeedMLABackend.__init__"),
             ),
             sites={"extend": RUN_PREFILL, "prefix_chunk": RUN_PREFILL},
         )
     },
     prefill_backend="tokenspeed_mla",
-    decode=DECODE,
+    decode=DecodePolicy(capture_sizes=ladder, default_capture_max=512, capture_forwards=2, eager_max_seq_len="batch"),
     decode_backend="tokenspeed_mla",
-    decode_site=Upstream(TOKENSPEED_MLA_BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),
+    decode_site=Upstream(BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),
 )
 ENGINES = (SGLANG, SGLANG_0513)
