@@ -9,12 +9,6 @@ scale; capture at max_context_len (_init_cuda_graph_metadata, :587), eager decod
 seq_lens_cpu.max() (init_forward_metadata, :833-834). Its DeepSeek prefill on SM100 is trtllm-gen's precompiled cubins
 (nothing to warm). With --prefill-backend tokenspeed_mla, the warm-up of SGLang 0.5.13's tokenspeed_mla backend
 (0.5.23 has none: `tokenspeed_mla` is decode only there), with no line of 0.5.23 to name.
-
-SGLang 0.5.13, the last release whose tokenspeed_mla backend calls tokenspeed_mla:
-`srt/layers/attention/tokenspeed_mla_backend.py` over `trtllm_mla_backend.py`, the release after
-sgl-project/sglang#26170: fp8 warm-up of three prefill variants; capture (`cuda_graph_runner.py`
-capture_one_batch_size: 2 warm-up forwards and one captured) at max_context_len; eager decode (batches above
---cuda-graph-max-bs, or no graphs) at seq_lens_cpu.max().
 """
 
 from __future__ import annotations
@@ -77,31 +71,4 @@ SGLANG = Engine(
     decode_backend="flashinfer",
     decode_site=Upstream(TRTLLM_MLA, 1041, "TRTLLMMLABackend._run_decode_kernel"),
 )
-
-BACKEND = "sglang/srt/layers/attention/tokenspeed_mla_backend.py"
-RUN_PREFILL = Upstream(BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel")
-
-SGLANG_0513 = Engine(
-    name="sglang@0.5.13",
-    release="SGLang 0.5.13",
-    source="SGLang 0.5.13: srt/layers/attention/tokenspeed_mla_backend.py TokenspeedMLABackend over "
-    "trtllm_mla_backend.py forward_extend/forward_decode, srt/model_executor/cuda_graph_runner.py",
-    traffic=traffic,
-    prefill_q_dtype="float8_e4m3fn",
-    pdl=None,
-    prefill={
-        "tokenspeed_mla": PrefillPath(
-            warmup=Warmup(
-                label="TokenspeedMLABackend.__init__, 3 float8_e4m3fn variants through _compile_prefill_kernel",
-                function=warmup,
-                models=Upstream(BACKEND, 149, "TokenspeedMLABackend.__init__"),
-            ),
-            sites={"extend": RUN_PREFILL, "prefix_chunk": RUN_PREFILL},
-        )
-    },
-    prefill_backend="tokenspeed_mla",
-    decode=DecodePolicy(capture_sizes=ladder, default_capture_max=512, capture_forwards=2, eager_max_seq_len="batch"),
-    decode_backend="tokenspeed_mla",
-    decode_site=Upstream(BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),
-)
-ENGINES = (SGLANG, SGLANG_0513)
+ENGINES = (SGLANG,)
