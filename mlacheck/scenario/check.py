@@ -22,7 +22,6 @@ from mlacheck.events import FORMAT_VERSION, CallbackSink, JsonlSink, MemorySink,
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.scenario import startup
 from mlacheck.scenario.backends import Bound, TrafficStats
-from mlacheck.scenario.decode_traffic import decode_plan
 from mlacheck.scenario.environment import Environment
 from mlacheck.scenario.header import header_rows
 from mlacheck.scenario.installed import Installed
@@ -54,28 +53,26 @@ def run_check(
     check_context(options.context, setup.rules, own_context)
     loaded = {kind: backend.load(setup.engine, setup.rules) for kind, backend in setup.backends.items()}
     warmup = _warmup(setup) if "prefill" in loaded else None
-    decode = _decode_plan(setup) if "decode" in loaded else None
+    decode = setup.decode_plan() if "decode" in loaded else None
     recorder = Recorder(options.trace, watch)
-    launcher = LaunchCounter(execute=environment.mode == "execute")
     bound = Bound(
         setup.engine,
         setup.model,
         environment.mode,
         setup.enable_pdl(environment),
-        launcher,
+        LaunchCounter(execute=environment.mode == "execute"),
         Measurements(recorder.sink),
         "cpu" if environment.mode == "dry" else "cuda",
     )
-    modules = list(dict.fromkeys(each.module for each in loaded.values()))
     interrupted = None
     try:
         with Installed(
-            modules,
+            list(dict.fromkeys(each.module for each in loaded.values())),
             setup.rules,
             recorder.sink,
             _capture_policy(setup, environment),
             setup.rules.phases + startup.FRAMES,
-            launcher.stand_in,
+            bound.launcher.stand_in,
         ) as installed:
             runners = {
                 kind: setup.backends[kind].runner(each, bound, installed.family(each.module, setup.watching[kind]))
@@ -87,7 +84,7 @@ def run_check(
             interrupted = execute(plan, installed.hooks, recorder, environment)
     finally:
         recorder.close(interrupted)
-    facts = _facts(setup, environment, prefill, runners.get("decode"), decode, bound, recorder, interrupted)
+    facts = _facts(setup, environment, prefill, decoding, bound, recorder, interrupted)
     recorder.phase("analysis")
     SiteMap(plan.sites()).rewrite(recorder.memory.events)
     analysis = analyse(recorder.memory.events, setup.rules, {**own_context, **(options.context or {})})
@@ -164,18 +161,6 @@ def _warmup(setup: Setup) -> WarmupSource:
     )
 
 
-def _decode_plan(setup: Setup):
-    options = setup.options
-    return decode_plan(
-        setup.engine.decode,
-        setup.batch_sizes,
-        setup.context_len,
-        options.cuda_graph,
-        options.cuda_graph_max_bs,
-        options.seed,
-    )
-
-
 def _capture_policy(setup: Setup, environment: Environment) -> CapturePolicy:
     return CapturePolicy(
         compile=setup.options.compile,
@@ -208,7 +193,15 @@ def _prefill_part(setup: Setup, environment: Environment, bound: Bound, runner, 
     )
 
 
-def _facts(setup: Setup, environment, prefill, decoder, decode, bound: Bound, recorder, interrupted) -> dict:
+def _facts(
+    setup: Setup,
+    environment: Environment,
+    prefill: PrefillPart | None,
+    decode: DecodePart | None,
+    bound: Bound,
+    recorder: Recorder,
+    interrupted: str | None,
+) -> dict:
     """The report's facts of the run, and its scenario part (the model, the engine, what ran, the header)."""
     options, model, the_engine, measurements = setup.options, setup.model, setup.engine, bound.measurements
     scenario = {
@@ -235,15 +228,15 @@ def _facts(setup: Setup, environment, prefill, decoder, decode, bound: Bound, re
             prefill_q_dtype=the_engine.prefill_q_dtype,
             merge_max_abs_err=stats.merge_max_abs_err,
         )
-    if decoder is not None:
+    if decode is not None:
         scenario.update(
             sm_count=arch.sm_count_label(environment.target_arch, options.num_sms),
             context_len=setup.context_len,
-            capture_sizes=list(decode.capture_sizes),
-            batch_sizes=list(decode.batch_sizes),
-            eager_batch_sizes=list(decode.eager_sizes),
-            replays=decode.replays,
-            decode_dispatches=decoder.dispatches,
+            capture_sizes=list(decode.plan.capture_sizes),
+            batch_sizes=list(decode.plan.batch_sizes),
+            eager_batch_sizes=list(decode.plan.eager_sizes),
+            replays=decode.plan.replays,
+            decode_dispatches=decode.runner.dispatches,
         )
     if prefill is not None:
         note = prefill.path.note(environment.target_arch) if prefill.path.note is not None else ""

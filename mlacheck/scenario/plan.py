@@ -62,28 +62,32 @@ class DecodePart:
 
 
 def make_plan(engine: Engine, prefill: PrefillPart | None, decode: DecodePart | None, seed: int) -> Plan:
-    steps = [*_prefill_startup(engine, prefill)] if prefill is not None else []
-    if decode is not None:
-        modelled = (Site(decode.runner.sites["decode"], engine.decode_site.text(engine.release)),)
-        starting = [step for step in decode.plan.steps if step.phase in ("warmup", "capture")]
-        steps += [
-            Step(
-                WARMUP if step.phase == "warmup" else CAPTURE,
-                functools.partial(decode.runner.step, step, seed),
-                modelled,
-            )
-            for step in starting
-        ]
-    if prefill is not None:
-        steps += _prefill_traffic(engine, prefill, seed)
-    if decode is not None:
-        serving = [step for step in decode.plan.steps if step.phase == "serving"]
-        steps += [
-            Step(DECODE_TRAFFIC, functools.partial(decode.runner.step, step, seed * 7919 + number), modelled)
-            for number, step in enumerate(serving)
-        ]
+    """The run's steps: the start-up (the prefill warm-up and dummy prefills, decode's warm-up forwards, capture),
+    then the prefill traffic, then the decode traffic."""
+    prefill_start, prefill_traffic = (
+        (_prefill_startup(engine, prefill), _prefill_traffic(engine, prefill, seed)) if prefill else ([], [])
+    )
+    decode_start, decode_traffic = _decode_steps(engine, decode, seed) if decode else ([], [])
     phases = (WARMUP, CAPTURE, *([PREFILL_TRAFFIC] if prefill else []), *([DECODE_TRAFFIC] if decode else []))
-    return Plan(phases, tuple(steps))
+    return Plan(phases, (*prefill_start, *decode_start, *prefill_traffic, *decode_traffic))
+
+
+def _decode_steps(engine: Engine, decode: DecodePart, seed: int) -> tuple[list[Step], list[Step]]:
+    """Decode's start-up steps (warm-up forwards, capture) and its serving steps (a replayed graph's too: it looks
+    nothing up)."""
+    modelled = (Site(decode.runner.sites["decode"], engine.decode_site.text(engine.release)),)
+    phase = {"warmup": WARMUP, "capture": CAPTURE}
+    start = [
+        Step(phase[step.phase], functools.partial(decode.runner.step, step, seed), modelled)
+        for step in decode.plan.steps
+        if step.phase in phase
+    ]
+    serving = [step for step in decode.plan.steps if step.phase == "serving"]
+    traffic = [
+        Step(DECODE_TRAFFIC, functools.partial(decode.runner.step, step, seed * 7919 + number), modelled)
+        for number, step in enumerate(serving)
+    ]
+    return start, traffic
 
 
 def _prefill_startup(engine: Engine, prefill: PrefillPart) -> list[Step]:

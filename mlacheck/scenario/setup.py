@@ -13,7 +13,7 @@ from mlacheck.errors import MlacheckError
 from mlacheck.rulefiles import RuleFile, RuleSet, load_rules
 from mlacheck.scenario.backends import Backend
 from mlacheck.scenario.decode_run import FlashInferDecodeBackend, TokenspeedMLADecodeBackend
-from mlacheck.scenario.decode_traffic import parse_batch_sizes
+from mlacheck.scenario.decode_traffic import DecodePlan, decode_plan, parse_batch_sizes
 from mlacheck.scenario.engine import Engine, PrefillPath
 from mlacheck.scenario.engines import engine, prefill_path
 from mlacheck.scenario.environment import Environment, detect_environment
@@ -103,6 +103,19 @@ class Setup:
             for name in dict.fromkeys(name for family in families for name in family.sm_count_env):
                 os.environ.setdefault(name, str(self.num_sms(environment)))
         return environment
+
+    def decode_plan(self) -> DecodePlan:
+        """The engine's decode steps at start-up and while serving (a bad context length or capture size is one
+        line)."""
+        options = self.options
+        return decode_plan(
+            self.engine.decode,
+            self.batch_sizes,
+            self.context_len,
+            options.cuda_graph,
+            options.cuda_graph_max_bs,
+            options.seed,
+        )
 
     def num_sms(self, environment: Environment) -> int:
         return self.options.num_sms or arch.flagship(environment.target_arch).sms

@@ -4,6 +4,8 @@ offered by the command line, each step naming the engine's own line it models (n
 import functools
 import importlib
 import pkgutil
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -34,7 +36,7 @@ def test_a_new_engine_module_is_found_without_a_registry_edit(tmp_path, monkeypa
         "ENGINES = (replace(TOKENSPEED, name='toy@1.0', release='Toy 1.0'),)\n"
     )
     monkeypatch.setattr(engines, "__path__", [*engines.__path__, str(tmp_path)])
-    monkeypatch.delitem(__import__("sys").modules, f"{engines.__name__}.toy_engine", raising=False)
+    monkeypatch.delitem(sys.modules, f"{engines.__name__}.toy_engine", raising=False)
     found = engines._discovered()
     assert found["toy@1.0"].release == "Toy 1.0" and found["toy@1.0"].engine == "toy"
     assert set(found) == {*ENGINES, "toy@1.0"}
@@ -130,3 +132,13 @@ def test_without_cuda_graphs_the_plan_has_no_capture_step_but_still_its_phase():
     assert CAPTURE in plan.phases and plan.actions(CAPTURE) == []
     warmup = [step for step in plan.steps if step.phase == WARMUP]
     assert len(warmup) == 1 + 1 + 1  # the warm-up function, the autotune dummy extend, warmup_decode_path((1,))
+
+
+def test_the_command_line_reads_the_engines_without_torch_or_a_kernel_library():
+    """cli.py offers the engines' names at start (program mode too): an engine module imports neither."""
+    code = (
+        "import sys, mlacheck.cli\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tokenspeed_mla', 'flash_attn', 'flashinfer')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
