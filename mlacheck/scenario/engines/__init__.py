@@ -35,5 +35,7 @@ def prefill_path(engine: Engine, backend: str) -> PrefillPath:
     own = engine.prefill.get(backend)
     if own is not None:
         return own
-    donor = next(other for other in ENGINES.values() if other.prefill_backend == backend)
+    donor = next((other for other in ENGINES.values() if other.prefill_backend == backend), None)
+    if donor is None:
+        raise MlacheckError(f"--prefill-backend {backend}: no engine modelled runs it; choose the profile's own")
     return donor.prefill[backend].borrowed()
