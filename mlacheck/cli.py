@@ -20,6 +20,7 @@ from rich.console import Console
 
 from mlacheck import __version__
 from mlacheck.errors import MlacheckError
+from mlacheck.scenario.engines import ENGINES
 
 app = typer.Typer(
     help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
@@ -91,11 +92,7 @@ VerboseOption = Annotated[
 ]
 
 
-class Profile(str, Enum):
-    tokenspeed = "tokenspeed"
-    sglang = "sglang"
-    sglang_0513 = "sglang@0.5.13"
-    vllm = "vllm"
+Profile = Enum("Profile", {name: name for name in ENGINES}, type=str)  # the engines the scenario replays
 
 
 class Kernel(str, Enum):
@@ -158,13 +155,13 @@ def run(
     ctx: typer.Context,
     model: Annotated[str, typer.Option(help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
     tp: Annotated[int, typer.Option(help="Tensor-parallel size: divides the model's heads.")] = 1,
-    profile: Annotated[
-        Profile, typer.Option(help="The engine whose start-up and traffic to replay.")
-    ] = Profile.tokenspeed,
+    profile: Annotated[Profile, typer.Option(help="The engine whose start-up and traffic to replay.")] = Profile(
+        "tokenspeed"
+    ),
     kernel: Annotated[Kernel, typer.Option(help="The kernel families to check.")] = Kernel.all,
     prefill_backend: Annotated[
         PrefillBackend | None,
-        typer.Option(help="The prefill kernel (default: the profile's; vllm: fa4, the others: tokenspeed_mla)."),
+        typer.Option(help="The prefill kernel (default: the profile's own)."),
     ] = None,
     warmup: Annotated[
         str,
@@ -265,30 +262,30 @@ def _scenario(ctx: typer.Context, inputs: Inputs, watch):
     display too."""
     if watch is not None:
         watch.phase("importing torch and the kernel library")
-    from mlacheck.scenario.check import CheckOptions
     from mlacheck.scenario.parts import run_scenario
+    from mlacheck.scenario.setup import CheckOptions
 
     configured, option = inputs.config, ctx.params.get
     backend = option("prefill_backend")
     options = CheckOptions(
-        option("model"),
-        option("tp"),
-        _setting(ctx, "profile", option("profile"), configured.profile, Profile),
-        option("warmup"),
-        option("arch"),
-        _text(option("compile")),
-        inputs.rules,
-        None if option("trace") is None else Path(option("trace")),
-        option("requests"),
-        option("seed"),
-        option("num_sms"),
-        _setting(ctx, "kernel", option("kernel"), configured.kernel, Kernel),
-        _text(option("cuda_graph")) == Switch.on.value,
-        option("cuda_graph_max_bs"),
-        option("max_context_len"),
-        option("batch_sizes"),
-        inputs.context,
-        _text(backend) if backend else None,
+        model=option("model"),
+        tp=option("tp"),
+        profile=_setting(ctx, "profile", option("profile"), configured.profile, Profile),
+        warmup=option("warmup"),
+        arch=option("arch"),
+        compile=_text(option("compile")),
+        rules=inputs.rules,
+        trace=None if option("trace") is None else Path(option("trace")),
+        requests=option("requests"),
+        seed=option("seed"),
+        num_sms=option("num_sms"),
+        kernel=_setting(ctx, "kernel", option("kernel"), configured.kernel, Kernel),
+        cuda_graph=_text(option("cuda_graph")) == Switch.on.value,
+        cuda_graph_max_bs=option("cuda_graph_max_bs"),
+        max_context_len=option("max_context_len"),
+        batch_sizes=option("batch_sizes"),
+        context=inputs.context,
+        prefill_backend=_text(backend) if backend else None,
     )
     return _guard(lambda: run_scenario(options, inputs.policy, watch))
 

@@ -8,19 +8,24 @@ bf16 ones) and, in execute mode, the kernel's output against the reference.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 
+from mlacheck.rulefiles import RuleSet
 from mlacheck.scenario.activations import compare_outputs
+from mlacheck.scenario.backends import Bound, FamilyBackend, Loaded
 from mlacheck.scenario.decode_traffic import DecodeStep
+from mlacheck.scenario.engine import Engine
+from mlacheck.scenario.environment import import_flashinfer_mla, import_tokenspeed_mla
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import FP8
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_decode
 
-PAGE_SIZE = 64  # the TokenSpeed, SGLang (trtllm_mla) and vLLM block size for this backend
+PAGE_SIZE = 64  # the engines' block size for these backends
 WORKSPACE_BYTES = 256 << 20  # the engines allocate one workspace up front; this holds every split of the plan
 
 
@@ -55,6 +60,11 @@ class DecodeRunner:
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.int8, device=device)
         self.dispatches = 0
         self._measured: set[tuple] = set()
+
+    @property
+    def sites(self) -> dict[str, Callable]:
+        """The scenario function that makes the decode call."""
+        return {"decode": type(self).dispatch}
 
     def step(self, step: DecodeStep, seed: int) -> None:
         """One decode forward; a replayed graph looks nothing up, so it makes no call. In the GPU modes the first
@@ -133,11 +143,10 @@ class DecodeRunner:
 
 
 class FlashInferDecode(DecodeRunner):
-    """Decode steps through FlashInfer's `trtllm_batch_decode_with_kv_cache_mla(..., backend="cute-dsl")`, as SGLang
-    0.5.23's TRTLLMMLABackend._run_decode_kernel calls it (layers/attention/trtllm_mla_backend.py:982-1056; the
-    cutedsl_mla backend, cutedsl_mla_backend.py:59-75): FP8 query and latent cache, block tables padded to a multiple
-    of 128 tokens (_calc_padded_blocks, :336-357), enable_pdl on, bmm1_scale the softmax scale. `package` is
-    flashinfer.mla."""
+    """Decode steps through FlashInfer's `trtllm_batch_decode_with_kv_cache_mla(..., backend="cute-dsl")`, as the
+    engine that picks this backend calls it (its module names the upstream call): FP8 query and latent cache, block
+    tables padded to a multiple of 128 tokens, enable_pdl as the engine sets it, bmm1_scale the softmax scale.
+    `package` is flashinfer.mla."""
 
     table_multiple = 2  # 128 tokens of 64-token pages: FlashInfer refuses another block count (mla/_core.py:832)
 
@@ -155,4 +164,44 @@ class FlashInferDecode(DecodeRunner):
             bmm1_scale=self.model.softmax_scale,
             enable_pdl=self.enable_pdl,
             backend="cute-dsl",
+        )
+
+
+class TokenspeedMLADecodeBackend(FamilyBackend):
+    name = "tokenspeed_mla"
+    family = "tokenspeed_mla.decode"
+
+    def load(self, engine: Engine, rules: RuleSet) -> Loaded:
+        return Loaded(import_tokenspeed_mla(), self.module(rules))
+
+    def runner(self, loaded: Loaded, bound: Bound, family: str) -> DecodeRunner:
+        return DecodeRunner(
+            loaded.library,
+            bound.model,
+            bound.enable_pdl,
+            bound.mode,
+            bound.launcher,
+            bound.measurements,
+            family,
+            bound.device,
+        )
+
+
+class FlashInferDecodeBackend(FamilyBackend):
+    name = "flashinfer"
+    family = "flashinfer.cute_dsl_mla_decode"
+
+    def load(self, engine: Engine, rules: RuleSet) -> Loaded:
+        return Loaded(import_flashinfer_mla(engine.name), self.module(rules))
+
+    def runner(self, loaded: Loaded, bound: Bound, family: str) -> FlashInferDecode:
+        return FlashInferDecode(
+            loaded.library,
+            bound.model,
+            bound.enable_pdl,
+            bound.mode,
+            bound.launcher,
+            bound.measurements,
+            family,
+            bound.device,
         )

@@ -15,11 +15,11 @@ import random
 from dataclasses import dataclass
 
 from mlacheck.errors import MlacheckError
-from mlacheck.scenario.engines import EngineProfile
+from mlacheck.scenario.engine import DecodePolicy
 
 DEFAULT_BATCH_SIZES = (1, 3, 6, 12, 24, 48, 96, 160)
 SEQ_LEN_RANGE = (64, 4096)  # serving decode: log-uniform, capped at the context length
-MIXED_PREFILL_RANGE = (64, 8192)  # vLLM: the prefill request that shares a step with the decodes
+MIXED_PREFILL_RANGE = (64, 8192)  # mixed decode: the prefill request that shares a step with the decodes
 CAPTURE_SEQ_LEN = 16  # the dummy sequences of capture and start-up steps (the key reads max_seq_len only)
 
 
@@ -65,27 +65,28 @@ def parse_batch_sizes(text: str | None) -> tuple[int, ...]:
 
 
 def decode_plan(
-    engine: EngineProfile,
+    policy: DecodePolicy,
     batch_sizes: tuple[int, ...],
     context_len: int,
     cuda_graph: bool,
     capture_max: int | None,
     seed: int,
 ) -> DecodePlan:
-    """The engine's start-up decode steps, then one serving step per batch size (and vLLM's mixed steps)."""
+    """The engine's start-up decode steps, then one serving step per batch size (and its mixed steps, where it decodes
+    beside a prefill)."""
     if context_len < 1:
         raise MlacheckError(f"--max-context-len {context_len}: a context length is 1 token or more")
     if capture_max is not None and capture_max < 1:
         raise MlacheckError(f"--cuda-graph-max-bs {capture_max}: a batch size is 1 or more")
     rng = random.Random(seed)
-    capture = tuple(engine.capture_sizes(capture_max or engine.default_capture_max)) if cuda_graph else ()
+    capture = tuple(policy.capture_sizes(capture_max or policy.default_capture_max)) if cuda_graph else ()
     steps: list[DecodeStep] = []
     if cuda_graph:
-        steps += [_dummy("warmup", size, 5, "start-up warm-up") for size in engine.startup_decode_batches]
+        steps += [_dummy("warmup", size, 5, "start-up warm-up") for size in policy.startup_decode_batches]
         for size in sorted(capture, reverse=True):
-            steps += [_dummy("capture", size, context_len, "capture forward")] * (engine.capture_forwards + 1)
+            steps += [_dummy("capture", size, context_len, "capture forward")] * (policy.capture_forwards + 1)
     else:
-        steps += [_dummy("warmup", size, context_len, "start-up warm-up") for size in engine.eager_warmup_batches]
+        steps += [_dummy("warmup", size, context_len, "start-up warm-up") for size in policy.eager_warmup_batches]
     for size in batch_sizes:
         seq_lens = tuple(_log_uniform(rng, SEQ_LEN_RANGE[0], min(SEQ_LEN_RANGE[1], context_len)) for _ in range(size))
         covered = cuda_graph and size <= capture[-1]
@@ -93,17 +94,17 @@ def decode_plan(
             padded = capture[bisect.bisect_left(capture, size)]
             steps.append(
                 dataclasses.replace(
-                    _eager(engine, size, seq_lens, context_len, f"replays the graph of batch size {padded}"),
+                    _eager(policy, size, seq_lens, context_len, f"replays the graph of batch size {padded}"),
                     replayed=True,
                 )
             )
         else:
-            steps.append(_eager(engine, size, seq_lens, context_len, "eager decode"))
-        if engine.mixed_decode:
+            steps.append(_eager(policy, size, seq_lens, context_len, "eager decode"))
+        if policy.mixed_decode:
             prefill_len = min(context_len, _log_uniform(rng, *MIXED_PREFILL_RANGE))
             steps.append(
                 _eager(
-                    engine,
+                    policy,
                     size,
                     seq_lens,
                     context_len,
@@ -119,9 +120,9 @@ def _dummy(phase: str, size: int, max_seq_len: int, note: str) -> DecodeStep:
 
 
 def _eager(
-    engine: EngineProfile, size: int, seq_lens: tuple[int, ...], context_len: int, note: str, longest: int | None = None
+    policy: DecodePolicy, size: int, seq_lens: tuple[int, ...], context_len: int, note: str, longest: int | None = None
 ) -> DecodeStep:
-    max_seq_len = context_len if engine.eager_max_seq_len == "context" else (longest or max(seq_lens))
+    max_seq_len = context_len if policy.eager_max_seq_len == "context" else (longest or max(seq_lens))
     return DecodeStep("serving", size, max_seq_len, seq_lens, note=note)
 
 

@@ -73,12 +73,12 @@ def import_tokenspeed_mla():
     return package
 
 
-def import_flashinfer_mla():
+def import_flashinfer_mla(profile: str):
     """flashinfer.mla, whose trtllm_batch_decode_with_kv_cache_mla the engines call (the flashinfer extra)."""
     try:
         return importlib.import_module("flashinfer.mla")
     except ImportError as exc:
         raise MlacheckError(
-            f"--profile sglang decodes through FlashInfer's CuTe DSL MLA decode, and flashinfer cannot be imported ({exc});"
-            " install it: pip install 'mlacheck[flashinfer]'"
+            f"--profile {profile} decodes through FlashInfer's CuTe DSL MLA decode, and flashinfer cannot be imported "
+            f"({exc}); install it: pip install 'mlacheck[flashinfer]'"
         ) from None

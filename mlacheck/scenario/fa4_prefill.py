@@ -16,55 +16,66 @@ family's bounds).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
 from mlacheck.errors import MlacheckError
+from mlacheck.rulefiles import RuleFile, RuleSet
 from mlacheck.scenario.activations import compare_outputs
+from mlacheck.scenario.backends import Bound, Loaded, TrafficStats
+from mlacheck.scenario.engine import Engine
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import cumulative
-from mlacheck.scenario.prefill_traffic import PrefillCall
+from mlacheck.scenario.prefill_traffic import PrefillCall, Request
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_prefill
+from mlacheck.scenario.warmup import WarmupSource
 
 INTERFACES = (
     ("vllm.vllm_flash_attn.cute.interface", "vLLM's vendored FA4"),
     ("flash_attn.cute.interface", "flash-attn-4, standing in for vLLM's vendored copy"),
 )
+FA4_FWD = "_flash_attn_fwd.compile_cache.cache"  # the forward's cache: the one the prefill kind is checked by
 V_WIDTH = 256  # the up-projection's per-head output: k_nope (128) then v (128); v is its second half
-
-
-def fa4_interface():
-    """The FA4 a vLLM engine would call here, and how the header names it."""
-    for name, label in INTERFACES:
-        try:
-            return importlib.import_module(name), label
-        except ImportError:
-            continue
-    raise MlacheckError("--profile vllm prefills with FlashAttention-4, which is not installed; install mlacheck[fa4]")
 
 
 class FA4Prefill:
     """Prefill calls through FA4's `_flash_attn_fwd`, as vLLM makes them."""
 
+    q_dtype = torch.bfloat16
+
     def __init__(
-        self, interface, model: ModelPreset, mode: str, launcher: LaunchCounter, measurements: Measurements, family: str
+        self,
+        interface,
+        model: ModelPreset,
+        mode: str,
+        launcher: LaunchCounter,
+        measurements: Measurements,
+        family: str,
+        label: str,
     ) -> None:
         self.interface, self.model, self.mode = interface, model, mode
         self.launcher, self.measurements, self.family = launcher, measurements, family
+        self.label = f"FlashAttention-4 ({label}: {interface.__name__})"
         self.device = "cuda"
-        self.calls = 0
+        self.stats = TrafficStats()
+        self.sites = {"extend": FA4Prefill.extend, "prefix_chunk": FA4Prefill.prefix_chunk}
 
-    def startup(self, requests: int, tokens: int) -> None:
-        """A start-up dummy prefill: `requests` of `tokens` new tokens each, causal, no LSE (vLLM's FlashInfer
-        autotune run and warmup_kernels' first step); nothing reads its output."""
-        lens = (tokens,) * requests
+    def startup(self, call: PrefillCall) -> None:
+        """A start-up dummy prefill of new tokens (vLLM's FlashInfer autotune run and warmup_kernels' first step);
+        nothing reads its output."""
         with self._tensors():
-            q, k, v = self._empty(sum(lens))
-            self.extend(q, k, v, lens, lens, causal=True, return_lse=False)
+            q, k, v = self._empty(sum(call.q_lens), sum(call.kv_lens))
+            self.extend(q, k, v, call.q_lens, call.kv_lens, call.is_causal, call.return_lse)
+
+    def batch(self, batch: tuple[Request, ...], calls: list[PrefillCall], seed: int) -> list[Callable[[], object]]:
+        return [functools.partial(self.call, call, seed + index) for index, call in enumerate(calls)]
 
     def call(self, call: PrefillCall, seed: int) -> None:
         """One prefill call of the traffic (new tokens causal, a context chunk not); in execute mode its output is
@@ -90,6 +101,8 @@ class FA4Prefill:
             )
             kernel = asdict(compare_outputs(out, None if lse is None else lse.transpose(0, 1), ref_out, ref_lse))
         self.measurements.record(self.family, self.launcher.last_key, sum(call.q_lens), None, kernel)
+        self.stats.prefill_calls += 1
+        self.stats.tokens += sum(call.q_lens)
 
     def extend(self, q, k, v, q_lens, kv_lens, causal: bool, return_lse: bool):
         """vLLM's run_prefill_new_tokens (its start-up dummy prefills go this way too)."""
@@ -101,7 +114,6 @@ class FA4Prefill:
 
     def _arguments(self, q_lens, kv_lens, causal: bool, return_lse: bool) -> dict:
         """`_flash_attn_fwd`'s arguments beside q, k, v, as vLLM passes them."""
-        self.calls += 1
         return {
             "cu_seqlens_q": self._cumulative(q_lens),
             "cu_seqlens_k": self._cumulative(kv_lens),
@@ -143,3 +155,38 @@ class FA4Prefill:
         for tensor in (q, k, v):
             tensor.normal_(generator=generator)
         return q, k, v
+
+
+class FA4Backend:
+    name = "fa4"
+
+    def watching(self, rules: RuleSet) -> list[RuleFile]:
+        return [r for r in rules.families if r.family.module in dict(INTERFACES) and r.family.cache == FA4_FWD]
+
+    def undeclared(self, path: Path | None) -> str:
+        return (
+            f"{path}: the scenario prefills with FlashAttention-4, but no rule file declares its forward cache; add "
+            "one (copy mlacheck's bundled flash_attn_4.toml)"
+        )
+
+    def library_warmup(self, rules: RuleSet) -> WarmupSource:
+        raise MlacheckError(
+            "--warmup library: FlashAttention-4 has no warm-up function of its own; use engine, none or PATH.py:FUNC"
+        )
+
+    def load(self, engine: Engine, rules: RuleSet) -> Loaded:
+        """The FA4 the engine would call here (vLLM's vendored copy, else flash-attn-4), and how the header names it."""
+        for name, label in INTERFACES:
+            try:
+                interface = importlib.import_module(name)
+            except ImportError:
+                continue
+            return Loaded(interface, interface, label)
+        raise MlacheckError(
+            f"--profile {engine.name} prefills with FlashAttention-4, which is not installed; install mlacheck[fa4]"
+        )
+
+    def runner(self, loaded: Loaded, bound: Bound, family: str) -> FA4Prefill:
+        return FA4Prefill(
+            loaded.library, bound.model, bound.mode, bound.launcher, bound.measurements, family, loaded.label
+        )

@@ -20,23 +20,24 @@ from pathlib import Path
 from mlacheck import arch
 from mlacheck.errors import MlacheckError
 from mlacheck.report.model import Report, ReportPolicy, combined
-from mlacheck.scenario.check import CheckOptions, Watch, driven, run_check
+from mlacheck.scenario.check import Watch, run_check
 from mlacheck.scenario.environment import device_capability
+from mlacheck.scenario.setup import CheckOptions, prepare
 
 
 def run_scenario(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watch: Watch | None = None) -> Report:
     """The embedded scenario: in one mode, or where the device runs some driven families' kernels and not others,
     in two parts (those execute here, the others are traced in a process of their own)."""
-    _, _, _, _, kinds, _, groups = driven(options)
-    in_parts = split(kinds, groups, options.arch, device_capability())
+    setup = prepare(options)
+    in_parts = split(setup.kinds, setup.groups, options.arch, device_capability())
     if in_parts is None:
-        return run_check(options, policy, watch)
+        return run_check(options, policy, watch, setup)
     executed, traced, target = in_parts
     if watch is not None:
         watch.phase(f"tracing {', '.join(traced)} for {target} in a process of its own")
     other = traced_part(options, traced, target)
-    own = run_check(replace(options, kernel=executed[0] if len(executed) == 1 else "all"), policy, watch)
-    return joined(own, other, policy)
+    own = setup.only(executed)
+    return joined(run_check(own.options, policy, watch, own), other, policy)
 
 
 def split(

@@ -1,4 +1,4 @@
-"""The traffic run: every prefill call of the workload through tokenspeed_mla's dispatch, in any mode.
+"""tokenspeed_mla's prefill as a backend of the scenario: every prefill call through its own dispatch, in any mode.
 
 All three modes share this path; they differ only at the launch (`launch.LaunchCounter`). On a CUDA device the
 inputs are realistic bf16 activations, q cast to FP8 and K/V packed and quantized by the library's own
@@ -10,18 +10,25 @@ original bf16 inputs) and, in execute mode, the kernel against the reference.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 
+from mlacheck.rulefiles import RuleSet
+from mlacheck.scenario import prefill_call
 from mlacheck.scenario.activations import compare_outputs, make_activations, quantize_kv_fp8, quantize_q_fp8
+from mlacheck.scenario.backends import Bound, FamilyBackend, Loaded, TrafficStats
+from mlacheck.scenario.engine import Engine
+from mlacheck.scenario.environment import import_tokenspeed_mla
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_call import FP8, CallTensors, cumulative, dispatch, empty_tensors
-from mlacheck.scenario.prefill_traffic import PROFILES, PrefillCall, Request, Workload
+from mlacheck.scenario.prefill_traffic import PrefillCall, Request
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import merge_by_lse, reference_prefill
+from mlacheck.scenario.warmup import WarmupSource, library_warmup
 
 
 @dataclass
@@ -66,54 +73,83 @@ def call_tensors(batch: list[RequestInputs], call: PrefillCall, fp8: bool) -> Ca
     return CallTensors(q, k, v, cumulative(call.q_lens, device), cumulative(call.kv_lens, device))
 
 
-@dataclass
-class TrafficStats:
-    prefill_calls: int = 0
-    tokens: int = 0
-    merge_max_abs_err: float | None = None  # chunked-prefix merge vs one-shot attention (GPU modes)
+class TokenspeedMLAPrefill:
+    """Prefill calls through the package's `tokenspeed_mla_prefill` (looked up at each call, as engines that import the
+    package do), with the engine's q dtype: FP8, or (an engine that does not quantize the query) the model's bf16
+    activations."""
+
+    label = "tokenspeed_mla"
+    sites = {"extend": prefill_call.extend, "prefix_chunk": prefill_call.prefix_chunk}
+
+    def __init__(
+        self,
+        package,
+        model: ModelPreset,
+        mode: str,
+        enable_pdl: bool,
+        launcher: LaunchCounter,
+        measurements: Measurements,
+        family: str,
+        device: str,
+        q_dtype: torch.dtype = FP8,
+    ) -> None:
+        self.package, self.model, self.mode, self.enable_pdl = package, model, mode, enable_pdl
+        self.launcher, self.measurements, self.family, self.device = launcher, measurements, family, device
+        self.q_dtype = q_dtype
+        self.stats = TrafficStats()
+
+    def startup(self, call: PrefillCall) -> None:
+        """A start-up dummy prefill on unfilled tensors."""
+        tensors = empty_tensors(call, self.model, self.device, self.q_dtype)
+        dispatch(self.package.tokenspeed_mla_prefill, call, tensors, self.model, self.enable_pdl)
+
+    def batch(self, batch: tuple[Request, ...], calls: list[PrefillCall], seed: int) -> list[Callable[[], object]]:
+        """One action per call. In the GPU modes each call is measured, and once the batch's last call has run its
+        outputs, merged by LSE, are compared with one-shot attention over each request's [prefix + new] tokens."""
+        if self.mode == "dry":
+            return [functools.partial(self._dry_call, call) for call in calls]
+        state = _Batch(lambda: [request_inputs(r, self.model, seed + i, self.device) for i, r in enumerate(batch)])
+        return [functools.partial(self._call, state, call, index == len(calls) - 1) for index, call in enumerate(calls)]
+
+    def _dry_call(self, call: PrefillCall) -> None:
+        self.startup(call)
+        self._count(call)
+
+    def _count(self, call: PrefillCall) -> None:
+        self.stats.prefill_calls += 1
+        self.stats.tokens += sum(call.q_lens)
+
+    def _call(self, state: _Batch, call: PrefillCall, last: bool) -> None:
+        fp8 = self.q_dtype == FP8
+        out, lse = _run_call(
+            self.package.tokenspeed_mla_prefill,
+            call,
+            state.inputs(),
+            self.model,
+            self.enable_pdl,
+            self.launcher,
+            self.measurements,
+            self.family,
+            self.mode,
+            fp8,
+        )
+        self._count(call)
+        state.merged = (out, lse) if state.merged is None else merge_by_lse(*state.merged, out, lse)
+        if last:
+            error = _merge_error(state.merged, state.inputs(), self.model, fp8)
+            self.stats.merge_max_abs_err = max(self.stats.merge_max_abs_err or 0.0, error)
 
 
-def run_traffic(
-    prefill,
-    workload: Workload,
-    profile: str,
-    model: ModelPreset,
-    mode: str,
-    enable_pdl: bool,
-    launcher: LaunchCounter,
-    measurements: Measurements,
-    family: str,
-    seed: int,
-    device: str = "cuda",
-    fp8: bool = True,
-    between: Callable[[], object] = lambda: None,
-) -> TrafficStats:
-    """Send the workload's prefill calls through `prefill` and measure each call (GPU modes).
+class _Batch:
+    """A traffic batch's inputs (made at its first call) and its calls' outputs merged so far."""
 
-    q/k/v are FP8, or (fp8=False, vLLM without query quantization) the model's bf16 activations; `between` is
-    called after each call (where a held-back Ctrl-C is raised)."""
-    stats = TrafficStats()
-    make_calls = PROFILES[profile]
-    for number, batch in enumerate(workload.batches):
-        calls = make_calls(batch, workload.chunk_capacity)
-        stats.prefill_calls += len(calls)
-        stats.tokens += sum(sum(call.q_lens) for call in calls)
-        if mode == "dry":
-            for call in calls:
-                dispatch(
-                    prefill, call, empty_tensors(call, model, "cpu", FP8 if fp8 else torch.bfloat16), model, enable_pdl
-                )
-                between()
-            continue
-        inputs = [request_inputs(r, model, seed * 7919 + number * 131 + i, device) for i, r in enumerate(batch)]
-        merged = None
-        for call in calls:
-            out, lse = _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, family, mode, fp8)
-            between()
-            merged = (out, lse) if merged is None else merge_by_lse(*merged, out, lse)
-        error = _merge_error(merged, inputs, model, fp8)
-        stats.merge_max_abs_err = max(stats.merge_max_abs_err or 0.0, error)
-    return stats
+    def __init__(self, make: Callable[[], list[RequestInputs]]) -> None:
+        self._make, self._inputs, self.merged = make, None, None
+
+    def inputs(self) -> list[RequestInputs]:
+        if self._inputs is None:
+            self._inputs = self._make()
+        return self._inputs
 
 
 def _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, family, mode, fp8: bool):
@@ -145,3 +181,27 @@ def _merge_error(merged, inputs: list[RequestInputs], model: ModelPreset, fp8: b
         q, k, v, cumulative(q_lens, device), cumulative(kv_lens, device), model.softmax_scale, True
     )
     return (merged[0] - one_shot).abs().max().item() if one_shot.numel() else 0.0
+
+
+class TokenspeedMLAPrefillBackend(FamilyBackend):
+    name = "tokenspeed_mla"
+    family = "tokenspeed_mla.prefill"
+
+    def library_warmup(self, rules: RuleSet) -> WarmupSource:
+        return library_warmup(rules.family(self.family))
+
+    def load(self, engine: Engine, rules: RuleSet) -> Loaded:
+        return Loaded(import_tokenspeed_mla(), self.module(rules))
+
+    def runner(self, loaded: Loaded, bound: Bound, family: str) -> TokenspeedMLAPrefill:
+        return TokenspeedMLAPrefill(
+            loaded.library,
+            bound.model,
+            bound.mode,
+            bound.enable_pdl,
+            bound.launcher,
+            bound.measurements,
+            family,
+            bound.device,
+            getattr(torch, bound.engine.prefill_q_dtype),
+        )

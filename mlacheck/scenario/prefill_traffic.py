@@ -1,6 +1,7 @@
-"""Traffic: a seeded workload of prefill batches and the profiles that turn a batch into prefill calls.
+"""Traffic: a seeded workload of prefill batches and the patterns that turn a batch into prefill calls (an engine
+module picks its pattern and names the upstream code it follows).
 
-Both profiles chunk a cached prefix the same way, as TokenSpeed's `runtime/layers/attention/chunk.py`
+Both patterns chunk a cached prefix the same way, as TokenSpeed's `runtime/layers/attention/chunk.py`
 does: a chunk capacity is split evenly among the batch's requests and every request's prefix is cut at
 the same offsets (a request whose prefix is shorter gets empty chunks).
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlacheck.errors import MlacheckError
@@ -54,7 +54,7 @@ def make_workload(
 ) -> Workload:
     """Ragged batches with log-uniform lengths; about `prefix_fraction` of requests carry a cached prefix.
 
-    The first batch has no prefix at all and the second has one, so every profile's calls all occur.
+    The first batch has no prefix at all and the second has one, so every pattern's calls all occur.
     """
     if requests < 2:
         raise MlacheckError(
@@ -99,30 +99,11 @@ def _extend(batch: tuple[Request, ...], return_lse: bool) -> PrefillCall:
     return PrefillCall("extend", True, return_lse, lens, lens, tuple(0 for _ in batch))
 
 
-def tokenspeed_profile(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
-    """lightseekorg/tokenspeed `runtime/models/deepseek_v3.py` forward_normal_chunked_kv_core through
-    `runtime/layers/attention/backends/tokenspeed_mla.py`: the extend pass always asks for the LSE."""
+def lse_always(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
+    """The extend pass always asks for the LSE, then the prefix chunks."""
     return [_extend(batch, True)] + prefix_chunks(batch, chunk_capacity)
 
 
-def _lse_when_prefixed(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
+def lse_when_prefixed(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
+    """The extend pass asks for the LSE only when a request of the batch has a prefix, then the prefix chunks."""
     return [_extend(batch, any(r.prefix_len for r in batch))] + prefix_chunks(batch, chunk_capacity)
-
-
-def sglang_profile(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
-    """sgl-project/sglang `srt/layers/attention/trtllm_mla_backend.py` forward_extend (inherited by
-    `tokenspeed_mla_backend.py`): LSE only when a request in the batch has a prefix."""
-    return _lse_when_prefixed(batch, chunk_capacity)
-
-
-def vllm_profile(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
-    """vllm 0.34.0 `model_executor/layers/attention/mla_attention.py` forward_mha: new tokens with
-    return_lse = has_context (3483), then `_compute_prefill_context` chunks, non-causal with LSE."""
-    return _lse_when_prefixed(batch, chunk_capacity)
-
-
-PROFILES: dict[str, Callable[[tuple[Request, ...], int], list[PrefillCall]]] = {
-    "tokenspeed": tokenspeed_profile,
-    "sglang": sglang_profile,
-    "vllm": vllm_profile,
-}

@@ -2,50 +2,34 @@
 
 The scenario calls the kernel library from its own functions (the engine's warm-up, its prefill and decode
 calls), so a site the capture records there is a line of mlacheck, which no user can act on. `SiteMap`
-rewrites such a site as the upstream line the step models (the engine profile's `steps`): `PATH:LINE
-FUNCTION (modelled on ENGINE VERSION)`; a stack ends at that frame (the frames outside it drive the
+rewrites such a site as the upstream line the step models (each step of the plan names its `Site`s, `plan.py`):
+`PATH:LINE FUNCTION (modelled on ENGINE VERSION)`; a stack ends at that frame (the frames outside it drive the
 scenario). A site in the user's own code (a `--warmup PATH.py:FUNC`) is left as it is.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from mlacheck.capture.stack import short_path
-from mlacheck.scenario import decode_run, fa4_prefill, prefill_call, warmup
-from mlacheck.scenario.engines import EngineProfile
-
-STEPS = {  # the scenario's functions that call the kernel library, by the engine step they model
-    "warmup": (warmup._tokenspeed_warmup, warmup._sglang_warmup, warmup._vllm_warmup),
-    "extend": (prefill_call.extend,),
-    "prefix_chunk": (prefill_call.prefix_chunk,),
-    "fa4_extend": (fa4_prefill.FA4Prefill.extend,),
-    "fa4_prefix_chunk": (fa4_prefill.FA4Prefill.prefix_chunk,),
-    "decode": (decode_run.DecodeRunner.dispatch, decode_run.FlashInferDecode.dispatch),
-}
 SITE_EVENTS = ("compile", "dispatch", "dispatch_error", "no_lookup")
+
+
+@dataclass(frozen=True)
+class Site:
+    """A scenario function that calls the kernel library, and the upstream line it stands for in the report."""
+
+    function: Callable
+    models: str  # "PATH:LINE FUNCTION (modelled on ENGINE VERSION)"
 
 
 class SiteMap:
     """Rewrites the sites that lie in the scenario's library-calling functions."""
 
-    def __init__(self, profile: EngineProfile, library_warmup: object | None = None) -> None:
-        self._spans: list[tuple[str, range, str]] = []
-        for step, functions in STEPS.items():
-            upstream = profile.steps.get(step)
-            if upstream is None:  # a step the engine does not take (SGLang 0.5.23 has no JIT prefill)
-                continue
-            text = f"{upstream.path}:{upstream.line} {upstream.function} (modelled on {profile.release})"
-            self._spans += [(*_span(function), text) for function in functions]
-        if library_warmup is not None:  # --warmup library: mlacheck calls the library's own warm-up function
-            path, lines = _span(library_warmup)
-            self._spans.append(
-                (
-                    *_span(warmup._library_warmup),
-                    f"{short_path(path)}:{lines.start} {library_warmup.__qualname__} (called by --warmup library)",
-                )
-            )
+    def __init__(self, sites: Iterable[Site]) -> None:
+        self._spans = [(*span(site.function), site.models) for site in dict.fromkeys(sites)]
 
     def site(self, site: str | None) -> str | None:
         """The upstream site a scenario site models, or the site itself."""
@@ -79,7 +63,7 @@ class SiteMap:
         return stack
 
 
-def _span(function) -> tuple[str, range]:
+def span(function) -> tuple[str, range]:
     """The absolute file of a function and the lines of its source."""
     function = inspect.unwrap(function)
     lines, first = inspect.getsourcelines(function)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mlacheck.capture import FamilyCapture
 from mlacheck.rulefiles.schema import PhaseRule
 
+WARMUP = "warm-up"
+CAPTURE = "CUDA-graph capture"
 FRAMES = (
     PhaseRule(phase="warmup", function=f"{__name__}:warm_up", engine="scenario"),
     PhaseRule(phase="capture", function=f"{__name__}:capture_graphs", engine="scenario"),
@@ -32,17 +33,15 @@ def capture_graphs(actions: Iterable[Callable[[], object]]) -> None:
         action()
 
 
-def run_phases(
-    captures: list[FamilyCapture],
-    warmup: list[Callable[[], object]],
-    capture: list[Callable[[], object]],
-    on_phase: Callable[[str], object] = lambda name: None,
-) -> None:
-    """The warm-up, then the capture, each marked as a phase to every capture (and named to `on_phase`)."""
-    for phase, actions, name in ((warm_up, warmup, "warm-up"), (capture_graphs, capture, "CUDA-graph capture")):
-        on_phase(name)
-        for each in captures:
-            each.phase_changed()
-        phase(actions)
-        for each in captures:
-            each.phase_changed()
+def run_phase(name: str, actions: list[Callable[[], object]], captures: list) -> None:
+    """Run a phase's actions; a start-up phase in its frame, whose start and end every capture is told of."""
+    frame = {WARMUP: warm_up, CAPTURE: capture_graphs}.get(name)
+    if frame is None:
+        for action in actions:
+            action()
+        return
+    for each in captures:
+        each.phase_changed()
+    frame(actions)
+    for each in captures:
+        each.phase_changed()

@@ -9,8 +9,9 @@ import time
 
 import torch
 
+from mlacheck.scenario.engines.tokenspeed import traffic as tokenspeed_profile
 from mlacheck.scenario.prefill_run import call_tensors, request_inputs
-from mlacheck.scenario.prefill_traffic import make_workload, tokenspeed_profile
+from mlacheck.scenario.prefill_traffic import make_workload
 from mlacheck.scenario.presets import model_preset
 from mlacheck.scenario.reference import reference_prefill
 

@@ -11,7 +11,8 @@ from mlacheck.errors import MlacheckError
 from mlacheck.report.model import ReportPolicy
 from mlacheck.rulefiles import BUNDLED
 from mlacheck.scenario import parts
-from mlacheck.scenario.check import CheckOptions, driven, run_check
+from mlacheck.scenario.check import run_check
+from mlacheck.scenario.setup import CheckOptions, prepare
 
 VLLM = CheckOptions(profile="vllm", compile="skip", requests=4)
 
@@ -27,8 +28,8 @@ def environment_kept():
 
 
 def groups_of(options):
-    _, _, _, _, kinds, _, groups = driven(options)
-    return kinds, groups
+    setup = prepare(options)
+    return setup.kinds, setup.groups
 
 
 def test_an_h200_executes_fa4_and_traces_tokenspeed_mla_decode_for_sm_100a():

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from mlacheck.errors import MlacheckError
-from mlacheck.scenario.check import CheckOptions, run_check
+from mlacheck.scenario.check import run_check
 from mlacheck.scenario.environment import detect_environment
+from mlacheck.scenario.setup import CheckOptions
 
 TOKENSPEED_ARCHES = ["sm_100a", "sm_103a", "sm_107a"]
 

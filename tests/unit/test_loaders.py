@@ -9,7 +9,8 @@ from mlacheck.codes import CODES
 from mlacheck.errors import MlacheckError
 from mlacheck.events import JsonlSink
 from mlacheck.rulefiles import BUNDLED, load_rules
-from mlacheck.scenario.prefill_traffic import Request, make_workload, prefix_chunks, sglang_profile, tokenspeed_profile
+from mlacheck.scenario.engines import ENGINES
+from mlacheck.scenario.prefill_traffic import Request, make_workload, prefix_chunks
 from mlacheck.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +78,9 @@ def test_trace_of_another_format_is_refused(tmp_path):
 
 def keys(calls):
     return [(c.kind, c.is_causal, c.return_lse) for c in calls]
+
+
+sglang_profile, tokenspeed_profile = ENGINES["sglang"].traffic, ENGINES["tokenspeed"].traffic
 
 
 def test_profiles_follow_upstream_call_patterns():

@@ -1,10 +1,13 @@
 """The GPU modes' traffic path on the CPU: a stand-in prefill that looks its key up through the launch counter
 and answers with the reference, so slicing, measurements and the chunked-prefix merge are checked."""
 
+from types import SimpleNamespace
+
 from mlacheck.events import MemorySink
+from mlacheck.scenario.engines import ENGINES
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
-from mlacheck.scenario.prefill_run import run_traffic
+from mlacheck.scenario.prefill_run import TokenspeedMLAPrefill
 from mlacheck.scenario.prefill_traffic import make_workload
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_prefill
@@ -34,6 +37,18 @@ def make_prefill(launcher):
         return (out.bfloat16(), lse) if return_lse else out.bfloat16()
 
     return prefill
+
+
+def run_traffic(prefill, workload, profile, model, mode, enable_pdl, launcher, measurements, family, seed, device):
+    """Every call of the workload, as the engine's traffic makes them, through the runner's actions (as a plan runs
+    its prefill traffic steps)."""
+    package = SimpleNamespace(tokenspeed_mla_prefill=prefill)
+    runner = TokenspeedMLAPrefill(package, model, mode, enable_pdl, launcher, measurements, family, device)
+    for number, batch in enumerate(workload.batches):
+        calls = ENGINES[profile].traffic(batch, workload.chunk_capacity)
+        for action in runner.batch(batch, calls, seed * 7919 + number * 131):
+            action()
+    return runner.stats
 
 
 def test_execute_path_measures_each_call_and_merges_prefix_chunks():
