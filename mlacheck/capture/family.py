@@ -50,7 +50,7 @@ class FamilyCapture:
             launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
         )
         self.fast = hotpath.FastTable()  # variants seen in serving: key -> (counter, value to return)
-        self.ticks = hotpath.counter()
+        self.ticks = hotpath.ticks()  # per thread: a call is judged by its own thread's lookups
         self.counts = Counts()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []

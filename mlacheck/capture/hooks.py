@@ -24,7 +24,7 @@ class CaptureHooks(Protocol):
     """The capture of one family in one process, as its adapter and dispatch wrappers see it."""
 
     fast: object  # hotpath.FastTable: variants seen in serving, key -> (counter, value to return)
-    ticks: object  # hotpath.counter: stepped by each dispatch call's entry and by each lookup
+    ticks: object  # hotpath.ticks (each thread's own): stepped by each dispatch call's entry and by each lookup
     launch: LaunchPolicy | None
     policy: CapturePolicy
 
