@@ -94,17 +94,17 @@ def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callab
     call = f"_mlacheck_original({', '.join(forward)})"
     source = (
         f"def dispatch({', '.join(header)}):\n"
-        "    _mlacheck_start = next(_mlacheck_ticks)\n"
-        "    next(_mlacheck_calls)\n"
+        "    _mlacheck_start = _mlacheck_next(_mlacheck_ticks)\n"
+        "    _mlacheck_next(_mlacheck_calls)\n"
         "    try:\n"
         + (f"        return {call}\n" if unlooked is None else f"        _mlacheck_result = {call}\n")
-        + "    except BaseException as _mlacheck_error:\n"
+        + "    except _mlacheck_BaseException as _mlacheck_error:\n"
         "        _mlacheck_raised(_mlacheck_error, _mlacheck_start, _mlacheck_getframe(1))\n"
         "        raise\n"
         + (
             ""
             if unlooked is None
-            else "    if next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
+            else "    if _mlacheck_next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
             "        _mlacheck_unlooked(_mlacheck_getframe(1))\n"
             "    return _mlacheck_result\n"
         )
@@ -117,6 +117,8 @@ def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callab
         "_mlacheck_raised": raised,
         "_mlacheck_unlooked": unlooked,
         "_mlacheck_getframe": sys._getframe,
+        "_mlacheck_next": next,  # the body names nothing a parameter could shadow (`next`, `BaseException`)
+        "_mlacheck_BaseException": BaseException,
         **defaults,
     }
     exec(compile(source, f"<mlacheck wrapper of {getattr(original, '__qualname__', 'a dispatch')}>", "exec"), namespace)

@@ -169,6 +169,22 @@ def test_another_threads_lookup_is_not_this_calls_lookup(hot, forwarder, outcome
         assert raised == [(0, 1)] and unlooked == []  # its own entry alone: it died before a lookup
 
 
+def test_parameters_named_like_the_wrappers_builtins_are_forwarded(forwarder, counter):
+    """A parameter named `next` or `BaseException` shadows nothing the wrapper's body uses (redteam.md section 5)."""
+
+    def named(x, next=40, BaseException=2):  # noqa: A002
+        if x is None:
+            raise ValueError("no input")
+        return x + next + BaseException
+
+    raised = []
+    wrapper = forwarder(named, counter(), counter(), lambda *args: raised.append(args), lambda frame: None)
+    assert wrapper(0) == 42 and wrapper(0, next=1, BaseException=1) == 2 and wrapper(0, 5, 6) == 11
+    with pytest.raises(ValueError):
+        wrapper(None)
+    assert len(raised) == 1
+
+
 def test_a_clashing_parameter_name_gets_the_args_kwargs_wrapper():
     def clashing(x, _mlacheck_look=True):
         return x
