@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
+from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified, unseen_reasons
 from mlacheck.analysis.findings import (
     Finding,
     contract_findings,
@@ -163,7 +163,12 @@ def analyse(
         len(internal),
         dry,
     )
-    incomplete += stale_families + layouts_dispatched
+    incomplete += stale_families + layouts_dispatched + unseen_reasons(events)
+    incomplete += [
+        f"{name}: not checked: its [[triton.kernel]] entry is stale (MLA004): {problem}"
+        for name, problems in stale_tables.items()
+        for problem in problems
+    ]
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
     lookups: dict[int | None, int] = {}

@@ -129,7 +129,7 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             fact.context.update(
                 {name: str(value) for name, value in (event.get("values") or {}).items() if value is not None}
             )
-        if "family" not in event or kind == "internal_error":
+        if "family" not in event or kind in ("internal_error", "unseen"):
             continue
         table = tables.get((proc, event["family"]))
         if table is None:

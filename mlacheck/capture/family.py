@@ -20,7 +20,7 @@ from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.counts import Counts
 from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.dry import DryStandIns
-from mlacheck.capture.fingerprint import fingerprint, installed_version, providers
+from mlacheck.capture.fingerprint import fingerprint, installed_version, providers, unreadable_key_function
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
@@ -86,7 +86,10 @@ class FamilyCapture:
             self.phases,
             (family.package, *family.site_skip),
         )
-        code = fingerprint(module, family.key_functions)
+        code, unreadable = (
+            fingerprint(module, family.key_functions),
+            unreadable_key_function(module, family.key_functions),
+        )
         adapter.install()
         existing, count = adapter.preexisting()
         if family.compile:
@@ -111,6 +114,8 @@ class FamilyCapture:
             "fingerprint": code,
         }
         self.sink.write({**self._family_event, "preexisting": count})
+        if unreadable is not None:  # -- evidence-checks: a fingerprint that cannot be computed is not "unchanged"
+            self._write({"type": "unseen", "family": family.name, "what": unreadable})
         for key in existing:
             self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
         self.installed = True
@@ -263,7 +268,12 @@ class FamilyCapture:
             self.safely("flush", self.flush)
 
     def flush(self, final: bool = False) -> None:
-        """Write the cumulative counts (when they changed, or finally)."""
+        """Write what went past capture since the last flush (`unseen`), then the cumulative counts (when they
+        changed, or finally)."""
+        # -- evidence-checks: audit at each flush (capture-core: keep this call where the ledger flushes) --
+        if self.installed or final:
+            for what in self._patches.moved() + (self._adapter.audit() if self._adapter is not None else []):
+                self._write({"type": "unseen", "family": self.family.name, "what": what})
         totals = self.counts.to_write(final)
         if totals is not None:
             self._write({"type": "counts", "family": self.family.name, **totals, "final": final})
