@@ -100,11 +100,12 @@ def analyse(
     not_checked: set[str] = set()
     needed: set[str] = set()
     contexts = {proc: fact.context for proc, fact in facts.items()}
+    unseen = frozenset((e.get("proc"), e.get("family")) for e in events if e["type"] == "unseen")
     for name, rule in declared.items():
         family_tables = by_family.get(name)
         if not family_tables:
             continue
-        mark_unverified(family_tables, interrupted is not None)
+        mark_unverified(family_tables, interrupted is not None, unseen)
         observed_code = sorted(
             {
                 (t.version, t.fingerprint, t.providers)

@@ -24,15 +24,17 @@ DRY_HINT = (
 )
 
 
-def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False) -> None:
+def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False, unseen: frozenset = frozenset()) -> None:
     """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
     whose lookups the capture said it could not count (where it said it counts every lookup, none is no use), or
-    whose traffic never ran to its end (the run was interrupted)."""
+    went past capture in that process (`unseen`: (proc, family) pairs), or whose traffic never ran to its end (the
+    run was interrupted)."""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
         counted = table.every_lookup_counted
         if (
             interrupted
+            or (table.proc, table.family) in unseen
             or table.died_before_lookup
             or table.returned_without_lookup
             or counted is False
