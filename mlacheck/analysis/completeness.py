@@ -95,6 +95,12 @@ def incomplete_reasons(
             )
         reasons += _unlooked(name, tables)
         reasons += _never_entered(name, tables)
+        unnamed = sum(len(t.unnamed) for t in tables)
+        if unnamed:
+            reasons.append(
+                f"{name}: events were lost: the counts name {unnamed} variant(s) that no compile or dispatch record "
+                "shows (whether they compiled on the serving path is unknown)"
+            )
     return reasons
 
 
