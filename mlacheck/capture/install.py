@@ -16,6 +16,10 @@ from collections.abc import Callable
 from mlacheck.errors import MlacheckError
 
 
+class AlreadyRecorded(MlacheckError):
+    """The program's cache, where the rule's path leads, is already one this run records."""
+
+
 class Patches:
     """The replacements made for one family (or the agent's engine functions), each with its undo."""
 
@@ -24,7 +28,7 @@ class Patches:
     ) -> None:
         self.label, self.advice, self.where = label, advice, where
         self._undo: list[Callable[[], None]] = []
-        self._placed: dict[tuple[int, str], tuple[object, str, object]] = {}  # what each replaced attribute holds
+        self._placed: dict[tuple[int, str], tuple] = {}  # each replaced attribute: (owner, name, value, is it ours)
         self._modules: dict[str, object] = {}  # the modules imported, as they were then
         self._moved: set[tuple[int, str]] = set()  # what `moved` said already
 
@@ -35,7 +39,7 @@ class Patches:
             raise MlacheckError(
                 f"{self.label}: cannot import {name} ({exc})" + (f"; {install_hint}" if install_hint else "")
             ) from None
-        self._modules.setdefault(name, module)
+        self._modules[name] = module  # the latest: a module executed again and followed is not "imported again"
         return module
 
     def attribute(self, owner: object, name: str) -> object:
@@ -66,16 +70,29 @@ class Patches:
         """The error for a cache or function that is not what the rule says."""
         return MlacheckError(f"{self.label}: {what}: {self.advice()}")
 
-    def replace(self, owner: object, attribute: str, replacement: object) -> None:
-        """`owner.attribute = replacement`, undone by putting back what was there."""
+    def replace(
+        self, owner: object, attribute: str, replacement: object, ours: Callable[[object], bool] | None = None
+    ) -> None:
+        """`owner.attribute = replacement`, undone by putting back what was there (unless the program put something
+        else there since: that stays). `ours`: what else at that place is still capture's (default: the replacement)."""
         original = getattr(owner, attribute)
-        self.put(owner, attribute, replacement)
-        self._undo.append(lambda: setattr(owner, attribute, original))
+        self.put(owner, attribute, replacement, ours)
 
-    def put(self, owner: object, attribute: str, value: object) -> None:
+        def restore() -> None:
+            if self.holds(owner, attribute):
+                setattr(owner, attribute, original)
+
+        self._undo.append(restore)
+
+    def put(self, owner: object, attribute: str, value: object, ours: Callable[[object], bool] | None = None) -> None:
         """`owner.attribute = value`, where capture keeps an attribute it replaced (`moved` checks it holds it)."""
         setattr(owner, attribute, value)
-        self._placed[(id(owner), attribute)] = (owner, attribute, value)
+        self._placed[(id(owner), attribute)] = (owner, attribute, value, ours or (lambda current: current is value))
+
+    def holds(self, owner: object, attribute: str) -> bool:
+        """Whether `owner.attribute` still holds what capture put there (or another object of capture's)."""
+        placed = self._placed.get((id(owner), attribute))
+        return placed is not None and placed[3](getattr(owner, attribute, None))
 
     def moved(self) -> list[str]:
         """What went past capture since the last call: a module imported again (another module object is in
@@ -86,8 +103,8 @@ class Patches:
             if sys.modules.get(name, module) is not module and (id(module), "") not in self._moved:
                 self._moved.add((id(module), ""))
                 lines.append(f"{name} was imported again (a new module object): what went through it was not watched")
-        for place, (owner, attribute, value) in self._placed.items():
-            if getattr(owner, attribute, None) is not value and place not in self._moved:
+        for place, (owner, attribute, value, _) in self._placed.items():
+            if not self.holds(owner, attribute) and place not in self._moved:
                 self._moved.add(place)
                 where = getattr(owner, "__name__", type(owner).__name__)
                 lines.append(

@@ -25,7 +25,7 @@ from time import perf_counter
 from mlacheck.capture import compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.install import Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches
 from mlacheck.keys import key_text, typed
 from mlacheck.rulefiles.schema import Family
 
@@ -71,6 +71,8 @@ class FunctoolsCache:
                 f"{where}: it is an lru_cache bounded to {parameters()['maxsize']} entries; mlacheck "
                 "watches unbounded functools caches only"
             )
+        if getattr(original, "_mlacheck_front", False):
+            raise AlreadyRecorded(f"{self.family.name}: {where} is already being recorded")
         self.signature = inspect.signature(original)
         self._typed = parameters()["typed"]
         self._store, self._mark, self._function = _internals(original)
@@ -81,7 +83,7 @@ class FunctoolsCache:
             )
         self._accounted = set(self._store)
         self.function = self._front()
-        self.patches.replace(self._owner, self._attribute, self.function)
+        self.patches.replace(self._owner, self._attribute, self.function, self._ours)
 
     def preexisting(self) -> tuple[list[tuple], int]:
         """Keys cached before install (as call keys), and how many there are."""
@@ -108,6 +110,9 @@ class FunctoolsCache:
         self.capture.forget_fast()
         self.capture.cleared()
 
+    def superseded(self) -> None:
+        """A newer adapter watches the function the program's module holds now (it ran again); nothing to do."""
+
     def audit(self) -> list[str]:
         """What entered the program's cache past every front since the last audit (one line, naming the keys)."""
         unseen = [stored for stored in list(self._store) if stored not in self._accounted]
@@ -132,13 +137,18 @@ class FunctoolsCache:
         front = functools.lru_cache(maxsize=None, typed=self._typed)(front_miss)
         self._fronts.add(front)
         functools.update_wrapper(front, self.original)
+        front._mlacheck_front = True
         front.cache_info, front.cache_clear = self.original.cache_info, self.cache_clear
         return front
 
     def renew(self) -> None:
         """Put a new, empty front in place (used where the current one is about to hold a value it must not)."""
         self.function = self._front()
-        self.patches.put(self._owner, self._attribute, self.function)
+        self.patches.put(self._owner, self._attribute, self.function, self._ours)
+
+    def _ours(self, value: object) -> bool:
+        """Whether a value is one of this adapter's fronts (the program may put back one it held)."""
+        return any(value is front for front in self._fronts)
 
     def missed(self, args: tuple, kwargs: dict, frame) -> object:
         """A lookup the front did not hold: the original's answer, and what the front holds for this key from now.

@@ -23,7 +23,7 @@ from types import FrameType
 from mlacheck.capture import hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import MISSING, CaptureHooks
-from mlacheck.capture.install import Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches
 from mlacheck.errors import MlacheckError
 from mlacheck.keys import key_text, typed
 from mlacheck.rulefiles.schema import Family
@@ -136,7 +136,7 @@ class DictCache:
         self._original: dict = {}  # the program's dict, which a reference taken before install still writes into
         self._installed: frozenset = frozenset()  # what it held at install
         self._past: set = set()  # keys written into it that way, reported
-        self._moved = False
+        self._moved = False  # said that the recording dict is no longer in place (or a newer adapter took over)
 
     @staticmethod
     def check(family: Family) -> str | None:
@@ -151,7 +151,7 @@ class DictCache:
         cache, put = self.locate()
         where = f"{self.family.module}.{self.family.cache}"
         if isinstance(cache, RecordingDict):
-            raise MlacheckError(
+            raise AlreadyRecorded(
                 f"{self.family.name}: {where} is already being recorded; install mlacheck once per process"
             )
         if not isinstance(cache, dict):
@@ -214,9 +214,15 @@ class DictCache:
             key_text({name: typed(value) for name, value in self.describe(key)[0].items()}) for key in keys
         )
 
+    def superseded(self) -> None:
+        """A newer adapter watches the cache the program's module holds now (it ran again): this one's recording
+        dict is no longer expected in place."""
+        self._moved = True
+
     def _give_back(self, original: dict, put: Callable[[object], None]) -> None:
         """The program's own dict back, holding what the run's cache holds (less skipped compiles), and what was
-        written past mlacheck through an older reference to it (`audit` reported it)."""
+        written past mlacheck through an older reference to it (`audit` reported it); put back where the recording
+        dict still is (a dict the program put there since stays)."""
         recording = self.recording
         bypassed = {
             key: value
@@ -226,4 +232,5 @@ class DictCache:
         original.clear()
         original.update({key: value for key, value in dict.items(recording) if not isinstance(value, SkippedCompile)})
         original.update(bypassed)
-        put(original)
+        if self._still_in_place():
+            put(original)
