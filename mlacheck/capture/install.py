@@ -99,11 +99,11 @@ class Patches:
         sys.modules) and an attribute that no longer holds what capture put there (rebound, or the module reloaded);
         one line each, each said once."""
         lines = []
-        for name, module in self._modules.items():
+        for name, module in list(self._modules.items()):  # a copy: another thread may add to them
             if sys.modules.get(name, module) is not module and (id(module), "") not in self._moved:
                 self._moved.add((id(module), ""))
                 lines.append(f"{name} was imported again (a new module object): what went through it was not watched")
-        for place, (owner, attribute, value, _) in self._placed.items():
+        for place, (owner, attribute, value, _) in list(self._placed.items()):
             if not self.holds(owner, attribute) and place not in self._moved:
                 self._moved.add(place)
                 where = getattr(owner, "__name__", type(owner).__name__)

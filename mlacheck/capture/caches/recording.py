@@ -71,7 +71,7 @@ class RecordingDict:
 
     def unseen(self) -> list:
         """The keys it holds that no `__setitem__` of it saw enter (each returned once)."""
-        keys = [key for key in dict.keys(self) if key not in self._entered]
+        keys = [key for key in list(dict.keys(self)) if key not in self._entered]  # a copy made at once
         self._entered.update(keys)
         return keys
 
@@ -188,7 +188,9 @@ class DictCache:
                 f"{len(unseen)} variant(s) entered the cache unseen (an insert past {where}'s recording dict, as "
                 f"from C; found at a counts flush): {self._keys(unseen)}"
             )
-        past = [key for key in self._original if key not in self._past and not dict.__contains__(self.recording, key)]
+        past = [
+            key for key in list(self._original) if key not in self._past and not dict.__contains__(self.recording, key)
+        ]
         if past:
             self._past.update(past)
             lines.append(
