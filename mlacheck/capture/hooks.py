@@ -59,6 +59,9 @@ class CaptureHooks(Protocol):
 
     def maybe_flush(self) -> None: ...
 
+    def flush(self, final: bool = False) -> None:
+        """Write what went past capture (the adapters' audit), then the counts."""
+
     def safely(self, where: str, action: Callable[[], object]) -> None:
         """Run a capture action; a failure becomes an internal error, never an exception in the program."""
 

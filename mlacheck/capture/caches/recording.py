@@ -69,6 +69,12 @@ class RecordingDict:
         self._entered.clear()
         self._fast.clear()
 
+    def _entered_unseen(self, key: object) -> None:
+        """A looked-up key no `__setitem__` of it saw enter: flush now, so that the audit says so before the lookup
+        is written (not at the next flush)."""
+        if key not in self._entered and dict.__contains__(self, key):
+            self._capture.safely("flush", self._capture.flush)
+
     def unseen(self) -> list:
         """The keys it holds that no `__setitem__` of it saw enter (each returned once)."""
         keys = [key for key in list(dict.keys(self)) if key not in self._entered]  # a copy made at once
@@ -100,6 +106,7 @@ class GetitemRecordingDict(RecordingDict, hotpath.GetitemDict):
 
     def _missed(self, key: object, frame: FrameType) -> object:
         """A lookup the fast table did not serve."""
+        self._entered_unseen(key)
         return self._capture.looked_up(key, dict.__getitem__(self, key), frame)
 
 
@@ -111,6 +118,8 @@ class ContainsRecordingDict(RecordingDict, hotpath.ContainsDict):
     def _missed(self, key: object, frame: FrameType) -> bool:
         """A lookup the fast table did not serve."""
         found = dict.__contains__(self, key)
+        if found:
+            self._entered_unseen(key)
         self._capture.looked_up(key, dict.__getitem__(self, key) if found else MISSING, frame)
         return found
 
@@ -186,7 +195,7 @@ class DictCache:
         if unseen:
             lines.append(
                 f"{len(unseen)} variant(s) entered the cache unseen (an insert past {where}'s recording dict, as "
-                f"from C; found at a counts flush): {self._keys(unseen)}"
+                f"from C; found at its next lookup or a counts flush): {self._keys(unseen)}"
             )
         past = [
             key for key in list(self._original) if key not in self._past and not dict.__contains__(self.recording, key)
