@@ -35,6 +35,9 @@ Event types (every event has "type"; the first event of a trace is "run" and car
 - unwatched_compile: {net, kernel, key, seconds, phase, site, stack}   a compile through a compile net that no
                   watched family accounted for; phase is warmup | capture | serving | unmarked (no serving start
                   marked in the process, and no warm-up or capture frame)
+- unseen:         {family, what}   something of a watched family capture could not see (an insert that bypassed
+                  the recording cache, a fingerprint it could not compute, a rebound cache or dispatch, a dispatch
+                  function the installed code lacks): what went through there is missing, so the run cannot pass
 - internal_error: {where, message}    capture failed; the program went on
 - exit:           {rank, how, t}      the process ended normally (rank from torch.distributed when it was
                                       initialized, else RANK / LOCAL_RANK at exit)
@@ -84,6 +87,7 @@ EVENT_TYPES = frozenset(
         "context",
         "numerics",
         "internal_error",
+        "unseen",
         "exit",
         "unwatched",
         "unwatched_dispatch",

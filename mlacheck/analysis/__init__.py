@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified
+from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified, unseen_reasons
 from mlacheck.analysis.findings import (
     Finding,
     contract_findings,
@@ -100,11 +100,12 @@ def analyse(
     not_checked: set[str] = set()
     needed: set[str] = set()
     contexts = {proc: fact.context for proc, fact in facts.items()}
+    unseen = frozenset((e.get("proc"), e.get("family")) for e in events if e["type"] == "unseen")
     for name, rule in declared.items():
         family_tables = by_family.get(name)
         if not family_tables:
             continue
-        mark_unverified(family_tables, interrupted is not None)
+        mark_unverified(family_tables, interrupted is not None, unseen)
         observed_code = sorted(
             {
                 (t.version, t.fingerprint, t.providers)
@@ -163,7 +164,12 @@ def analyse(
         len(internal),
         dry,
     )
-    incomplete += stale_families + layouts_dispatched
+    incomplete += stale_families + layouts_dispatched + unseen_reasons(events)
+    incomplete += [
+        f"{name}: not checked: its [[triton.kernel]] entry is stale (MLA004): {problem}"
+        for name, problems in stale_tables.items()
+        for problem in problems
+    ]
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
     lookups: dict[int | None, int] = {}

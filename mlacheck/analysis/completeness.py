@@ -2,7 +2,8 @@
 
 A check that saw nothing, or could not compare, never passes: no watched family loaded, a family whose
 warm-up no dispatch ever reached, dispatch calls that died before their lookup or returned without one
-(where the rule says every call looks up), processes that ran unobserved, and events that were lost (capture
+(where the rule says every call looks up), a dispatched variant never seen entering its cache, what capture
+said it could not see (`unseen` events), processes that ran unobserved, and events that were lost (capture
 failed, or a trace line could not be read). Precompiled variants that such dispatches could have hit are
 "unverified", not dead warm-up.
 """
@@ -10,6 +11,7 @@ failed, or a trace line could not be read). Precompiled variants that such dispa
 from __future__ import annotations
 
 from mlacheck.analysis.tables import ProcessFamily
+from mlacheck.keys import key_text
 
 NO_DEVICE = (  # what torch says when a dispatch needs the CUDA device the process does not have
     "Torch not compiled with CUDA enabled",
@@ -22,15 +24,17 @@ DRY_HINT = (
 )
 
 
-def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False) -> None:
+def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False, unseen: frozenset = frozenset()) -> None:
     """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
     whose lookups the capture said it could not count (where it said it counts every lookup, none is no use), or
-    whose traffic never ran to its end (the run was interrupted)."""
+    went past capture in that process (`unseen`: (proc, family) pairs), or whose traffic never ran to its end (the
+    run was interrupted)."""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
         counted = table.every_lookup_counted
         if (
             interrupted
+            or (table.proc, table.family) in unseen
             or table.died_before_lookup
             or table.returned_without_lookup
             or counted is False
@@ -90,7 +94,32 @@ def incomplete_reasons(
                 "they checked nothing" + (DRY_HINT if not dry and any(text in error for text in NO_DEVICE) else "")
             )
         reasons += _unlooked(name, tables)
+        reasons += _never_entered(name, tables)
+        unnamed = sum(len(t.unnamed) for t in tables)
+        if unnamed:
+            reasons.append(
+                f"{name}: events were lost: the counts name {unnamed} variant(s) that no compile or dispatch record "
+                "shows (whether they compiled on the serving path is unknown)"
+            )
     return reasons
+
+
+def unseen_reasons(events: list[dict]) -> list[str]:
+    """One line per thing capture said it could not see (an `unseen` event), each once."""
+    return list(dict.fromkeys(f"{e.get('family')}: {e.get('what')}" for e in events if e["type"] == "unseen"))
+
+
+def _never_entered(name: str, tables: list[ProcessFamily]) -> list[str]:
+    """Dispatched variants that no event shows entering the cache (not compiled, not there before): an insert capture
+    did not see, so whether it compiled on the serving path is unknown."""
+    keys = {key_text(v.key): None for t in tables for v in t.variants.values() if v.status == "not compiled"}
+    if not keys:
+        return []
+    return [
+        f"{name}: {len(keys)} dispatched variant(s) never seen entering the cache: {', '.join(keys)} (an insert "
+        "capture did not see, such as one made from C or through a reference taken before mlacheck): whether "
+        "it compiled on the serving path is unknown"
+    ]
 
 
 def _unlooked(name: str, tables: list[ProcessFamily]) -> list[str]:

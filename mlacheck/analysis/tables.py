@@ -79,6 +79,7 @@ class ProcessFamily:
     no_lookup: list[dict] = field(default_factory=list)  # the first call of a function that returned without a lookup
     exact: bool = False
     every_lookup_counted: bool | None = None  # the capture said whether it counts every lookup of the cache
+    unnamed: set[int] = field(default_factory=set)  # vids the counts name and no compile or dispatch record shows
 
     @property
     def lookups(self) -> int:
@@ -129,7 +130,7 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             fact.context.update(
                 {name: str(value) for name, value in (event.get("values") or {}).items() if value is not None}
             )
-        if "family" not in event or kind == "internal_error":
+        if "family" not in event or kind in ("internal_error", "unseen"):
             continue
         table = tables.get((proc, event["family"]))
         if table is None:
@@ -213,6 +214,8 @@ def _counted(table: ProcessFamily, event: dict) -> None:
     for label, count in (event.get("dispatches") or {}).items():
         vid_text, _, phase = label.partition(":")
         vid = int(vid_text)
+        if vid not in seen and count:
+            table.unnamed.add(vid)  # its compile and first dispatch records were lost
         if vid not in seen or not count:
             continue
         variant = table.variants[vid]

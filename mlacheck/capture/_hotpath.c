@@ -2,10 +2,12 @@
  *
  * The same objects as hotpath_py.py, which states each one's contract; this file keeps them free of
  * Python frames (a frame costs 0.3-1 us inside a dispatch, where its code and data are cold). Counters are
- * `Counter`s (itertools.count where the Python hot path runs), stepped under the GIL.
+ * `Counter`s (itertools.count where the Python hot path runs), stepped under the GIL; ticks are `Ticks`, a count of
+ * each thread's own (a pthread-specific array, freed when its thread ends).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <structmember.h>
 
 #define FLUSH_EVERY 1023 /* a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches */
@@ -64,12 +66,100 @@ static PyTypeObject CounterType = {
     .tp_members = counter_members,
 };
 
+/* -- Ticks: a count of each thread's own (a dispatch call is judged by what happened in its thread) ----------- */
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t slot; /* this object's place in every thread's values; slots are never reused */
+} Ticks;
+
+typedef struct {
+    Py_ssize_t size;
+    long long values[];
+} ThreadTicks;
+
+static PyTypeObject TicksType;
+static Py_ssize_t ticks_slots;          /* slots handed out (under the GIL) */
+static pthread_key_t thread_ticks_key; /* a thread's ThreadTicks, freed by `free_thread_ticks` when it ends */
+
+static void
+free_thread_ticks(void *mine)
+{
+    PyMem_RawFree(mine);
+}
+
+/* The calling thread's value of a Ticks' slot (its array grown to hold it), or NULL with an error set. */
+static long long *
+thread_tick(Py_ssize_t slot)
+{
+    ThreadTicks *mine = pthread_getspecific(thread_ticks_key);
+    if (mine != NULL && slot < mine->size)
+        return &mine->values[slot];
+    Py_ssize_t old = mine != NULL ? mine->size : 0, size = Py_MAX(Py_MAX(slot + 1, 2 * old), 8);
+    ThreadTicks *grown = PyMem_RawRealloc(mine, sizeof(ThreadTicks) + (size_t)size * sizeof(long long));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memset(&grown->values[old], 0, (size_t)(size - old) * sizeof(long long));
+    grown->size = size;
+    if (pthread_setspecific(thread_ticks_key, grown) != 0) {
+        PyMem_RawFree(grown);
+        pthread_setspecific(thread_ticks_key, NULL);
+        PyErr_SetString(PyExc_RuntimeError, "mlacheck: cannot keep a thread's ticks");
+        return NULL;
+    }
+    return &grown->values[slot];
+}
+
+static PyObject *
+ticks_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":Ticks", names))
+        return NULL;
+    Ticks *self = (Ticks *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->slot = ticks_slots++;
+    return (PyObject *)self;
+}
+
+static PyObject *
+ticks_next(Ticks *self)
+{
+    long long *value = thread_tick(self->slot);
+    return value == NULL ? NULL : PyLong_FromLongLong((*value)++);
+}
+
+static PyObject *
+ticks_repr(Ticks *self)
+{
+    long long *value = thread_tick(self->slot);
+    return value == NULL ? NULL : PyUnicode_FromFormat("Ticks(%lld in this thread)", *value);
+}
+
+static PyTypeObject TicksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.Ticks",
+    .tp_doc = "Ticks(): hotpath_py.ticks, compiled: next() steps the calling thread's own count (from 0).",
+    .tp_basicsize = sizeof(Ticks),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = ticks_new,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)ticks_next,
+    .tp_repr = (reprfunc)ticks_repr,
+};
+
 /* Step a counter: its value before the step, or -1 with an exception set. */
 static Py_ssize_t
 step(PyObject *counter)
 {
     if (Py_IS_TYPE(counter, &CounterType))
         return (Py_ssize_t)((Counter *)counter)->value++;
+    if (Py_IS_TYPE(counter, &TicksType)) {
+        long long *value = thread_tick(((Ticks *)counter)->slot);
+        return value == NULL ? -1 : (Py_ssize_t)(*value)++;
+    }
     PyObject *value = Py_TYPE(counter)->tp_iternext(counter);
     if (value == NULL) {
         if (!PyErr_Occurred())
@@ -767,10 +857,15 @@ PyInit__hotpath(void)
     str_maybe_flush = PyUnicode_InternFromString("maybe_flush");
     if (str_missed == NULL || str_maybe_flush == NULL)
         return NULL;
+    if (pthread_key_create(&thread_ticks_key, free_thread_ticks) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "mlacheck: cannot make the threads' ticks key");
+        return NULL;
+    }
     PyObject *module = PyModule_Create(&hotpath_module);
     if (module == NULL)
         return NULL;
-    if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
+    if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &TicksType, NULL) < 0 ||
+        add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
         add_type(module, &FastTableType, NULL) < 0 ||
         add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
         add_type(module, &GetDictType, &PyDict_Type) < 0 ||

@@ -1,8 +1,9 @@
 """Dispatch accounting: the declared dispatch functions are wrapped to count calls and the calls that raised,
 before or after their cache lookup (a dispatch that dies before its lookup checks nothing).
 
-A shared tick counter is advanced by each call's entry and by each lookup, so a call that raised knows
-whether a lookup happened in between, and so does a call that returned where the rule says every call looks up. Under `--dry` the wrapper also puts the family's stand-ins in
+A tick count of each thread's own is advanced by each call's entry and by each lookup, so a call that raised
+knows whether a lookup happened in its thread in between, and so does a call that returned where the rule says
+every call looks up (another thread's lookup meanwhile is not its lookup). Under `--dry` the wrapper also puts the family's stand-ins in
 place for the call, keeps the named arguments on the host and zeroes the tensors it returns.
 
 The wrapper of a dispatch that serves traffic is the hot path's forwarder (`hotpath`), which passes every

@@ -20,9 +20,9 @@ from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.counts import Counts
 from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.dry import DryStandIns
-from mlacheck.capture.fingerprint import fingerprint, installed_version, providers
+from mlacheck.capture.fingerprint import fingerprint, installed_version, providers, unreadable_key_function
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
-from mlacheck.capture.install import Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
 from mlacheck.events import EventSink, run_clock
@@ -50,7 +50,7 @@ class FamilyCapture:
             launch if launch is not None else (lambda key, kernel: no_launch) if policy.replace_launch else None
         )
         self.fast = hotpath.FastTable()  # variants seen in serving: key -> (counter, value to return)
-        self.ticks = hotpath.counter()
+        self.ticks = hotpath.ticks()  # per thread: a call is judged by its own thread's lookups
         self.counts = Counts()
         self.vids: dict[object, int] = {}
         self._described: list[tuple[dict, dict | None]] = []
@@ -60,6 +60,7 @@ class FamilyCapture:
         self._stand_ins: dict[int, object] = {}
         self._patches = Patches(self.family.name, self._stale_advice, self.family.module)
         self._adapter: caches.CacheAdapter | None = None
+        self._superseded: list[caches.CacheAdapter] = []  # adapters of the module before it ran again (follow)
         self._timer: compile_timer.CompileTimer | None = None
         self._reader: StackReader | None = None
         self.installed = False
@@ -86,7 +87,10 @@ class FamilyCapture:
             self.phases,
             (family.package, *family.site_skip),
         )
-        code = fingerprint(module, family.key_functions)
+        code, unreadable = (
+            fingerprint(module, family.key_functions),
+            unreadable_key_function(module, family.key_functions),
+        )
         adapter.install()
         existing, count = adapter.preexisting()
         if family.compile:
@@ -111,6 +115,8 @@ class FamilyCapture:
             "fingerprint": code,
         }
         self.sink.write({**self._family_event, "preexisting": count})
+        if unreadable is not None:  # -- evidence-checks: a fingerprint that cannot be computed is not "unchanged"
+            self._write({"type": "unseen", "family": family.name, "what": unreadable})
         for key in existing:
             self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
         self.installed = True
@@ -122,6 +128,41 @@ class FamilyCapture:
         self.safely("flush", lambda: self.flush(final=True))
         self._patches.undo(self.safely)
         self.installed = False
+
+    # -- evidence-checks: following a module that ran again (capture-core: keep beside install in the ledger) --
+    def follow(self) -> None:
+        """The family's module ran again (reloaded, or imported again as a new module object): watch the cache and
+        the dispatch functions it holds now too, beside those watched before (variant numbers go on); what is still
+        mlacheck's is left as it is. A failure is an internal error (the audit says what went unwatched)."""
+        if self.installed:
+            self.safely("follow", self._follow)
+
+    def _follow(self) -> None:
+        family, patches = self.family, self._patches
+        module = patches.import_module(family.module)
+        adapter = caches.adapter(family, module, self, patches)
+        try:
+            adapter.install()
+        except AlreadyRecorded:  # the module kept the cache it had (it was not rebound)
+            adapter = None
+        if adapter is not None:
+            self._adapter.superseded()
+            self._superseded.append(self._adapter)
+            self._adapter = adapter
+            existing, count = adapter.preexisting()
+            self.sink.write({**self._family_event, "preexisting": count})
+            for key in existing:
+                self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
+        dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
+        for name in family.dispatch:
+            owner, attribute = patches.function(name, module)
+            if not patches.holds(owner, attribute):
+                function = getattr(owner, attribute)
+                self._reader.dispatch_code_ids |= {id(inspect.unwrap(function).__code__)}
+                patches.wrap_function(
+                    owner, attribute, wrap_dispatch(function, name, self, family.every_call_looks_up, dry)
+                )
+        self.forget_fast()
 
     def after_fork(self) -> None:
         """In a forked child: a fresh trace starts; what the child inherited is listed, counts start at zero."""
@@ -263,7 +304,13 @@ class FamilyCapture:
             self.safely("flush", self.flush)
 
     def flush(self, final: bool = False) -> None:
-        """Write the cumulative counts (when they changed, or finally)."""
+        """Write what went past capture since the last flush (`unseen`), then the cumulative counts (when they
+        changed, or finally)."""
+        # -- evidence-checks: audit at each flush (capture-core: keep this call where the ledger flushes) --
+        if self.installed or final:
+            adapters = self._superseded + ([self._adapter] if self._adapter is not None else [])
+            for what in self._patches.moved() + [line for adapter in adapters for line in adapter.audit()]:
+                self._write({"type": "unseen", "family": self.family.name, "what": what})
         totals = self.counts.to_write(final)
         if totals is not None:
             self._write({"type": "counts", "family": self.family.name, **totals, "final": final})

@@ -25,6 +25,31 @@ def fingerprint(module: object, key_functions: list[str]) -> str | None:
     return digest.hexdigest()[:16]
 
 
+def unreadable_key_function(module: object, key_functions: list[str]) -> str | None:
+    """Why the fingerprint of the key functions cannot be computed (the first that cannot be read), or None: a
+    key function renamed away or without source (a compiled or .pyc-only build) leaves the rule unverified, never
+    "unchanged"."""
+    patches = Patches("fingerprint")
+    for name in key_functions:
+        try:
+            function = inspect.unwrap(patches.resolve(module, name))
+        except MlacheckError:
+            return (
+                f"key function {name!r} is not in the installed {getattr(module, '__name__', module)}: the fingerprint "
+                "of the code the key depends on cannot be computed, so the rule may no longer describe the key "
+                "(re-check the rule's key_functions)"
+            )
+        try:
+            inspect.signature(function)
+            inspect.getsource(function)
+        except (OSError, TypeError, ValueError) as exc:
+            return (
+                f"key function {name!r} has no readable source ({type(exc).__name__}: {exc}): the fingerprint of the "
+                "code the key depends on cannot be computed, so the rule may no longer describe the key"
+            )
+    return None
+
+
 def installed_version(distribution: str) -> str | None:
     from importlib import metadata  # slow to import; only a family's install needs it
 

@@ -24,7 +24,7 @@ class CaptureHooks(Protocol):
     """The capture of one family in one process, as its adapter and dispatch wrappers see it."""
 
     fast: object  # hotpath.FastTable: variants seen in serving, key -> (counter, value to return)
-    ticks: object  # hotpath.counter: stepped by each dispatch call's entry and by each lookup
+    ticks: object  # hotpath.ticks (each thread's own): stepped by each dispatch call's entry and by each lookup
     launch: LaunchPolicy | None
     policy: CapturePolicy
 
@@ -58,6 +58,9 @@ class CaptureHooks(Protocol):
         """The cache was emptied: its variants compile again when next used."""
 
     def maybe_flush(self) -> None: ...
+
+    def flush(self, final: bool = False) -> None:
+        """Write what went past capture (the adapters' audit), then the counts."""
 
     def safely(self, where: str, action: Callable[[], object]) -> None:
         """Run a capture action; a failure becomes an internal error, never an exception in the program."""

@@ -15,6 +15,7 @@ try:
     from mlacheck.capture._hotpath import Counter as counter
     from mlacheck.capture._hotpath import Forwarder as forwarder
     from mlacheck.capture._hotpath import Launcher as launcher
+    from mlacheck.capture._hotpath import Ticks as ticks
 
     IMPLEMENTATION = "c"
 except ImportError:
@@ -26,6 +27,7 @@ except ImportError:
         counter,
         forwarder,
         launcher,
+        ticks,
     )
 
     IMPLEMENTATION = "python"
@@ -40,4 +42,5 @@ __all__ = [
     "counter",
     "forwarder",
     "launcher",
+    "ticks",
 ]

@@ -5,10 +5,12 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 
 - `counter(start=0)`: what the capture counts with, stepped by `next()`; `count_of` reads one without
   stepping it (the compiled one steps without making an int).
+- `ticks()`: a count of each thread's own, stepped by `next()` (each thread counts from 0): what a dispatch
+  call's entry and a lookup step, so that a call is judged by what happened in its own thread.
 - `forwarder(original, calls, ticks, raised, unlooked=None)`: a dispatch function's wrapper. Each call steps
   the ticks (keeping the value as `start`) and `calls`, then calls the original as it was called. A call
   that raises reports `raised(error, start, caller's frame)` and re-raises; with `unlooked`, a call that
-  returns where the ticks moved only by its own entry reports `unlooked(caller's frame)`. It pickles and
+  returns where its thread's ticks moved only by its own entry reports `unlooked(caller's frame)`. It pickles and
   copies by reference, as the function does. (A call the original's signature refuses: the generated
   wrapper refuses it before counting it; the compiled one lets the original refuse it, a call that raised
   before its lookup.)
@@ -31,6 +33,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import sys
+import threading
 from collections.abc import Callable
 
 FLUSH_EVERY = 1023  # a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches
@@ -38,6 +41,19 @@ FLUSH_EVERY = 1023  # a variant's counter asks for a (time-bounded) counts flush
 _getframe = sys._getframe
 counter = itertools.count  # C-level, so no count is lost between threads
 FastTable = dict
+
+
+class ticks(threading.local):
+    """A count of each thread's own (each thread's first `next()` gives 0)."""
+
+    def __init__(self) -> None:
+        self.count = itertools.count()
+
+    def __iter__(self) -> ticks:
+        return self
+
+    def __next__(self) -> int:
+        return next(self.count)
 
 
 def count_of(counter: itertools.count) -> int:
@@ -78,17 +94,17 @@ def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callab
     call = f"_mlacheck_original({', '.join(forward)})"
     source = (
         f"def dispatch({', '.join(header)}):\n"
-        "    _mlacheck_start = next(_mlacheck_ticks)\n"
-        "    next(_mlacheck_calls)\n"
+        "    _mlacheck_start = _mlacheck_next(_mlacheck_ticks)\n"
+        "    _mlacheck_next(_mlacheck_calls)\n"
         "    try:\n"
         + (f"        return {call}\n" if unlooked is None else f"        _mlacheck_result = {call}\n")
-        + "    except BaseException as _mlacheck_error:\n"
+        + "    except _mlacheck_BaseException as _mlacheck_error:\n"
         "        _mlacheck_raised(_mlacheck_error, _mlacheck_start, _mlacheck_getframe(1))\n"
         "        raise\n"
         + (
             ""
             if unlooked is None
-            else "    if next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
+            else "    if _mlacheck_next(_mlacheck_ticks) == _mlacheck_start + 1:\n"
             "        _mlacheck_unlooked(_mlacheck_getframe(1))\n"
             "    return _mlacheck_result\n"
         )
@@ -101,6 +117,8 @@ def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callab
         "_mlacheck_raised": raised,
         "_mlacheck_unlooked": unlooked,
         "_mlacheck_getframe": sys._getframe,
+        "_mlacheck_next": next,  # the body names nothing a parameter could shadow (`next`, `BaseException`)
+        "_mlacheck_BaseException": BaseException,
         **defaults,
     }
     exec(compile(source, f"<mlacheck wrapper of {getattr(original, '__qualname__', 'a dispatch')}>", "exec"), namespace)

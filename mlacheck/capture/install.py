@@ -1,7 +1,9 @@
 """Putting capture in place and taking it out: every replacement is recorded with its undo, and undone in reverse.
 
 A name a rule file gives that the installed library lacks is one `MlacheckError` line that names the rule's family
-and says to re-check the rule against the installed version (`advice`).
+and says to re-check the rule against the installed version (`advice`). What was put in place is checked again
+(`moved`): a program that rebinds a replaced attribute, reloads the module or imports it again goes past capture
+from then on, and that is said.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from collections.abc import Callable
 from mlacheck.errors import MlacheckError
 
 
+class AlreadyRecorded(MlacheckError):
+    """The program's cache, where the rule's path leads, is already one this run records."""
+
+
 class Patches:
     """The replacements made for one family (or the agent's engine functions), each with its undo."""
 
@@ -22,14 +28,19 @@ class Patches:
     ) -> None:
         self.label, self.advice, self.where = label, advice, where
         self._undo: list[Callable[[], None]] = []
+        self._placed: dict[tuple[int, str], tuple] = {}  # each replaced attribute: (owner, name, value, is it ours)
+        self._modules: dict[str, object] = {}  # the modules imported, as they were then
+        self._moved: set[tuple[int, str]] = set()  # what `moved` said already
 
     def import_module(self, name: str, install_hint: str = "") -> object:
         try:
-            return importlib.import_module(name)
+            module = importlib.import_module(name)
         except ImportError as exc:
             raise MlacheckError(
                 f"{self.label}: cannot import {name} ({exc})" + (f"; {install_hint}" if install_hint else "")
             ) from None
+        self._modules[name] = module  # the latest: a module executed again and followed is not "imported again"
+        return module
 
     def attribute(self, owner: object, name: str) -> object:
         try:
@@ -59,11 +70,48 @@ class Patches:
         """The error for a cache or function that is not what the rule says."""
         return MlacheckError(f"{self.label}: {what}: {self.advice()}")
 
-    def replace(self, owner: object, attribute: str, replacement: object) -> None:
-        """`owner.attribute = replacement`, undone by putting back what was there."""
+    def replace(
+        self, owner: object, attribute: str, replacement: object, ours: Callable[[object], bool] | None = None
+    ) -> None:
+        """`owner.attribute = replacement`, undone by putting back what was there (unless the program put something
+        else there since: that stays). `ours`: what else at that place is still capture's (default: the replacement)."""
         original = getattr(owner, attribute)
-        setattr(owner, attribute, replacement)
-        self._undo.append(lambda: setattr(owner, attribute, original))
+        self.put(owner, attribute, replacement, ours)
+
+        def restore() -> None:
+            if self.holds(owner, attribute):
+                setattr(owner, attribute, original)
+
+        self._undo.append(restore)
+
+    def put(self, owner: object, attribute: str, value: object, ours: Callable[[object], bool] | None = None) -> None:
+        """`owner.attribute = value`, where capture keeps an attribute it replaced (`moved` checks it holds it)."""
+        setattr(owner, attribute, value)
+        self._placed[(id(owner), attribute)] = (owner, attribute, value, ours or (lambda current: current is value))
+
+    def holds(self, owner: object, attribute: str) -> bool:
+        """Whether `owner.attribute` still holds what capture put there (or another object of capture's)."""
+        placed = self._placed.get((id(owner), attribute))
+        return placed is not None and placed[3](getattr(owner, attribute, None))
+
+    def moved(self) -> list[str]:
+        """What went past capture since the last call: a module imported again (another module object is in
+        sys.modules) and an attribute that no longer holds what capture put there (rebound, or the module reloaded);
+        one line each, each said once."""
+        lines = []
+        for name, module in list(self._modules.items()):  # a copy: another thread may add to them
+            if sys.modules.get(name, module) is not module and (id(module), "") not in self._moved:
+                self._moved.add((id(module), ""))
+                lines.append(f"{name} was imported again (a new module object): what went through it was not watched")
+        for place, (owner, attribute, value, _) in list(self._placed.items()):
+            if not self.holds(owner, attribute) and place not in self._moved:
+                self._moved.add(place)
+                where = getattr(owner, "__name__", type(owner).__name__)
+                lines.append(
+                    f"{where}.{attribute} no longer holds mlacheck's {_kind(value)} (the program rebound it or "
+                    "reloaded its module): what went through the new one was not watched"
+                )
+        return lines
 
     def on_undo(self, action: Callable[[], None]) -> None:
         """Run `action` when the patches are undone (in reverse order of everything recorded)."""
@@ -90,3 +138,9 @@ class Patches:
         """Undo everything, last first; an undo that fails is reported through `safely` and the rest go on."""
         while self._undo:
             safely("remove", self._undo.pop())
+        self._placed.clear()
+        self._modules.clear()
+
+
+def _kind(value: object) -> str:
+    return "cache" if isinstance(value, dict) else "wrapper"

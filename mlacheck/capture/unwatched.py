@@ -1,6 +1,7 @@
 """A cache that no loaded rule describes as installed (a fork, a release no rule was checked against): it is not
 watched, the process says so once, and its dispatch calls are counted, the first one written at once, so that a
-run that dispatched through it cannot pass. Nothing of it is patched but the dispatch functions."""
+run that dispatched through it cannot pass; where no rule's dispatch functions are all there (a fork renamed them),
+nothing can count them, and that is said (`unseen`). Nothing of it is patched but the dispatch functions."""
 
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ class UnwatchedLayout:
 
     def install(self) -> None:
         self._write_event()
-        names = dict.fromkeys(name for rule in self.rules for name in rule.family.dispatch)
-        for name in names:
+        missing = []
+        for name in dict.fromkeys(name for rule in self.rules for name in rule.family.dispatch):
             try:
                 owner, attribute = self._patches.function(name, self.module)
-            except Exception:  # noqa: BLE001 - a dispatch this layout lacks is not called either
+            except Exception:  # noqa: BLE001 - a dispatch function this layout lacks: said below
+                missing.append(name)
                 continue
             self._patches.wrap_function(owner, attribute, self._counting(name, getattr(owner, attribute)))
+        if all(set(rule.family.dispatch) & set(missing) for rule in self.rules):
+            self._write_missing(missing)
         self.installed = True
 
     def remove(self) -> None:
@@ -62,6 +66,20 @@ class UnwatchedLayout:
                 "families": [rule.family.name for rule in self.rules],
                 "provider": str(self.provider),
                 "reasons": self.reasons,
+            }
+        )
+
+    def _write_missing(self, missing: list[str]) -> None:
+        """No rule's dispatch functions are all in the installed code (a fork renamed them): its calls cannot be
+        counted, so whether it served cannot be known."""
+        first = self.rules[0].family
+        self.sink.write(
+            {
+                "type": "unseen",
+                "family": first.name,
+                "what": f"{self.module.__name__} (not watched: installed {self.provider}) lacks the dispatch "
+                f"function(s) {', '.join(missing)} the rules name: calls through whatever replaced them were not "
+                "counted, so whether its cache served the run is unknown",
             }
         )
 

@@ -138,6 +138,10 @@ class Agent:
         if (name in self.families or name in self.nets or name in self.entries) and name not in self.captures:
             self.captures[name] = []
             self._safely(lambda: self._install(module))
+        elif name in self.captures:  # the module ran again (reloaded, imported again): its families follow it
+            for capture in self.captures[name]:
+                if hasattr(capture, "follow"):
+                    self._safely(capture.follow)
         if name in self.watchers and name not in self.captures:
             self._safely(lambda: self._watch(name))
         for module_name, qualname, at in self.serving_starts:

@@ -134,6 +134,57 @@ def test_a_call_that_returns_without_a_lookup_is_reported_where_asked(forwarder,
     )
 
 
+@pytest.mark.parametrize("outcome", ["returned", "raised"])
+def test_another_threads_lookup_is_not_this_calls_lookup(hot, forwarder, outcome):
+    """The ticks are each thread's own: a call held open while another thread looks up (steps the ticks) is still
+    a call that returned without a lookup, or raised before it (code-review.md smell 4)."""
+    import threading
+
+    ticks = hot.ticks() if hot is PYTHON else hot.Ticks()
+    entered, release, unlooked, raised = threading.Event(), threading.Event(), [], []
+
+    def dispatch(x):
+        entered.set()
+        release.wait(10)
+        if outcome == "raised":
+            raise ValueError(x)
+        return x
+
+    def on_raise(error, start, frame):
+        raised.append((start, next(ticks)))  # what the capture asks in the raising thread: did it reach a lookup?
+
+    wrapper = forwarder(dispatch, itertools.count(), ticks, on_raise, unlooked.append)
+    worker = threading.Thread(
+        target=lambda: pytest.raises(ValueError, wrapper, 1) if outcome == "raised" else wrapper(1)
+    )
+    worker.start()
+    entered.wait(10)
+    for _ in range(3):
+        next(ticks)  # another thread's lookups meanwhile
+    release.set()
+    worker.join()
+    if outcome == "returned":
+        assert len(unlooked) == 1 and raised == []
+    else:
+        assert raised == [(0, 1)] and unlooked == []  # its own entry alone: it died before a lookup
+
+
+def test_parameters_named_like_the_wrappers_builtins_are_forwarded(forwarder, counter):
+    """A parameter named `next` or `BaseException` shadows nothing the wrapper's body uses (redteam.md section 5)."""
+
+    def named(x, next=40, BaseException=2):  # noqa: A002
+        if x is None:
+            raise ValueError("no input")
+        return x + next + BaseException
+
+    raised = []
+    wrapper = forwarder(named, counter(), counter(), lambda *args: raised.append(args), lambda frame: None)
+    assert wrapper(0) == 42 and wrapper(0, next=1, BaseException=1) == 2 and wrapper(0, 5, 6) == 11
+    with pytest.raises(ValueError):
+        wrapper(None)
+    assert len(raised) == 1
+
+
 def test_a_clashing_parameter_name_gets_the_args_kwargs_wrapper():
     def clashing(x, _mlacheck_look=True):
         return x

@@ -45,6 +45,13 @@ class CacheAdapter(Protocol):
     def forget(self) -> None:
         """Empty whatever of the adapter's own answers lookups without the capture (front caches)."""
 
+    def superseded(self) -> None:
+        """A newer adapter watches the cache the program's module holds now (the module ran again)."""
+
+    def audit(self) -> list[str]:
+        """What went past capture since the last audit (entries it did not see enter, a cache no longer where the
+        program looks), one line each, each said once; asked at each counts flush."""
+
 
 KINDS: dict[str, type[CacheAdapter]] = {
     "dict": AttributeDict,

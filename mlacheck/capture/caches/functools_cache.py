@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import itertools
 import sys
 import weakref
 from collections.abc import Callable, Collection
@@ -24,10 +25,12 @@ from time import perf_counter
 from mlacheck.capture import compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.install import Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches
+from mlacheck.keys import key_text, typed
 from mlacheck.rulefiles.schema import Family
 
 _getframe = sys._getframe
+_ABSENT = object()
 
 
 def call_fields(signature: inspect.Signature, args: tuple, items: tuple) -> tuple[dict[str, object], dict]:
@@ -48,11 +51,7 @@ class FunctoolsCache:
         self._owner = patches.resolve(module, path)
         self.original: Callable = patches.attribute(self._owner, self._attribute)
         self.skipped: dict[object, SkippedCompile] = {}
-        self._preexisting: set[tuple] = (
-            set()
-        )  # listed keys cached before install: --compile skip calls through for these
-        self._unlisted = 0  # entries cached before install that the interpreter did not let us list
-        self._compiled: set[tuple] = set()  # keys the original compiled through a front
+        self._accounted: set = set()  # the store's keys that install or a call through a front accounts for
         self._fronts: weakref.WeakSet = weakref.WeakSet()
 
     @staticmethod
@@ -72,19 +71,24 @@ class FunctoolsCache:
                 f"{where}: it is an lru_cache bounded to {parameters()['maxsize']} entries; mlacheck "
                 "watches unbounded functools caches only"
             )
+        if getattr(original, "_mlacheck_front", False):
+            raise AlreadyRecorded(f"{self.family.name}: {where} is already being recorded")
         self.signature = inspect.signature(original)
-        self.misses = original.cache_info().misses  # the cache's misses when last read: more now means a compile
         self._typed = parameters()["typed"]
+        self._store, self._mark, self._function = _internals(original)
+        if self._store is None or not _keys_as_the_cache_builds_them(self._typed):
+            raise self.patches.stale(
+                f"{where}: this interpreter's functools cache does not let mlacheck read its entries, so its "
+                "compiles cannot be attributed to their calls"
+            )
+        self._accounted = set(self._store)
         self.function = self._front()
-        self.patches.replace(self._owner, self._attribute, self.function)
-        self.patches.on_undo(self._check_bypass)
+        self.patches.replace(self._owner, self._attribute, self.function, self._ours)
 
     def preexisting(self) -> tuple[list[tuple], int]:
-        """Keys cached before install, listed from the C cache where the interpreter allows; and how many there are."""
-        count = self.original.cache_info().currsize
-        keys = self._listed(count) if count else []
-        self._preexisting, self._unlisted = set(keys), count - len(keys)
-        return keys, count
+        """Keys cached before install (as call keys), and how many there are."""
+        keys = [_call_key(stored, self._mark, self._typed) for stored in self._accounted]
+        return keys, len(keys)
 
     def describe(self, key: tuple) -> tuple[dict[str, object], dict]:
         return call_fields(self.signature, *key)
@@ -102,12 +106,25 @@ class FunctoolsCache:
     def cache_clear(self) -> None:
         self.original.cache_clear()
         self.skipped.clear()
-        self.misses = self.original.cache_info().misses
-        self._preexisting.clear()
-        self._compiled.clear()
-        self._unlisted = 0
+        self._accounted.clear()
         self.capture.forget_fast()
         self.capture.cleared()
+
+    def superseded(self) -> None:
+        """A newer adapter watches the function the program's module holds now (it ran again); nothing to do."""
+
+    def audit(self) -> list[str]:
+        """What entered the program's cache past every front since the last audit (one line, naming the keys)."""
+        unseen = [stored for stored in list(self._store) if stored not in self._accounted]
+        if not unseen:
+            return []
+        self._accounted.update(unseen)
+        keys = ", ".join(key_text(self._fields(_call_key(stored, self._mark, self._typed))) for stored in unseen)
+        return [
+            f"{len(unseen)} variant(s) entered {self.family.module}.{self.family.cache} past mlacheck (through a "
+            f"reference to the cached function taken before it was installed): {keys}; whether they compiled on "
+            "the serving path is unknown"
+        ]
 
     # -- the front --------------------------------------------------------------------------------------------
     def _front(self) -> Callable:
@@ -120,13 +137,18 @@ class FunctoolsCache:
         front = functools.lru_cache(maxsize=None, typed=self._typed)(front_miss)
         self._fronts.add(front)
         functools.update_wrapper(front, self.original)
+        front._mlacheck_front = True
         front.cache_info, front.cache_clear = self.original.cache_info, self.cache_clear
         return front
 
     def renew(self) -> None:
         """Put a new, empty front in place (used where the current one is about to hold a value it must not)."""
         self.function = self._front()
-        setattr(self._owner, self._attribute, self.function)
+        self.patches.put(self._owner, self._attribute, self.function, self._ours)
+
+    def _ours(self, value: object) -> bool:
+        """Whether a value is one of this adapter's fronts (the program may put back one it held)."""
+        return any(value is front for front in self._fronts)
 
     def missed(self, args: tuple, kwargs: dict, frame) -> object:
         """A lookup the front did not hold: the original's answer, and what the front holds for this key from now.
@@ -150,26 +172,27 @@ class FunctoolsCache:
         return self._reading_launcher(key, value)
 
     def _value(self, key: tuple, args: tuple, kwargs: dict, frame) -> object:
-        """The original's value for the call (a compile where its cache missed); under --compile skip, a key not
-        compiled before is recorded and answered with a SkippedCompile."""
-        capture, original = self.capture, self.original
+        """The program's cache's value for the call: the stored one, or the function's result, made in this call (a
+        compile, reported) and stored as the cache stores it. Under --compile skip a key the cache does not hold is
+        recorded and answered with a SkippedCompile, and a key it holds (cached before install, listed or not) is
+        answered from it, never taken for a compile."""
+        stored = _stored_key(args, kwargs, self._mark, self._typed)
+        value = self._store.get(stored, _ABSENT)
+        if value is not _ABSENT:
+            return value
+        capture = self.capture
         if capture.policy.compile == "skip":
-            if key in self.skipped:
-                return self.skipped[key]
-            if key not in self._preexisting:
-                value = self.skipped[key] = SkippedCompile()
-                capture.inserted(key, value, frame, seconds=None, origin="skip")
-                return value
-            return original(*args, **kwargs)
+            if key not in self.skipped:
+                self.skipped[key] = SkippedCompile()
+                capture.inserted(key, self.skipped[key], frame, seconds=None, origin="skip")
+            return self.skipped[key]
         with compile_timer.watched_compile():
             started = perf_counter()
-            value = original(*args, **kwargs)
+            value = self._function(*args, **kwargs)
             seconds = perf_counter() - started
-        misses = original.cache_info().misses
-        if misses > self.misses:
-            self.misses = misses
-            self._compiled.add(key)
-            capture.inserted(key, value, frame, seconds=seconds, origin="compile")
+        self._store[stored] = value
+        self._accounted.add(stored)
+        capture.inserted(key, value, frame, seconds=seconds, origin="compile")
         return value
 
     def _reading_launcher(self, key: tuple, value: object) -> Callable:
@@ -186,33 +209,64 @@ class FunctoolsCache:
 
         return launch
 
-    def _check_bypass(self) -> None:
-        """At remove: entries the original holds that no call through the front accounts for."""
-        known = len(self._preexisting | self._compiled) + self._unlisted
-        size = self.original.cache_info().currsize
-        if size > known:
-            self.capture.internal_error(
-                "remove",
-                f"{size - known} variant(s) entered {self.family.module}."
-                f"{self.family.cache} through a reference to the cached function taken "
-                "before mlacheck was installed",
-            )
+    def _fields(self, key: tuple) -> dict:
+        try:
+            return {name: typed(value) for name, value in self.describe(key)[0].items()}
+        except TypeError:  # not a call of the function's signature (a bypass with other arguments)
+            return {"arguments": typed([*key[0], *(value for _, value in key[1])])}
 
-    def _listed(self, count: int) -> list[tuple]:
-        """The C cache's keys as call keys, found among the wrapper's referents; [] where that is not unambiguous."""
-        referents = gc.get_referents(self.original)
-        marks = [item for item in referents if type(item) is object]
-        own = getattr(self.original, "__dict__", None)
-        caches = [item for item in referents if type(item) is dict and item is not own and len(item) == count]
-        if len(marks) != 1 or len(caches) != 1:
-            return []
-        keys = []
-        for raw in caches[0]:
-            parts = raw if type(raw) is tuple else (raw,)
-            if marks[0] in parts:
-                cut = parts.index(marks[0])
-                rest = parts[cut + 1 :]
-                keys.append((parts[:cut], tuple(zip(rest[0::2], rest[1::2]))))
-            else:
-                keys.append((parts, ()))
-        return keys
+
+def _internals(cached: Callable) -> tuple[dict | None, object, Callable | None]:
+    """The C cache's own dict, its keyword mark and the function it calls, found among the wrapper's referents;
+    (None, None, None) where they are not unambiguous (not CPython's C cache)."""
+    if not isinstance(cached, _C_CACHE):
+        return None, None, None
+    referents = gc.get_referents(cached)
+    own = getattr(cached, "__dict__", None)
+    stores = [item for item in referents if type(item) is dict and item is not own]
+    marks = [item for item in referents if type(item) is object]
+    function = getattr(cached, "__wrapped__", None)
+    if len(stores) != 1 or len(marks) != 1 or not any(item is function for item in referents):
+        return None, None, None
+    return stores[0], marks[0], function
+
+
+_C_CACHE = type(functools.lru_cache(maxsize=None)(len))
+
+
+def _stored_key(args: tuple, kwargs: dict, mark: object, typed: bool) -> object:
+    """The key CPython's C cache stores a call under (`lru_cache_make_key`)."""
+    if not kwargs and not typed:
+        if len(args) == 1 and type(args[0]) in (int, str):
+            return args[0]
+        return args
+    key = args + ((mark, *itertools.chain.from_iterable(kwargs.items())) if kwargs else ())
+    if typed:
+        key += tuple(type(arg) for arg in args) + tuple(type(value) for value in kwargs.values())
+    return key
+
+
+def _call_key(stored: object, mark: object, typed: bool) -> tuple:
+    """A stored key back as (positional arguments, keyword items)."""
+    parts = stored if type(stored) is tuple else (stored,)
+    cut = next((index for index, part in enumerate(parts) if part is mark), None)
+    if cut is not None:
+        rest = parts[cut + 1 :]
+        keywords = (len(rest) - cut) // 3 if typed else len(rest) // 2
+        return parts[:cut], tuple(zip(rest[0 : 2 * keywords : 2], rest[1 : 2 * keywords : 2]))
+    return (parts[: len(parts) // 2] if typed else parts), ()
+
+
+@functools.cache
+def _keys_as_the_cache_builds_them(typed: bool) -> bool:
+    """Whether `_stored_key` builds the keys this interpreter's C cache stores (checked on a probe cache, once)."""
+    probe = functools.lru_cache(maxsize=None, typed=typed)(lambda *args, **kwargs: None)
+    store, mark, _ = _internals(probe)
+    if store is None:
+        return False
+    calls = [((1,), {}), (("s",), {}), ((1.5,), {}), ((1, 2), {}), ((1,), {"b": 2, "a": "x"}), ((), {"b": 3})]
+    for args, kwargs in calls:
+        probe(*args, **kwargs)
+    built = [_stored_key(args, kwargs, mark, typed) for args, kwargs in calls]
+    decoded = [_call_key(key, mark, typed) for key in built]
+    return list(store) == built and decoded == [(args, tuple(kwargs.items())) for args, kwargs in calls]

@@ -5,7 +5,10 @@ operation (`getitem` or `contains`) inside a dispatch is a dispatch. Its hot pat
 `ContainsDict`) answers a lookup of a variant already seen in serving from the capture's fast table; everything
 else reaches the capture, which reads the stack. The table is emptied by every mutation that touches its keys, so
 such a key's next lookup reads the stack again. At the end the program gets its own dict back, holding what the
-run's cache holds.
+run's cache holds. What went past it is reported at each counts flush (`audit`): an entry no `__setitem__` of it saw
+(a C extension's PyDict_SetItem, `dict.__setitem__(cache, ...)`), one written into the program's dict through a
+reference taken before install, and a recording dict no longer where the program looks (the attribute rebound, the
+module reloaded).
 
 A dict kind differs from another only in where the dict is held (`DictCache.locate`): at the end of an attribute
 path, on the class that defines it, in a closure cell.
@@ -20,8 +23,9 @@ from types import FrameType
 from mlacheck.capture import hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import MISSING, CaptureHooks
-from mlacheck.capture.install import Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches
 from mlacheck.errors import MlacheckError
+from mlacheck.keys import key_text, typed
 from mlacheck.rulefiles.schema import Family
 
 _getframe = sys._getframe
@@ -36,28 +40,46 @@ class RecordingDict:
     def __init__(self, entries: dict, capture: CaptureHooks) -> None:
         dict.__init__(self, entries)
         self._capture, self._fast, self._ticks = capture, capture.fast, capture.ticks
+        self._entered = set(entries)  # the keys it saw enter (or held from the start)
 
     def __setitem__(self, key: object, value: object) -> None:
         dict.__setitem__(self, key, value)
+        self._entered.add(key)
         self._fast.pop(key, None)
         self._capture.inserted(key, value, _getframe(1))
 
     def __delitem__(self, key: object) -> None:
         dict.__delitem__(self, key)
+        self._entered.discard(key)
         self._fast.pop(key, None)
 
     def pop(self, key: object, *default: object) -> object:
         self._fast.pop(key, None)
+        self._entered.discard(key)
         return dict.pop(self, key, *default)
 
     def popitem(self) -> tuple[object, object]:
         key, value = dict.popitem(self)
+        self._entered.discard(key)
         self._fast.pop(key, None)
         return key, value
 
     def clear(self) -> None:
         dict.clear(self)
+        self._entered.clear()
         self._fast.clear()
+
+    def _entered_unseen(self, key: object) -> None:
+        """A looked-up key no `__setitem__` of it saw enter: flush now, so that the audit says so before the lookup
+        is written (not at the next flush)."""
+        if key not in self._entered and dict.__contains__(self, key):
+            self._capture.safely("flush", self._capture.flush)
+
+    def unseen(self) -> list:
+        """The keys it holds that no `__setitem__` of it saw enter (each returned once)."""
+        keys = [key for key in list(dict.keys(self)) if key not in self._entered]  # a copy made at once
+        self._entered.update(keys)
+        return keys
 
     def update(self, *args: object, **kwargs: object) -> None:
         for key, value in dict(*args, **kwargs).items():
@@ -80,21 +102,24 @@ class RecordingDict:
 class GetitemRecordingDict(RecordingDict, hotpath.GetitemDict):
     """The dispatch's lookup is `cache[key]` (tokenspeed_mla prefill: `config not in cache`, then `cache[config]`)."""
 
-    __slots__ = ()
+    __slots__ = ("_entered",)
 
     def _missed(self, key: object, frame: FrameType) -> object:
         """A lookup the fast table did not serve."""
+        self._entered_unseen(key)
         return self._capture.looked_up(key, dict.__getitem__(self, key), frame)
 
 
 class ContainsRecordingDict(RecordingDict, hotpath.ContainsDict):
     """The dispatch's lookup is `key in cache` (FA4: `compile_key not in compile_cache`, its only one under FakeTensorMode)."""
 
-    __slots__ = ()
+    __slots__ = ("_entered",)
 
     def _missed(self, key: object, frame: FrameType) -> bool:
         """A lookup the fast table did not serve."""
         found = dict.__contains__(self, key)
+        if found:
+            self._entered_unseen(key)
         self._capture.looked_up(key, dict.__getitem__(self, key) if found else MISSING, frame)
         return found
 
@@ -117,6 +142,10 @@ class DictCache:
     def __init__(self, family: Family, module: object, capture: CaptureHooks, patches: Patches) -> None:
         self.family, self.module, self.capture, self.patches = family, module, capture, patches
         self.recording: RecordingDict | None = None
+        self._original: dict = {}  # the program's dict, which a reference taken before install still writes into
+        self._installed: frozenset = frozenset()  # what it held at install
+        self._past: set = set()  # keys written into it that way, reported
+        self._moved = False  # said that the recording dict is no longer in place (or a newer adapter took over)
 
     @staticmethod
     def check(family: Family) -> str | None:
@@ -131,15 +160,16 @@ class DictCache:
         cache, put = self.locate()
         where = f"{self.family.module}.{self.family.cache}"
         if isinstance(cache, RecordingDict):
-            raise MlacheckError(
+            raise AlreadyRecorded(
                 f"{self.family.name}: {where} is already being recorded; install mlacheck once per process"
             )
         if not isinstance(cache, dict):
             raise self.patches.stale(f"{where} is a {type(cache).__name__}, not a dict")
         self.recording = RECORDING_DICTS[self.family.lookup](cache, self.capture)
-        installed = frozenset(cache)
+        self._original, self._installed = cache, frozenset(cache)
+        self._past = set(self._installed)
         put(self.recording)
-        self.patches.on_undo(lambda: self._give_back(cache, installed, put))
+        self.patches.on_undo(lambda: self._give_back(cache, put))
 
     def preexisting(self) -> tuple[list, int]:
         """The keys cached before install, and how many there are."""
@@ -158,23 +188,60 @@ class DictCache:
     def forget(self) -> None:
         """Nothing of a dict cache's own serves lookups past the capture's fast table."""
 
-    def _give_back(self, original: dict, installed: frozenset, put: Callable[[object], None]) -> None:
+    def audit(self) -> list[str]:
+        """What went past the recording dict since the last audit, one line each (`recording` module docstring)."""
+        where, lines = f"{self.family.module}.{self.family.cache}", []
+        unseen = self.recording.unseen()
+        if unseen:
+            lines.append(
+                f"{len(unseen)} variant(s) entered the cache unseen (an insert past {where}'s recording dict, as "
+                f"from C; found at its next lookup or a counts flush): {self._keys(unseen)}"
+            )
+        past = [
+            key for key in list(self._original) if key not in self._past and not dict.__contains__(self.recording, key)
+        ]
+        if past:
+            self._past.update(past)
+            lines.append(
+                f"{len(past)} variant(s) entered {where} through a reference taken before mlacheck was installed: "
+                f"{self._keys(past)}; whether they compiled on the serving path is unknown"
+            )
+        if not self._moved and not self._still_in_place():
+            self._moved = True
+            lines.append(
+                f"{where} no longer holds mlacheck's recording dict (the program rebound it or reloaded its module): "
+                "what entered the new one was not watched"
+            )
+        return lines
+
+    def _still_in_place(self) -> bool:
+        try:
+            return self.locate()[0] is self.recording
+        except MlacheckError:  # the path to it is gone
+            return False
+
+    def _keys(self, keys: list) -> str:
+        return ", ".join(
+            key_text({name: typed(value) for name, value in self.describe(key)[0].items()}) for key in keys
+        )
+
+    def superseded(self) -> None:
+        """A newer adapter watches the cache the program's module holds now (it ran again): this one's recording
+        dict is no longer expected in place."""
+        self._moved = True
+
+    def _give_back(self, original: dict, put: Callable[[object], None]) -> None:
         """The program's own dict back, holding what the run's cache holds (less skipped compiles), and what was
-        written past mlacheck through an older reference to it (reported)."""
+        written past mlacheck through an older reference to it (`audit` reported it); put back where the recording
+        dict still is (a dict the program put there since stays)."""
         recording = self.recording
         bypassed = {
             key: value
             for key, value in original.items()
-            if key not in installed and not dict.__contains__(recording, key)
+            if key not in self._installed and not dict.__contains__(recording, key)
         }
-        if bypassed:
-            self.capture.internal_error(
-                "remove",
-                f"{len(bypassed)} variant(s) entered {self.family.module}."
-                f"{self.family.cache} through a reference taken before mlacheck was installed; "
-                "they are missing from this report",
-            )
         original.clear()
         original.update({key: value for key, value in dict.items(recording) if not isinstance(value, SkippedCompile)})
         original.update(bypassed)
-        put(original)
+        if self._still_in_place():
+            put(original)

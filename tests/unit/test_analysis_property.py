@@ -1,0 +1,242 @@
+"""A property of the analysis (issue 26): over random programs of several processes, threads and phases whose traces
+lose records (dropped, cut short, the process killed) and arrive interleaved, `analyse` never says PASS (no failing
+finding and no incomplete reason) where an oracle written here, from design.md's vocabulary and events.py's event
+kinds and not from mlacheck's analysis, sees a serving-path compile that no record shows, or a lost record, that the
+delivered records let a reader tell.
+
+What a reader can tell from the records depends on the event kinds the writer has: `EVIDENCE` below is the one place
+that says it. Today's kinds tell a loss by a `lost` line (a cut-short line), by the `internal_error` the capture
+writes when a write fails, and, for a compile, by another record of the same variant in the same process (a dispatch
+event, or a `counts` total): a dispatched variant entered the cache somehow. At merge, the new kinds add to it: with a
+compile-start event, a compile in flight when its process was killed is told (`COMPILE_START`); with a lost-event
+note on every failed write, every dropped record is (`LOST_NOTES`). Set each to True where its kind lands, and make
+`writes` (the writer's model) emit that kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mlacheck.analysis import analyse
+from mlacheck.rulefiles import load_rules
+from tests.conftest import FIXTURES
+
+RULES = load_rules(FIXTURES / "synthetic.toml")  # family "synthetic", key (dtype, causal), dispatch "dispatch"
+FAMILY = "synthetic"
+VARIANTS = [(dtype, causal) for dtype in ("fp8", "bf16") for causal in (True, False)]
+
+# -- EVIDENCE: what today's event kinds let a reader tell (extend at merge, see the module docstring) --------------
+COMPILE_START = False  # a compile-start event before each compile: a compile in flight at a kill is told
+LOST_NOTES = False  # a lost-event note for each failed write: every dropped record is told
+
+
+# -- the program: what really happened ---------------------------------------------------------------------------
+@dataclass
+class Step:
+    what: str  # warm (a compile outside any dispatch), dispatch, mark (serving starts), flush (counts written)
+    thread: int = 0
+    variant: int = 0
+    in_warmup_frame: bool = False  # the thread runs under the engine's warm-up function
+
+
+steps = st.one_of(
+    st.builds(Step, st.just("warm"), st.integers(0, 2), st.integers(0, 3)),
+    st.builds(Step, st.just("dispatch"), st.integers(0, 2), st.integers(0, 3), st.booleans()),
+    st.builds(Step, st.just("mark"), st.integers(0, 2)),
+    st.builds(Step, st.just("flush"), st.integers(0, 2)),
+)
+
+
+@dataclass
+class Damage:
+    """What happened to one process's records: writes that failed (each told by an internal error, or silent), the
+    process killed after some records (its last written line maybe cut short)."""
+
+    failed: dict[int, bool]  # record index -> the failure was told (an internal_error followed)
+    killed_after: int | None
+    cut: bool
+
+
+@st.composite
+def damages(draw, records: int) -> Damage:
+    failed = draw(st.dictionaries(st.integers(0, max(records - 1, 0)), st.booleans(), max_size=3))
+    killed_after = draw(st.one_of(st.none(), st.integers(1, max(records, 1))))
+    return Damage(failed, killed_after, killed_after is not None and draw(st.booleans()))
+
+
+@dataclass
+class Record:
+    event: dict
+    serving_compile: bool = False  # a compile event of a compile that ran on the serving path
+    variant: int | None = None
+
+
+@dataclass
+class Process:
+    proc: int
+    records: list[Record] = field(default_factory=list)
+
+
+def writes(proc: int, program: list[Step]) -> Process:
+    """The records the capture writes for one process's program, in order (events.py's kinds): the family event,
+    a compile when a variant enters the cache, the first dispatch of each variant in each phase, cumulative counts at
+    each flush and at the end, serving_start at the mark, exit."""
+    process, cache, vids, firsts = Process(proc), set(), {}, set()
+    dispatches: dict[tuple[int, str], int] = {}
+    calls = 0
+    marked = False
+
+    def write(event: dict, **facts) -> None:
+        process.records.append(Record({**event, "proc": proc}, **facts))
+
+    def vid(variant: int) -> int:
+        return vids.setdefault(variant, len(vids))
+
+    def key(variant: int) -> dict:
+        return dict(zip(("dtype", "causal"), VARIANTS[variant]))
+
+    def counts(final: bool = False) -> None:
+        totals = {f"{v}:{phase}": n for (v, phase), n in dispatches.items()}
+        write({"type": "counts", "family": FAMILY, "dispatches": totals, "calls": {"dispatch": calls}, "final": final})
+
+    write({"type": "family", "family": FAMILY, "version": "0.2.0", "key_fields": ["dtype", "causal"], "preexisting": 0})
+    mark = next((index for index, step in enumerate(program) if step.what == "mark"), None)
+    for index, step in enumerate(program):
+        if step.what == "mark" and not marked:
+            marked = True
+            write({"type": "serving_start", "how": "mlacheck.serving_started()"})
+            counts()
+            for v, phase in [pair for pair in dispatches if pair[1] == "serving"]:
+                dispatches[(v, "warmup")] = dispatches.get((v, "warmup"), 0) + dispatches.pop((v, phase))
+            firsts = {first for first in firsts if first[1] != "serving"}
+        elif step.what == "flush":
+            counts()
+        elif step.what in ("warm", "dispatch"):
+            in_dispatch = step.what == "dispatch"
+            phase = "warmup" if step.in_warmup_frame or not in_dispatch else "serving"
+            if in_dispatch:
+                calls += 1
+            if step.variant not in cache:
+                cache.add(step.variant)
+                # design.md: a compile inside a dispatch, under no warm-up frame, is a serving-path compile, unless
+                # its process marks serving start later (everything before the mark is warm-up)
+                serving = in_dispatch and not step.in_warmup_frame and (mark is None or index > mark)
+                write(
+                    {"type": "compile", "family": FAMILY, "vid": vid(step.variant), "key": key(step.variant),
+                     "phase": phase, "seconds": 0.5, "origin": "compile", "site": f"t{step.thread}", "stack": []},
+                    serving_compile=serving,
+                    variant=step.variant,
+                )  # fmt: skip
+            if in_dispatch:
+                v = vid(step.variant)
+                dispatches[(v, phase)] = dispatches.get((v, phase), 0) + 1
+                if (v, phase) not in firsts:
+                    firsts.add((v, phase))
+                    write(
+                        {"type": "dispatch", "family": FAMILY, "vid": v, "key": key(step.variant), "phase": phase,
+                         "site": f"t{step.thread}", "stack": [], "call": {}},
+                        variant=step.variant,
+                    )  # fmt: skip
+    counts(final=True)
+    write({"type": "exit", "how": "exit"})
+    return process
+
+
+# -- the oracle ----------------------------------------------------------------------------------------------------
+def delivered(process: Process, damage: Damage) -> tuple[list[Record], list[str], list[str]]:
+    """The records that reach the reader, the `lost` lines (cut-short lines), and what the oracle sees: a
+    serving-path compile no record shows, or a lost record, where the delivered records let a reader tell it."""
+    written = process.records if damage.killed_after is None else process.records[: damage.killed_after]
+    in_flight = process.records[len(written) :]  # never written: the process died first
+    out: list[Record] = []
+    lost_lines: list[str] = []
+    losses: list[tuple[Record, bool]] = []  # (record, told)
+    for index, record in enumerate(written):
+        if damage.cut and index == len(written) - 1:
+            lost_lines.append(f"trace-{process.proc}: its last line was cut short")
+            losses.append((record, True))
+        elif index in damage.failed:
+            told = damage.failed[index] or LOST_NOTES
+            losses.append((record, told))
+            if damage.failed[index]:
+                out.append(
+                    Record(
+                        {
+                            "type": "internal_error",
+                            "where": f"{FAMILY}: write",
+                            "message": "OSError: [Errno 28]",
+                            "proc": process.proc,
+                        }
+                    )
+                )
+        else:
+            out.append(record)
+    seen = {r.event.get("vid") for r in out if r.event["type"] == "dispatch"} | {
+        int(label.partition(":")[0])
+        for r in out
+        if r.event["type"] == "counts"
+        for label, n in r.event["dispatches"].items()
+        if n
+    }
+    problems = []
+    for record, told in losses:
+        if record.serving_compile and (told or record.event["vid"] in seen):
+            problems.append(f"proc {process.proc}: a serving-path compile of {record.event['key']} no record shows")
+        elif told:
+            problems.append(f"proc {process.proc}: a {record.event['type']} record was lost")
+    for record in in_flight:
+        if record.serving_compile and COMPILE_START:
+            problems.append(f"proc {process.proc}: a serving-path compile in flight when the process was killed")
+        if record.serving_compile and record.event["vid"] in seen:
+            problems.append(f"proc {process.proc}: a serving-path compile of {record.event['key']} no record shows")
+    return out, lost_lines, problems
+
+
+@st.composite
+def runs(draw):
+    """Processes, each with its program and its damage; and how their records interleave on arrival."""
+    processes = []
+    for proc in range(draw(st.integers(1, 3))):
+        process = writes(100 + proc, draw(st.lists(steps, max_size=12)))
+        processes.append((process, draw(damages(len(process.records)))))
+    arrivals = [[r.event for r in delivered(p, d)[0]] for p, d in processes]
+    order = draw(st.permutations([i for i, events in enumerate(arrivals) for _ in events]))
+    positions = [0] * len(arrivals)
+    events = []
+    for i in order:
+        events.append(arrivals[i][positions[i]])
+        positions[i] += 1
+    lost = [line for p, d in processes for line in delivered(p, d)[1]]
+    problems = [problem for p, d in processes for problem in delivered(p, d)[2]]
+    return events, lost, problems, len(processes)
+
+
+def passes(events: list[dict], lost: list[str], processes: int) -> bool:
+    analysis = analyse(events, RULES, lost=lost, observed=processes)
+    return not analysis.failed() and not analysis.incomplete and not analysis.internal_errors
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs())
+def test_the_analysis_never_passes_what_the_oracle_sees_unseen_or_lost(run):
+    events, lost, problems, processes = run
+    if problems:
+        assert not passes(events, lost, processes), problems
+
+
+def test_a_clean_run_passes_so_the_property_is_not_vacuous():
+    program = [Step("warm", 0, 0), Step("mark"), Step("dispatch", 1, 0), Step("flush")]
+    process = writes(100, program)
+    events, lost, problems = delivered(process, Damage({}, None, False))
+    assert problems == [] and passes([r.event for r in events], lost, 1)
+
+
+def test_a_told_loss_of_a_serving_path_compile_is_seen_by_the_oracle():
+    program = [Step("mark"), Step("dispatch", 1, 0)]
+    process = writes(100, program)
+    compile_index = next(i for i, r in enumerate(process.records) if r.serving_compile)
+    events, lost, problems = delivered(process, Damage({compile_index: True}, None, False))
+    assert problems and not passes([r.event for r in events], lost, 1)
