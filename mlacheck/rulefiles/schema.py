@@ -261,6 +261,44 @@ class CompileNet(_Function):
     a compile there that no watched family accounts for is an unwatched compile (MLA007 on the serving path)."""
 
     label: str = Field(description="how the report names the compiler, e.g. CuTe DSL")
+    kernel: str = Field(
+        default="",
+        description="what names the compiled kernel: a parameter of the entry point (`self` for a method's object) "
+        "and attributes of it, e.g. `self.name`, `spec.module_name`; empty: the first argument after `self`",
+    )
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel_path(cls, value: str) -> str:
+        if value and not all(part.isidentifier() for part in value.split(".")):
+            raise ValueError(f"write PARAMETER or PARAMETER.ATTRIBUTE (e.g. self.name), not {value!r}")
+        return value
+
+
+class JitLibrary(_Strict):
+    """A library that JIT-compiles kernels in an engine's process, and how mlacheck sees its compiles: watched (a
+    family, Triton's watcher or a compile net covers one of its `modules`, or of the libraries it `compiles_through`)
+    or named as not watched, with the reason (`mlacheck.rulefiles.coverage` decides which from the loaded rules)."""
+
+    name: str
+    modules: list[str] = Field(default=[], description="import names whose import means the library is used")
+    calls: list[str] = Field(
+        default=[],
+        description="MODULE.FUNCTION entry points whose call means the library is used (imported alone, "
+        "the module may be used for something else, e.g. torch.utils.cpp_extension's CUDA_HOME)",
+    )
+    compiles_through: list[str] = Field(
+        default=[],
+        description="modules of other libraries that every compile of this one goes through (quack: cutlass)",
+    )
+    not_watched: str = Field(default="", description="why mlacheck does not watch it (empty: it must be watched)")
+    source: str = Field(default="", description="upstream files, functions and versions read, for the reader")
+
+    @model_validator(mode="after")
+    def _used_somehow(self) -> JitLibrary:
+        if not (self.modules or self.calls):
+            raise ValueError(f"jit_library {self.name!r} names neither modules nor calls")
+        return self
 
 
 class Numerics(_Strict):
@@ -427,6 +465,7 @@ class RuleFile(_Strict):
     serving_start: list[ServingStartRule] = []
     engine: list[EngineRule] = []
     compile_net: list[CompileNet] = []
+    jit_library: list[JitLibrary] = []
     source: str = ""
 
     @model_validator(mode="after")
@@ -434,10 +473,12 @@ class RuleFile(_Strict):
         if self.family is None:
             if self.fields or self.context or self.contract or self.numerics or self.dry != Dry():
                 raise ValueError("fields, context, contract, dry and numerics belong to a file with a [family] table")
-            if not (self.triton or self.phase or self.serving_start or self.engine or self.compile_net):
+            if not (
+                self.triton or self.phase or self.serving_start or self.engine or self.compile_net or self.jit_library
+            ):
                 raise ValueError(
-                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[engine]] or "
-                    "[[compile_net]] entry"
+                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[engine]], "
+                    "[[compile_net]] or [[jit_library]] entry"
                 )
             return self
         for index, contract in enumerate(self.contract):
