@@ -257,7 +257,9 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
         for entry in entries:
             entry.install(importlib.import_module(entry.module_name))
         for net in nets:
-            net.install(importlib.import_module(net.net.module))
+            module = _importable(net.net.module)
+            if module is not None:  # a builder that is not installed compiles nothing
+                net.install(module)
         try:
             with deferred:
                 startup.run_phases(
@@ -537,3 +539,11 @@ def _kinds(
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else "(no message)"
+
+
+def _importable(name: str) -> object | None:
+    """The module, or None where its library is not installed."""
+    try:
+        return importlib.import_module(name)
+    except (ImportError, OSError):  # not installed, or its native libraries are not
+        return None
