@@ -14,6 +14,7 @@ These models are the one declaration of a family: capture reads them (an observe
 from __future__ import annotations
 
 import math
+import re
 from typing import ClassVar, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -50,6 +51,32 @@ def _function_path(value: str) -> str:
     if qualnames.split(value) is None:
         raise ValueError(f"write MODULE:QUALNAME (e.g. vllm.utils.jit_monitor:activate), not {value!r}")
     return value
+
+
+class JitDir(_Strict):
+    """Where a JIT library keeps its disk cache (cache_kind "jit_dir"): a compile is an entry that appears there during
+    a dispatch call."""
+
+    env: list[str] = Field(
+        default=[],
+        description="variables naming the cache root, first set first; a value may "
+        "list several roots separated by ':', the first being where compiles are written",
+    )
+    default: str = Field(description="the root where none is set (~ is the user's home)")
+    entries: str = Field(default="", description="the folder under the root that holds the entries")
+    entry: str = Field(description="regular expression of an entry's name; its group `kernel` names the kernel")
+    committed: str = Field(default="", description="the file whose presence completes an entry (empty: none)")
+
+    @field_validator("entry")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {value!r} ({exc})") from exc
+        if "kernel" not in compiled.groupindex:
+            raise ValueError(f"{value!r} has no group (?P<kernel>...) naming the kernel")
+        return value
 
 
 class Family(_Strict):
@@ -101,6 +128,7 @@ class Family(_Strict):
         description="each dispatch call looks the cache up: one that "
         "returns without a lookup ran a variant through a path the rule does not watch",
     )
+    jit_dir: JitDir | None = Field(default=None, description="cache_kind jit_dir: the library's disk cache")
     unbounded_after: int | None = Field(
         default=None,
         ge=1,
