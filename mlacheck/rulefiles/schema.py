@@ -55,7 +55,7 @@ def _function_path(value: str) -> str:
 
 class JitDir(_Strict):
     """Where a JIT library keeps its disk cache (cache_kind "jit_dir"): a compile is an entry that appears there during
-    a dispatch call."""
+    a dispatch call. An entry is a folder (or file) in the entries folder, renamed into place whole."""
 
     env: list[str] = Field(
         default=[],
@@ -65,7 +65,11 @@ class JitDir(_Strict):
     default: str = Field(description="the root where none is set (~ is the user's home)")
     entries: str = Field(default="", description="the folder under the root that holds the entries")
     entry: str = Field(description="regular expression of an entry's name; its group `kernel` names the kernel")
-    committed: str = Field(default="", description="the file whose presence completes an entry (empty: none)")
+    settings: dict[str, str] = Field(
+        default={},
+        description="key field -> the library's setter whose last value that field holds (a process-wide setting "
+        "its kernels are chosen by, e.g. num_sms = set_num_sms); null until the program sets it",
+    )
 
     @field_validator("entry")
     @classmethod

@@ -81,6 +81,14 @@ def test_an_entry_committed_without_its_marker_is_still_a_compile(tmp_path, deep
     assert serving["key"]["a"] == "float8_e4m3fn[300, 7168]"
 
 
+def test_a_setting_changed_for_serving_compiles_again_and_the_diff_names_it(tmp_path, deep_gemm):
+    # the same shapes as the warm-up, but with fewer SMs: DeepGEMM picks (and compiles) another kernel
+    result = run(tmp_path, deep_gemm, [64], [64], DG_ENGINE_SERVE_SMS="66")
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["diff"] == {"num_sms": [None, 66]}
+
+
 def test_a_warmup_that_misses_a_served_m_is_mla001_with_the_shape_and_stall_and_mla002_for_unserved_shapes(
     tmp_path, deep_gemm
 ):

@@ -1,14 +1,17 @@
 """Kind "jit_dir": a JIT library whose cache key is computed in native code (DeepGEMM's C++ runtime), seen from the
 Python side. The rule's `cache` is the object through which the dispatch functions reach the native library (a
 module global they look up at each call, e.g. sgl-deep-gemm's `_C`); for the run it becomes a stand-in whose
-operations are observed, those the dispatch functions call (their code's names), the rest passed through.
+operations are observed, those the dispatch functions call (the names their code uses), the rest passed through.
 
-A variant's key is what Python passes: the operation's name (`kernel`), then each key field the operation takes, a
-tensor as its dtype and shape. A compile is an entry that appears in the library's disk cache (the rule's `jit_dir`:
-its root from the environment as the library reads it, or its default) during a call; the call's time is its
-compile time, and what entry names made it is kept per variant (`compiled`). A call that compiled nothing made
-nothing serving-path: its key is only dispatched (precompiled where a warm-up or capture frame called it). A
-variant already dispatched on the serving path is counted on the hot path without reading the disk.
+A variant's key is what Python passes: the operation's name (`kernel`), the process-wide settings the rule names
+(`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields
+name, a tensor as its dtype and shape. A compile is an entry that appears in the library's disk cache (the rule's
+`jit_dir`: its root from the environment as the library reads it, or its default) during a dispatch call; the call's
+time is its compile time. A call that compiled nothing made nothing on the serving path: its key is only dispatched
+(precompiled where a warm-up or capture frame called it: the kernel was loaded, or built under another key). A
+variant already dispatched on the serving path is counted on the hot path without looking at the disk; any other
+call is watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only
+when they move.
 
 A cache root the process changed after the library's first use (the library keeps the root it read first), or one
 that cannot be read, is an internal error: compiles may happen where capture does not look.
@@ -16,6 +19,7 @@ that cannot be read, is an internal error: compiles may happen where capture doe
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -47,19 +51,23 @@ class JitDir:
     def __init__(self, family: Family, module: object, capture: CaptureHooks, patches: Patches) -> None:
         self.family, self.module, self.capture, self.patches = family, module, capture, patches
         self.places = family.jit_dir
-        self._entry = re.compile(family.jit_dir.entry) if family.jit_dir else None
-        self._fields = family.key_fields[1:]
-        self._positions: dict[str, tuple[int, ...]] = {}  # operation -> the argument positions of its key fields
-        self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of those fields
-        self.compiled: dict[object, list[str]] = {}  # key -> the entries its calls made
-        self._root: str | None = None  # the cache root of the library's first observed call
+        self._entry = re.compile(self.places.entry) if self.places else None
+        self._settings = list(self.places.settings) if self.places else []
+        self._state = [None] * len(self._settings)  # the settings' last values, as the key holds them
+        self._fields = [name for name in family.key_fields[1:] if name not in self._settings]
+        self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of its key fields, in argument order
+        self._warmed: set = set()  # keys a warm-up or capture frame dispatched
+        self._root: str | None = None  # the cache root of the first observed call
+        self._listing: tuple[tuple[int, int], set[str]] | None = None  # ((change time, links), entries) last listed
+        self._reported: set[str] = set()
 
     @staticmethod
     def check(family: Family) -> str | None:
         if family.jit_dir is None:
             return "a jit_dir cache needs a [family.jit_dir] table (where the library's disk cache is)"
-        if not family.key_fields or family.key_fields[0] != "kernel":
-            return 'a jit_dir cache names the operation first: key_fields = ["kernel", ...]'
+        settings = list(family.jit_dir.settings)
+        if family.key_fields[: 1 + len(settings)] != ["kernel", *settings]:
+            return f"a jit_dir cache's key_fields start with kernel, then its settings: {['kernel', *settings]}"
         return None
 
     def install(self) -> None:
@@ -78,6 +86,10 @@ class JitDir:
             raise self.patches.stale(
                 f"no dispatch function calls an operation of {self.family.module}.{self.family.cache}"
             )
+        for index, setter in enumerate(self.places.settings.values()):
+            setter_owner, setter_attribute = self.patches.function(setter, self.module)
+            function = getattr(setter_owner, setter_attribute)
+            self.patches.wrap_function(setter_owner, setter_attribute, self._setting(index, function))
         self.patches.replace(owner, attribute, Observed(library, operations))
 
     def preexisting(self) -> tuple[list, int]:
@@ -85,8 +97,12 @@ class JitDir:
         return [], 0
 
     def describe(self, key: tuple) -> tuple[dict[str, object], dict | None]:
-        named = dict(zip(self._names[key[0]], key[1:]))
-        return {"kernel": key[0], **{name: _text(named.get(name)) for name in self._fields}}, None
+        name, settings, raws = key[0], key[1], key[2:]
+        named = dict(zip(self._names[name], raws))
+        return (
+            {"kernel": name, **dict(zip(self._settings, settings)), **{f: _text(named.get(f)) for f in self._fields}},
+            None,
+        )
 
     def cached(self, keys: Collection) -> list:
         return list(keys)
@@ -94,19 +110,23 @@ class JitDir:
     def forget(self) -> None:
         """Nothing of the adapter's own answers lookups past the capture's fast table."""
 
-    # -- the observed operation -------------------------------------------------------------------------
+    # -- the observed operation and settings ----------------------------------------------------------------
     def _observed(self, name: str, operation: object) -> object:
-        positions, names = _key_positions(operation, self._fields)
-        self._positions[name], self._names[name] = positions, names
-        fast, ticks, slow = self.capture.fast, self.capture.ticks, self._slow
+        parameters = _parameters(operation)
+        chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in self._fields]
+        positions = tuple(index for index, _ in chosen)
+        self._names[name] = tuple(parameter for _, parameter in chosen)
+        fast, ticks, slow, state = self.capture.fast, self.capture.ticks, self._slow, self._state
 
         def observed(*args: object, **kwargs: object) -> object:
             if kwargs:
-                return slow(name, operation, None, args, kwargs, _getframe(1))
-            key = (name, *[_raw(args[i]) if i < len(args) else None for i in positions])
+                arguments = dict(zip(parameters, args)) | kwargs
+                key = (name, tuple(state), *[_raw(arguments.get(p)) for p in self._names[name]])
+                return slow(operation, key, args, kwargs, _getframe(1))
+            key = (name, tuple(state), *[_raw(args[i]) if i < len(args) else None for i in positions])
             entry = fast.get(key)
             if entry is None:
-                return slow(name, operation, key, args, kwargs, _getframe(1))
+                return slow(operation, key, args, kwargs, _getframe(1))
             next(entry[0])
             next(ticks)
             return operation(*args)
@@ -114,32 +134,39 @@ class JitDir:
         observed.__name__ = observed.__qualname__ = name
         return observed
 
-    def _slow(self, name: str, operation, key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
+    def _setting(self, index: int, setter: object) -> object:
+        state = self._state
+
+        def set_value(*args: object, **kwargs: object) -> object:
+            result = setter(*args, **kwargs)
+            values = [*args, *kwargs.values()]
+            state[index] = _text(_raw(values[0] if len(values) == 1 else tuple(values)))
+            return result
+
+        set_value.__wrapped__ = setter
+        return set_value
+
+    def _slow(self, operation, key: tuple, args: tuple, kwargs: dict, frame) -> object:
         """A call the fast table did not serve: inside a dispatch, time it and look for new entries on the disk."""
         capture = self.capture
         where = capture.where(frame)
         if where is None or where.dispatch_depth is None:
             return operation(*args, **kwargs)
-        if key is None:
-            key = self._bound_key(name, operation, args, kwargs)
         folder = self._folder()
         before = self._entries(folder)
         started = perf_counter()
         result = operation(*args, **kwargs)
         seconds = perf_counter() - started
         after = self._entries(folder)
-        made = sorted(set(after[0]) - set(before[0]) | after[1] - before[1]) if before and after else []
+        made = sorted(after - before) if before is not None and after is not None else []
         if made:
-            self.compiled.setdefault(key, []).extend(made)
             capture.inserted(key, made, frame, seconds=seconds, origin="compile")
-        elif where.phase is not None and key not in capture.vids:  # warmed: loaded, or built under another key
+        elif where.phase is not None and key not in self._warmed:
             capture.inserted(key, None, frame, seconds=None, origin="unknown")
+        if where.phase is not None:
+            self._warmed.add(key)
         capture.looked_up(key, None, frame, where)
         return result
-
-    def _bound_key(self, name: str, operation, args: tuple, kwargs: dict) -> tuple:
-        arguments = dict(zip(_parameters(operation), args)) | kwargs
-        return (name, *[_raw(arguments.get(field)) for field in self._names[name]])
 
     # -- the disk cache -----------------------------------------------------------------------------------
     def _folder(self) -> str:
@@ -151,33 +178,47 @@ class JitDir:
         if self._root is None:
             self._root = root
         elif root != self._root:
-            self.capture.internal_error(
-                "jit_dir",
+            self._report(
+                "moved",
                 f"the cache root changed from {self._root} to {root} after {self.family.module}'s first use; the "
-                "library keeps the first, so later compiles are looked for in both",
+                "library keeps the one it read first, where capture no longer looks",
             )
-            self._root = root
         return os.path.join(root, places.entries) if places.entries else root
 
-    def _entries(self, folder: str) -> tuple[list[str], set[str]] | None:
-        """The entries in the folder and those of them committed; None (an internal error) where it cannot be read."""
+    def _entries(self, folder: str) -> set[str] | None:
+        """The folder's entries (listed again only where its change time or link count moved); None, an internal
+        error, where it cannot be read."""
         try:
-            names = [name for name in os.listdir(folder) if self._entry.fullmatch(name)]
+            status = os.stat(folder)
         except FileNotFoundError:
-            return [], set()
+            return set()
         except OSError as exc:
-            self.capture.internal_error("jit_dir", f"cannot read {folder}: {exc}; its compiles cannot be seen")
-            return None
-        marker = self.places.committed
-        committed = {name for name in names if not marker or os.path.exists(os.path.join(folder, name, marker))}
-        return names, committed
+            return self._unreadable(folder, exc)
+        stamp = (status.st_mtime_ns, status.st_nlink)
+        if self._listing is not None and self._listing[0] == stamp:
+            return self._listing[1]
+        try:
+            names = {name for name in os.listdir(folder) if self._entry.fullmatch(name)}
+        except OSError as exc:
+            return self._unreadable(folder, exc)
+        self._listing = (stamp, names)
+        return names
+
+    def _unreadable(self, folder: str, error: OSError) -> None:
+        self._report("unreadable", f"cannot read {folder}: {error}; the compiles written there cannot be seen")
+        return None
+
+    def _report(self, what: str, message: str) -> None:
+        if what not in self._reported:
+            self._reported.add(what)
+            self.capture.internal_error("jit_dir", message)
 
 
 def _names_used(patches: Patches, dispatch: str, module: object) -> list[str]:
-    """The attribute names a dispatch function's code uses (and that of the functions it wraps)."""
+    """The attribute names a dispatch function's code uses (its nested code too)."""
     owner, attribute = patches.function(dispatch, module)
-    function = getattr(owner, attribute)
-    code = getattr(getattr(function, "__wrapped__", function), "__code__", None)
+    function = inspect.unwrap(getattr(owner, attribute))
+    code = getattr(function, "__code__", None)
     if code is None:
         raise patches.stale(f"{dispatch} is not a Python function")
     names, stack = set(), [code]
@@ -193,31 +234,22 @@ def _parameters(operation: object) -> list[str]:
     schema = getattr(getattr(operation, "default", operation), "_schema", None)
     if schema is not None:
         return [argument.name for argument in schema.arguments]
-    import inspect
-
     return list(inspect.signature(operation).parameters)
 
 
-def _key_positions(operation: object, fields: list[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    parameters = _parameters(operation)
-    chosen = [(index, name) for index, name in enumerate(parameters) if name in fields]
-    return tuple(index for index, _ in chosen), tuple(name for _, name in chosen)
+_TENSOR = object()  # marks a tensor's (dtype, shape) in a key
 
 
 def _raw(value: object) -> object:
     """What a key holds of an argument: a tensor's dtype and shape, a list as a tuple, anything else itself."""
     shape = getattr(value, "shape", None)
     if shape is not None:
-        return (value.dtype, shape)
+        return (_TENSOR, value.dtype, shape)
     return tuple(value) if isinstance(value, list) else value
 
 
 def _text(value: object) -> object:
-    if (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and hasattr(value[1], "__len__")
-        and hasattr(value[0], "is_floating_point")
-    ):
-        return f"{str(value[0]).removeprefix('torch.')}{list(value[1])}"
+    """A key field as the trace holds it: a tensor as dtype[shape], a tuple as a list."""
+    if isinstance(value, tuple) and len(value) == 3 and value[0] is _TENSOR:
+        return f"{str(value[1]).removeprefix('torch.')}{list(value[2])}"
     return list(value) if isinstance(value, tuple) else value
