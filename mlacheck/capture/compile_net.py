@@ -38,7 +38,7 @@ class CompileNetCapture:
         self, net: CompileNet, sink: EventSink, phases: tuple[PhaseRule, ...] = (), replace_launch: bool = False
     ) -> None:
         self.net, self.sink, self.replace_launch = net, sink, replace_launch
-        self._reader = StackReader(frozenset(), phases, ())
+        self._reader = StackReader(frozenset(), phases, tuple(net.site_skip))
         self._patches = Patches(net.label, where=net.module)
         self._serving = False
         self.installed = False

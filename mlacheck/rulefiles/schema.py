@@ -298,6 +298,7 @@ class CompileNet(_Function):
         description="what names the compiled kernel: a parameter of the entry point (`self` for a method's object) "
         "and attributes of it, e.g. `self.name`, `spec.module_name`; empty: the first argument after `self`",
     )
+    site_skip: list[str] = Field(default=[], description="packages of the builder that are never a compile's site")
 
     @field_validator("kernel")
     @classmethod
