@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,8 +258,8 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
         for entry in entries:
             entry.install(importlib.import_module(entry.module_name))
         for net in nets:
-            module = _importable(net.net.module)
-            if module is not None:  # a builder that is not installed compiles nothing
+            module = _loaded(net.net.module)
+            if module is not None:
                 net.install(module)
         try:
             with deferred:
@@ -541,9 +542,7 @@ def _first_line(error: Exception) -> str:
     return text.splitlines()[0] if text else "(no message)"
 
 
-def _importable(name: str) -> object | None:
-    """The module, or None where its library is not installed."""
-    try:
-        return importlib.import_module(name)
-    except (ImportError, OSError):  # not installed, or its native libraries are not
-        return None
+def _loaded(name: str) -> object | None:
+    """The module where the scenario's libraries loaded it (CuTe DSL's compiler, with cutlass), else None: a builder
+    nothing here loaded compiles nothing here."""
+    return sys.modules.get(name)

@@ -27,6 +27,7 @@ from collections.abc import Collection
 from time import perf_counter
 
 from mlacheck.capture.hooks import CaptureHooks
+from mlacheck.capture.hotpath_py import FLUSH_EVERY
 from mlacheck.capture.install import Patches
 from mlacheck.rulefiles.schema import Family
 
@@ -53,7 +54,7 @@ class JitDir:
         self.places = family.jit_dir
         self._entry = re.compile(self.places.entry) if self.places else None
         self._settings = list(self.places.settings) if self.places else []
-        self._state = [None] * len(self._settings)  # the settings' last values, as the key holds them
+        self._state = [(None,) * len(self._settings)]  # [the settings' last values], as the key holds them
         self._fields = [name for name in family.key_fields[1:] if name not in self._settings]
         self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of its key fields, in argument order
         self._warmed: set = set()  # keys a warm-up or capture frame dispatched
@@ -116,18 +117,20 @@ class JitDir:
         chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in self._fields]
         positions = tuple(index for index, _ in chosen)
         self._names[name] = tuple(parameter for _, parameter in chosen)
-        fast, ticks, slow, state = self.capture.fast, self.capture.ticks, self._slow, self._state
+        capture, slow, state = self.capture, self._slow, self._state
+        fast, ticks = capture.fast, capture.ticks
 
         def observed(*args: object, **kwargs: object) -> object:
             if kwargs:
                 arguments = dict(zip(parameters, args)) | kwargs
-                key = (name, tuple(state), *[_raw(arguments.get(p)) for p in self._names[name]])
+                key = (name, state[0], *[_raw(arguments.get(p)) for p in self._names[name]])
                 return slow(operation, key, args, kwargs, _getframe(1))
-            key = (name, tuple(state), *[_raw(args[i]) if i < len(args) else None for i in positions])
+            key = (name, state[0], *[_raw(args[i]) if i < len(args) else None for i in positions])
             entry = fast.get(key)
             if entry is None:
                 return slow(operation, key, args, kwargs, _getframe(1))
-            next(entry[0])
+            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+                capture.maybe_flush()
             next(ticks)
             return operation(*args)
 
@@ -140,7 +143,9 @@ class JitDir:
         def set_value(*args: object, **kwargs: object) -> object:
             result = setter(*args, **kwargs)
             values = [*args, *kwargs.values()]
-            state[index] = _text(_raw(values[0] if len(values) == 1 else tuple(values)))
+            settings = list(state[0])
+            settings[index] = _text(_raw(values[0] if len(values) == 1 else tuple(values)))
+            state[0] = tuple(settings)
             return result
 
         set_value.__wrapped__ = setter
