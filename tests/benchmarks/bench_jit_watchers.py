@@ -1,8 +1,8 @@
 """Host time per call on a hit, with issue 28's watchers installed vs not, in one process (A B B A turns, one run):
-- deep_gemm: sgl-deep-gemm 0.2.5's published `fp8_gemm_nt` on a variant already dispatched on the serving path, its
-  native extension stood in on a CPU (tests/fixtures/deep_gemm_extension.py: a torch operator with a Python body, so
-  the denominator is the stand-in's cost, not DeepGEMM's C++ and launch); the arms differ in the family's capture
-  (the observed `_C` and the dispatch wrappers).
+- deep_gemm: sgl-deep-gemm 0.2.5's published `fp8_gemm_nt` on a variant already dispatched on the serving path; on
+  a CUDA device its real extension (host time of a launch: DeepGEMM's C++ heuristics and the launch), on a CPU its
+  extension stood in (tests/fixtures/deep_gemm_extension.py: a torch operator with a Python body, so the denominator
+  is the stand-in's cost); the arms differ in the family's capture (the observed `_C` and the dispatch wrappers).
 - flashinfer: a FlashInfer module getter that hit its functools cache (flashinfer.norm.get_norm_module), with the
   compile nets of jit_compile_nets.toml installed vs not (a hit never reaches a net: what they cost there).
 The arms take turns in A B B A order, 50 timed calls each after 10 untimed; a turn's figure is the ratio of its
@@ -97,13 +97,15 @@ def timed(one_call, calls: int, plain, captured, put=put) -> dict:
 
 
 def deep_gemm_figures(calls: int) -> dict:
-    sys.path[:0] = [deep_gemm_site(), str(ROOT / "tests" / "fixtures")]
-    import deep_gemm_extension
+    import torch
 
-    deep_gemm_extension.install()
+    sys.path[:0] = [deep_gemm_site(), str(ROOT / "tests" / "fixtures")]
+    if not torch.cuda.is_available():  # on a CPU the native extension is stood in; on a device it runs
+        import deep_gemm_extension
+
+        deep_gemm_extension.install()
     os.environ.setdefault("DG_JIT_CACHE_DIR", str(Path.home() / ".cache" / "mlacheck-tests" / "bench-dg"))
     import deep_gemm
-    import torch
 
     from mlacheck.capture import FamilyCapture
     from mlacheck.events import MemorySink
@@ -111,9 +113,17 @@ def deep_gemm_figures(calls: int) -> dict:
 
     rule = load_rules().family("deep_gemm.gemm")
     capture = FamilyCapture(rule, MemorySink())
-    lhs = (torch.empty(64, 7168, dtype=torch.float8_e4m3fn), torch.ones(64, 56))
-    rhs = (torch.empty(2112, 7168, dtype=torch.float8_e4m3fn), torch.ones(17, 56))
-    out = torch.empty(64, 2112, dtype=torch.bfloat16)
+    if torch.cuda.is_available():
+        from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+        ue8m0 = torch.cuda.get_device_capability()[0] >= 10
+        lhs = per_token_cast_to_fp8(torch.randn(64, 7168, device="cuda", dtype=torch.bfloat16), use_ue8m0=ue8m0)
+        rhs = per_block_cast_to_fp8(torch.randn(2112, 7168, device="cuda", dtype=torch.bfloat16), use_ue8m0=ue8m0)
+        out = torch.empty(64, 2112, device="cuda", dtype=torch.bfloat16)
+    else:
+        lhs = (torch.empty(64, 7168, dtype=torch.float8_e4m3fn), torch.ones(64, 56))
+        rhs = (torch.empty(2112, 7168, dtype=torch.float8_e4m3fn), torch.ones(17, 56))
+        out = torch.empty(64, 2112, dtype=torch.bfloat16)
 
     def one_call():
         deep_gemm.fp8_gemm_nt(lhs, rhs, out)

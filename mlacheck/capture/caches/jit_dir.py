@@ -118,14 +118,24 @@ class JitDir:
         positions = tuple(index for index, _ in chosen)
         self._names[name] = tuple(parameter for _, parameter in chosen)
         capture, slow, state = self.capture, self._slow, self._state
-        fast, ticks = capture.fast, capture.ticks
+        fast, ticks, shaped = capture.fast, capture.ticks, _SHAPED
 
         def observed(*args: object, **kwargs: object) -> object:
             if kwargs:
                 arguments = dict(zip(parameters, args)) | kwargs
                 key = (name, state[0], *[_raw(arguments.get(p)) for p in self._names[name]])
                 return slow(operation, key, args, kwargs, _getframe(1))
-            key = (name, state[0], *[_raw(args[i]) if i < len(args) else None for i in positions])
+            key, count = [name, state[0]], len(args)
+            for index in positions:  # _raw, inlined: this runs at every call
+                value = args[index] if index < count else None  # a parameter left to its default
+                kind = shaped.get(type(value))
+                if kind:
+                    key.append((_TENSOR, value.dtype, value.shape))
+                elif kind is None:
+                    key.append(_raw(value))
+                else:
+                    key.append(value)
+            key = tuple(key)
             entry = fast.get(key)
             if entry is None:
                 return slow(operation, key, args, kwargs, _getframe(1))
@@ -243,14 +253,21 @@ def _parameters(operation: object) -> list[str]:
 
 
 _TENSOR = object()  # marks a tensor's (dtype, shape) in a key
+_SHAPED: dict[type, bool] = {type(None): False, bool: False, int: False, float: False, str: False}
+"""Argument types seen: True where an argument of the type is keyed by its dtype and shape, False where by itself."""
 
 
 def _raw(value: object) -> object:
-    """What a key holds of an argument: a tensor's dtype and shape, a list as a tuple, anything else itself."""
+    """What a key holds of an argument: a tensor's dtype and shape, a list as a tuple, anything else itself (and
+    which of these its type takes, noted for the hot path)."""
     shape = getattr(value, "shape", None)
     if shape is not None:
+        _SHAPED[type(value)] = True
         return (_TENSOR, value.dtype, shape)
-    return tuple(value) if isinstance(value, list) else value
+    if isinstance(value, list):
+        return tuple(value)
+    _SHAPED[type(value)] = False
+    return value
 
 
 def _text(value: object) -> object:
