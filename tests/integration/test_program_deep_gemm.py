@@ -12,7 +12,7 @@ import pytest
 
 from mlacheck.rulefiles import BUNDLED
 from tests.integration.cli import ROOT, run_cli
-from tests.integration.published import first_on_path, installed
+from tests.integration.published import cached_wheel, extracted_from, first_on_path, installed
 
 pytestmark = pytest.mark.network
 
@@ -23,6 +23,17 @@ FAMILY = "deep_gemm.gemm"
 @pytest.fixture(scope="module")
 def deep_gemm(tmp_path_factory):
     return installed(tmp_path_factory.mktemp("deep_gemm"), "sgl-deep-gemm==0.2.5")
+
+
+@pytest.fixture(scope="module")
+def vllm_deep_gemm(tmp_path_factory):
+    """vLLM 0.34.0's vendored DeepGEMM, its package's own __init__ files stubbed (they import the whole engine)."""
+    return extracted_from(
+        tmp_path_factory.mktemp("vllm"),
+        cached_wheel("vllm==0.34.0"),
+        ("vllm/third_party/deep_gemm/",),
+        ("vllm/__init__.py", "vllm/third_party/__init__.py"),
+    )
 
 
 def run(tmp_path, deep_gemm, warmup, serve, **env):
@@ -122,3 +133,16 @@ def test_a_warmup_run_inside_serving_is_a_stall_not_a_warmup(tmp_path, deep_gemm
     result = run(tmp_path, deep_gemm, [], [300], DG_ENGINE_LATE_WARMUP="300")
     assert result.report["verdict"] != "pass", "a 300-token compile inside serving passed"
     assert [f["key"]["a"] for f in findings(result, "MLA001")] == ["float8_e4m3fn[300, 7168]"], result.stdout
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp8_gemm_nt", "bf16_gemm_nt"])
+def test_vllm_s_vendored_deep_gemm_is_watched_too(tmp_path, vllm_deep_gemm, bf16):
+    # its BF16 wrappers reach their operator by name (`_bf16_gemm('bf16_gemm_nt', ...)`): observed all the same
+    env = {"DG_ENGINE_MODULE": "vllm.third_party.deep_gemm", **({"DG_ENGINE_BF16": "1"} if bf16 else {})}
+    result = run(tmp_path, vllm_deep_gemm, [32, 64], [64, 300], **env)
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["family"] == "vllm.deep_gemm"
+    assert serving["key"]["kernel"] == ("bf16_gemm_nt" if bf16 else "fp8_fp4_gemm_nt")
+    assert serving["key"]["d"] == "bfloat16[300, 2112]"
+    assert [f["key"]["d"] for f in findings(result, "MLA002")] == ["bfloat16[32, 2112]"]

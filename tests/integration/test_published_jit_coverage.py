@@ -6,23 +6,19 @@ library used there must be watched by the loaded rules (`mlacheck.rulefiles.cove
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 import warnings
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from mlacheck.rulefiles import load_rules
 from mlacheck.rulefiles.coverage import coverage
+from tests.integration.published import cached_wheel
 
 pytestmark = pytest.mark.network
 
 ENGINES = ("sglang==0.5.23", "vllm==0.34.0", "tokenspeed==0.1.1", "tokenspeed-kernel==0.1.4")
-CACHE = Path(os.environ.get("MLACHECK_WHEEL_CACHE", Path.home() / ".cache" / "mlacheck-tests" / "wheels"))
 # read in the engines (jit-libraries research, 2026-12): the scan must find at least these, or it is not scanning
 KNOWN_USED = {
     "Triton",
@@ -41,33 +37,6 @@ class Uses:
 
     imports: dict[str, str] = field(default_factory=dict)
     calls: dict[str, str] = field(default_factory=dict)
-
-
-def wheel(requirement: str) -> Path:
-    folder = CACHE / requirement.replace("==", "-")
-    found = sorted(folder.glob("*.whl"))
-    if not found:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                requirement,
-                "-d",
-                str(folder),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        found = sorted(folder.glob("*.whl"))
-        if done.returncode != 0 or not found:
-            pytest.skip(f"cannot download {requirement} from PyPI: {done.stderr.strip()[-300:]}")
-    return found[0]
 
 
 def scan(source: str, module: str, uses: Uses, where: str) -> None:
@@ -124,7 +93,7 @@ def uses() -> dict[str, Uses]:
     found = {}
     for requirement in ENGINES:
         uses = found[requirement] = Uses()
-        with zipfile.ZipFile(wheel(requirement)) as archive:
+        with zipfile.ZipFile(cached_wheel(requirement)) as archive:
             for member in archive.namelist():
                 if member.endswith(".py") and ".dist-info/" not in member:
                     module = member[: -len(".py")].replace("/", ".").removesuffix(".__init__")

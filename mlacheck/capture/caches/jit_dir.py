@@ -1,7 +1,8 @@
 """Kind "jit_dir": a JIT library whose cache key is computed in native code (DeepGEMM's C++ runtime), seen from the
 Python side. The rule's `cache` is the object through which the dispatch functions reach the native library (a
 module global they look up at each call, e.g. sgl-deep-gemm's `_C`); for the run it becomes a stand-in whose
-operations are observed, those the dispatch functions call (the names their code uses), the rest passed through.
+operations are observed, those the dispatch functions call (the names and texts their code uses), the rest passed
+through.
 
 A variant's key is what Python passes: the operation's name (`kernel`), the process-wide settings the rule names
 (`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields
@@ -230,7 +231,8 @@ class JitDir:
 
 
 def _names_used(patches: Patches, dispatch: str, module: object) -> list[str]:
-    """The attribute names a dispatch function's code uses (its nested code too)."""
+    """The attribute names a dispatch function's code uses (its nested code too), and its text constants (an
+    operation a helper reaches by name: vLLM's vendored DeepGEMM, `_bf16_gemm('bf16_gemm_nt', ...)`)."""
     owner, attribute = patches.function(dispatch, module)
     function = inspect.unwrap(getattr(owner, attribute))
     code = getattr(function, "__code__", None)
@@ -240,6 +242,7 @@ def _names_used(patches: Patches, dispatch: str, module: object) -> list[str]:
     while stack:
         current = stack.pop()
         names.update(current.co_names)
+        names.update(const for const in current.co_consts if isinstance(const, str) and const.isidentifier())
         stack.extend(const for const in current.co_consts if hasattr(const, "co_names"))
     return sorted(names)
 
