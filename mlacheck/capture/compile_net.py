@@ -14,6 +14,7 @@ raises into the program: a failure is an internal error.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import sys
 import time
@@ -25,6 +26,7 @@ from mlacheck.events import EventSink
 from mlacheck.keys import typed
 from mlacheck.rulefiles.schema import CompileNet, PhaseRule
 
+LONG_TEXT = 200  # characters of a text argument beyond which the key holds its digest, not the text
 MAX_FIELDS = 48  # of a kernel object's configuration: its scalar attributes, in the object's own order
 SCALARS = (bool, int, float, str, type(None))
 
@@ -36,7 +38,7 @@ class CompileNetCapture:
         self, net: CompileNet, sink: EventSink, phases: tuple[PhaseRule, ...] = (), replace_launch: bool = False
     ) -> None:
         self.net, self.sink, self.replace_launch = net, sink, replace_launch
-        self._reader = StackReader(frozenset(), phases, ())
+        self._reader = StackReader(frozenset(), phases, tuple(net.site_skip))
         self._patches = Patches(net.label, where=net.module)
         self._serving = False
         self.installed = False
@@ -47,14 +49,16 @@ class CompileNetCapture:
         method = inspect.isclass(owner)
         record = self._recorded
         replace = self.replace_launch
+        self._signature = _signature(original) if self.net.kernel else None
 
         @functools.wraps(original)
         def compile_watched(*args: object, **kwargs: object) -> object:
             if compile_timer.watching():
                 return original(*args, **kwargs)
             started = time.perf_counter()
-            result = original(*args, **kwargs)
-            record(args[1:] if method else args, kwargs, time.perf_counter() - started, sys._getframe(1))
+            with compile_timer.watched_compile():  # a net beneath this one (a build's own compiles) leaves it to this
+                result = original(*args, **kwargs)
+            record(args, kwargs, method, time.perf_counter() - started, sys._getframe(1))
             return NotLaunched(result) if replace else result
 
         self._patches.replace(owner, attribute, compile_watched)
@@ -73,17 +77,23 @@ class CompileNetCapture:
     def after_fork(self) -> None:
         """A forked child keeps what its parent marked."""
 
-    def _recorded(self, args: tuple, kwargs: dict, seconds: float, frame) -> None:
+    def _recorded(self, args: tuple, kwargs: dict, method: bool, seconds: float, frame) -> None:
         try:
             where = self._reader.read(frame)
             phase = where.phase or ("serving" if self._serving else "unmarked")
-            kernel = args[0] if args else kwargs.get("function")
+            if self.net.kernel:
+                subject, kernel = self._named_kernel(args, kwargs)
+                rest = args[1:] if method else args
+            else:
+                args = args[1:] if method else args
+                kernel, rest = (args[0] if args else kwargs.get("function")), args[1:]
+                subject = kernel
             self.sink.write(
                 {
                     "type": "unwatched_compile",
                     "net": self.net.label,
-                    "kernel": kernel_name(kernel),
-                    "key": {**configuration(kernel), **arguments(args[1:], kwargs)},
+                    "kernel": kernel if isinstance(kernel, str) else kernel_name(kernel),
+                    "key": {**configuration(subject), **arguments(rest, kwargs)},
                     "seconds": seconds,
                     "phase": phase,
                     "site": where.site,
@@ -101,6 +111,18 @@ class CompileNetCapture:
                 )
             except Exception:  # noqa: BLE001
                 pass
+
+    def _named_kernel(self, args: tuple, kwargs: dict) -> tuple[object, object]:
+        """The parameter the rule's `kernel` path starts at, and what the path reads from it (e.g. `self.name`)."""
+        parameter, *attributes = self.net.kernel.split(".")
+        subject = value = self._signature.bind(*args, **kwargs).arguments[parameter]
+        for attribute in attributes:
+            value = getattr(value, attribute)
+        return subject, value
+
+
+def _signature(function: object) -> inspect.Signature:
+    return inspect.signature(function)
 
 
 class NotLaunched:
@@ -134,7 +156,7 @@ def configuration(kernel: object) -> dict[str, object]:
     fields = {}
     for name, value in vars(subject).items():
         if not name.startswith("_") and _plain(value):
-            fields[name] = typed(value)
+            fields[name] = _argument(value)
             if len(fields) == MAX_FIELDS:
                 break
     return fields
@@ -154,6 +176,8 @@ def arguments(args: tuple, kwargs: dict) -> dict[str, object]:
 
 
 def _argument(value: object) -> object:
+    if isinstance(value, str) and len(value) > LONG_TEXT:  # a generated source or build file: its size and digest
+        return f"{len(value)} characters, sha256 {hashlib.sha256(value.encode(errors='replace')).hexdigest()[:16]}"
     if _plain(value):
         return typed(value)
     shape = _read(value, "shape")

@@ -126,13 +126,24 @@ class Patches:
             self.replace(owner, attribute, wrapper)
 
     def replace_everywhere(self, package: str, original: object, replacement: object) -> None:
-        """Replace `original` in every loaded module of `package` that holds it (its module and the re-exports)."""
+        """Replace `original` in every loaded module of `package` that holds it (its module and the re-exports), and
+        where the package put it in sys.modules itself (sgl-deep-gemm makes `import deep_gemm.fp8_gemm_nt` work so)."""
         for name, module in list(sys.modules.items()):
             if module is None or not (name == package or name.startswith(package + ".")):
+                continue
+            if module is original:
+                self._replace_item(sys.modules, name, replacement)
+                continue
+            if not inspect.ismodule(module):
                 continue
             for attribute, value in list(vars(module).items()):
                 if value is original:
                     self.replace(module, attribute, replacement)
+
+    def _replace_item(self, mapping: dict, key: str, replacement: object) -> None:
+        original = mapping[key]
+        mapping[key] = replacement
+        self._undo.append(lambda: mapping.__setitem__(key, original))
 
     def undo(self, safely: Callable[[str, Callable[[], object]], None]) -> None:
         """Undo everything, last first; an undo that fails is reported through `safely` and the rest go on."""

@@ -13,7 +13,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles.schema import CompileNet, EngineRule, PhaseRule, RuleFile, ServingStartRule, Triton
+from mlacheck.rulefiles.schema import (
+    CompileNet,
+    EngineRule,
+    JitLibrary,
+    PhaseRule,
+    RuleFile,
+    ServingStartRule,
+    Triton,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,6 +79,11 @@ class RuleSet:
     @property
     def compile_nets(self) -> list[CompileNet]:
         return [net for file in self.files for net in file.compile_net]
+
+    @property
+    def jit_libraries(self) -> list[JitLibrary]:
+        """The JIT-compiling libraries the rule files name (`coverage` says how each is seen)."""
+        return [library for file in self.files for library in file.jit_library]
 
     @property
     def arch_env(self) -> list[str]:

@@ -14,6 +14,7 @@ These models are the one declaration of a family: capture reads them (an observe
 from __future__ import annotations
 
 import math
+import re
 from typing import ClassVar, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -50,6 +51,36 @@ def _function_path(value: str) -> str:
     if qualnames.split(value) is None:
         raise ValueError(f"write MODULE:QUALNAME (e.g. vllm.utils.jit_monitor:activate), not {value!r}")
     return value
+
+
+class JitDir(_Strict):
+    """Where a JIT library keeps its disk cache (cache_kind "jit_dir"): a compile is an entry that appears there during
+    a dispatch call. An entry is a folder (or file) in the entries folder, renamed into place whole."""
+
+    env: list[str] = Field(
+        default=[],
+        description="variables naming the cache root, first set first; a value may "
+        "list several roots separated by ':', the first being where compiles are written",
+    )
+    default: str = Field(description="the root where none is set (~ is the user's home)")
+    entries: str = Field(default="", description="the folder under the root that holds the entries")
+    entry: str = Field(description="regular expression of an entry's name; its group `kernel` names the kernel")
+    settings: dict[str, str] = Field(
+        default={},
+        description="key field -> the library's setter whose last value that field holds (a process-wide setting "
+        "its kernels are chosen by, e.g. num_sms = set_num_sms); null until the program sets it",
+    )
+
+    @field_validator("entry")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {value!r} ({exc})") from exc
+        if "kernel" not in compiled.groupindex:
+            raise ValueError(f"{value!r} has no group (?P<kernel>...) naming the kernel")
+        return value
 
 
 class Family(_Strict):
@@ -101,6 +132,7 @@ class Family(_Strict):
         description="each dispatch call looks the cache up: one that "
         "returns without a lookup ran a variant through a path the rule does not watch",
     )
+    jit_dir: JitDir | None = Field(default=None, description="cache_kind jit_dir: the library's disk cache")
     unbounded_after: int | None = Field(
         default=None,
         ge=1,
@@ -261,6 +293,45 @@ class CompileNet(_Function):
     a compile there that no watched family accounts for is an unwatched compile (MLA007 on the serving path)."""
 
     label: str = Field(description="how the report names the compiler, e.g. CuTe DSL")
+    kernel: str = Field(
+        default="",
+        description="what names the compiled kernel: a parameter of the entry point (`self` for a method's object) "
+        "and attributes of it, e.g. `self.name`, `spec.module_name`; empty: the first argument after `self`",
+    )
+    site_skip: list[str] = Field(default=[], description="packages of the builder that are never a compile's site")
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel_path(cls, value: str) -> str:
+        if value and not all(part.isidentifier() for part in value.split(".")):
+            raise ValueError(f"write PARAMETER or PARAMETER.ATTRIBUTE (e.g. self.name), not {value!r}")
+        return value
+
+
+class JitLibrary(_Strict):
+    """A library that JIT-compiles kernels in an engine's process, and how mlacheck sees its compiles: watched (a
+    family, Triton's watcher or a compile net covers one of its `modules`, or of the libraries it `compiles_through`)
+    or named as not watched, with the reason (`mlacheck.rulefiles.coverage` decides which from the loaded rules)."""
+
+    name: str
+    modules: list[str] = Field(default=[], description="import names whose import means the library is used")
+    calls: list[str] = Field(
+        default=[],
+        description="MODULE.FUNCTION entry points whose call means the library is used (imported alone, "
+        "the module may be used for something else, e.g. torch.utils.cpp_extension's CUDA_HOME)",
+    )
+    compiles_through: list[str] = Field(
+        default=[],
+        description="modules of other libraries that every compile of this one goes through (quack: cutlass)",
+    )
+    not_watched: str = Field(default="", description="why mlacheck does not watch it (empty: it must be watched)")
+    source: str = Field(default="", description="upstream files, functions and versions read, for the reader")
+
+    @model_validator(mode="after")
+    def _used_somehow(self) -> JitLibrary:
+        if not (self.modules or self.calls):
+            raise ValueError(f"jit_library {self.name!r} names neither modules nor calls")
+        return self
 
 
 class Numerics(_Strict):
@@ -427,6 +498,7 @@ class RuleFile(_Strict):
     serving_start: list[ServingStartRule] = []
     engine: list[EngineRule] = []
     compile_net: list[CompileNet] = []
+    jit_library: list[JitLibrary] = []
     source: str = ""
 
     @model_validator(mode="after")
@@ -434,10 +506,12 @@ class RuleFile(_Strict):
         if self.family is None:
             if self.fields or self.context or self.contract or self.numerics or self.dry != Dry():
                 raise ValueError("fields, context, contract, dry and numerics belong to a file with a [family] table")
-            if not (self.triton or self.phase or self.serving_start or self.engine or self.compile_net):
+            if not (
+                self.triton or self.phase or self.serving_start or self.engine or self.compile_net or self.jit_library
+            ):
                 raise ValueError(
-                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[engine]] or "
-                    "[[compile_net]] entry"
+                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[engine]], "
+                    "[[compile_net]] or [[jit_library]] entry"
                 )
             return self
         for index, contract in enumerate(self.contract):

@@ -11,6 +11,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
   pydantic pydantic-core annotated-types typing-inspection typing-extensions packaging pytest iniconfig pluggy
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/build-tools" "setuptools>=77"
+# DeepGEMM for tests/gpu/test_deep_gemm_sm90.py (tests/gpu/README-deep-gemm.md): a py3-none wheel, 5 MB
+python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest" sgl-deep-gemm==0.2.5
 # FlashInfer 0.7.2 (SGLang 0.5.23's pin) and its pure dependencies, for trace mode of its CuTe DSL MLA decode: its
 # wheel (65 MB, mostly csrc and headers for nvcc JIT modules in flashinfer/data) is over one transfer, and the CuTe DSL
 # kernels need none of that folder, so the site travels without it (device_run.sh unpacks it to /tmp/flashinfer-site).

@@ -81,6 +81,43 @@ def extracted(folder: Path, requirement: str, prefixes: tuple[str, ...], stubs: 
     return folder
 
 
+WHEEL_CACHE = Path(os.environ.get("MLACHECK_WHEEL_CACHE", Path.home() / ".cache" / "mlacheck-tests" / "wheels"))
+
+
+def cached_wheel(requirement: str) -> Path:
+    """The published wheel of `requirement` (NAME==VERSION), downloaded once into a cache folder that outlives the run
+    (MLACHECK_WHEEL_CACHE, else ~/.cache/mlacheck-tests/wheels): the engines' wheels are hundreds of MB."""
+    folder = WHEEL_CACHE / requirement.replace("==", "-")
+    found = sorted(folder.glob("*.whl"))
+    if not found:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", requirement, "-d",
+             str(folder)],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        found = sorted(folder.glob("*.whl"))
+        if done.returncode != 0 or not found:
+            pytest.skip(f"cannot download {requirement} from PyPI: {done.stderr.strip()[-300:]}")
+    return found[0]
+
+
+def extracted_from(folder: Path, wheel: Path, prefixes: tuple[str, ...], stubs: tuple[str, ...] = ()) -> Path:
+    """`extracted`, from a wheel already here (`cached_wheel`)."""
+    marker = folder / ".installed"
+    if not marker.exists():
+        with zipfile.ZipFile(wheel) as archive:
+            members = [
+                name
+                for name in archive.namelist()
+                if name.startswith(prefixes) or name.split("/")[0].endswith(".dist-info")
+            ]
+            archive.extractall(folder, members)
+        for stub in stubs:
+            (folder / stub).write_text("")
+        marker.write_text(wheel.name)
+    return folder
+
+
 def first_on_path(*folders: Path) -> dict[str, str]:
     """The observed program's PYTHONPATH with these folders first."""
     return {"PYTHONPATH": os.pathsep.join([*map(str, folders), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}

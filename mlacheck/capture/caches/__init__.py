@@ -14,6 +14,7 @@ from mlacheck.capture.caches.attribute_dict import AttributeDict
 from mlacheck.capture.caches.class_dict import ClassDict
 from mlacheck.capture.caches.closure_dict import ClosureDict
 from mlacheck.capture.caches.functools_cache import FunctoolsCache
+from mlacheck.capture.caches.jit_dir import JitDir
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.install import Patches
 from mlacheck.errors import MlacheckError
@@ -58,6 +59,7 @@ KINDS: dict[str, type[CacheAdapter]] = {
     "class_dict": ClassDict,
     "closure_dict": ClosureDict,
     "functools": FunctoolsCache,
+    "jit_dir": JitDir,
 }
 
 

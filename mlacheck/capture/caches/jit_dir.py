@@ -1,0 +1,280 @@
+"""Kind "jit_dir": a JIT library whose cache key is computed in native code (DeepGEMM's C++ runtime), seen from the
+Python side. The rule's `cache` is the object through which the dispatch functions reach the native library (a
+module global they look up at each call, e.g. sgl-deep-gemm's `_C`); for the run it becomes a stand-in whose
+operations are observed, those the dispatch functions call (the names and texts their code uses), the rest passed
+through.
+
+A variant's key is what Python passes: the operation's name (`kernel`), the process-wide settings the rule names
+(`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields
+name, a tensor as its dtype and shape. A compile is an entry that appears in the library's disk cache (the rule's
+`jit_dir`: its root from the environment as the library reads it, or its default) during a dispatch call; the call's
+time is its compile time. A call that compiled nothing made nothing on the serving path: its key is only dispatched
+(precompiled where a warm-up or capture frame called it: the kernel was loaded, or built under another key). A
+variant already dispatched on the serving path is counted on the hot path without looking at the disk; any other
+call is watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only
+when they move.
+
+A cache root the process changed after the library's first use (the library keeps the root it read first), or one
+that cannot be read, is an internal error: compiles may happen where capture does not look.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import sys
+from collections.abc import Collection
+from time import perf_counter
+
+from mlacheck.capture.hooks import CaptureHooks
+from mlacheck.capture.hotpath_py import FLUSH_EVERY
+from mlacheck.capture.install import Patches
+from mlacheck.rulefiles.schema import Family
+
+_getframe = sys._getframe
+
+
+class Observed:
+    """The native library as the dispatch functions see it for the run: observed operations as attributes, anything
+    else the library's own."""
+
+    def __init__(self, library: object, operations: dict[str, object]) -> None:
+        self.__dict__.update(operations)
+        self.__dict__["_library"] = library
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.__dict__["_library"], name)
+
+
+class JitDir:
+    """The adapter of a native JIT library observed through its disk cache."""
+
+    def __init__(self, family: Family, module: object, capture: CaptureHooks, patches: Patches) -> None:
+        self.family, self.module, self.capture, self.patches = family, module, capture, patches
+        self.places = family.jit_dir
+        self._entry = re.compile(self.places.entry) if self.places else None
+        self._settings = list(self.places.settings) if self.places else []
+        self._state = [(None,) * len(self._settings)]  # [the settings' last values], as the key holds them
+        self._fields = [name for name in family.key_fields[1:] if name not in self._settings]
+        self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of its key fields, in argument order
+        self._warmed: set = set()  # keys a warm-up or capture frame dispatched
+        self._root: str | None = None  # the cache root of the first observed call
+        self._listing: tuple[tuple[int, int], set[str]] | None = None  # ((change time, links), entries) last listed
+        self._reported: set[str] = set()
+
+    @staticmethod
+    def check(family: Family) -> str | None:
+        if family.jit_dir is None:
+            return "a jit_dir cache needs a [family.jit_dir] table (where the library's disk cache is)"
+        settings = list(family.jit_dir.settings)
+        if family.key_fields[: 1 + len(settings)] != ["kernel", *settings]:
+            return f"a jit_dir cache's key_fields start with kernel, then its settings: {['kernel', *settings]}"
+        return None
+
+    def install(self) -> None:
+        path, _, attribute = self.family.cache.rpartition(".")
+        owner = self.patches.resolve(self.module, path)
+        library = self.patches.attribute(owner, attribute)
+        called = {
+            name for dispatch in self.family.dispatch for name in _names_used(self.patches, dispatch, self.module)
+        }
+        operations = {}
+        for name in sorted(called):
+            operation = getattr(library, name, None)
+            if callable(operation):
+                operations[name] = self._observed(name, operation)
+        if not operations:
+            raise self.patches.stale(
+                f"no dispatch function calls an operation of {self.family.module}.{self.family.cache}"
+            )
+        for index, setter in enumerate(self.places.settings.values()):
+            setter_owner, setter_attribute = self.patches.function(setter, self.module)
+            function = getattr(setter_owner, setter_attribute)
+            self.patches.wrap_function(setter_owner, setter_attribute, self._setting(index, function))
+        self.patches.replace(owner, attribute, Observed(library, operations))
+
+    def preexisting(self) -> tuple[list, int]:
+        """Native caches cannot be listed."""
+        return [], 0
+
+    def describe(self, key: tuple) -> tuple[dict[str, object], dict | None]:
+        name, settings, raws = key[0], key[1], key[2:]
+        named = dict(zip(self._names[name], raws))
+        return (
+            {"kernel": name, **dict(zip(self._settings, settings)), **{f: _text(named.get(f)) for f in self._fields}},
+            None,
+        )
+
+    def cached(self, keys: Collection) -> list:
+        return list(keys)
+
+    def forget(self) -> None:
+        """Nothing of the adapter's own answers lookups past the capture's fast table."""
+
+    # -- the observed operation and settings ----------------------------------------------------------------
+    def _observed(self, name: str, operation: object) -> object:
+        parameters = _parameters(operation)
+        chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in self._fields]
+        positions = tuple(index for index, _ in chosen)
+        self._names[name] = tuple(parameter for _, parameter in chosen)
+        capture, slow, state = self.capture, self._slow, self._state
+        fast, ticks, shaped = capture.fast, capture.ticks, _SHAPED
+
+        def observed(*args: object, **kwargs: object) -> object:
+            if kwargs:
+                arguments = dict(zip(parameters, args)) | kwargs
+                key = (name, state[0], *[_raw(arguments.get(p)) for p in self._names[name]])
+                return slow(operation, key, args, kwargs, _getframe(1))
+            key, count = [name, state[0]], len(args)
+            for index in positions:  # _raw, inlined: this runs at every call
+                value = args[index] if index < count else None  # a parameter left to its default
+                kind = shaped.get(type(value))
+                if kind:
+                    key.append((_TENSOR, value.dtype, value.shape))
+                elif kind is None:
+                    key.append(_raw(value))
+                else:
+                    key.append(value)
+            key = tuple(key)
+            entry = fast.get(key)
+            if entry is None:
+                return slow(operation, key, args, kwargs, _getframe(1))
+            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+                capture.maybe_flush()
+            next(ticks)
+            return operation(*args)
+
+        observed.__name__ = observed.__qualname__ = name
+        return observed
+
+    def _setting(self, index: int, setter: object) -> object:
+        state = self._state
+
+        def set_value(*args: object, **kwargs: object) -> object:
+            result = setter(*args, **kwargs)
+            values = [*args, *kwargs.values()]
+            settings = list(state[0])
+            settings[index] = _text(_raw(values[0] if len(values) == 1 else tuple(values)))
+            state[0] = tuple(settings)
+            return result
+
+        set_value.__wrapped__ = setter
+        return set_value
+
+    def _slow(self, operation, key: tuple, args: tuple, kwargs: dict, frame) -> object:
+        """A call the fast table did not serve: inside a dispatch, time it and look for new entries on the disk."""
+        capture = self.capture
+        where = capture.where(frame)
+        if where is None or where.dispatch_depth is None:
+            return operation(*args, **kwargs)
+        folder = self._folder()
+        before = self._entries(folder)
+        started = perf_counter()
+        result = operation(*args, **kwargs)
+        seconds = perf_counter() - started
+        after = self._entries(folder)
+        made = sorted(after - before) if before is not None and after is not None else []
+        if made:
+            capture.inserted(key, made, frame, seconds=seconds, origin="compile")
+        elif where.phase is not None and key not in self._warmed:
+            capture.inserted(key, None, frame, seconds=None, origin="unknown")
+        if where.phase is not None:
+            self._warmed.add(key)
+        capture.looked_up(key, None, frame, where)
+        return result
+
+    # -- the disk cache -----------------------------------------------------------------------------------
+    def _folder(self) -> str:
+        """The folder of entries the library writes now: the first root its variables name, else the default; a
+        root changed since the first call is reported (the library reads it once)."""
+        places = self.places
+        value = next((os.environ[name] for name in places.env if os.environ.get(name)), None)
+        root = os.path.expanduser(value.split(":")[0] if value else places.default)
+        if self._root is None:
+            self._root = root
+        elif root != self._root:
+            self._report(
+                "moved",
+                f"the cache root changed from {self._root} to {root} after {self.family.module}'s first use; the "
+                "library keeps the one it read first, where capture no longer looks",
+            )
+        return os.path.join(root, places.entries) if places.entries else root
+
+    def _entries(self, folder: str) -> set[str] | None:
+        """The folder's entries (listed again only where its change time or link count moved); None, an internal
+        error, where it cannot be read."""
+        try:
+            status = os.stat(folder)
+        except FileNotFoundError:
+            return set()
+        except OSError as exc:
+            return self._unreadable(folder, exc)
+        stamp = (status.st_mtime_ns, status.st_nlink)
+        if self._listing is not None and self._listing[0] == stamp:
+            return self._listing[1]
+        try:
+            names = {name for name in os.listdir(folder) if self._entry.fullmatch(name)}
+        except OSError as exc:
+            return self._unreadable(folder, exc)
+        self._listing = (stamp, names)
+        return names
+
+    def _unreadable(self, folder: str, error: OSError) -> None:
+        self._report("unreadable", f"cannot read {folder}: {error}; the compiles written there cannot be seen")
+        return None
+
+    def _report(self, what: str, message: str) -> None:
+        if what not in self._reported:
+            self._reported.add(what)
+            self.capture.internal_error("jit_dir", message)
+
+
+def _names_used(patches: Patches, dispatch: str, module: object) -> list[str]:
+    """The attribute names a dispatch function's code uses (its nested code too), and its text constants (an
+    operation a helper reaches by name: vLLM's vendored DeepGEMM, `_bf16_gemm('bf16_gemm_nt', ...)`)."""
+    owner, attribute = patches.function(dispatch, module)
+    function = inspect.unwrap(getattr(owner, attribute))
+    code = getattr(function, "__code__", None)
+    if code is None:
+        raise patches.stale(f"{dispatch} is not a Python function")
+    names, stack = set(), [code]
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names)
+        names.update(const for const in current.co_consts if isinstance(const, str) and const.isidentifier())
+        stack.extend(const for const in current.co_consts if hasattr(const, "co_names"))
+    return sorted(names)
+
+
+def _parameters(operation: object) -> list[str]:
+    """An operation's parameter names: a torch operator's schema, else its signature."""
+    schema = getattr(getattr(operation, "default", operation), "_schema", None)
+    if schema is not None:
+        return [argument.name for argument in schema.arguments]
+    return list(inspect.signature(operation).parameters)
+
+
+_TENSOR = object()  # marks a tensor's (dtype, shape) in a key
+_SHAPED: dict[type, bool] = {type(None): False, bool: False, int: False, float: False, str: False}
+"""Argument types seen: True where an argument of the type is keyed by its dtype and shape, False where by itself."""
+
+
+def _raw(value: object) -> object:
+    """What a key holds of an argument: a tensor's dtype and shape, a list as a tuple, anything else itself (and
+    which of these its type takes, noted for the hot path)."""
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        _SHAPED[type(value)] = True
+        return (_TENSOR, value.dtype, shape)
+    if isinstance(value, list):
+        return tuple(value)
+    _SHAPED[type(value)] = False
+    return value
+
+
+def _text(value: object) -> object:
+    """A key field as the trace holds it: a tensor as dtype[shape], a tuple as a list."""
+    if isinstance(value, tuple) and len(value) == 3 and value[0] is _TENSOR:
+        return f"{str(value[1]).removeprefix('torch.')}{list(value[2])}"
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,196 @@
+"""Host time per call on a hit, with issue 28's watchers installed vs not, in one process (A B B A turns, one run):
+- deep_gemm: sgl-deep-gemm 0.2.5's published `fp8_gemm_nt` on a variant already dispatched on the serving path; on
+  a CUDA device its real extension (host time of a launch: DeepGEMM's C++ heuristics and the launch), on a CPU its
+  extension stood in (tests/fixtures/deep_gemm_extension.py: a torch operator with a Python body, so the denominator
+  is the stand-in's cost); the arms differ in the family's capture (the observed `_C` and the dispatch wrappers).
+- flashinfer: a FlashInfer module getter that hit its functools cache (flashinfer.norm.get_norm_module), with the
+  compile nets of jit_compile_nets.toml installed vs not (a hit never reaches a net: what they cost there).
+The arms take turns in A B B A order, 50 timed calls each after 10 untimed; a turn's figure is the ratio of its
+medians, the run's the median of the turns'. Target: <= 1.02 per call (issue 28 item 5).
+Usage: python tests/benchmarks/bench_jit_watchers.py [deep_gemm|flashinfer|all] [calls per arm (10000)]
+sgl-deep-gemm comes from MLACHECK_DEEP_GEMM_SITE, else is installed (--no-deps) into ~/.cache/mlacheck-tests.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN, SETTLE, TARGET = 50, 10, 1.02
+
+
+def deep_gemm_site() -> str:
+    site = os.environ.get("MLACHECK_DEEP_GEMM_SITE") or str(
+        Path.home() / ".cache" / "mlacheck-tests" / "deep-gemm-site"
+    )
+    if not (Path(site) / "deep_gemm").exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, "sgl-deep-gemm==0.2.5"],
+            check=True,
+        )
+    return site
+
+
+def arms(install, package: str):
+    """Install; the program's objects and the capture's, for every module attribute the install replaced."""
+
+    def attributes():
+        return {
+            (name, attribute): value
+            for name, module in list(sys.modules.items())
+            if module is not None
+            and (name == package or name.startswith(package + "."))
+            and hasattr(module, "__dict__")
+            for attribute, value in vars(module).items()
+        }
+
+    before = attributes()
+    install()
+    after = attributes()
+    changed = [place for place, value in after.items() if place in before and before[place] is not value]
+    return [(*p, before[p]) for p in changed], [(*p, after[p]) for p in changed]
+
+
+def put(arm) -> None:
+    for name, attribute, value in arm:
+        setattr(sys.modules[name], attribute, value)
+
+
+def timed(one_call, calls: int, plain, captured, put=put) -> dict:
+    """`calls` timed calls per arm, in A B B A turns; `put` puts an arm in place."""
+    times = {False: [], True: []}
+    clock = time.perf_counter_ns
+    for arm in (plain, captured):
+        put(arm)
+        for _ in range(100):
+            one_call()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(calls // (2 * RUN)):
+            for instrumented in (False, True, True, False):
+                put(captured if instrumented else plain)
+                for _ in range(SETTLE):
+                    one_call()
+                for _ in range(RUN):
+                    started = clock()
+                    one_call()
+                    times[instrumented].append(clock() - started)
+    finally:
+        gc.enable()
+    block = 2 * RUN
+    turns = [
+        (statistics.median(times[False][i : i + block]), statistics.median(times[True][i : i + block]))
+        for i in range(0, len(times[False]), block)
+    ]
+    return {
+        "without_us": statistics.median(times[False]) / 1e3,
+        "added_us": statistics.median(w - wo for wo, w in turns) / 1e3,
+        "ratio": statistics.median(w / wo for wo, w in turns),
+    }
+
+
+def deep_gemm_figures(calls: int) -> dict:
+    import torch
+
+    sys.path[:0] = [deep_gemm_site(), str(ROOT / "tests" / "fixtures")]
+    if not torch.cuda.is_available():  # on a CPU the native extension is stood in; on a device it runs
+        import deep_gemm_extension
+
+        deep_gemm_extension.install()
+    os.environ.setdefault("DG_JIT_CACHE_DIR", str(Path.home() / ".cache" / "mlacheck-tests" / "bench-dg"))
+    import deep_gemm
+
+    from mlacheck.capture import FamilyCapture
+    from mlacheck.events import MemorySink
+    from mlacheck.rulefiles import load_rules
+
+    rule = load_rules().family("deep_gemm.gemm")
+    capture = FamilyCapture(rule, MemorySink())
+    if torch.cuda.is_available():
+        from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+
+        ue8m0 = torch.cuda.get_device_capability()[0] >= 10
+        lhs = per_token_cast_to_fp8(torch.randn(64, 7168, device="cuda", dtype=torch.bfloat16), use_ue8m0=ue8m0)
+        rhs = per_block_cast_to_fp8(torch.randn(2112, 7168, device="cuda", dtype=torch.bfloat16), use_ue8m0=ue8m0)
+        out = torch.empty(64, 2112, device="cuda", dtype=torch.bfloat16)
+    else:
+        lhs = (torch.empty(64, 7168, dtype=torch.float8_e4m3fn), torch.ones(64, 56))
+        rhs = (torch.empty(2112, 7168, dtype=torch.float8_e4m3fn), torch.ones(17, 56))
+        out = torch.empty(64, 2112, dtype=torch.bfloat16)
+
+    def one_call():
+        deep_gemm.fp8_gemm_nt(lhs, rhs, out)
+
+    plain, captured = arms(capture.install, "deep_gemm")
+    capture.serving_started()
+    put(captured)
+    one_call()  # the serving dispatch that makes the variant a hit
+    try:
+        return timed(one_call, calls, plain, captured)
+    finally:
+        put(captured)
+        capture.remove()
+
+
+def flashinfer_figures(calls: int) -> dict:
+    os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", "9.0a")
+    import flashinfer.jit.core as core
+    import flashinfer.jit.cute_dsl_core as cute_dsl_core
+    from flashinfer.norm import get_norm_module
+
+    from mlacheck.capture.watch import compile_nets
+    from mlacheck.events import MemorySink
+    from mlacheck.rulefiles import load_rules
+
+    core.run_ninja = lambda *args, **kwargs: None
+    core.JitSpecNvcc.load = lambda self, so_path=None: object()
+    nets = [net for net in load_rules().compile_nets if net.module.startswith("flashinfer")]
+    captures = compile_nets(nets, MemorySink())
+    get_norm_module()  # built once: every later call is a hit of its functools cache
+
+    classes = (core.JitSpecNvcc, cute_dsl_core.JitSpecCuteDsl)
+    before = {cls: vars(cls)["build"] for cls in classes}
+    for capture in captures:
+        capture.install(sys.modules[capture.net.module])
+    after = {cls: vars(cls)["build"] for cls in classes}
+
+    def put_builds(arm):
+        for cls, build in arm.items():
+            cls.build = build
+
+    try:
+        times = timed(get_norm_module, calls, before, after, put_builds)
+    finally:
+        put_builds(after)
+        for capture in captures:
+            capture.remove()
+    return times
+
+
+def main() -> None:
+    which = sys.argv[1] if len(sys.argv) > 1 else "all"
+    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    figures = {}
+    if which in ("deep_gemm", "all"):
+        figures["deep_gemm fp8_gemm_nt hit"] = deep_gemm_figures(calls)
+    if which in ("flashinfer", "all"):
+        figures["flashinfer getter hit, compile nets"] = flashinfer_figures(calls)
+    for name, figure in figures.items():
+        verdict = "met" if figure["ratio"] <= TARGET else "missed"
+        print(
+            f"{name}: {figure['without_us']:.2f} us without, +{figure['added_us']:.2f} us with, ratio "
+            f"{figure['ratio']:.4f} (target <= {TARGET}): {verdict}"
+        )
+
+
+if __name__ == "__main__":
+    main()

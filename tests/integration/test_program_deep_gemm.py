@@ -1,0 +1,148 @@
+"""DeepGEMM observed and timed in program mode (issue 28 item 3), through sgl-deep-gemm 0.2.5's published Python
+layer (marker `network`: it comes from PyPI) with its native extension stood in on the CPU
+(tests/fixtures/deep_gemm_extension.py plays deep_jit's runtime: a config per M bucket, its disk cache's committed
+entries). A warm-up over some Ms, then traffic that needs another: the serving-path compile is MLA001 naming the
+shape and its stall, the warm-up shapes never served are MLA002. The false passes come first: a cache root moved
+after DeepGEMM's first use, a cache folder that cannot be read, an entry committed without its marker."""
+
+import shutil
+import sys
+
+import pytest
+
+from mlacheck.rulefiles import BUNDLED
+from tests.integration.cli import ROOT, run_cli
+from tests.integration.published import cached_wheel, extracted_from, first_on_path, installed
+
+pytestmark = pytest.mark.network
+
+PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "deep_gemm_engine.py")
+FAMILY = "deep_gemm.gemm"
+
+
+@pytest.fixture(scope="module")
+def deep_gemm(tmp_path_factory):
+    return installed(tmp_path_factory.mktemp("deep_gemm"), "sgl-deep-gemm==0.2.5")
+
+
+@pytest.fixture(scope="module")
+def vllm_deep_gemm(tmp_path_factory):
+    """vLLM 0.34.0's vendored DeepGEMM, its package's own __init__ files stubbed (they import the whole engine)."""
+    return extracted_from(
+        tmp_path_factory.mktemp("vllm"),
+        cached_wheel("vllm==0.34.0"),
+        ("vllm/third_party/deep_gemm/",),
+        ("vllm/__init__.py", "vllm/third_party/__init__.py"),
+    )
+
+
+def run(tmp_path, deep_gemm, warmup, serve, **env):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for path in [*BUNDLED.glob("*.toml"), ROOT / "tests" / "fixtures" / "deep_gemm_engine.toml"]:
+        shutil.copy(path, rules)
+    environment = {
+        **first_on_path(deep_gemm),
+        "DG_JIT_CACHE_DIR": str(tmp_path / "dg"),
+        "DG_ENGINE_WARMUP": ",".join(map(str, warmup)),
+        "DG_ENGINE_SERVE": ",".join(map(str, serve)),
+        **env,
+    }
+    result = run_cli(
+        "run",
+        "--dry",
+        "--rules",
+        str(rules),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--",
+        sys.executable,
+        PROGRAM,
+        tmp_path=tmp_path,
+        env_extra=environment,
+    )
+    assert "deep_gemm engine done" in result.stdout, result.stdout + result.stderr
+    return result
+
+
+def findings(result, code):
+    return [f for f in result.report["findings"] if f["code"] == code]
+
+
+def test_a_cache_root_moved_after_first_use_is_incomplete_not_a_pass(tmp_path, deep_gemm):
+    # the library keeps the root it read first; its serving-path compile lands there, where capture no longer looks
+    result = run(tmp_path, deep_gemm, [32, 64], [300], DG_ENGINE_MOVE_ROOT=str(tmp_path / "elsewhere"))
+    assert result.code == 2, result.stdout
+    assert result.report["verdict"] == "incomplete"
+    assert any("cache root changed" in line for line in result.report["internal_errors"]), result.stdout
+
+
+def test_a_cache_folder_that_cannot_be_read_is_incomplete_not_a_pass(tmp_path, deep_gemm):
+    (tmp_path / "dg").mkdir()
+    (tmp_path / "dg" / "cache").write_text("not a folder")  # listing it fails, as a folder without read access does
+    result = run(tmp_path, deep_gemm, [32], [300])
+    assert result.code == 2, result.stdout
+    assert any("cannot read" in line for line in result.report["internal_errors"]), result.stdout
+
+
+def test_an_entry_committed_without_its_marker_is_still_a_compile(tmp_path, deep_gemm):
+    result = run(tmp_path, deep_gemm, [32, 64], [300], DG_STAND_IN_NO_MARKER="1")
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["key"]["a"] == "float8_e4m3fn[300, 7168]"
+
+
+def test_a_setting_changed_for_serving_compiles_again_and_the_diff_names_it(tmp_path, deep_gemm):
+    # the same shapes as the warm-up, but with fewer SMs: DeepGEMM picks (and compiles) another kernel
+    result = run(tmp_path, deep_gemm, [64], [64], DG_ENGINE_SERVE_SMS="66")
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["diff"] == {"num_sms": [None, 66]}
+
+
+def test_a_warmup_that_misses_a_served_m_is_mla001_with_the_shape_and_stall_and_mla002_for_unserved_shapes(
+    tmp_path, deep_gemm
+):
+    result = run(tmp_path, deep_gemm, [32, 64, 128], [64, 100, 300])
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["family"] == FAMILY
+    assert serving["key"]["kernel"] == "fp8_fp4_gemm_nt"
+    assert serving["key"]["a"] == "float8_e4m3fn[300, 7168]" and serving["key"]["d"] == "bfloat16[300, 2112]"
+    assert serving["diff"]["a"][1] == "float8_e4m3fn[300, 7168]"
+    assert serving["nearest"]["a"] in {f"float8_e4m3fn[{m}, 7168]" for m in (32, 64, 128)}
+    assert "s serving-path compile" in serving["summary"] and "0.0 s" not in serving["summary"]
+    dead = sorted(f["key"]["a"] for f in findings(result, "MLA002"))
+    assert dead == ["float8_e4m3fn[128, 7168]", "float8_e4m3fn[32, 7168]"]  # 64 served; 100 compiled nothing new
+
+
+def test_a_warmup_that_covers_every_served_m_passes(tmp_path, deep_gemm):
+    result = run(tmp_path, deep_gemm, [64, 100, 300], [64, 100, 300])
+    assert result.code == 0, result.stdout
+    assert result.report["verdict"] == "pass"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the phase of a warm-up frame entered after serving start is the capture core's to decide "
+    "(capture/phase.py, issue 28's DeepGEMM item): today a [[phase]] frame is warm-up wherever it runs",
+)
+def test_a_warmup_run_inside_serving_is_a_stall_not_a_warmup(tmp_path, deep_gemm):
+    # SGLang runs _maybe_compile_deep_gemm_one_type_all inside the first GEMM of each new (kernel type, N, K): where
+    # that first GEMM comes after serving start, the whole M-list compile is a serving-path stall
+    result = run(tmp_path, deep_gemm, [], [300], DG_ENGINE_LATE_WARMUP="300")
+    assert result.report["verdict"] != "pass", "a 300-token compile inside serving passed"
+    assert [f["key"]["a"] for f in findings(result, "MLA001")] == ["float8_e4m3fn[300, 7168]"], result.stdout
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp8_gemm_nt", "bf16_gemm_nt"])
+def test_vllm_s_vendored_deep_gemm_is_watched_too(tmp_path, vllm_deep_gemm, bf16):
+    # its BF16 wrappers reach their operator by name (`_bf16_gemm('bf16_gemm_nt', ...)`): observed all the same
+    env = {"DG_ENGINE_MODULE": "vllm.third_party.deep_gemm", **({"DG_ENGINE_BF16": "1"} if bf16 else {})}
+    result = run(tmp_path, vllm_deep_gemm, [32, 64], [64, 300], **env)
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["family"] == "vllm.deep_gemm"
+    assert serving["key"]["kernel"] == ("bf16_gemm_nt" if bf16 else "fp8_fp4_gemm_nt")
+    assert serving["key"]["d"] == "bfloat16[300, 2112]"
+    assert [f["key"]["d"] for f in findings(result, "MLA002")] == ["bfloat16[32, 2112]"]
