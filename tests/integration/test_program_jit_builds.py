@@ -27,7 +27,8 @@ FLASHINFER = ("flashinfer-python==0.7.2", "nvidia-ml-py", "tabulate", "tqdm", "r
 # sglang 0.5.23's import chain to kernels/jit (srt/utils/common.py and srt/environ.py), pure Python where it matters
 SGLANG = ("sglang==0.5.23", "orjson", "psutil", "pybase64", "pillow", "starlette", "anyio", "msgspec", "pyzmq",
           "ipython", "traitlets", "aiohttp", "multidict", "yarl", "propcache", "aiohappyeyeballs", "aiosignal",
-          "frozenlist", "sniffio", "idna", "typing-extensions")  # fmt: skip
+          "frozenlist", "sniffio", "idna", "typing-extensions", "requests", "certifi", "urllib3",
+          "charset-normalizer", "tqdm")  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,15 @@ class JitDir:
     def forget(self) -> None:
         """Nothing of the adapter's own answers lookups past the capture's fast table."""
 
+    def superseded(self) -> None:
+        """Nothing to give back: the stand-in holds no entries of its own."""
+
+    def audit(self) -> list[str]:
+        """Nothing to audit from Python: a call past the stand-in is native, and an entry that appears in the disk
+        cache outside an observed call may be another process's (ranks share the folder), not a compile unseen here.
+        A stand-in the program replaced is what `Patches.moved` reports."""
+        return []
+
     # -- the observed operation and settings ----------------------------------------------------------------
     def _observed(self, name: str, operation: object) -> object:
         parameters = _parameters(operation)
