@@ -253,22 +253,21 @@ class Agent:
         self._safely(child)
 
     def _write_run_event(self) -> None:
-        self.sink.write(
-            {
-                "type": "run",
-                "format_version": FORMAT_VERSION,
-                "pid": os.getpid(),
-                "ppid": os.getppid(),
-                "host": os.uname().nodename,
-                "mlacheck_version": __version__,
-                "started": start_run_clock(),
-                "argv": list(sys.argv),
-                "rank": _environment_rank(),
-                "target_arch": self._target_arch(),
-                "forked_from": self._forked_from,
-                "found_by": self.found_by,
-            }
-        )
+        self.sink.header = event = {
+            "type": "run",
+            "format_version": FORMAT_VERSION,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "host": os.uname().nodename,
+            "mlacheck_version": __version__,
+            "started": start_run_clock(),
+            "argv": list(sys.argv),
+            "rank": _environment_rank(),
+            "target_arch": self._target_arch(),
+            "forked_from": self._forked_from,
+            "found_by": self.found_by,
+        }
+        self.sink.write(event)
 
     def _write_context(self) -> None:
         engine = next((name for name, module in self.engines if module in sys.modules), None)
