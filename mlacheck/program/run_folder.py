@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
+from mlacheck.files import read_json, read_note, regular_files
 from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB
 
 
@@ -54,11 +56,14 @@ class RunFolder:
     def read_meta(self) -> dict | None:
         """meta.json, or None where the run never finished writing it (mlacheck itself was killed)."""
         try:
-            return json.loads(self.meta_path.read_text(encoding="utf-8"))
+            meta = read_json(self.meta_path, what="run metadata")
         except FileNotFoundError:
             return None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise MlacheckError(f"{self.meta_path}: unreadable run metadata: {exc}") from None
+        if not isinstance(meta, dict):
+            raise MlacheckError(
+                f"{self.meta_path}: not run metadata (not a JSON object); it is not a file mlacheck wrote"
+            )
+        return meta
 
     def write_tree(self, tree: dict) -> None:
         (self.path / PROCESS_TREE).write_text(json.dumps(tree, indent=1) + "\n", encoding="utf-8")
@@ -67,11 +72,10 @@ class RunFolder:
         """The processes the supervisor saw (tree.py), or None where none were recorded (`pytest --mlacheck`, a run
         of mlacheck 0.2, a run whose supervisor was killed)."""
         try:
-            return json.loads((self.path / PROCESS_TREE).read_text(encoding="utf-8"))
+            tree = read_json(self.path / PROCESS_TREE, what="a process record")
         except FileNotFoundError:
             return None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise MlacheckError(f"{self.path / PROCESS_TREE}: unreadable process record: {exc}") from None
+        return checked_tree(tree, self.path / PROCESS_TREE)
 
     def is_run(self) -> bool:
         """Whether the folder holds anything a run writes (a trace, meta.json, capture.json or saved rules)."""
@@ -83,12 +87,60 @@ class RunFolder:
         )
 
     def traces(self) -> list[Path]:
-        return sorted(self.path.glob(TRACE_GLOB), key=lambda p: (p.stat().st_mtime_ns, p.name))
+        """The traces, oldest first; an entry named like one that is not a regular file is refused."""
+        return sorted(regular_files(self.path, TRACE_GLOB), key=lambda p: (p.lstat().st_mtime_ns, p.name))
 
     def unobserved(self) -> dict[int, str]:
         """pid -> the line of each Python process whose agent could not start."""
-        return {
-            int(path.stem.rpartition("-")[2]): path.read_text(encoding="utf-8", errors="replace").strip()
-            for path in sorted(self.path.glob(UNOBSERVED_GLOB))
-            if path.stem.rpartition("-")[2].isdigit()
-        }
+        notes = {}
+        for path in regular_files(self.path, UNOBSERVED_GLOB):
+            pid = path.stem.rpartition("-")[2]
+            text = read_note(path) if pid.isdigit() else None
+            if text is not None:
+                notes[int(pid)] = " ".join(text.split())[:2000]
+        return notes
+
+
+def checked_meta(meta: object, path: Path) -> dict:
+    """meta.json as the report reads it; a field of the wrong type is refused in one line."""
+    if not isinstance(meta, dict):
+        raise MlacheckError(f"{path}: not run metadata (not a JSON object); it is not a file mlacheck wrote")
+    command, left = meta.get("command"), meta.get("left_behind") or []
+    wrong = next(
+        (
+            name
+            for name, right in (
+                ("command", command is None or isinstance(command, list) and all(isinstance(a, str) for a in command)),
+                ("exit_code", meta.get("exit_code") is None or type(meta.get("exit_code")) is int),
+                ("signal", meta.get("signal") is None or meta.get("signal") in signal.Signals.__members__),
+                ("forwarded", all(isinstance(name, str) for name in meta.get("forwarded") or [])),
+                ("left_behind", all(isinstance(p, dict) and type(p.get("pid")) is int for p in left)),
+                ("compile_policy", isinstance(meta.get("compile_policy", ""), str)),
+            )
+            if not right
+        ),
+        None,
+    )
+    if wrong is not None:
+        raise MlacheckError(
+            f"{path}: run metadata whose {wrong!r} is of the wrong type; it is not a file mlacheck wrote"
+        )
+    return meta
+
+
+TREE_FIELDS = {"pid": int, "python": bool, "forked": bool}
+
+
+def checked_tree(tree: object, path: Path) -> dict:
+    """processes.json as the reader needs it: a list of process records with a pid and whether each is a Python
+    process and a fork; anything else is refused in one line."""
+    processes = tree.get("processes") if isinstance(tree, dict) else None
+    if not isinstance(processes, list) or not all(isinstance(record, dict) for record in processes):
+        raise MlacheckError(f"{path}: not a process record (no list of processes); it is not a file mlacheck wrote")
+    for record in processes:
+        for name, kind in TREE_FIELDS.items():
+            if not isinstance(record.get(name), kind) or (kind is int and isinstance(record.get(name), bool)):
+                raise MlacheckError(f"{path}: a process whose {name!r} is missing or of the wrong type")
+        if not isinstance(record.get("argv", []), list) or not isinstance(record.get("exe"), (str, type(None))):
+            raise MlacheckError(f"{path}: a process whose argv or exe is of the wrong type")
+    return tree

@@ -19,6 +19,8 @@ from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
 from mlacheck.errors import MlacheckError
+from mlacheck.events import lost_note_path
+from mlacheck.files import read_note
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report, decide
@@ -32,6 +34,7 @@ class LoadedRuns:
     processes: list[dict] = field(default_factory=list)
     programs: list[dict] = field(default_factory=list)
     bad_lines: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # one line per trace that says it lost events
     unobserved: list[str] = field(default_factory=list)  # one line each: why the run cannot pass
     unobserved_processes: list[dict] = field(default_factory=list)  # pid, host, rank of each (the per-rank view)
     policy: dict = field(default_factory=dict)
@@ -61,6 +64,7 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
         for trace_file in run.traces():
             trace = read_trace(trace_file)
             loaded.bad_lines += trace.bad_lines
+            loaded.lost += _lost(trace_file, trace.events)
             if not trace.events:
                 continue
             first = trace.events[0]
@@ -88,6 +92,27 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
             loaded.events += trace.events
         _unobserved(run, str(path), loaded, loaded.processes[first_process:])
     return loaded
+
+
+def _lost(trace_file: Path, events: list[dict]) -> list[str]:
+    """What a trace says it could not hold: its `lost` events (cumulative within each image of the process) and the
+    note beside it (events.lost_note_path), which the process writes where the trace refuses even that."""
+    total, errors, image = 0, {}, 0
+    for event in events:
+        if event["type"] == "run":
+            total, image = total + image, 0
+        elif event["type"] == "lost":
+            image = max(image, event["events"])
+            errors = event["errors"]
+    total += image
+    note = read_note(Path(lost_note_path(trace_file)))
+    counted = int(note.split()[0]) if note and note.split()[0].isdigit() else 0
+    if counted > total:
+        return [f"{trace_file}: {note.strip()}: they were never written to it"]
+    if total:
+        said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])
+        return [f"{trace_file}: {total} event(s) were never written to it ({said})"]
+    return []
 
 
 def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict]) -> None:
@@ -156,11 +181,18 @@ def program_report(
         for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
             observed.setdefault(name, []).append(value)
     check_context(context, rules, observed=observed)
-    lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
-        f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
-        for process in loaded.processes
-        if process["truncated"]
-    ]
+    refused = {line.partition(": ")[0] for line in loaded.lost}
+    lost = (
+        loaded.lost
+        + [f"{line} could not be read" for line in loaded.bad_lines]
+        + [
+            f"{process['trace']} ends in a cut-short line ("
+            + ("a write the file refused" if process["trace"] in refused else "its process was killed while writing it")
+            + ")"
+            for process in loaded.processes
+            if process["truncated"]
+        ]
+    )
     analysis = analyse(
         loaded.events,
         rules,
