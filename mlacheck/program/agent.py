@@ -16,6 +16,7 @@ import atexit
 import functools
 import json
 import os
+import signal
 import sys
 
 from mlacheck import __version__, arch, qualnames
@@ -23,6 +24,7 @@ from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_cloc
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
+CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
 _current: Agent | None = None
 
@@ -107,6 +109,7 @@ class Agent:
                 self._imported(sys.modules[name])
         os.register_at_fork(after_in_child=self._after_fork)
         atexit.register(self.stop)
+        self._chain_signals()
 
     def stop(self, how: str = "exit") -> None:
         """Remove the hooks and close the trace with the final counts and an `exit` event."""
@@ -121,6 +124,24 @@ class Agent:
             self._patches.undo(lambda where, action: self._safely(action))
         self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how, "t": run_clock()}))
         self.sink.close()
+
+    def _chain_signals(self) -> None:
+        """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
+        atexit), first stop capture here (counts, the capture's exit checks, the exit event), then end the process
+        by the same signal with the default action: it dies as it would have, with the same status. A signal the
+        program handles (Python's own KeyboardInterrupt for SIGINT included) or ignores is left to it, and a handler
+        the program installs later replaces this one."""
+        for signum in CHAINED_SIGNALS:
+            try:
+                if signal.getsignal(signum) == signal.SIG_DFL:
+                    signal.signal(signum, self._on_signal)
+            except (ValueError, OSError):  # not the main thread, or a signal this platform lacks
+                pass
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop(how=signal.Signals(signum).name)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
 
     def serving_started(self, how: str) -> None:
         """Serving starts now in this process (the first mark counts; later ones are ignored)."""
