@@ -24,6 +24,7 @@ from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_cloc
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
+EXEC_FUNCTIONS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
 CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
 _current: Agent | None = None
@@ -98,18 +99,24 @@ class Agent:
         self._pid = os.getpid()
         self._serving = False
         self._forked_from: int | None = None
+        self._execing = False
 
     def start(self) -> None:
         global _current
         _current = self
+        self._begin()
+        os.register_at_fork(after_in_child=self._after_fork)
+        atexit.register(self.stop)
+        self._chain_signals()
+        self._hook_exec()
+
+    def _begin(self) -> None:
+        """Start this image's trace with its run event, and install what the modules already imported need."""
         self._write_run_event()
         sys.meta_path.insert(0, self._finder)
         for name in list(self._finder.modules):
             if name in sys.modules:
                 self._imported(sys.modules[name])
-        os.register_at_fork(after_in_child=self._after_fork)
-        atexit.register(self.stop)
-        self._chain_signals()
 
     def stop(self, how: str = "exit") -> None:
         """Remove the hooks and close the trace with the final counts and an `exit` event."""
@@ -124,6 +131,7 @@ class Agent:
             self._patches.undo(lambda where, action: self._safely(action))
         self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how, "t": run_clock()}))
         self.sink.close()
+        self._patches = None
 
     def _chain_signals(self) -> None:
         """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
@@ -142,6 +150,61 @@ class Agent:
         self.stop(how=signal.Signals(signum).name)
         signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)
+
+    def _hook_exec(self) -> None:
+        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (counts, checks,
+        the exit event): the new image is a new process to observe, whose agent starts a new image in the same
+        trace; one that nothing of mlacheck starts in is named by the report. An exec that fails starts capture
+        again. Only the outermost call writes (os.execvp tries os.execv along PATH)."""
+        for name in EXEC_FUNCTIONS:
+            real = getattr(os, name, None)
+            if real is not None and not getattr(real, "_mlacheck_exec", False):
+                setattr(os, name, self._exec_hook(name, real))
+
+    def _exec_hook(self, name: str, real):
+        agent = self
+
+        @functools.wraps(real)
+        def exec_hooked(*args, **kwargs):
+            if agent._execing or agent._finder not in sys.meta_path or os.getpid() != agent._pid:
+                return real(*args, **kwargs)
+            agent._execing = True
+            try:
+                agent._safely(lambda: agent._before_exec(name, args))
+                return real(*args, **kwargs)
+            except BaseException as exc:
+                agent._safely(functools.partial(agent._exec_failed, exc))
+                raise
+            finally:
+                agent._execing = False
+
+        exec_hooked._mlacheck_exec = True
+        return exec_hooked
+
+    def _before_exec(self, name: str, args: tuple) -> None:
+        from mlacheck.program.tree import PYTHON_NAME
+
+        path = os.fsdecode(args[0])
+        argv = (
+            args[1] if name in ("execv", "execve", "execvp", "execvpe") else args[1 : -1 if name[-1] == "e" else None]
+        )
+        real = os.path.realpath(path) == os.path.realpath(sys.executable)
+        python = real or bool(PYTHON_NAME.match(os.path.basename(path)))
+        argv = [os.fsdecode(part) if isinstance(part, (str, bytes)) else str(part) for part in list(argv)[:256]]
+        self.sink.write({"type": "exec", "path": path, "argv": argv, "python": python, "t": run_clock()})
+        self.stop(how="exec")
+
+    def _exec_failed(self, error: BaseException) -> None:
+        """The exec did not happen: say so, and observe this image again (a new image in the trace)."""
+        if self._finder in sys.meta_path:
+            return
+        self.sink.reopen(trace_path(self.run_dir, self._pid, self._host))
+        self.sink.write({"type": "exec", "failed": f"{type(error).__name__}: {error}", "t": run_clock()})
+        self.captures = {}
+        self._begin()
+        if self._serving:
+            for capture in self._all_captures():
+                self._safely(capture.serving_started)
 
     def serving_started(self, how: str) -> None:
         """Serving starts now in this process (the first mark counts; later ones are ignored)."""

@@ -25,7 +25,7 @@ from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report, decide
 from mlacheck.rulefiles import RuleSet, load_rules
-from mlacheck.trace import read_trace
+from mlacheck.trace import EVENT_LIMIT, read_trace
 
 
 @dataclass
@@ -41,12 +41,13 @@ class LoadedRuns:
 
 
 def load_runs(paths: list[Path]) -> LoadedRuns:
-    """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`)."""
+    """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`: one per image of
+    a process, an exec starting a new one)."""
     resolved = [path.resolve() for path in paths]
     twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
     if twice is not None:
         raise MlacheckError(f"{twice}: given twice; pass each run folder once")
-    loaded = LoadedRuns()
+    loaded, budget = LoadedRuns(), EVENT_LIMIT
     for path in paths:
         if not path.is_dir():
             raise MlacheckError(
@@ -62,36 +63,71 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
         first_process = len(loaded.processes)
         for trace_file in run.traces():
-            trace = read_trace(trace_file)
+            trace = read_trace(trace_file, budget)
+            budget -= len(trace.events)
             loaded.bad_lines += trace.bad_lines
             loaded.lost += _lost(trace_file, trace.events)
-            if not trace.events:
-                continue
-            first = trace.events[0]
-            exit_event = next((e for e in trace.events if e["type"] == "exit"), None)
-            proc = len(loaded.processes)
-            loaded.processes.append(
-                {
-                    "pid": first.get("pid"),
-                    "host": first.get("host"),
-                    "rank": exit_event.get("rank")
-                    if exit_event and exit_event.get("rank") is not None
-                    else first.get("rank"),
-                    "argv": first.get("argv"),
-                    "trace": str(trace_file),
-                    "truncated": trace.truncated,
-                    "exited": exit_event is not None,
-                    "forked_from": first.get("forked_from"),
-                    "events": len(trace.events),
-                    "format_version": trace.format_version,
-                    "run": str(path),
-                }
-            )
-            for event in trace.events:
-                event["proc"] = proc
-            loaded.events += trace.events
+            for number, image in enumerate(_images(trace.events)):
+                proc = len(loaded.processes)
+                loaded.processes.append(_process(image, number, trace_file, trace, path))
+                for event in image:
+                    event["proc"] = proc
+                loaded.events += image
+                loaded.lost += _unaccounted(trace_file, image)
         _unobserved(run, str(path), loaded, loaded.processes[first_process:])
     return loaded
+
+
+def _images(events: list[dict]) -> list[list[dict]]:
+    """A trace's events per image of its process: a run event after the first starts the image the process exec'd."""
+    images: list[list[dict]] = []
+    for event in events:
+        if event["type"] == "run" or not images:
+            images.append([])
+        images[-1].append(event)
+    return images
+
+
+def _process(image: list[dict], number: int, trace_file: Path, trace, path: Path) -> dict:
+    first = image[0]
+    exit_event = next((e for e in image if e["type"] == "exit"), None)
+    execs = [e for e in image if e["type"] == "exec"]
+    return {
+        "pid": first.get("pid"),
+        "host": first.get("host"),
+        "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
+        "argv": first.get("argv"),
+        "trace": str(trace_file),
+        "truncated": trace.truncated,
+        "exited": exit_event is not None,
+        "forked_from": first.get("forked_from"),
+        "image": number,
+        "exec": execs[-1] if execs and not execs[-1].get("failed") else None,
+        "trace_replaced": bool(first.get("trace_replaced")),
+        "events": len(image),
+        "format_version": trace.format_version,
+        "run": str(path),
+    }
+
+
+def _unaccounted(trace_file: Path, image: list[dict]) -> list[str]:
+    """Variants that an image counted dispatches of but wrote no compile or dispatch event for (their events were
+    lost), and a trace made again after it was deleted (what it held is lost)."""
+    described = {(e["family"], e["vid"]) for e in image if e["type"] in ("compile", "dispatch")}
+    lines = []
+    if image[0].get("trace_replaced"):
+        lines.append(f"{trace_file}: deleted while pid {image[0].get('pid')} ran; what it held before is lost")
+    for event in image:
+        if event["type"] != "counts":
+            continue
+        vids = sorted({int(label.partition(":")[0]) for label in event.get("dispatches") or {}})
+        unseen = [vid for vid in vids if (event["family"], vid) not in described]
+        if unseen:
+            lines.append(
+                f"{trace_file}: {event['family']} dispatches of {len(unseen)} variant(s) counted (vid "
+                f"{', '.join(map(str, unseen[:5]))}{', ...' if len(unseen) > 5 else ''}) whose events are missing"
+            )
+    return lines
 
 
 def _lost(trace_file: Path, events: list[dict]) -> list[str]:
@@ -116,8 +152,9 @@ def _lost(trace_file: Path, events: list[dict]) -> list[str]:
 
 
 def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict]) -> None:
-    """The run's Python processes that nothing of mlacheck observed: those whose agent could not start (their notes),
-    and those of the recorded process tree that wrote neither a trace nor a note."""
+    """The run's Python processes, and images of processes (an exec), that nothing of mlacheck observed: those whose
+    agent could not start (their notes), an exec whose new image wrote no trace, and the Python images of the
+    recorded process tree beyond those the process's trace holds."""
     tree = run.read_tree() or {"host": None, "processes": []}
     host = tree.get("host")
     seen = {record["pid"]: record for record in tree.get("processes", [])}
@@ -127,17 +164,47 @@ def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[di
         loaded.unobserved_processes.append(
             {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
-    traced = {process["pid"] for process in observed if process.get("host") in (host, None)}
-    for record in tree.get("processes", []):
-        if not record["python"] or record["forked"] or record["pid"] in traced or record["pid"] in notes:
-            continue
-        command = " ".join(record["argv"]) or record["exe"] or "?"
-        loaded.unobserved.append(
-            f"pid {record['pid']} ({command[:200]}), seen running by mlacheck on {host}, wrote no trace: nothing "
-            "of mlacheck started in it (an interpreter without mlacheck installed, started without the run's "
-            "PYTHONPATH, or with -S)"
+    traced: dict[object, list[dict]] = {}
+    for process in observed:
+        if process.get("host") in (host, None):
+            traced.setdefault(process["pid"], []).append(process)
+
+    def unobserved(pid: int, line: str) -> None:
+        loaded.unobserved.append(line)
+        loaded.unobserved_processes.append(
+            {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
-        loaded.unobserved_processes.append({"pid": record["pid"], "host": host, "rank": record["rank"], "run": name})
+
+    for pid, images in traced.items():
+        went = images[-1]["exec"]
+        if went is not None and pid not in notes and (went.get("python") or _python_images(seen.get(pid))):
+            command = " ".join(went.get("argv") or []) or went.get("path") or "?"
+            unobserved(
+                pid,
+                f"pid {pid} exec'd into {went.get('path')} ({command[:200]}), whose image wrote no trace: nothing "
+                "of mlacheck started in it (an interpreter without mlacheck installed, a cleared environment, or -S)",
+            )
+    for record in tree.get("processes", []):
+        pid = record["pid"]
+        images = _python_images(record)
+        own = [p for p in traced.get(pid, []) if p.get("forked_from") is None]
+        if pid in notes or len(images) <= len(own) or (traced.get(pid) and traced[pid][-1]["exec"] is not None):
+            continue
+        command = " ".join(images[-1].get("argv") or []) or images[-1].get("exe") or "?"
+        what = "wrote no trace" if pid not in traced else "ran an image (an exec) that wrote no trace"
+        unobserved(
+            pid,
+            f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}: nothing of mlacheck started "
+            "in it (an interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
+        )
+
+
+def _python_images(record: dict | None) -> list[dict]:
+    """The images of a recorded process that ran Python of their own (not a fork's copy of their parent's)."""
+    if record is None:
+        return []
+    images = record.get("images") or [record]  # a record of mlacheck 0.2 holds its last image only
+    return [image for image in images if image.get("python") and not image.get("forked")]
 
 
 def run_rules(paths: list[Path]) -> RuleSet:
