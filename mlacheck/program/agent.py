@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
 import os
 import signal
 import sys
 
 from mlacheck import __version__, arch, qualnames
+from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_clock
-from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
+from mlacheck.files import read_json
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, trace_path
+from mlacheck.program.trust import check_folder
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
+NEVER_PREFIXES = ("LD_", "DYLD_", "PYTHON")  # what the dynamic loader and the interpreter load and run
+NEVER_NAMES = frozenset({"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "PERL5LIB", "PERL5OPT", "NODE_OPTIONS"})
 EXEC_FUNCTIONS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
 CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
@@ -421,17 +425,59 @@ def _rank() -> int | None:
 def start_agent(run_dir: str, found_by: str) -> Agent:
     """Start this process's agent for the run in `run_dir` (once: a second start path finds it started).
 
-    The run's environment (what --dry sets for the program) fills what this process's own environment lacks: a
-    process found through the registry may have been started with a cleared one."""
+    The folder must be this user's alone (trust.UntrustedFolder, before anything in it is read). Of what capture.json
+    says, the run's environment (what --dry sets for the program) fills only what this process's own environment
+    lacks, and only variables the rules read the target from or mlacheck's own (a process found through the registry
+    may have been started with a cleared one); watchers come from mlacheck's own modules only."""
     if _current is not None:
         return _current
-    with open(os.path.join(run_dir, CAPTURE_CONFIG), encoding="utf-8") as file:
-        config = json.load(file)
-    for name, value in config.get("environment", {}).items():
+    check_folder(run_dir)
+    config = read_json(os.path.join(run_dir, CAPTURE_CONFIG), what="a capture configuration")
+    if not isinstance(config, dict) or not isinstance(config.get("families"), list):
+        raise MlacheckError(f"{os.path.join(run_dir, CAPTURE_CONFIG)}: not a capture configuration mlacheck wrote")
+    for name, value in allowed_environment(config).items():
         os.environ.setdefault(name, value)
+    watchers = config.get("watchers") or []
+    config["watchers"] = [watcher for watcher in watchers if _own_watcher(watcher)]
     agent = Agent(run_dir, config, found_by)
     agent.start()
+    for watcher in watchers:
+        if watcher not in config["watchers"]:
+            agent.sink.write(
+                {
+                    "type": "internal_error",
+                    "where": "agent",
+                    "message": f"capture.json names a watcher outside mlacheck ({str(watcher)[:200]}): not loaded",
+                }
+            )
     return agent
+
+
+def allowed_environment(config: dict) -> dict[str, str]:
+    """The variables of capture.json's "environment" a process may take: those the loaded rules read the target arch
+    or SM count from (arch_env, sm_count_env) and mlacheck's own, never one that changes what a process loads or
+    runs (LD_*, PYTHON*, PATH, BASH_ENV, ...)."""
+    read = set(config.get("arch_env") or [])
+    for data in config.get("families") or []:
+        family = data.get("family") if isinstance(data, dict) else None
+        read |= set(family.get("sm_count_env") or []) if isinstance(family, dict) else set()
+    given = config.get("environment")
+    return {
+        name: value
+        for name, value in (given.items() if isinstance(given, dict) else ())
+        if isinstance(name, str)
+        and isinstance(value, str)
+        and (name in read or name.startswith(ENV_PREFIX))
+        and name.isupper()
+        and name.replace("_", "").isalnum()
+        and not name.startswith(NEVER_PREFIXES)
+        and name not in NEVER_NAMES
+    }
+
+
+def _own_watcher(watcher: object) -> bool:
+    capture = watcher.get("capture") if isinstance(watcher, dict) else None
+    return isinstance(capture, str) and capture.partition(":")[0].startswith("mlacheck.")
 
 
 def start_from_environment() -> Agent | None:

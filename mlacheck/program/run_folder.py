@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import time
 from dataclasses import dataclass
@@ -15,10 +14,18 @@ from pathlib import Path
 from mlacheck.errors import MlacheckError
 from mlacheck.files import read_json, read_note, regular_files
 from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB
+from mlacheck.program.trust import check_folder, write_new
+from mlacheck_startup import refusal
+
+DEFAULT_PARENT = Path("mlacheck-runs")
 
 
 @dataclass(frozen=True)
 class RunFolder:
+    """A run folder. mlacheck makes each one itself (mode 0700, the folder created exclusively, or an empty one of
+    this user's that no one else can write), claims it by creating its rules/ exclusively (two runs never share a
+    folder), and writes each file in it whole, never through a link (trust.write_new)."""
+
     path: Path
 
     @property
@@ -31,27 +38,49 @@ class RunFolder:
 
     @classmethod
     def create(cls, path: Path | None) -> RunFolder:
-        """A new folder: the given one (must be empty or new), or mlacheck-runs/<UTC time>-<pid>."""
+        """A new folder: the given one (new, or empty), or mlacheck-runs/<UTC time>-<pid> (mlacheck-runs made private
+        where it is new, and refused where someone else could write it)."""
         if path is None:
-            path = Path("mlacheck-runs") / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-        if path.exists() and not path.is_dir():
+            _make(DEFAULT_PARENT, f"{DEFAULT_PARENT} (where run folders go)", "give --run-dir a folder")
+            path = DEFAULT_PARENT / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+        if path.is_file():
             raise MlacheckError(f"--run-dir {path}: is a file; give a new folder (it will hold a trace per process)")
-        if path.exists() and any(path.iterdir()):
+        made = _make(path, f"--run-dir {path}", "give a new folder, or an empty one")
+        if not made and any(os.scandir(path)):
             raise MlacheckError(f"--run-dir {path}: not empty; give a new folder so that runs do not mix")
         try:
-            (path / "rules").mkdir(parents=True, exist_ok=True)
+            os.mkdir(path / "rules", 0o700)
+        except FileExistsError:
+            raise MlacheckError(
+                f"--run-dir {path}: another run took it at the same time; give a new folder so that runs do not mix"
+            ) from None
         except OSError as exc:
             raise MlacheckError(f"--run-dir {path}: cannot create it: {exc}") from None
         return cls(path.resolve())
 
     def save(self, rule_sources: list[str], capture_config: dict) -> None:
         """Copy the rule files in (`mlacheck report` analyses with them later) and write what capture does."""
-        for source in rule_sources:
-            shutil.copy(source, self.rules_dir / Path(source).name)
-        (self.path / CAPTURE_CONFIG).write_text(json.dumps(capture_config, indent=1) + "\n", encoding="utf-8")
+        try:
+            for source in rule_sources:
+                write_new(self.rules_dir, Path(source).name, Path(source).read_bytes())
+            write_new(self.path, CAPTURE_CONFIG, (json.dumps(capture_config, indent=1) + "\n").encode())
+        except OSError as exc:
+            raise MlacheckError(f"{self.path}: cannot write the run folder: {exc.strerror or exc}") from None
 
     def write_meta(self, meta: dict) -> None:
-        self.meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        """meta.json; MlacheckError (one line) where the folder is gone, no longer this user's alone, or full."""
+        self._write("meta.json", json.dumps(meta, indent=2) + "\n")
+
+    def write_tree(self, tree: dict) -> None:
+        """processes.json; MlacheckError as for meta.json."""
+        self._write(PROCESS_TREE, json.dumps(tree, indent=1) + "\n")
+
+    def _write(self, name: str, text: str) -> None:
+        check_folder(self.path)
+        try:
+            write_new(self.path, name, text.encode())
+        except OSError as exc:
+            raise MlacheckError(f"{self.path / name}: cannot write it: {exc.strerror or exc}") from None
 
     def read_meta(self) -> dict | None:
         """meta.json, or None where the run never finished writing it (mlacheck itself was killed)."""
@@ -64,9 +93,6 @@ class RunFolder:
                 f"{self.meta_path}: not run metadata (not a JSON object); it is not a file mlacheck wrote"
             )
         return meta
-
-    def write_tree(self, tree: dict) -> None:
-        (self.path / PROCESS_TREE).write_text(json.dumps(tree, indent=1) + "\n", encoding="utf-8")
 
     def read_tree(self) -> dict | None:
         """The processes the supervisor saw (tree.py), or None where none were recorded (`pytest --mlacheck`, a run
@@ -99,6 +125,25 @@ class RunFolder:
             if text is not None:
                 notes[int(pid)] = " ".join(text.split())[:2000]
         return notes
+
+
+def _make(path: Path, what: str, advice: str) -> bool:
+    """Make folder `path` (mode 0700; missing parents as the umask says), or accept it where it is this user's and
+    no one else can write it; whether it was made now. MlacheckError (one line) otherwise."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(path, 0o700)
+        made = True
+    except FileExistsError:
+        made = False
+    except OSError as exc:
+        raise MlacheckError(f"{what}: cannot create it: {exc}") from None
+    if made:
+        os.chmod(path, 0o700)  # whatever the umask took away
+    why = refusal(path)
+    if why is not None:
+        raise MlacheckError(f"{what}: {why}; {advice} of this user's that no one else can write")
+    return made
 
 
 def checked_meta(meta: object, path: Path) -> dict:

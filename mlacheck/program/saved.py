@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -27,6 +28,9 @@ from mlacheck.report.model import Report, ReportPolicy, build_report, decide
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.trace import EVENT_LIMIT, read_trace
 
+if TYPE_CHECKING:
+    from mlacheck.program.supervisor import Supervised
+
 
 @dataclass
 class LoadedRuns:
@@ -35,34 +39,42 @@ class LoadedRuns:
     programs: list[dict] = field(default_factory=list)
     bad_lines: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # one line per trace that says it lost events
+    problems: list[str] = field(default_factory=list)  # what the run folder could not keep (it vanished, was full)
     unobserved: list[str] = field(default_factory=list)  # one line each: why the run cannot pass
     unobserved_processes: list[dict] = field(default_factory=list)  # pid, host, rank of each (the per-rank view)
     policy: dict = field(default_factory=dict)
 
 
-def load_runs(paths: list[Path]) -> LoadedRuns:
+def load_runs(paths: list[Path], supervised: Supervised | None = None) -> LoadedRuns:
     """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`: one per image of
-    a process, an exec starting a new one)."""
+    a process, an exec starting a new one). `supervised`: what the supervisor of the one run folder recorded, read
+    from memory (the folder may have vanished, or been too full to take it)."""
     resolved = [path.resolve() for path in paths]
     twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
     if twice is not None:
         raise MlacheckError(f"{twice}: given twice; pass each run folder once")
     loaded, budget = LoadedRuns(), EVENT_LIMIT
     for path in paths:
-        if not path.is_dir():
+        run = RunFolder(path)
+        if supervised is not None and not path.is_dir():
+            loaded.problems.append(
+                f"{path}: the run folder vanished while the program ran (deleted or moved away): the traces in it "
+                "are lost"
+            )
+        elif not path.is_dir():
             raise MlacheckError(
                 f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
             )
-        run = RunFolder(path)
-        if not run.is_run():
+        elif not run.is_run():
             raise MlacheckError(
                 f"{path}: not a run folder (no trace-*.jsonl, meta.json or rules/ in it); pass the --run-dir of an "
                 "mlacheck run (or one saved JSON report)"
             )
-        meta = run.read_meta()
+        meta = supervised.meta if supervised is not None else run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
+        loaded.problems += supervised.problems if supervised is not None else []
         first_process = len(loaded.processes)
-        for trace_file in run.traces():
+        for trace_file in run.traces() if path.is_dir() else []:
             trace = read_trace(trace_file, budget)
             budget -= len(trace.events)
             loaded.bad_lines += trace.bad_lines
@@ -74,7 +86,8 @@ def load_runs(paths: list[Path]) -> LoadedRuns:
                     event["proc"] = proc
                 loaded.events += image
                 loaded.lost += _unaccounted(trace_file, image)
-        _unobserved(run, str(path), loaded, loaded.processes[first_process:])
+        tree = supervised.tree if supervised is not None else run.read_tree()
+        _unobserved(run, str(path), loaded, loaded.processes[first_process:], tree)
     return loaded
 
 
@@ -151,14 +164,14 @@ def _lost(trace_file: Path, events: list[dict]) -> list[str]:
     return []
 
 
-def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict]) -> None:
+def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict], tree: dict | None) -> None:
     """The run's Python processes, and images of processes (an exec), that nothing of mlacheck observed: those whose
     agent could not start (their notes), an exec whose new image wrote no trace, and the Python images of the
     recorded process tree beyond those the process's trace holds."""
-    tree = run.read_tree() or {"host": None, "processes": []}
+    tree = tree or {"host": None, "processes": []}
     host = tree.get("host")
     seen = {record["pid"]: record for record in tree.get("processes", [])}
-    notes = run.unobserved()
+    notes = run.unobserved() if run.path.is_dir() else {}
     for pid, line in notes.items():
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
@@ -239,9 +252,11 @@ def program_report(
     rules: RuleSet | None = None,
     context: dict[str, str] | None = None,
     policy: ReportPolicy = ReportPolicy(),
+    supervised: Supervised | None = None,
 ) -> Report:
-    """Analyse saved runs with `rules`, else with the rule files saved in the run folders."""
-    loaded = load_runs(paths)
+    """Analyse saved runs with `rules`, else with the rule files saved in the run folders (`supervised`: what the
+    supervisor of the one run recorded, as load_runs takes it)."""
+    loaded = load_runs(paths, supervised)
     rules = rules if rules is not None else run_rules(paths)
     observed: dict[str, list] = {}
     for event in loaded.events:
@@ -276,7 +291,7 @@ def program_report(
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
         for name in recorded
     ]
-    analysis.incomplete[:0] = [
+    analysis.incomplete[:0] = loaded.problems + [
         f"{path}: the run never finished (no meta.json: mlacheck itself was stopped), so its process tree and the "
         "program's end were not recorded"
         for path, program in zip(paths, loaded.programs)

@@ -115,14 +115,17 @@ def observe_program(
         watch.phase(f"running {shlex.join(command)}")
         follower = TraceFollower(run.folder.path)
         on_tick = lambda: [watch.event(event) for event in follower.poll()]
-    meta = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
+    supervised = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
     if on_tick is not None:
         on_tick()
         watch.phase("analysing the run folder")
-    meta.update(compile_policy=options.compile, dry=options.dry)
-    run.folder.write_meta(meta)
+    supervised.meta.update(compile_policy=options.compile, dry=options.dry)
     try:
-        return program_report([run.folder.path], run.rules, options.context, policy)
+        run.folder.write_meta(supervised.meta)
+    except MlacheckError as exc:  # the folder vanished or is full: the report says so, from what is left
+        supervised.problems.append(str(exc))
+    try:
+        return program_report([run.folder.path], run.rules, options.context, policy, supervised)
     except MlacheckError as exc:  # e.g. a --context value the run's keys show to be of another kind
         raise MlacheckError(f"{exc}; the run is kept: mlacheck report {run.folder.path} reports it again") from None
 

@@ -118,3 +118,27 @@ def test_a_file_size_limit_loses_no_event_in_silence(tmp_path):
     assert_not_pass(result)
     lost = [reason for reason in result.report["incomplete"] if "were never written" in reason]
     assert lost and "EFBIG" in lost[0], result.report["incomplete"]
+
+
+def test_a_run_folder_deleted_while_the_program_runs_ends_in_a_report_that_says_so(tmp_path):
+    text = WARM + (
+        "import os, shutil\nfolder = os.environ['MLACHECK_RUN_DIR']\nos.chdir('/')\nshutil.rmtree(folder)\n"
+        "k.dispatch(1, 'bf16', True)\n"
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert_not_pass(result, "incomplete")
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "the run folder vanished while the program ran" in result.report["incomplete"][0]
+    assert "vanished" in result.stdout and result.code == 2
+
+
+def test_a_disk_still_full_at_the_end_ends_in_a_report_that_says_so(tmp_path):
+    fill = (
+        "import os\nwith open(os.path.join(os.environ['MLACHECK_DISK'], 'filler'), 'wb', buffering=0) as fill:\n"
+        "    try:\n        while fill.write(b'x' * 4096):\n            pass\n    except OSError:\n        pass\n"
+    )
+    result = observe_on_small_disk(tmp_path, WARM + fill)
+    assert_not_pass(result, "incomplete")
+    assert "internal error" not in result.stderr, result.stderr
+    full = [reason for reason in result.report["incomplete"] if "No space left on device" in reason]
+    assert full and ("processes.json" in full[0] or "meta.json" in full[0]), result.report["incomplete"]
