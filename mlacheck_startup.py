@@ -125,7 +125,11 @@ def start() -> None:
             run_dir, found_by = os.environ.get(ENV_RUN_DIR) or None, "environment"
     except Exception:  # noqa: BLE001 - a process of no run is left as it is
         return
-    if run_dir is not None:
+    if run_dir is None:
+        return
+    try:
         from mlacheck.program.autostart import join
-
-        join(run_dir, found_by)
+    except Exception as exc:  # noqa: BLE001 - a broken installation: the process runs on, and says so
+        os.write(2, f"mlacheck: capture is off in process pid {os.getpid()}: {type(exc).__name__}: {exc}\n".encode())
+        return
+    join(run_dir, found_by)

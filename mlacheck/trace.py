@@ -20,7 +20,8 @@ from mlacheck.files import MIB, open_regular
 
 READABLE_VERSIONS = (1, 2)
 LINE_LIMIT = 16 * MIB  # a counts event of 100 000 variants is about 2 MiB
-EVENT_LIMIT = 400_000  # events kept from the traces of one report (a variant costs one to five)
+EVENT_LIMIT = 100_000  # events kept from the traces of one report (a variant costs one to five)
+BYTES_LIMIT = 64 * MIB  # of their lines (an event costs a few times its line in memory)
 COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
 DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
 NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")
@@ -35,16 +36,17 @@ class Trace:
     truncated: bool = False
     bad_lines: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
+    size: int = 0  # bytes of the lines kept
 
 
-def read_trace(path: Path, limit: int = EVENT_LIMIT) -> Trace:
+def read_trace(path: Path, limit: int = EVENT_LIMIT, size_limit: int = BYTES_LIMIT) -> Trace:
     """Read a trace; a bad line loses that line only (named in `bad_lines`, with why where it is JSON), a cut-short
-    last line is `truncated`. More than `limit` events kept is refused in one line."""
+    last line is `truncated`. More than `limit` events kept, or `size_limit` bytes of them, is refused in one line."""
     try:
         file = open_regular(path)
     except FileNotFoundError:
         raise MlacheckError(f"{path}: cannot read the trace: it is gone") from None
-    trace, reader = Trace([]), _Reader(limit)
+    trace, reader = Trace([]), _Reader(limit, size_limit)
     with file:
         number = 0
         while line := file.readline(LINE_LIMIT + 1):
@@ -61,14 +63,14 @@ def read_trace(path: Path, limit: int = EVENT_LIMIT) -> Trace:
                 reader.start(path, event)
                 trace.format_version = reader.version
             if event is not None:
-                why = reader.take(event, trace.events)
+                why = reader.take(event, trace.events, len(line))
                 if why is None:
                     continue
             if why is None and not line.endswith(b"\n"):
                 trace.truncated = True  # the line a killed writer was writing
             else:
                 trace.bad_lines.append(f"{path}:{number}" + (f" ({why})" if why else ""))
-    trace.events = [event for event in trace.events if event is not None]
+    trace.events, trace.size = [event for event in trace.events if event is not None], reader.size
     if trace.format_version == 1:
         trace.events = upgrade_format_1(trace.events)
     return trace
@@ -92,12 +94,13 @@ def _parse(line: bytes) -> tuple[dict | None, str | None]:
 class _Reader:
     """The events kept from one trace: checked against their kind, repeats left out, at most `limit`."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    def __init__(self, limit: int, size_limit: int) -> None:
+        self.limit, self.size_limit = limit, size_limit
+        self.size = 0
         self.version: int | None = None
         self.image = 0  # a run event after the first starts a new image of the process (an exec)
         self.first_dispatches: set[tuple] = set()
-        self.last_counts: dict[tuple, int] = {}
+        self.last_counts: dict[tuple, tuple[int, int]] = {}  # (image, family) -> (index, size)
         self.kept = 0
 
     def start(self, path: Path, first: dict) -> None:
@@ -109,7 +112,7 @@ class _Reader:
             )
         self.version = version
 
-    def take(self, event: dict, events: list) -> str | None:
+    def take(self, event: dict, events: list, size: int) -> str | None:
         """Keep `event` (None), or why it is a bad line."""
         why = (_wrong_in_format_1 if self.version == 1 else _wrong)(event)
         if why is not None:
@@ -122,17 +125,17 @@ class _Reader:
             if first in self.first_dispatches:
                 return None
             self.first_dispatches.add(first)
-        elif kind == "counts":
+        elif kind == "counts":  # cumulative: the last says all
             earlier = self.last_counts.get((self.image, event["family"]))
             if earlier is not None:
-                events[earlier] = None
-                self.kept -= 1
-            self.last_counts[(self.image, event["family"])] = len(events)
-        self.kept += 1
-        if self.kept > self.limit:
+                events[earlier[0]] = None
+                self.kept, self.size = self.kept - 1, self.size - earlier[1]
+            self.last_counts[(self.image, event["family"])] = (len(events), size)
+        self.kept, self.size = self.kept + 1, self.size + size
+        if self.kept > self.limit or self.size > self.size_limit:
             raise MlacheckError(
-                f"more than {self.limit} events to read in the traces (at a {kind} event): not a run mlacheck "
-                "can report on whole; report its run folders one at a time"
+                f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
+                f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
         events.append(event)
         return None

@@ -60,6 +60,7 @@ class RunFolder:
 
     def save(self, rule_sources: list[str], capture_config: dict) -> None:
         """Copy the rule files in (`mlacheck report` analyses with them later) and write what capture does."""
+        check_folder(self.path)
         try:
             for source in rule_sources:
                 write_new(self.rules_dir, Path(source).name, Path(source).read_bytes())
@@ -88,11 +89,7 @@ class RunFolder:
             meta = read_json(self.meta_path, what="run metadata")
         except FileNotFoundError:
             return None
-        if not isinstance(meta, dict):
-            raise MlacheckError(
-                f"{self.meta_path}: not run metadata (not a JSON object); it is not a file mlacheck wrote"
-            )
-        return meta
+        return checked_meta(meta, self.meta_path)
 
     def read_tree(self) -> dict | None:
         """The processes the supervisor saw (tree.py), or None where none were recorded (`pytest --mlacheck`, a run
@@ -138,8 +135,15 @@ def _make(path: Path, what: str, advice: str) -> bool:
         made = False
     except OSError as exc:
         raise MlacheckError(f"{what}: cannot create it: {exc}") from None
-    if made:
-        os.chmod(path, 0o700)  # whatever the umask took away
+    if made:  # whatever the umask took away, on the folder made (never through a link put in its place)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, 0o700)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise MlacheckError(f"{what}: cannot create it: {exc}") from None
     why = refusal(path)
     if why is not None:
         raise MlacheckError(f"{what}: {why}; {advice} of this user's that no one else can write")

@@ -9,7 +9,6 @@ not checked, never dropped. Imports nothing of torch or of a kernel library.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,12 +20,13 @@ from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
 from mlacheck.errors import MlacheckError
 from mlacheck.events import lost_note_path
-from mlacheck.files import read_note
+from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report, decide
 from mlacheck.rulefiles import RuleSet, load_rules
-from mlacheck.trace import EVENT_LIMIT, read_trace
+from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, read_trace
+from mlacheck_startup import refusal
 
 if TYPE_CHECKING:
     from mlacheck.program.supervisor import Supervised
@@ -53,13 +53,18 @@ def load_runs(paths: list[Path], supervised: Supervised | None = None) -> Loaded
     twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
     if twice is not None:
         raise MlacheckError(f"{twice}: given twice; pass each run folder once")
-    loaded, budget = LoadedRuns(), EVENT_LIMIT
+    loaded, budget, size_budget = LoadedRuns(), EVENT_LIMIT, BYTES_LIMIT
     for path in paths:
         run = RunFolder(path)
+        replaced = refusal(path) if supervised is not None and path.is_dir() else None
         if supervised is not None and not path.is_dir():
             loaded.problems.append(
                 f"{path}: the run folder vanished while the program ran (deleted or moved away): the traces in it "
                 "are lost"
+            )
+        elif replaced is not None:
+            loaded.problems.append(
+                f"{path}: the run folder was replaced while the program ran ({replaced}): nothing in it is read"
             )
         elif not path.is_dir():
             raise MlacheckError(
@@ -74,9 +79,9 @@ def load_runs(paths: list[Path], supervised: Supervised | None = None) -> Loaded
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
         loaded.problems += supervised.problems if supervised is not None else []
         first_process = len(loaded.processes)
-        for trace_file in run.traces() if path.is_dir() else []:
-            trace = read_trace(trace_file, budget)
-            budget -= len(trace.events)
+        for trace_file in run.traces() if path.is_dir() and replaced is None else []:
+            trace = read_trace(trace_file, budget, size_budget)
+            budget, size_budget = budget - len(trace.events), size_budget - trace.size
             loaded.bad_lines += trace.bad_lines
             loaded.lost += _lost(trace_file, trace.events)
             for number, image in enumerate(_images(trace.events)):
@@ -87,7 +92,8 @@ def load_runs(paths: list[Path], supervised: Supervised | None = None) -> Loaded
                 loaded.events += image
                 loaded.lost += _unaccounted(trace_file, image)
         tree = supervised.tree if supervised is not None else run.read_tree()
-        _unobserved(run, str(path), loaded, loaded.processes[first_process:], tree)
+        readable = path.is_dir() and replaced is None
+        _unobserved(run, str(path), loaded, loaded.processes[first_process:], tree, readable)
     return loaded
 
 
@@ -164,14 +170,16 @@ def _lost(trace_file: Path, events: list[dict]) -> list[str]:
     return []
 
 
-def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict], tree: dict | None) -> None:
+def _unobserved(
+    run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict], tree: dict | None, readable: bool
+) -> None:
     """The run's Python processes, and images of processes (an exec), that nothing of mlacheck observed: those whose
     agent could not start (their notes), an exec whose new image wrote no trace, and the Python images of the
     recorded process tree beyond those the process's trace holds."""
     tree = tree or {"host": None, "processes": []}
     host = tree.get("host")
     seen = {record["pid"]: record for record in tree.get("processes", [])}
-    notes = run.unobserved() if run.path.is_dir() else {}
+    notes = run.unobserved() if readable else {}
     for pid, line in notes.items():
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
@@ -224,8 +232,8 @@ def run_rules(paths: list[Path]) -> RuleSet:
     """The union of the rule files saved in the run folders; a family declared differently by two runs is refused."""
     files: dict[str, tuple[str, Path]] = {}
     for path in paths:
-        for rule_file in sorted(RunFolder(path).rules_dir.glob("*.toml")):
-            digest = hashlib.sha256(rule_file.read_bytes()).hexdigest()
+        for rule_file in regular_files(RunFolder(path).rules_dir, "*.toml"):
+            digest = hashlib.sha256(read_bytes(rule_file, RULES_LIMIT)).hexdigest()
             earlier = files.setdefault(rule_file.name, (digest, path))
             if earlier[0] != digest:
                 raise MlacheckError(
@@ -235,11 +243,22 @@ def run_rules(paths: list[Path]) -> RuleSet:
     if not files:
         raise MlacheckError(f"{paths[0]}: no saved rule files in its rules/ folder; pass --rules")
     folder = next(path for path in paths if any(RunFolder(path).rules_dir.glob("*.toml")))
-    rules = load_rules(RunFolder(folder).rules_dir)
+    rules = _saved_rules(folder)
     for path in paths:
         if path != folder:
-            rules = _union(rules, load_rules(RunFolder(path).rules_dir))
+            rules = _union(rules, _saved_rules(path))
     return rules
+
+
+def _saved_rules(path: Path) -> RuleSet:
+    """The rule files saved in a run folder (checked to be small regular files above); one nested too deeply for
+    the TOML reader is refused in one line, as every other malformed rule file is."""
+    try:
+        return load_rules(RunFolder(path).rules_dir)
+    except RecursionError:
+        raise MlacheckError(
+            f"{RunFolder(path).rules_dir}: a saved rule file is nested too deeply; pass --rules"
+        ) from None
 
 
 def _union(first: RuleSet, second: RuleSet) -> RuleSet:
@@ -286,7 +305,9 @@ def program_report(
     )
     ranks = rank_summaries(loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups)
     analysed = {family.name for family in analysis.families}
-    recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - analysed)
+    recorded = sorted(
+        {e["family"] for e in loaded.events if "family" in e and e["type"] != "internal_error"} - analysed
+    )
     analysis.incomplete += [
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
         for name in recorded
@@ -329,14 +350,13 @@ def program_report(
 
 def load_report(path: Path) -> Report:
     """A JSON report written by `--json` or `--output json:PATH`."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MlacheckError(f"{path}: not a readable JSON report: {exc}".replace("\n", " ")) from None
+    data = read_json(path, REPORT_LIMIT, "a readable JSON report", follow=True)
     if not isinstance(data, dict) or "families" not in data or "verdict" not in data:
         raise MlacheckError(f"{path}: not an mlacheck JSON report (no 'families' or 'verdict'); write one with --json")
     try:
         return Report.model_validate(data)
+    except RecursionError:
+        raise MlacheckError(f"{path}: not an mlacheck JSON report: nested too deeply") from None
     except ValidationError as exc:
         error = exc.errors()[0]
         raise MlacheckError(

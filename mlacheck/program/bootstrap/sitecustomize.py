@@ -52,6 +52,6 @@ def _run_shadowed_sitecustomize():
             return
 
 
-if os.environ.get("MLACHECK_RUN_DIR"):
-    _start_agent()
+if os.environ.get("MLACHECK_RUN_DIR") and not getattr(sys.modules.get("mlacheck_startup"), "_tried", False):
+    _start_agent()  # mlacheck's .pth did not run in this interpreter (it would have started it, or said why not)
 _run_shadowed_sitecustomize()
