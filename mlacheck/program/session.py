@@ -19,6 +19,7 @@ from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import program_report
 from mlacheck.program.supervisor import run_program
+from mlacheck.program.trust import check_folder
 from mlacheck.report.model import Report, ReportPolicy
 from mlacheck.rulefiles import RuleSet, load_rules
 
@@ -140,6 +141,10 @@ def worker_environment(run_dir: Path | None) -> tuple[dict[str, str], str | None
         )
     path = Path(given).resolve()
     note = None
-    if not (path / CAPTURE_CONFIG).is_file():
+    if path.exists() and not path.is_dir():
+        raise MlacheckError(f"--run-dir {path}: is a file; give the run folder of the `mlacheck run` the workers join")
+    if path.exists():
+        check_folder(path)  # the workers would refuse it: say so now
+    if not path.exists() or not (path / CAPTURE_CONFIG).is_file():
         note = f"{path} is not a run folder yet: `mlacheck run --run-dir {path} -- ...` makes it; start it before the workers"
     return {ENV_RUN_DIR: str(path)}, note
