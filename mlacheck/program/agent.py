@@ -153,7 +153,7 @@ class Agent:
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop(how=signal.Signals(signum).name)
         signal.signal(signum, signal.SIG_DFL)
-        signal.raise_signal(signum)
+        os.kill(os.getpid(), signum)  # to the process: a thread that has it unblocked ends it
 
     def _hook_exec(self) -> None:
         """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (counts, checks,

@@ -25,8 +25,8 @@ def main() -> None:
         tree.poll()
     done = sys.stdin.readline().strip() == "done"
     tree.poll()
-    if not done:
-        end({(seen.pid, seen.start) for seen in tree.live()})
+    if not done:  # every process recorded that is still the one recorded (orphans are no longer pytest's descendants)
+        end(set(tree.seen))
     RunFolder(run_dir).write_tree({"host": os.uname().nodename, "root": root, "processes": tree.records()})
 
 
