@@ -1,6 +1,7 @@
-"""The build's one addition to pyproject.toml: mlacheck-startup.pth, installed at the top of site-packages by
-`pip install .` and `pip install -e .` alike. Its line starts program mode's agent at interpreter start in a process
-that belongs to an mlacheck run (mlacheck/program/autostart.py), and does nothing in any other."""
+"""The build's additions to pyproject.toml: mlacheck-startup.pth, installed at the top of site-packages by
+`pip install .` and `pip install -e .` alike, and the module it calls, mlacheck_startup (a top-level module, so that
+a process of no run imports nothing of the mlacheck package). The line starts program mode's agent at interpreter
+start in a process that belongs to an mlacheck run, and does next to nothing in any other (docs/security.md)."""
 
 import os
 
@@ -42,4 +43,4 @@ class Build(build):
     sub_commands = [*build.sub_commands, ("build_pth", None)]
 
 
-setup(cmdclass={"build": Build, "build_pth": BuildPth})
+setup(cmdclass={"build": Build, "build_pth": BuildPth}, py_modules=["mlacheck_startup"])

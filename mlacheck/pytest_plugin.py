@@ -249,7 +249,11 @@ class MlacheckSession:
         if self._watcher is not None:  # it writes the process tree when its input closes
             import subprocess
 
-            self._watcher.stdin.close()
+            try:  # "done": else the watcher takes the session for killed, and ends what is left of it
+                self._watcher.stdin.write("done\n")
+                self._watcher.stdin.close()
+            except OSError:
+                pass
             try:
                 self._watcher.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -1,5 +1,12 @@
 """Reading traces back: format 2, and format 1 upgraded; a garbage line is lost alone, a cut-short last line is
-truncated, not an error. (`mlacheck.events` documents the event types.)"""
+truncated, not an error. (`mlacheck.events` documents the event types.)
+
+A trace may be hostile (a run folder someone else wrote into) or damaged: it is read as a stream with a limit per
+line and on the events kept, only from a regular file, never through a link (mlacheck.files). An event that does not
+fit its kind (a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled
+format 1) is a bad line, named, never dropped in silence: the run then cannot pass. A dispatch event that repeats the
+first of its variant and phase, and all but the last `counts` of a family, say nothing new and are not kept.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,16 @@ from pathlib import Path
 
 from mlacheck.errors import MlacheckError
 from mlacheck.events import EVENT_TYPES, FORMAT_VERSION
+from mlacheck.files import MIB, open_regular
 
 READABLE_VERSIONS = (1, 2)
+LINE_LIMIT = 16 * MIB  # a counts event of 100 000 variants is about 2 MiB
+EVENT_LIMIT = 100_000  # events kept from the traces of one report (a variant costs one to five)
+BYTES_LIMIT = 64 * MIB  # of their lines (an event costs a few times its line in memory)
+COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
+DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
+NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")
+FORMAT_1_TYPES = ("run", "family", "compile", "dispatch", "numerics", "internal_error", "exit")
 
 
 @dataclass
@@ -21,46 +36,198 @@ class Trace:
     truncated: bool = False
     bad_lines: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
+    size: int = 0  # bytes of the lines kept
 
 
-def read_trace(path: Path) -> Trace:
-    """Read a trace; a garbage line loses that line only (named in `bad_lines`), a cut-short last line is `truncated`."""
+def read_trace(path: Path, limit: int = EVENT_LIMIT, size_limit: int = BYTES_LIMIT) -> Trace:
+    """Read a trace; a bad line loses that line only (named in `bad_lines`, with why where it is JSON), a cut-short
+    last line is `truncated`. More than `limit` events kept, or `size_limit` bytes of them, is refused in one line."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise MlacheckError(f"{path}: cannot read the trace: {exc}") from None
-    lines = text.split("\n")
-    trace = Trace([])
-    for number, line in enumerate(lines, start=1):
-        if not line:
-            continue
-        event = _parse(line)
-        if event is not None:
-            trace.events.append(event)
-        elif number == len(lines):
-            trace.truncated = True  # the line a killed writer was writing
-        else:
-            trace.bad_lines.append(f"{path}:{number}")
-    if trace.events:
-        first = trace.events[0]
+        file = open_regular(path)
+    except FileNotFoundError:
+        raise MlacheckError(f"{path}: cannot read the trace: it is gone") from None
+    trace, reader = Trace([]), _Reader(limit, size_limit)
+    with file:
+        number = 0
+        while line := file.readline(LINE_LIMIT + 1):
+            number += 1
+            if len(line) > LINE_LIMIT and not line.endswith(b"\n"):
+                while (rest := file.readline(LINE_LIMIT)) and not rest.endswith(b"\n"):
+                    pass
+                trace.bad_lines.append(f"{path}:{number} (longer than {LINE_LIMIT // MIB} MiB)")
+                continue
+            if not line.strip():
+                continue
+            event, why = _parse(line)
+            if event is not None and reader.version is None:
+                reader.start(path, event)
+                trace.format_version = reader.version
+            if event is not None:
+                why = reader.take(event, trace.events, len(line))
+                if why is None:
+                    continue
+            if why is None and not line.endswith(b"\n"):
+                trace.truncated = True  # the line a killed writer was writing
+            else:
+                trace.bad_lines.append(f"{path}:{number}" + (f" ({why})" if why else ""))
+    trace.events, trace.size = [event for event in trace.events if event is not None], reader.size
+    if trace.format_version == 1:
+        trace.events = upgrade_format_1(trace.events)
+    return trace
+
+
+def _parse(line: bytes) -> tuple[dict | None, str | None]:
+    """The event of a line, else (None, why) where it is JSON of the wrong shape (None where it is not JSON)."""
+    try:
+        event = json.loads(line)
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError:
+        return None, None
+    if not isinstance(event, dict):
+        return None, "not a JSON object"
+    if event.get("type") not in EVENT_TYPES:
+        return None, f"an unknown event type {str(event.get('type'))[:40]!r}"
+    return event, None
+
+
+class _Reader:
+    """The events kept from one trace: checked against their kind, repeats left out, at most `limit`."""
+
+    def __init__(self, limit: int, size_limit: int) -> None:
+        self.limit, self.size_limit = limit, size_limit
+        self.size = 0
+        self.version: int | None = None
+        self.image = 0  # a run event after the first starts a new image of the process (an exec)
+        self.first_dispatches: set[tuple] = set()
+        self.last_counts: dict[tuple, tuple[int, int]] = {}  # (image, family) -> (index, size)
+        self.kept = 0
+
+    def start(self, path: Path, first: dict) -> None:
         version = first.get("format_version") if first.get("type") == "run" else None
-        if version not in READABLE_VERSIONS:
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise MlacheckError(
                 f"{path}: not an mlacheck trace of format {' or '.join(map(str, READABLE_VERSIONS))}; "
                 "re-record it with this mlacheck version"
             )
-        trace.format_version = version
-        if version == 1:
-            trace.events = upgrade_format_1(trace.events)
-    return trace
+        self.version = version
 
-
-def _parse(line: str) -> dict | None:
-    try:
-        event = json.loads(line)
-    except json.JSONDecodeError:
+    def take(self, event: dict, events: list, size: int) -> str | None:
+        """Keep `event` (None), or why it is a bad line."""
+        why = (_wrong_in_format_1 if self.version == 1 else _wrong)(event)
+        if why is not None:
+            return why
+        kind = event["type"]
+        if kind == "run" and events:
+            self.image += 1
+        elif kind == "dispatch" and self.version == 2:
+            first = (self.image, event["family"], event["vid"], event["phase"])
+            if first in self.first_dispatches:
+                return None
+            self.first_dispatches.add(first)
+        elif kind == "counts":  # cumulative: the last says all
+            earlier = self.last_counts.get((self.image, event["family"]))
+            if earlier is not None:
+                events[earlier[0]] = None
+                self.kept, self.size = self.kept - 1, self.size - earlier[1]
+            self.last_counts[(self.image, event["family"])] = (len(events), size)
+        self.kept, self.size = self.kept + 1, self.size + size
+        if self.kept > self.limit or self.size > self.size_limit:
+            raise MlacheckError(
+                f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
+                f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
+            )
+        events.append(event)
         return None
-    return event if isinstance(event, dict) and event.get("type") in EVENT_TYPES else None
+
+
+def _wrong(event: dict) -> str | None:
+    """Why a format-2 event does not fit its kind, else None."""
+    kind = event["type"]
+    for name, expected in REQUIRED.get(kind, {}).items():
+        if name not in event:
+            return f"a {kind} event without {name!r}"
+        why = _mistyped(kind, name, event[name], expected)
+        if why:
+            return why
+    for name, expected in OPTIONAL.get(kind, {}).items():
+        if event.get(name) is not None:
+            why = _mistyped(kind, name, event[name], expected)
+            if why:
+                return why
+    if kind == "counts":
+        for label, count in (event.get("dispatches") or {}).items():
+            vid, _, phase = label.partition(":")
+            if not vid.isdigit() or phase not in DISPATCH_PHASES or not _is(count, int):
+                return f"a counts event with a dispatch count {label[:40]!r}: {str(count)[:20]}"
+        if any(not _is(count, int) for count in (event.get("calls") or {}).values()):
+            return "a counts event with a call count that is not a number"
+    return None
+
+
+def _wrong_in_format_1(event: dict) -> str | None:
+    """Why an event does not fit format 1 (keys as lists of strings, phases precompile or dispatch), else None."""
+    kind = event["type"]
+    if kind not in FORMAT_1_TYPES:
+        return f"a {kind} event in a format-1 trace"
+    if kind in ("family", "compile", "dispatch", "numerics") and not isinstance(event.get("family"), str):
+        return f"a {kind} event without a family name"
+    if kind in ("compile", "dispatch", "numerics"):
+        if "vid" in event or not isinstance(event.get("key"), list):
+            return f"a {kind} event that is not of format 1 (its key is not a list)"
+    if kind == "compile" and event.get("phase") not in ("precompile", "dispatch"):
+        return f"a compile event whose phase {str(event.get('phase'))[:40]!r} is not of format 1"
+    return None
+
+
+def _mistyped(kind: str, name: str, value: object, expected: object) -> str | None:
+    if isinstance(expected, tuple) and all(isinstance(choice, str) for choice in expected):
+        if value not in expected:
+            return f"a {kind} event whose {name} {str(value)[:40]!r} is not one of {', '.join(expected)}"
+        return None
+    if not _is(value, expected):
+        return f"a {kind} event whose {name} is not {_NAMES.get(expected, 'of the right type')}"
+    return None
+
+
+def _is(value: object, expected: object) -> bool:
+    """isinstance, where a bool is not a number."""
+    return isinstance(value, expected) and not (isinstance(value, bool) and expected in (int, float, (int, float)))
+
+
+_NAMES = {int: "a whole number", str: "text", dict: "an object", list: "a list", bool: "true or false"}
+_NAMES[(int, float)] = "a number"
+REQUIRED = {
+    "run": {"format_version": int},
+    "family": {"family": str},
+    "compile": {"family": str, "vid": int, "key": dict, "phase": COMPILE_PHASES},
+    "dispatch": {"family": str, "vid": int, "key": dict, "phase": DISPATCH_PHASES},
+    "counts": {"family": str},
+    "dispatch_error": {"family": str, "function": str},
+    "no_lookup": {"family": str, "function": str},
+    "context": {"values": dict},
+    "numerics": {"family": str},
+    "unwatched": {"module": str, "cache": str, "provider": (str, type(None))},
+    "unwatched_dispatch": {"module": str, "function": str},
+    "unwatched_compile": {"net": str, "phase": NET_PHASES},
+    "lost": {"events": int},
+}
+OPTIONAL = {
+    "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
+    "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
+    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str},
+    "dispatch": {"site": str, "stack": list, "call": dict},
+    "counts": {"dispatches": dict, "calls": dict, "final": bool},
+    "dispatch_error": {"reached_lookup": bool, "error": str, "message": str, "site": str},
+    "no_lookup": {"site": str},
+    "serving_start": {"how": str, "site": str},
+    "numerics": {"key": dict},
+    "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list},
+    "internal_error": {"where": str, "message": str},
+    "exit": {"rank": int, "how": str},
+    "lost": {"errors": dict},
+    "exec": {"path": str, "argv": list, "python": bool, "failed": str},
+}
 
 
 def upgrade_format_1(events: list[dict]) -> list[dict]:
@@ -130,7 +297,7 @@ def upgrade_format_1(events: list[dict]) -> list[dict]:
     return upgraded
 
 
-def _guess(text: str) -> object:
+def _guess(text: object) -> object:
     """A format-1 key string back as a typed value (only format 1 needs this)."""
     if text in ("True", "False"):
         return text == "True"

@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
 import os
+import signal
 import sys
 
 from mlacheck import __version__, arch, qualnames
+from mlacheck.errors import MlacheckError
 from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_clock
-from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
+from mlacheck.files import read_json
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, trace_path
+from mlacheck.program.trust import check_folder
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
+NEVER_PREFIXES = ("LD_", "DYLD_", "PYTHON")  # what the dynamic loader and the interpreter load and run
+NEVER_NAMES = frozenset({"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "PERL5LIB", "PERL5OPT", "NODE_OPTIONS"})
+EXEC_FUNCTIONS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
+CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
 _current: Agent | None = None
 
@@ -96,17 +103,24 @@ class Agent:
         self._pid = os.getpid()
         self._serving = False
         self._forked_from: int | None = None
+        self._execing = False
 
     def start(self) -> None:
         global _current
         _current = self
+        self._begin()
+        os.register_at_fork(after_in_child=self._after_fork)
+        atexit.register(self.stop)
+        self._chain_signals()
+        self._hook_exec()
+
+    def _begin(self) -> None:
+        """Start this image's trace with its run event, and install what the modules already imported need."""
         self._write_run_event()
         sys.meta_path.insert(0, self._finder)
         for name in list(self._finder.modules):
             if name in sys.modules:
                 self._imported(sys.modules[name])
-        os.register_at_fork(after_in_child=self._after_fork)
-        atexit.register(self.stop)
 
     def stop(self, how: str = "exit") -> None:
         """Remove the hooks and close the trace with the final counts and an `exit` event."""
@@ -121,6 +135,80 @@ class Agent:
             self._patches.undo(lambda where, action: self._safely(action))
         self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how, "t": run_clock()}))
         self.sink.close()
+        self._patches = None
+
+    def _chain_signals(self) -> None:
+        """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
+        atexit), first stop capture here (counts, the capture's exit checks, the exit event), then end the process
+        by the same signal with the default action: it dies as it would have, with the same status. A signal the
+        program handles (Python's own KeyboardInterrupt for SIGINT included) or ignores is left to it, and a handler
+        the program installs later replaces this one."""
+        for signum in CHAINED_SIGNALS:
+            try:
+                if signal.getsignal(signum) == signal.SIG_DFL:
+                    signal.signal(signum, self._on_signal)
+            except (ValueError, OSError):  # not the main thread, or a signal this platform lacks
+                pass
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop(how=signal.Signals(signum).name)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # to the process: a thread that has it unblocked ends it
+
+    def _hook_exec(self) -> None:
+        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (counts, checks,
+        the exit event): the new image is a new process to observe, whose agent starts a new image in the same
+        trace; one that nothing of mlacheck starts in is named by the report. An exec that fails starts capture
+        again. Only the outermost call writes (os.execvp tries os.execv along PATH)."""
+        for name in EXEC_FUNCTIONS:
+            real = getattr(os, name, None)
+            if real is not None and not getattr(real, "_mlacheck_exec", False):
+                setattr(os, name, self._exec_hook(name, real))
+
+    def _exec_hook(self, name: str, real):
+        agent = self
+
+        @functools.wraps(real)
+        def exec_hooked(*args, **kwargs):
+            if agent._execing or agent._finder not in sys.meta_path or os.getpid() != agent._pid:
+                return real(*args, **kwargs)
+            agent._execing = True
+            try:
+                agent._safely(lambda: agent._before_exec(name, args))
+                return real(*args, **kwargs)
+            except BaseException as exc:
+                agent._safely(functools.partial(agent._exec_failed, exc))
+                raise
+            finally:
+                agent._execing = False
+
+        exec_hooked._mlacheck_exec = True
+        return exec_hooked
+
+    def _before_exec(self, name: str, args: tuple) -> None:
+        from mlacheck.program.tree import PYTHON_NAME
+
+        path = os.fsdecode(args[0])
+        argv = (
+            args[1] if name in ("execv", "execve", "execvp", "execvpe") else args[1 : -1 if name[-1] == "e" else None]
+        )
+        real = os.path.realpath(path) == os.path.realpath(sys.executable)
+        python = real or bool(PYTHON_NAME.match(os.path.basename(path)))
+        argv = [os.fsdecode(part) if isinstance(part, (str, bytes)) else str(part) for part in list(argv)[:256]]
+        self.sink.write({"type": "exec", "path": path, "argv": argv, "python": python, "t": run_clock()})
+        self.stop(how="exec")
+
+    def _exec_failed(self, error: BaseException) -> None:
+        """The exec did not happen: say so, and observe this image again (a new image in the trace)."""
+        if self._finder in sys.meta_path:
+            return
+        self.sink.reopen(trace_path(self.run_dir, self._pid, self._host))
+        self.sink.write({"type": "exec", "failed": f"{type(error).__name__}: {error}", "t": run_clock()})
+        self.captures = {}
+        self._begin()
+        if self._serving:
+            for capture in self._all_captures():
+                self._safely(capture.serving_started)
 
     def serving_started(self, how: str) -> None:
         """Serving starts now in this process (the first mark counts; later ones are ignored)."""
@@ -257,22 +345,21 @@ class Agent:
         self._safely(child)
 
     def _write_run_event(self) -> None:
-        self.sink.write(
-            {
-                "type": "run",
-                "format_version": FORMAT_VERSION,
-                "pid": os.getpid(),
-                "ppid": os.getppid(),
-                "host": os.uname().nodename,
-                "mlacheck_version": __version__,
-                "started": start_run_clock(),
-                "argv": list(sys.argv),
-                "rank": _environment_rank(),
-                "target_arch": self._target_arch(),
-                "forked_from": self._forked_from,
-                "found_by": self.found_by,
-            }
-        )
+        self.sink.header = event = {
+            "type": "run",
+            "format_version": FORMAT_VERSION,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "host": os.uname().nodename,
+            "mlacheck_version": __version__,
+            "started": start_run_clock(),
+            "argv": list(sys.argv),
+            "rank": _environment_rank(),
+            "target_arch": self._target_arch(),
+            "forked_from": self._forked_from,
+            "found_by": self.found_by,
+        }
+        self.sink.write(event)
 
     def _write_context(self) -> None:
         engine = next((name for name, module in self.engines if module in sys.modules), None)
@@ -342,17 +429,59 @@ def _rank() -> int | None:
 def start_agent(run_dir: str, found_by: str) -> Agent:
     """Start this process's agent for the run in `run_dir` (once: a second start path finds it started).
 
-    The run's environment (what --dry sets for the program) fills what this process's own environment lacks: a
-    process found through the registry may have been started with a cleared one."""
+    The folder must be this user's alone (trust.UntrustedFolder, before anything in it is read). Of what capture.json
+    says, the run's environment (what --dry sets for the program) fills only what this process's own environment
+    lacks, and only variables the rules read the target from or mlacheck's own (a process found through the registry
+    may have been started with a cleared one); watchers come from mlacheck's own modules only."""
     if _current is not None:
         return _current
-    with open(os.path.join(run_dir, CAPTURE_CONFIG), encoding="utf-8") as file:
-        config = json.load(file)
-    for name, value in config.get("environment", {}).items():
+    check_folder(run_dir)
+    config = read_json(os.path.join(run_dir, CAPTURE_CONFIG), what="a capture configuration")
+    if not isinstance(config, dict) or not isinstance(config.get("families"), list):
+        raise MlacheckError(f"{os.path.join(run_dir, CAPTURE_CONFIG)}: not a capture configuration mlacheck wrote")
+    for name, value in allowed_environment(config).items():
         os.environ.setdefault(name, value)
+    watchers = config.get("watchers") or []
+    config["watchers"] = [watcher for watcher in watchers if _own_watcher(watcher)]
     agent = Agent(run_dir, config, found_by)
     agent.start()
+    for watcher in watchers:
+        if watcher not in config["watchers"]:
+            agent.sink.write(
+                {
+                    "type": "internal_error",
+                    "where": "agent",
+                    "message": f"capture.json names a watcher outside mlacheck ({str(watcher)[:200]}): not loaded",
+                }
+            )
     return agent
+
+
+def allowed_environment(config: dict) -> dict[str, str]:
+    """The variables of capture.json's "environment" a process may take: those the loaded rules read the target arch
+    or SM count from (arch_env, sm_count_env) and mlacheck's own, never one that changes what a process loads or
+    runs (LD_*, PYTHON*, PATH, BASH_ENV, ...)."""
+    read = set(config.get("arch_env") or [])
+    for data in config.get("families") or []:
+        family = data.get("family") if isinstance(data, dict) else None
+        read |= set(family.get("sm_count_env") or []) if isinstance(family, dict) else set()
+    given = config.get("environment")
+    return {
+        name: value
+        for name, value in (given.items() if isinstance(given, dict) else ())
+        if isinstance(name, str)
+        and isinstance(value, str)
+        and (name in read or name.startswith(ENV_PREFIX))
+        and name.isupper()
+        and name.replace("_", "").isalnum()
+        and not name.startswith(NEVER_PREFIXES)
+        and name not in NEVER_NAMES
+    }
+
+
+def _own_watcher(watcher: object) -> bool:
+    capture = watcher.get("capture") if isinstance(watcher, dict) else None
+    return isinstance(capture, str) and capture.partition(":")[0].startswith("mlacheck.")
 
 
 def start_from_environment() -> Agent | None:

@@ -1,7 +1,8 @@
 """Following a run folder's traces while the program runs: the events each process wrote since the last look.
 
-Reads whole lines only (a line still being written waits for the next look); a line that is not JSON is left to
-the report, which names it. Each event gets the pid of the trace it came from.
+Reads whole lines only (a line still being written waits for the next look), from regular files only, a bounded
+chunk at a time; a line that is not JSON is left to the report, which names it. Each event gets the pid of the trace
+it came from.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlacheck.errors import MlacheckError
+from mlacheck.files import MIB, open_regular
 from mlacheck.program.layout import TRACE_GLOB
+
+CHUNK = 4 * MIB  # read at one look per trace, at most
 
 
 class TraceFollower:
@@ -24,10 +29,10 @@ class TraceFollower:
         for path in sorted(self.folder.glob(TRACE_GLOB)):
             offset = self._offsets.get(path, 0)
             try:
-                with path.open("rb") as file:
+                with open_regular(path) as file:
                     file.seek(offset)
-                    data = file.read()
-            except OSError:
+                    data = file.read(CHUNK)
+            except (OSError, MlacheckError):  # gone, or not a regular file: the report names it
                 continue
             end = data.rfind(b"\n") + 1
             self._offsets[path] = offset + end

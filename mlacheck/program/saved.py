@@ -9,9 +9,9 @@ not checked, never dropped. Imports nothing of torch or of a kernel library.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -19,11 +19,17 @@ from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
 from mlacheck.errors import MlacheckError
+from mlacheck.events import lost_note_path
+from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report, decide
 from mlacheck.rulefiles import RuleSet, load_rules
-from mlacheck.trace import read_trace
+from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, read_trace
+from mlacheck_startup import refusal
+
+if TYPE_CHECKING:
+    from mlacheck.program.supervisor import Supervised
 
 
 @dataclass
@@ -32,95 +38,202 @@ class LoadedRuns:
     processes: list[dict] = field(default_factory=list)
     programs: list[dict] = field(default_factory=list)
     bad_lines: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # one line per trace that says it lost events
+    problems: list[str] = field(default_factory=list)  # what the run folder could not keep (it vanished, was full)
     unobserved: list[str] = field(default_factory=list)  # one line each: why the run cannot pass
     unobserved_processes: list[dict] = field(default_factory=list)  # pid, host, rank of each (the per-rank view)
     policy: dict = field(default_factory=dict)
 
 
-def load_runs(paths: list[Path]) -> LoadedRuns:
-    """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`)."""
+def load_runs(paths: list[Path], supervised: Supervised | None = None) -> LoadedRuns:
+    """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`: one per image of
+    a process, an exec starting a new one). `supervised`: what the supervisor of the one run folder recorded, read
+    from memory (the folder may have vanished, or been too full to take it)."""
     resolved = [path.resolve() for path in paths]
     twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
     if twice is not None:
         raise MlacheckError(f"{twice}: given twice; pass each run folder once")
-    loaded = LoadedRuns()
+    loaded, budget, size_budget = LoadedRuns(), EVENT_LIMIT, BYTES_LIMIT
     for path in paths:
-        if not path.is_dir():
+        run = RunFolder(path)
+        replaced = refusal(path) if supervised is not None and path.is_dir() else None
+        if supervised is not None and not path.is_dir():
+            loaded.problems.append(
+                f"{path}: the run folder vanished while the program ran (deleted or moved away): the traces in it "
+                "are lost"
+            )
+        elif replaced is not None:
+            loaded.problems.append(
+                f"{path}: the run folder was replaced while the program ran ({replaced}): nothing in it is read"
+            )
+        elif not path.is_dir():
             raise MlacheckError(
                 f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
             )
-        run = RunFolder(path)
-        if not run.is_run():
+        elif not run.is_run():
             raise MlacheckError(
                 f"{path}: not a run folder (no trace-*.jsonl, meta.json or rules/ in it); pass the --run-dir of an "
                 "mlacheck run (or one saved JSON report)"
             )
-        meta = run.read_meta()
+        meta = supervised.meta if supervised is not None else run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
+        loaded.problems += supervised.problems if supervised is not None else []
         first_process = len(loaded.processes)
-        for trace_file in run.traces():
-            trace = read_trace(trace_file)
+        for trace_file in run.traces() if path.is_dir() and replaced is None else []:
+            trace = read_trace(trace_file, budget, size_budget)
+            budget, size_budget = budget - len(trace.events), size_budget - trace.size
             loaded.bad_lines += trace.bad_lines
-            if not trace.events:
-                continue
-            first = trace.events[0]
-            exit_event = next((e for e in trace.events if e["type"] == "exit"), None)
-            proc = len(loaded.processes)
-            loaded.processes.append(
-                {
-                    "pid": first.get("pid"),
-                    "host": first.get("host"),
-                    "rank": exit_event.get("rank")
-                    if exit_event and exit_event.get("rank") is not None
-                    else first.get("rank"),
-                    "argv": first.get("argv"),
-                    "trace": str(trace_file),
-                    "truncated": trace.truncated,
-                    "exited": exit_event is not None,
-                    "forked_from": first.get("forked_from"),
-                    "events": len(trace.events),
-                    "format_version": trace.format_version,
-                    "run": str(path),
-                }
-            )
-            for event in trace.events:
-                event["proc"] = proc
-            loaded.events += trace.events
-        _unobserved(run, str(path), loaded, loaded.processes[first_process:])
+            loaded.lost += _lost(trace_file, trace.events)
+            for number, image in enumerate(_images(trace.events)):
+                proc = len(loaded.processes)
+                loaded.processes.append(_process(image, number, trace_file, trace, path))
+                for event in image:
+                    event["proc"] = proc
+                loaded.events += image
+                loaded.lost += _unaccounted(trace_file, image)
+        tree = supervised.tree if supervised is not None else run.read_tree()
+        readable = path.is_dir() and replaced is None
+        _unobserved(run, str(path), loaded, loaded.processes[first_process:], tree, readable)
     return loaded
 
 
-def _unobserved(run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict]) -> None:
-    """The run's Python processes that nothing of mlacheck observed: those whose agent could not start (their notes),
-    and those of the recorded process tree that wrote neither a trace nor a note."""
-    tree = run.read_tree() or {"host": None, "processes": []}
+def _images(events: list[dict]) -> list[list[dict]]:
+    """A trace's events per image of its process: a run event after the first starts the image the process exec'd."""
+    images: list[list[dict]] = []
+    for event in events:
+        if event["type"] == "run" or not images:
+            images.append([])
+        images[-1].append(event)
+    return images
+
+
+def _process(image: list[dict], number: int, trace_file: Path, trace, path: Path) -> dict:
+    first = image[0]
+    exit_event = next((e for e in image if e["type"] == "exit"), None)
+    execs = [e for e in image if e["type"] == "exec"]
+    return {
+        "pid": first.get("pid"),
+        "host": first.get("host"),
+        "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
+        "argv": first.get("argv"),
+        "trace": str(trace_file),
+        "truncated": trace.truncated,
+        "exited": exit_event is not None,
+        "forked_from": first.get("forked_from"),
+        "image": number,
+        "exec": execs[-1] if execs and not execs[-1].get("failed") else None,
+        "trace_replaced": bool(first.get("trace_replaced")),
+        "events": len(image),
+        "format_version": trace.format_version,
+        "run": str(path),
+    }
+
+
+def _unaccounted(trace_file: Path, image: list[dict]) -> list[str]:
+    """Variants that an image counted dispatches of but wrote no compile or dispatch event for (their events were
+    lost), and a trace made again after it was deleted (what it held is lost)."""
+    described = {(e["family"], e["vid"]) for e in image if e["type"] in ("compile", "dispatch")}
+    lines = []
+    if image[0].get("trace_replaced"):
+        lines.append(f"{trace_file}: deleted while pid {image[0].get('pid')} ran; what it held before is lost")
+    for event in image:
+        if event["type"] != "counts":
+            continue
+        vids = sorted({int(label.partition(":")[0]) for label in event.get("dispatches") or {}})
+        unseen = [vid for vid in vids if (event["family"], vid) not in described]
+        if unseen:
+            lines.append(
+                f"{trace_file}: {event['family']} dispatches of {len(unseen)} variant(s) counted (vid "
+                f"{', '.join(map(str, unseen[:5]))}{', ...' if len(unseen) > 5 else ''}) whose events are missing"
+            )
+    return lines
+
+
+def _lost(trace_file: Path, events: list[dict]) -> list[str]:
+    """What a trace says it could not hold: its `lost` events (cumulative within each image of the process) and the
+    note beside it (events.lost_note_path), which the process writes where the trace refuses even that."""
+    total, errors, image = 0, {}, 0
+    for event in events:
+        if event["type"] == "run":
+            total, image = total + image, 0
+        elif event["type"] == "lost":
+            image = max(image, event["events"])
+            errors = event["errors"]
+    total += image
+    note = read_note(Path(lost_note_path(trace_file)))
+    counted = int(note.split()[0]) if note and note.split()[0].isdigit() else 0
+    if counted > total:
+        return [f"{trace_file}: {note.strip()}: they were never written to it"]
+    if total:
+        said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])
+        return [f"{trace_file}: {total} event(s) were never written to it ({said})"]
+    return []
+
+
+def _unobserved(
+    run: RunFolder, name: str, loaded: LoadedRuns, observed: list[dict], tree: dict | None, readable: bool
+) -> None:
+    """The run's Python processes, and images of processes (an exec), that nothing of mlacheck observed: those whose
+    agent could not start (their notes), an exec whose new image wrote no trace, and the Python images of the
+    recorded process tree beyond those the process's trace holds."""
+    tree = tree or {"host": None, "processes": []}
     host = tree.get("host")
     seen = {record["pid"]: record for record in tree.get("processes", [])}
-    notes = run.unobserved()
+    notes = run.unobserved() if readable else {}
     for pid, line in notes.items():
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
             {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
-    traced = {process["pid"] for process in observed if process.get("host") in (host, None)}
-    for record in tree.get("processes", []):
-        if not record["python"] or record["forked"] or record["pid"] in traced or record["pid"] in notes:
-            continue
-        command = " ".join(record["argv"]) or record["exe"] or "?"
-        loaded.unobserved.append(
-            f"pid {record['pid']} ({command[:200]}), seen running by mlacheck on {host}, wrote no trace: nothing "
-            "of mlacheck started in it (an interpreter without mlacheck installed, started without the run's "
-            "PYTHONPATH, or with -S)"
+    traced: dict[object, list[dict]] = {}
+    for process in observed:
+        if process.get("host") in (host, None):
+            traced.setdefault(process["pid"], []).append(process)
+
+    def unobserved(pid: int, line: str) -> None:
+        loaded.unobserved.append(line)
+        loaded.unobserved_processes.append(
+            {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
-        loaded.unobserved_processes.append({"pid": record["pid"], "host": host, "rank": record["rank"], "run": name})
+
+    for pid, images in traced.items():
+        went = images[-1]["exec"]
+        if went is not None and pid not in notes and (went.get("python") or _python_images(seen.get(pid))):
+            command = " ".join(went.get("argv") or []) or went.get("path") or "?"
+            unobserved(
+                pid,
+                f"pid {pid} exec'd into {went.get('path')} ({command[:200]}), whose image wrote no trace: nothing "
+                "of mlacheck started in it (an interpreter without mlacheck installed, a cleared environment, or -S)",
+            )
+    for record in tree.get("processes", []):
+        pid = record["pid"]
+        images = _python_images(record)
+        own = [p for p in traced.get(pid, []) if p.get("forked_from") is None]
+        if pid in notes or len(images) <= len(own) or (traced.get(pid) and traced[pid][-1]["exec"] is not None):
+            continue
+        command = " ".join(images[-1].get("argv") or []) or images[-1].get("exe") or "?"
+        what = "wrote no trace" if pid not in traced else "ran an image (an exec) that wrote no trace"
+        unobserved(
+            pid,
+            f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}: nothing of mlacheck started "
+            "in it (an interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
+        )
+
+
+def _python_images(record: dict | None) -> list[dict]:
+    """The images of a recorded process that ran Python of their own (not a fork's copy of their parent's)."""
+    if record is None:
+        return []
+    images = record.get("images") or [record]  # a record of mlacheck 0.2 holds its last image only
+    return [image for image in images if image.get("python") and not image.get("forked")]
 
 
 def run_rules(paths: list[Path]) -> RuleSet:
     """The union of the rule files saved in the run folders; a family declared differently by two runs is refused."""
     files: dict[str, tuple[str, Path]] = {}
     for path in paths:
-        for rule_file in sorted(RunFolder(path).rules_dir.glob("*.toml")):
-            digest = hashlib.sha256(rule_file.read_bytes()).hexdigest()
+        for rule_file in regular_files(RunFolder(path).rules_dir, "*.toml"):
+            digest = hashlib.sha256(read_bytes(rule_file, RULES_LIMIT)).hexdigest()
             earlier = files.setdefault(rule_file.name, (digest, path))
             if earlier[0] != digest:
                 raise MlacheckError(
@@ -130,11 +243,22 @@ def run_rules(paths: list[Path]) -> RuleSet:
     if not files:
         raise MlacheckError(f"{paths[0]}: no saved rule files in its rules/ folder; pass --rules")
     folder = next(path for path in paths if any(RunFolder(path).rules_dir.glob("*.toml")))
-    rules = load_rules(RunFolder(folder).rules_dir)
+    rules = _saved_rules(folder)
     for path in paths:
         if path != folder:
-            rules = _union(rules, load_rules(RunFolder(path).rules_dir))
+            rules = _union(rules, _saved_rules(path))
     return rules
+
+
+def _saved_rules(path: Path) -> RuleSet:
+    """The rule files saved in a run folder (checked to be small regular files above); one nested too deeply for
+    the TOML reader is refused in one line, as every other malformed rule file is."""
+    try:
+        return load_rules(RunFolder(path).rules_dir)
+    except RecursionError:
+        raise MlacheckError(
+            f"{RunFolder(path).rules_dir}: a saved rule file is nested too deeply; pass --rules"
+        ) from None
 
 
 def _union(first: RuleSet, second: RuleSet) -> RuleSet:
@@ -147,20 +271,29 @@ def program_report(
     rules: RuleSet | None = None,
     context: dict[str, str] | None = None,
     policy: ReportPolicy = ReportPolicy(),
+    supervised: Supervised | None = None,
 ) -> Report:
-    """Analyse saved runs with `rules`, else with the rule files saved in the run folders."""
-    loaded = load_runs(paths)
+    """Analyse saved runs with `rules`, else with the rule files saved in the run folders (`supervised`: what the
+    supervisor of the one run recorded, as load_runs takes it)."""
+    loaded = load_runs(paths, supervised)
     rules = rules if rules is not None else run_rules(paths)
     observed: dict[str, list] = {}
     for event in loaded.events:
         for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
             observed.setdefault(name, []).append(value)
     check_context(context, rules, observed=observed)
-    lost = [f"{line} could not be read" for line in loaded.bad_lines] + [
-        f"{process['trace']} ends in a cut-short line (its process was killed while writing it)"
-        for process in loaded.processes
-        if process["truncated"]
-    ]
+    refused = {line.partition(": ")[0] for line in loaded.lost}
+    lost = (
+        loaded.lost
+        + [f"{line} could not be read" for line in loaded.bad_lines]
+        + [
+            f"{process['trace']} ends in a cut-short line ("
+            + ("a write the file refused" if process["trace"] in refused else "its process was killed while writing it")
+            + ")"
+            for process in loaded.processes
+            if process["truncated"]
+        ]
+    )
     analysis = analyse(
         loaded.events,
         rules,
@@ -172,12 +305,14 @@ def program_report(
     )
     ranks = rank_summaries(loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups)
     analysed = {family.name for family in analysis.families}
-    recorded = sorted({e["family"] for e in loaded.events if e["type"] == "family"} - analysed)
+    recorded = sorted(
+        {e["family"] for e in loaded.events if "family" in e and e["type"] != "internal_error"} - analysed
+    )
     analysis.incomplete += [
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
         for name in recorded
     ]
-    analysis.incomplete[:0] = [
+    analysis.incomplete[:0] = loaded.problems + [
         f"{path}: the run never finished (no meta.json: mlacheck itself was stopped), so its process tree and the "
         "program's end were not recorded"
         for path, program in zip(paths, loaded.programs)
@@ -215,14 +350,13 @@ def program_report(
 
 def load_report(path: Path) -> Report:
     """A JSON report written by `--json` or `--output json:PATH`."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MlacheckError(f"{path}: not a readable JSON report: {exc}".replace("\n", " ")) from None
+    data = read_json(path, REPORT_LIMIT, "a readable JSON report", follow=True)
     if not isinstance(data, dict) or "families" not in data or "verdict" not in data:
         raise MlacheckError(f"{path}: not an mlacheck JSON report (no 'families' or 'verdict'); write one with --json")
     try:
         return Report.model_validate(data)
+    except RecursionError:
+        raise MlacheckError(f"{path}: not an mlacheck JSON report: nested too deeply") from None
     except ValidationError as exc:
         error = exc.errors()[0]
         raise MlacheckError(

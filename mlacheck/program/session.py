@@ -19,6 +19,7 @@ from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import program_report
 from mlacheck.program.supervisor import run_program
+from mlacheck.program.trust import check_folder
 from mlacheck.report.model import Report, ReportPolicy
 from mlacheck.rulefiles import RuleSet, load_rules
 
@@ -115,14 +116,17 @@ def observe_program(
         watch.phase(f"running {shlex.join(command)}")
         follower = TraceFollower(run.folder.path)
         on_tick = lambda: [watch.event(event) for event in follower.poll()]
-    meta = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
+    supervised = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
     if on_tick is not None:
         on_tick()
         watch.phase("analysing the run folder")
-    meta.update(compile_policy=options.compile, dry=options.dry)
-    run.folder.write_meta(meta)
+    supervised.meta.update(compile_policy=options.compile, dry=options.dry)
     try:
-        return program_report([run.folder.path], run.rules, options.context, policy)
+        run.folder.write_meta(supervised.meta)
+    except MlacheckError as exc:  # the folder vanished or is full: the report says so, from what is left
+        supervised.problems.append(str(exc))
+    try:
+        return program_report([run.folder.path], run.rules, options.context, policy, supervised)
     except MlacheckError as exc:  # e.g. a --context value the run's keys show to be of another kind
         raise MlacheckError(f"{exc}; the run is kept: mlacheck report {run.folder.path} reports it again") from None
 
@@ -137,6 +141,10 @@ def worker_environment(run_dir: Path | None) -> tuple[dict[str, str], str | None
         )
     path = Path(given).resolve()
     note = None
-    if not (path / CAPTURE_CONFIG).is_file():
+    if path.exists() and not path.is_dir():
+        raise MlacheckError(f"--run-dir {path}: is a file; give the run folder of the `mlacheck run` the workers join")
+    if path.exists():
+        check_folder(path)  # the workers would refuse it: say so now
+    if not path.exists() or not (path / CAPTURE_CONFIG).is_file():
         note = f"{path} is not a run folder yet: `mlacheck run --run-dir {path} -- ...` makes it; start it before the workers"
     return {ENV_RUN_DIR: str(path)}, note

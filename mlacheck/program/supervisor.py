@@ -11,6 +11,9 @@ SIGINT, SIGTERM and SIGHUP sent to mlacheck go to the program's process group; a
 and every process of the program recorded, is killed. When the program's main process ends, what is left of the
 program (its group, and the recorded processes in sessions of their own, as Ray's are) gets SIGTERM, then after
 the grace period SIGKILL, each checked by its start time to be the process recorded; meta.json names them.
+
+If mlacheck itself is killed, its program does not run on: the main process gets SIGTERM from the kernel
+(PR_SET_PDEATHSIG), and the guard (guard.py), a process of its own told of every process recorded, ends them all.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
 from mlacheck.program import registry
+from mlacheck.program.guard import Guard
 from mlacheck.program.layout import ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.tree import ProcessTree, become_subreaper
@@ -32,6 +38,7 @@ BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 10.0
 REMNANT_SECONDS = 2.0  # how long the rest of the program may take to end by itself after the main process
+PR_SET_PDEATHSIG = 1
 
 
 def observed_environment(run: RunFolder, base: dict[str, str]) -> dict[str, str]:
@@ -40,29 +47,45 @@ def observed_environment(run: RunFolder, base: dict[str, str]) -> dict[str, str]
     return {**base, "PYTHONPATH": python_path, ENV_RUN_DIR: str(run.path)}
 
 
+@dataclass
+class Supervised:
+    """What the supervisor recorded: meta.json's content (not written yet: the caller completes it), the process tree
+    (processes.json, written where the folder could take it), and what could not be written, one line each."""
+
+    meta: dict
+    tree: dict
+    problems: list[str]
+
+
 def run_program(
     command: list[str],
     run: RunFolder,
     extra_environment: dict[str, str] | None = None,
     grace_seconds: float = GRACE_SECONDS,
     on_tick: Callable[[], object] | None = None,
-) -> dict:
-    """Run `command` to its end under observation; write and return meta.json (command, exit code, signal).
+) -> Supervised:
+    """Run `command` to its end under observation; what it recorded (meta.json's content: command, exit code,
+    signal; the process tree).
     `on_tick` is called while it waits (a progress display following the traces); what it raises is its own loss."""
     started = time.time()
     environment = observed_environment(run, {**os.environ, **(extra_environment or {})})
     subreaper = become_subreaper()
+    guard = Guard()
+    guard.start()  # before the run is registered: nothing of mlacheck observes it
     try:
         entry, registered = registry.register(os.getpid(), str(run.path)), "registered"
     except OSError as exc:
         entry, registered = None, f"not registered ({exc}): a process started with a cleared environment is not found"
-    tree = ProcessTree()
+        sys.stderr.write(f"mlacheck: note: the run is {registered}\n")
+    tree = Guarded(guard)
     try:
-        process = subprocess.Popen(command, env=environment, start_new_session=True)
+        process = subprocess.Popen(command, env=environment, start_new_session=True, preexec_fn=_dies_with(os.getpid()))
     except OSError as exc:
         if entry is not None:
             registry.unregister(entry)
+        guard.done()
         raise MlacheckError(f"cannot start {command[0]!r}: {exc.strerror or exc}; check the command after --") from None
+    guard.record([(process.pid, _start_of(process.pid))])
     forwarded: list[str] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -73,12 +96,19 @@ def run_program(
     try:
         returncode, killed = _wait(process, forwarded, grace_seconds, tree, on_tick)
         remnants = _end_remnants(process.pid, grace_seconds, tree)
+        guard.done()
     finally:
+        guard.close()  # without "done" (an error of mlacheck's own): the guard ends what is left of the program
         for number, handler in previous.items():
             signal.signal(number, handler)
         if entry is not None:
             registry.unregister(entry)
-    run.write_tree({"host": os.uname().nodename, "root": os.getpid(), "processes": tree.records()})
+    recorded = {"host": os.uname().nodename, "root": os.getpid(), "processes": tree.records()}
+    problems = []
+    try:
+        run.write_tree(recorded)
+    except MlacheckError as exc:
+        problems.append(str(exc))
     meta = {
         "command": command,
         "started": started,
@@ -96,8 +126,7 @@ def run_program(
         "registry": registered,
         "subreaper": subreaper,
     }
-    run.write_meta(meta)
-    return meta
+    return Supervised(meta, recorded, problems)
 
 
 def _wait(
@@ -172,6 +201,42 @@ def _group_alive(group: int) -> bool:
             if int(fields[2]) == group and fields[0] not in (b"Z", b"X"):
                 return True
     return False
+
+
+class Guarded(ProcessTree):
+    """The program's process tree, each process it records also told to the guard (guard.py), which ends them if
+    mlacheck is killed."""
+
+    def __init__(self, guard: Guard) -> None:
+        super().__init__(exclude=frozenset({guard.pid}) if guard.pid is not None else frozenset())
+        self.guard = guard
+
+    def poll(self) -> None:
+        super().poll()
+        self.guard.record(list(self.seen))
+
+
+def _dies_with(supervisor: int) -> Callable[[], None]:
+    """The program's main process gets SIGTERM when the supervisor dies (PR_SET_PDEATHSIG, Linux): its own
+    descendants are the guard's to end."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+
+    def set_death_signal() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != supervisor:  # the supervisor died before the signal was set
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_death_signal
+
+
+def _start_of(pid: int) -> int:
+    found = registry.process_stat(pid)
+    return found[1] if found is not None else 0
 
 
 def _signal_group(group: int, signum: int) -> None:

@@ -8,7 +8,8 @@ later process that reuses the pid), parent, session, process group, executable a
 every poll: an exec or a process title changes them), RANK or LOCAL_RANK where its environment is readable, and
 whether it is a Python interpreter: its executable is named python* or pypy*, or it maps a libpython. A process
 showing its parent's executable and command line is a fork of it (or one between its fork and exec): what runs in
-it is its parent's to observe.
+it is its parent's to observe. Each image a process runs is kept too (`images`): an exec gives the process a new
+stack (its start address changes; the executable, where that cannot be read), which a process title does not.
 
 What it cannot see: a process that starts and ends between two polls, a Python statically linked under another
 name, and a process that does not descend from the supervisor (a Ray cluster started outside the run).
@@ -45,6 +46,8 @@ class Seen:
     last_seen: float = 0.0
     alive: bool = True
     ended_by: str | None = None  # the signal mlacheck ended it with, where it had to
+    images: list[dict] = field(default_factory=list)  # {exe, argv, python, forked, polls} of each image it ran
+    stack: int | None = None  # the start of its stack, which an exec changes (0 where it cannot be read)
 
 
 def become_subreaper() -> bool:
@@ -81,7 +84,7 @@ class ProcessTree:
         stack = list(children.get(self.root, []))
         while stack:
             pid = stack.pop()
-            state, ppid, pgid, sid, start = table[pid]
+            state, ppid, pgid, sid, start, _ = table[pid]
             stack += children.get(pid, [])
             if pid in self.exclude:
                 continue
@@ -133,21 +136,39 @@ class ProcessTree:
         except OSError:
             exe = None
         argv = _read_argv(record.pid)
-        if exe == record.exe and argv == record.argv:
+        if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
-        changed_exe = exe != record.exe
+        stack = table[record.pid][5]
+        execed = record.stack is not None and (stack != record.stack if stack and record.stack else exe != record.exe)
+        if execed and record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv):
+            execed = False  # an image seen first during its exec, before its stack was set up: the same image
+        record.stack = stack
+        if record.images:
+            record.images[-1]["polls"] += 1
+        if exe == record.exe and argv == record.argv and not execed:
+            return
+        changed_exe = exe != record.exe or execed
         record.exe, record.argv = exe, argv
         parent = next((r for (pid, _), r in self.seen.items() if pid == record.ppid and r.alive), None)
         parent_image = (parent.exe, parent.argv) if parent is not None else _image(record.ppid)
-        if (exe, argv) != parent_image:
-            record.forked = False
+        parent_stack = table[record.ppid][5] if record.ppid in table else 0
+        if stack and parent_stack and not execed:  # a fork has its parent's stack, whatever its title
+            forked = stack == parent_stack
+        else:
+            forked = not execed and (exe, argv) == parent_image
+        record.forked &= forked
         if changed_exe and exe is not None:
             record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
             record.rank = _environment_rank(record.pid) if not record.forked else record.rank
+        if execed or not record.images:
+            record.images.append({"exe": exe, "argv": argv, "python": record.python, "forked": forked, "polls": 1})
+        else:  # a process title, or the exec of a fork seen before the stack changed: the same image
+            image = record.images[-1]
+            image.update(exe=exe, argv=argv, python=record.python, forked=image["forked"] and forked)
 
 
-def _process_table() -> dict[int, tuple[str, int, int, int, int]]:
-    """pid -> (state, ppid, pgid, sid, start) of every process in /proc."""
+def _process_table() -> dict[int, tuple[str, int, int, int, int, int]]:
+    """pid -> (state, ppid, pgid, sid, start, start of stack) of every process in /proc."""
     table = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -159,7 +180,14 @@ def _process_table() -> dict[int, tuple[str, int, int, int, int]]:
             finally:
                 os.close(fd)
             fields = data.rsplit(b")", 1)[1].split()
-            table[int(entry)] = (fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+            table[int(entry)] = (
+                fields[0].decode(),
+                int(fields[1]),
+                int(fields[2]),
+                int(fields[3]),
+                int(fields[19]),
+                int(fields[25]),
+            )
         except (OSError, IndexError, ValueError):
             continue
     return table

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
+from mlacheck.files import DOCUMENT_LIMIT, read_json
 from mlacheck.keys import key_identity
 
 FINGERPRINT_SCHEME = "mlacheck/v1"
@@ -66,11 +67,11 @@ def baseline_fingerprints(baseline: dict, source: str | None = None) -> set[str]
 def load_baseline(path: Path) -> dict:
     """Read and check a baseline file; a missing, unreadable or malformed one is a one-line MlacheckError."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise MlacheckError(f"--baseline {path}: cannot read it: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MlacheckError(f"--baseline {path}: not JSON: {exc}".replace("\n", " ")) from None
+        data = read_json(path, DOCUMENT_LIMIT, "JSON", follow=True)
+    except FileNotFoundError:
+        raise MlacheckError(f"--baseline {path}: cannot read it: No such file or directory") from None
+    except MlacheckError as exc:
+        raise MlacheckError(f"--baseline {exc}") from None
     baseline_fingerprints(data, str(path))
     return data
 

@@ -36,8 +36,24 @@ def test_allow_incomplete_passes_the_exit_code_but_no_document_says_pass(tmp_pat
     assert_not_pass(result, "incomplete", allow_incomplete=True)
 
 
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
 def test_a_run_whose_supervisor_was_killed_reads_incomplete_in_every_output(tmp_path):
-    text = WARM + "import time\ntime.sleep(3)\n"
+    """mlacheck SIGKILLed: no process of the program is left 3 s later (a detached child in a session of its own
+    included), and the run folder reads as incomplete everywhere."""
+    pids = tmp_path / "pids"
+    text = WARM + (
+        "import os, subprocess, sys, time\n"
+        "detached = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{detached.pid}}')\n"
+        "time.sleep(60)\n"
+    )
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("CUTE_DSL_ARCH", None)
@@ -50,12 +66,16 @@ def test_a_run_whose_supervisor_was_killed_reads_incomplete_in_every_output(tmp_
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while not list(run_dir.glob("trace-*.jsonl")) and time.monotonic() < deadline:
+    while not pids.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(1.5)  # the warm-up and its dispatch are written
+    time.sleep(0.5)  # the warm-up and its dispatch are written, the detached child started
     supervisor.send_signal(signal.SIGKILL)
     supervisor.wait()
-    time.sleep(3)  # whatever the program still does (it must not go on for ever)
+    time.sleep(3)
+    left = [int(pid) for pid in pids.read_text().split() if alive(int(pid))]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"processes of the program left running after mlacheck was killed: {left}"
     out = tmp_path / "out"
     out.mkdir()
     outputs = {fmt: out / f"report.{fmt}" for fmt in ("json", "junit", "sarif", "github")}

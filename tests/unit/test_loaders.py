@@ -51,7 +51,7 @@ def test_trace_round_trip_and_truncated_last_line(tmp_path):
     path = tmp_path / "t.jsonl"
     sink = JsonlSink(path)
     sink.write({"type": "run", "format_version": 2, "pid": 1})
-    sink.write({"type": "dispatch", "family": "f", "vid": 0, "key": {"a": True}})
+    sink.write({"type": "dispatch", "family": "f", "vid": 0, "key": {"a": True}, "phase": "serving"})
     sink.close()
     trace = read_trace(path)
     assert [e["type"] for e in trace.events] == ["run", "dispatch"] and not trace.truncated

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import mlacheck_startup
 from mlacheck.program import registry
 from mlacheck.program.tree import ProcessTree
 
@@ -26,8 +27,8 @@ def cleared(code: str) -> str:
 
 def test_the_pth_looks_where_the_registry_is():
     line = next(line for line in (ROOT / "mlacheck-startup.pth").read_text().splitlines() if line.startswith("import"))
-    [folder] = re.findall(r'"(/tmp/mlacheck-%d/runs)"', line)
-    assert folder % os.getuid() == registry.registry_dir() and "MLACHECK_RUN_DIR" in line
+    folders = [folder % os.getuid() for folder in re.findall(r'"(/[a-z/]+/mlacheck-[%a-z/-]+)"', line)]
+    assert registry.registry_dir() in folders and "MLACHECK_RUN_DIR" in line
 
 
 def test_a_descendant_with_a_cleared_environment_finds_the_run_and_no_one_else_does(tmp_path):
@@ -78,7 +79,8 @@ def test_an_entry_of_a_root_that_ended_is_dropped_and_never_matches(tmp_path):
 
 
 def test_a_folder_that_others_can_write_is_not_trusted(tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "ROOT", str(tmp_path))
+    monkeypatch.setattr(mlacheck_startup, "ROOT", str(tmp_path))
+    monkeypatch.setattr(mlacheck_startup, "RUNTIME", str(tmp_path / "no-runtime-folder"))
     entry = registry.register(os.getpid(), "/somewhere")
     os.chmod(os.path.dirname(entry), 0o777)
     child = subprocess.Popen(["sleep", "5"])

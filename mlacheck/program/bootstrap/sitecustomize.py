@@ -16,12 +16,28 @@ def _start_agent():
     except Exception as exc:  # noqa: BLE001 - the program runs on, unobserved
         line = f"pid {os.getpid()} ({sys.executable}): {type(exc).__name__}: {exc}"
         sys.stderr.write(f"mlacheck: capture is off in process {line}\n")
+        if type(exc).__name__ != "UntrustedFolder":
+            _note(os.environ["MLACHECK_RUN_DIR"], line)
+
+
+def _note(run_dir, line):
+    """The note that says so (mlacheck/program/layout.py names it), in a folder of this user's alone only, never
+    through a link."""
+    import stat
+
+    try:
+        info = os.lstat(run_dir)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(os.path.join(run_dir, f"unobserved-{os.getpid()}.txt"), flags, 0o600)
         try:
-            path = os.path.join(os.environ["MLACHECK_RUN_DIR"], f"unobserved-{os.getpid()}.txt")
-            with open(path, "w", encoding="utf-8") as note:
-                note.write(line + "\n")
-        except OSError:
-            pass
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _run_shadowed_sitecustomize():
@@ -36,6 +52,6 @@ def _run_shadowed_sitecustomize():
             return
 
 
-if os.environ.get("MLACHECK_RUN_DIR"):
-    _start_agent()
+if os.environ.get("MLACHECK_RUN_DIR") and not getattr(sys.modules.get("mlacheck_startup"), "_tried", False):
+    _start_agent()  # mlacheck's .pth did not run in this interpreter (it would have started it, or said why not)
 _run_shadowed_sitecustomize()

@@ -1,0 +1,68 @@
+"""Who may write a run folder: its user alone. What runs in every process of a run (the agent) takes what to do
+from the folder, so a folder that someone else can write is never joined, and mlacheck writes into a folder only
+files it creates, never through a link and never over a file it did not make.
+
+Imported by every observed process: the standard library and mlacheck_startup only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from mlacheck.errors import MlacheckError
+from mlacheck_startup import refusal
+
+NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UntrustedFolder(MlacheckError):
+    """A run folder this user does not own alone (or that is gone): nothing in it is read, nothing written."""
+
+
+def check_folder(path: str | os.PathLike, what: str = "run folder") -> None:
+    """UntrustedFolder, saying why in one line, unless `path` is a folder of this user's that no one else can write
+    (never a link)."""
+    why = refusal(path)
+    if why is not None:
+        raise UntrustedFolder(f"{what} {why}; mlacheck uses only a folder of this user's that no one else can write")
+
+
+def write_new(folder: str | os.PathLike, name: str, data: bytes) -> None:
+    """Write `name` in `folder` whole: into a file created exclusively beside it, then renamed over it (a link or a
+    file someone else put there is replaced, never written through). OSError where the folder cannot take it."""
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.new")
+    try:
+        os.unlink(temporary)  # left by a process of the same pid that was killed while writing it
+    except FileNotFoundError:
+        pass
+    fd = os.open(temporary, NEW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        os.unlink(temporary)
+        raise
+    os.close(fd)
+    os.replace(temporary, os.path.join(folder, name))
+
+
+def write_note(path: str | os.PathLike, text: str) -> bool:
+    """Add `text` to a note of this process's (created exclusively where new, appended to where this user's regular
+    file is there already, never through a link); False where it cannot be written."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        os.write(fd, text.encode())
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

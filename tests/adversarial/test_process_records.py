@@ -1,0 +1,144 @@
+"""Records that cannot be lost in silence: a trace descriptor that the program closes or reuses, a full disk and a
+file-size limit each leave a run that names what it lost (INCOMPLETE) or still holds the serving-path compile
+(FAIL); the program's own files hold only its own data."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.adversarial.conftest import ROOT, SYNTHETIC, WARM, assert_not_pass, observe, program
+
+CLOSE_ALL = """
+import os
+os.closerange(3, 65536)  # as daemonizing code does (python-daemon's DaemonContext)
+files = [open(os.path.join({out!r}, f"own-{{i}}.log"), "w") for i in range(8)]
+for file in files:
+    file.write("program data\\n")
+    file.flush()
+k.dispatch(1, "bf16", True)  # a serving-path compile
+for file in files[:-1]:
+    file.write("more\\n")
+    file.close()
+files[-1].write("left open, flushed at exit\\n")  # the interpreter flushes it at its end
+"""
+
+
+def test_a_program_that_closes_every_descriptor_keeps_its_files_and_the_compile_is_not_lost(tmp_path):
+    out = tmp_path / "own"
+    out.mkdir()
+    result = observe(tmp_path, sys.executable, program(tmp_path, WARM + CLOSE_ALL.format(out=str(out))))
+    for index in range(8):
+        text = (out / f"own-{index}.log").read_text()
+        expected = "program data\n" + ("more\n" if index < 7 else "left open, flushed at exit\n")
+        assert text == expected, f"own-{index}.log holds {text!r}"
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
+    assert_not_pass(result)
+    if result.report["verdict"] == "fail":
+        [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
+        assert finding["key"] == {"dtype": "bf16", "causal": True}
+
+
+def private_mounts() -> None:
+    """Skip unless this process may make a private mount namespace (root, or user namespaces)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) here: a small disk cannot be mounted for this test")
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
+
+
+def observe_on_small_disk(tmp_path, text: str, size: str = "1m"):
+    """`observe` with the run folder on a tmpfs of `size`, mounted in a private mount namespace (copied out after)."""
+    private_mounts()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (
+        f'mount -t tmpfs -o size={size},mode=0700 tmpfs "$DISK" && "$@"; code=$?; cp -r "$DISK/run" "$COPY" 2>/dev/null;'
+        " exit $code"
+    )
+    wrapper = ("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh")
+    env = {"DISK": str(disk), "COPY": str(tmp_path / "run-copy"), "MLACHECK_DISK": str(disk)}
+    return observe_wrapped(tmp_path, wrapper, [sys.executable, program(tmp_path, text)], disk / "run", env)
+
+
+def observe_wrapped(tmp_path, wrapper, command, run_dir, env):
+    """`mlacheck run` (every output requested) under `wrapper`, a command that runs its arguments."""
+    from tests.adversarial.conftest import read_outputs
+
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    outputs = {fmt: out / f"report.{fmt}" for fmt in ("json", "junit", "sarif", "github")}
+    args = [*wrapper, sys.executable, "-m", "mlacheck", "run", "--rules", SYNTHETIC, "--run-dir", str(run_dir)]
+    for fmt, path in outputs.items():
+        args += ["--output", f"{fmt}:{path}"]
+    environ = {name: value for name, value in os.environ.items() if name != "CUTE_DSL_ARCH"}
+    environ.update({"COLUMNS": "160", "PYTHONPATH": str(ROOT), **env})
+    done = subprocess.run([*args, "--", *command], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
+    return read_outputs(done.returncode, done.stdout, done.stderr, outputs, run_dir)
+
+
+FILL_THE_DISK = """
+import glob, json, os
+trace = glob.glob(os.path.join(os.environ["MLACHECK_DISK"], "run", "trace-*.jsonl"))[0]
+# leave {room} bytes in the trace's last page: 0, the next event needs a new page and gets none; a few, it is cut
+pad = (-os.path.getsize(trace) - {room}) % 4096
+pad += 4096 if pad < 64 else 0
+with open(trace, "a") as own:  # a context event, padded with blanks
+    own.write(json.dumps({{"type": "context", "values": {{}}}}).ljust(pad - 1) + "\\n")
+assert -os.path.getsize(trace) % 4096 == {room}, os.path.getsize(trace)
+filler = os.path.join(os.environ["MLACHECK_DISK"], "filler")
+with open(filler, "wb", buffering=0) as fill:
+    try:
+        while fill.write(b"x" * 4096):
+            pass
+    except OSError:
+        pass
+before = os.path.getsize(trace)
+k.dispatch(1, "bf16", True)  # a serving-path compile, while the disk is full
+print("trace grew by", os.path.getsize(trace) - before, flush=True)
+os.unlink(filler)  # room again: the process's last events are written
+"""
+
+
+@pytest.mark.parametrize("room", [0, 100], ids=["full at a page boundary", "full mid-page"])
+def test_a_serving_compile_written_to_a_full_disk_is_never_lost_in_silence(tmp_path, room):
+    result = observe_on_small_disk(tmp_path, WARM + FILL_THE_DISK.format(room=room))
+    assert_not_pass(result, "incomplete")
+    lost = [reason for reason in result.report["incomplete"] if "were never written" in reason]
+    assert lost and "ENOSPC" in lost[0], result.report["incomplete"]
+
+
+def test_a_file_size_limit_loses_no_event_in_silence(tmp_path):
+    text = WARM + "for n in range(200):\n    k.dispatch(1, f'dtype{n}', True)\n"
+    limited = ["sh", "-c", 'ulimit -f 16 && exec "$@"', "sh"]  # 16 blocks of 512 bytes: 8 KiB a file
+    result = observe_wrapped(tmp_path, (), [*limited, sys.executable, program(tmp_path, text)], tmp_path / "run", {})
+    assert_not_pass(result)
+    lost = [reason for reason in result.report["incomplete"] if "were never written" in reason]
+    assert lost and "EFBIG" in lost[0], result.report["incomplete"]
+
+
+def test_a_run_folder_deleted_while_the_program_runs_ends_in_a_report_that_says_so(tmp_path):
+    text = WARM + (
+        "import os, shutil\nfolder = os.environ['MLACHECK_RUN_DIR']\nos.chdir('/')\nshutil.rmtree(folder)\n"
+        "k.dispatch(1, 'bf16', True)\n"
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert_not_pass(result, "incomplete")
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "the run folder vanished while the program ran" in result.report["incomplete"][0]
+    assert "vanished" in result.stdout and result.code == 2
+
+
+def test_a_disk_still_full_at_the_end_ends_in_a_report_that_says_so(tmp_path):
+    fill = (
+        "import os\nwith open(os.path.join(os.environ['MLACHECK_DISK'], 'filler'), 'wb', buffering=0) as fill:\n"
+        "    try:\n        while fill.write(b'x' * 4096):\n            pass\n    except OSError:\n        pass\n"
+    )
+    result = observe_on_small_disk(tmp_path, WARM + fill)
+    assert_not_pass(result, "incomplete")
+    assert "internal error" not in result.stderr, result.stderr
+    full = [reason for reason in result.report["incomplete"] if "No space left on device" in reason]
+    assert full and ("processes.json" in full[0] or "meta.json" in full[0]), result.report["incomplete"]
