@@ -20,6 +20,7 @@ from rich.console import Console
 
 from mlacheck import __version__
 from mlacheck.errors import MlacheckError
+from mlacheck.report.formats import OUTPUT_HELP
 
 app = typer.Typer(
     help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
@@ -47,7 +48,7 @@ OutputOption = Annotated[
     list[str] | None,
     typer.Option(
         metavar="FORMAT:PATH",
-        help="FORMAT:PATH (json, junit, sarif, github, markdown, html; PATH - is stdout, the report then goes to stderr); repeatable.",
+        help=f"{OUTPUT_HELP} (the report then goes to stderr); repeatable.",
     ),
 ]
 BaselineOption = Annotated[
@@ -375,12 +376,12 @@ def list_rules(
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
     if template is not None:
-        from mlacheck.report.rule_template import template as make_template
+        from mlacheck.commands.rule_template import template as make_template
         from mlacheck.rulefiles import load_rules
 
         sys.stdout.write(_guard(lambda: make_template(load_rules(rules), template)))
         return
-    from mlacheck.report.rules_table import print_rules
+    from mlacheck.commands.rules_table import print_rules
 
     _guard(lambda: print_rules(_console(), rules, fingerprints, verbose))
 
@@ -393,7 +394,7 @@ def rule(
     every: Annotated[bool, typer.Option("--all", help="The page of every finding code.")] = False,
 ) -> None:
     """Explain a finding code: what it finds, why it matters, an example, how to fix it, how to silence it."""
-    from mlacheck.report.rule_page import pages
+    from mlacheck.commands.rule_page import pages
 
     _console().print(_guard(lambda: pages(code, every)), markup=False, highlight=False, soft_wrap=True, end="")
 
@@ -443,7 +444,7 @@ def _progress(detail: str, live: bool):
     console = _console(stderr=True)
     if detail == "quiet" or not console.is_terminal:
         return _NoProgress()
-    from mlacheck.report.progress import LiveProgress, LogProgress
+    from mlacheck.commands.progress import LiveProgress, LogProgress
 
     return LiveProgress(console) if live else LogProgress(console)
 

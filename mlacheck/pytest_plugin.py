@@ -9,8 +9,8 @@ session the run folder is analysed into the same report model as `mlacheck run`;
 passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
 and the terminal summary gets an "mlacheck" section.
 
-Registered through the `pytest11` entry point, so this module is imported by every pytest run: it
-imports nothing of mlacheck (pydantic, rich) until --mlacheck is given.
+Registered through the `pytest11` entry point, so this module is imported by every pytest run: until --mlacheck is
+given it imports nothing of mlacheck but the output formats' registry (for the help; standard library only).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ FLAG_NAMES = {
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from mlacheck.report.formats import OUTPUT_HELP
+
     group = parser.getgroup("mlacheck", "mlacheck: JIT-kernel warm-up vs runtime dispatch")
     group.addoption(
         "--mlacheck",
@@ -99,7 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FORMAT:PATH",
         action="append",
         default=[],
-        help="Also write the report as FORMAT (json, junit, sarif, github, markdown, html) to PATH; repeatable.",
+        help=f"Also write the report: {OUTPUT_HELP}; repeatable.",
     )
     group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
     group.addoption(

@@ -251,3 +251,8 @@ def _finding(finding: dict) -> str:
         + (f"<div>fix: {escape(finding['hint'])}</div>" if finding.get("hint") else "")
         + f"<div class='muted'>{escape(finding.get('message', ''))}</div></div>"
     )
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_html(report)

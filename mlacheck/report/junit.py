@@ -102,3 +102,8 @@ def _details(finding: dict) -> str:
     if finding.get("hint"):
         lines.append(f"fix: {finding['hint']}")
     return "\n".join(lines)
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_junit(report)

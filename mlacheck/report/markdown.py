@@ -161,3 +161,8 @@ def _finding(finding: dict) -> list[str]:
     if finding.get("hint"):
         lines.append(f"  - fix: {_inline(finding['hint'])}")
     return lines
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_markdown(report)

@@ -1,4 +1,4 @@
-"""CI output formats and the baseline over real reports (the CLI, --compile skip) and a hand-made one.
+"""CI output formats and the baseline over real reports (gold files, tests/gold/) and a hand-made one.
 
 The real report is the SGLang bf16 warm-up: 3 MLA001, 3 MLA003 (errors), 3 MLA002 (warnings) over 6 variants.
 The SARIF schema is the OASIS 2.1.0 one, vendored (tests/fixtures/sarif-schema-2.1.0.README says from where).
@@ -23,54 +23,22 @@ from mlacheck.errors import MlacheckError
 from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints
 from mlacheck.report.common import Repository
 from mlacheck.report.formats import output_specs, parse_output, write_outputs
-from mlacheck.report.github import escape_property, to_github, write_github
+from mlacheck.report.github import escape_property, publish, to_github
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
 from mlacheck.report.model import Report, ReportPolicy, decide
 from mlacheck.report.sarif import to_sarif
+from tests.gold import gold
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "tests" / "fixtures" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 FAMILY = "tokenspeed_mla.prefill"
 
 
-@pytest.fixture(scope="module")
-def real_reports(tmp_path_factory):
-    """Two independent CLI runs of the same scenario, in parallel: their JSON reports."""
-    out = tmp_path_factory.mktemp("reports")
-    env = {**os.environ, "COLUMNS": "160"}
-    env.pop("CUTE_DSL_ARCH", None)
-    runs = []
-    for index in range(2):
-        path = out / f"report{index}.json"
-        command = [
-            sys.executable,
-            "-m",
-            "mlacheck",
-            "run",
-            "--compile",
-            "skip",
-            "--kernel",
-            "prefill",
-            "--profile",
-            "sglang@0.5.13",
-            "--warmup",
-            "tests/fixtures/sglang_warmup.py:bf16_warmup",
-            "--json",
-            str(path),
-        ]
-        runs.append(
-            (
-                path,
-                subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-            )
-        )
-    reports = []
-    for path, process in runs:
-        stdout, stderr = process.communicate(timeout=600)
-        assert process.returncode == 1, stderr[-2000:]
-        reports.append(json.loads(path.read_text()))
-    return reports
+@pytest.fixture
+def real_reports():
+    """Two independent CLI runs of the same scenario (real compiles): their JSON reports, checked in."""
+    return [gold("scenario"), gold("scenario_again")]
 
 
 @pytest.fixture
@@ -427,16 +395,16 @@ def test_write_github_appends_the_step_summary(tmp_path, real):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     stream = io.StringIO()
-    write_github(real, stream, {"GITHUB_STEP_SUMMARY": str(summary)})
+    write_outputs(real, [("github", None)], stream, {"GITHUB_STEP_SUMMARY": str(summary)})
     assert stream.getvalue() == to_github(real)
     text = summary.read_text()
     assert text.startswith("earlier step\n## mlacheck FAIL")
     assert all(code in text for code in ("MLA001", "MLA002", "MLA003"))
     untouched = tmp_path / "none.md"
-    write_github(real, io.StringIO(), {})
+    publish(real, {})
     assert not untouched.exists()
     with pytest.raises(MlacheckError, match="GITHUB_STEP_SUMMARY"):
-        write_github(real, io.StringIO(), {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
+        publish(real, {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
 
 
 # markdown
@@ -448,7 +416,7 @@ def test_markdown_lists_every_finding_and_escapes_pipes(real):
     for finding in real["findings"]:
         assert f"**{finding['code']}** {finding['name']} [{finding['severity']}]" in text
     assert text.count("- diff `q_dtype`: precompiled `bfloat16` → dispatched `float8_e4m3fn`") == 3
-    assert "| float8_e4m3fn | False | True | no | — | 3 | serving-path compile |" in text
+    assert "| float8_e4m3fn | False | True | no | — | 3 | serving-path compile (3.5 s stall) |" in text
     assert "every variant: `d_qk=192`" in text
 
     made = to_markdown(hand_made())
