@@ -14,6 +14,31 @@ from mlacheck.codes import CODES
 
 SITE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:\s+(?P<detail>.*))?$")
 MODELLED = "(modelled"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """A string from a run as it may be printed: every control character (C0 with newlines and tabs, DEL, C1) and
+    every bidi override written as its escape (`\\x1b`, `\\n`, `\\u202e`), so that it can neither move the cursor,
+    retitle the terminal, make a link, hide text nor print a line of its own (a `verdict: PASS` line)."""
+    return CONTROL.sub(lambda match: ESCAPES.get(match[0]) or _escape(match[0]), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable_report(value):
+    """The report's JSON form (or any part of it) with every string, keys included, made `printable`."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(name)): printable_report(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [printable_report(item) for item in value]
+    return value
 
 
 def severity(finding: dict) -> str:

@@ -117,6 +117,7 @@ class VariantReport(_Model):
     dispatches: int = 0
     dispatches_at_least: bool = False
     warmup_dispatches: int = 0
+    capture_dispatches: int = 0
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
     first_dispatch_site: str | None = None
