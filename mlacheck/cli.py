@@ -20,6 +20,7 @@ from rich.console import Console
 
 from mlacheck import __version__
 from mlacheck.errors import MlacheckError
+from mlacheck.report.common import printable
 from mlacheck.report.formats import OUTPUT_HELP
 
 app = typer.Typer(
@@ -250,7 +251,7 @@ def run(
                     options,
                     policy,
                     on_start=lambda path: _console(True).print(
-                        f"mlacheck: run folder {path}", markup=False, soft_wrap=True
+                        f"mlacheck: run folder {printable(str(path))}", markup=False, soft_wrap=True
                     ),
                     watch=watch,
                 )
@@ -417,7 +418,7 @@ def env(
 
     variables, note = _guard(lambda: worker_environment(run_dir))
     if note:
-        _console(stderr=True).print(f"mlacheck: note: {note}", markup=False, soft_wrap=True)
+        _console(stderr=True).print(f"mlacheck: note: {printable(note)}", markup=False, soft_wrap=True)
     if ray:
         sys.stdout.write(json.dumps({"env_vars": variables}) + "\n")
     else:
@@ -550,7 +551,7 @@ def _guard(action):
 
 
 def _fail(message: str) -> None:
-    _console(stderr=True).print(f"mlacheck: error: {message}", markup=False, soft_wrap=True)
+    _console(stderr=True).print(f"mlacheck: error: {printable(message)}", markup=False, soft_wrap=True)
     raise typer.Exit(MlacheckError.exit_code)
 
 
@@ -578,14 +579,16 @@ def main() -> None:
             code = 0
         elif hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
             _console(stderr=True).print(
-                f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False, soft_wrap=True
+                f"mlacheck: error: {printable(exc.format_message())} (see mlacheck --help)",
+                markup=False,
+                soft_wrap=True,
             )
             code = 2
         elif type(exc).__name__ == "Abort":
             code = 130
         else:
             _console(stderr=True).print(
-                f"mlacheck: internal error: {_bug_line(exc)}; this is a bug in mlacheck, please "
+                f"mlacheck: internal error: {printable(_bug_line(exc))}; this is a bug in mlacheck, please "
                 "report it with this line",
                 markup=False,
                 soft_wrap=True,

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import Repository, is_new, process_text, severity
+from mlacheck.report.common import Repository, is_new, printable_report, process_text, severity
 from mlacheck.report.markdown import to_markdown
 
 
@@ -52,7 +52,9 @@ def annotation(finding: dict, repository: Repository | None = None) -> str:
 
 
 def to_github(report: dict, repository: Repository | None = None) -> str:
-    """The annotation lines for the report's new findings, incomplete reasons and internal errors."""
+    """The annotation lines for the report's new findings, incomplete reasons and internal errors; every string of the
+    run with its control characters escaped (a log viewer is a terminal too)."""
+    report = printable_report(report)
     repository = repository or Repository.here()
     lines = [annotation(finding, repository) for finding in report.get("findings") or [] if is_new(finding)]
     lines += [command("error", reason, title="mlacheck incomplete") for reason in report.get("incomplete") or []]

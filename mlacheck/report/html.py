@@ -12,7 +12,7 @@ import shlex
 from html import escape
 
 from mlacheck.keys import value_text, varying_fields
-from mlacheck.report.common import program_runs, state, summary_line, versions_text
+from mlacheck.report.common import printable_report, program_runs, state, summary_line, versions_text
 
 WIDTH, LEFT, RIGHT = 960, 70, 20  # the SVG's width and its margins, px
 BAND, LANE, TOP = 22, 16, 26  # the phase band's height, a compile lane's, the band's top
@@ -41,6 +41,7 @@ svg .compile { fill: #4a78b5; } svg .compile.serving-path { fill: #c62828; } svg
 
 def to_html(report: dict) -> str:
     """The whole report as one HTML document."""
+    report = printable_report(report)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

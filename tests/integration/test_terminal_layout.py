@@ -188,3 +188,21 @@ def test_rules_at_every_width(columns):
         assert_laid_out(lines, columns, None, whole, bool(verbose))
         if not verbose:
             assert "checked against" in " ".join(lines)
+
+
+def test_a_hostile_run_folder_prints_no_terminal_control_in_a_real_terminal():
+    """The redteam's strings (tests/gold/hostile.json) through the real CLI on a pseudo-terminal: rich's colours are
+    the only escapes; no title, link, clear-screen or cursor move, and no spoofed verdict line."""
+    child = pexpect.spawn(
+        sys.executable, ["-m", "mlacheck", "report", str(GOLD / "hostile.json"), "-v"], cwd=str(ROOT),
+        env=environment(), dimensions=(60, 80), encoding="utf-8", timeout=120,
+    )  # fmt: skip
+    child.expect(pexpect.EOF)
+    child.close()
+    raw = child.before
+    assert child.exitstatus == 1
+    left = re.sub(r"\x1b\[[0-9;]*m", "", raw)  # rich's colours
+    assert "\x1b" not in left and "\x07" not in left and "\u202e" not in left, repr(left[:400])
+    lines = left.replace("\r\n", "\n").splitlines()
+    assert not [line for line in lines if line.startswith("verdict: PASS")]
+    assert any(line.startswith("verdict: FAIL") for line in lines[-3:])
