@@ -63,50 +63,50 @@ def render(report: dict, fmt: str, options: Options = Options()) -> str:
     return renderer(fmt).render(report, options)
 
 
-def check_writable(path: Path, setting: str = "--output") -> None:
+def check_writable(path: Path, written: str | None = None) -> None:
     """Refuse, before the run, a path that cannot be written: the file is opened for appending (made, then removed,
     where it did not exist), so a folder, a missing folder, a read-only file system or /proc are all found now.
-    `setting` names the option as the user wrote it."""
-    if path.is_dir():
-        raise MlacheckError(f"{setting} {path}: cannot write it (is a folder); give a file path")
+    `written` names the setting and its value as the user wrote them (default `--output PATH`)."""
+    written = written or f"--output {path}"
+    if not str(path) or path.is_dir():
+        raise MlacheckError(f"{written}: cannot write it (is a folder or empty); give a file path")
     folder = path.parent
     if not folder.is_dir():
         reason = "its folder is a file" if folder.exists() else "its folder does not exist"
-        raise MlacheckError(f"{setting} {path}: cannot write it ({reason}); give a file path in an existing folder")
+        raise MlacheckError(f"{written}: cannot write it ({reason}); give a file path in an existing folder")
     existed = path.exists()
     try:
         with path.open("a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise MlacheckError(
-            f"{setting} {path}: cannot write it ({exc.strerror or exc}); give a writable file path"
-        ) from None
+        raise MlacheckError(f"{written}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
     if not existed:
         path.unlink(missing_ok=True)
 
 
-def parse_output(spec: str, setting: str = "--output") -> tuple[str, Path | None]:
+def parse_output(spec: str, written: str | None = None) -> tuple[str, Path | None]:
     """ "FORMAT:PATH" -> (format, path); path None means stdout ("-"). Bad specs are one-line MlacheckErrors naming
-    `setting` (the option as the user wrote it)."""
+    the setting as the user wrote it (`written`, default `--output SPEC`)."""
+    written = written or f"--output {spec}"
     fmt, sep, path = spec.partition(":")
     if not sep or not path:
-        raise MlacheckError(f"{setting} {spec}: write {OUTPUT_HELP}")
+        raise MlacheckError(f"{written}: write {OUTPUT_HELP}")
     if fmt not in FORMATS:
-        raise MlacheckError(f"{setting} {spec}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        raise MlacheckError(f"{written}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     return fmt, None if path == "-" else Path(path)
 
 
 def output_specs(outputs: Iterable[str | tuple[str, str]]) -> list[tuple[str, Path | None]]:
     """Parse and check every output before anything runs; at most one may go to stdout. An item is a spec, or
-    (spec, the setting it came from as the user wrote it: "--output", "--mlacheck-output", "[tool.mlacheck] output in
-    PATH")."""
-    given = [(item, "--output") if isinstance(item, str) else item for item in outputs]
-    specs = [(parse_output(spec, setting), setting) for spec, setting in given]
+    (spec, how the user wrote it: `--json PATH`, `--mlacheck-output=SPEC`, `[tool.mlacheck] output = SPEC (in
+    pyproject.toml)`)."""
+    given = [(item, None) if isinstance(item, str) else item for item in outputs]
+    specs = [(parse_output(spec, written), written) for spec, written in given]
     if sum(path is None for (_, path), _ in specs) > 1:
-        raise MlacheckError(f"{specs[0][1]}: only one document can go to stdout (PATH -)")
-    for (_, path), setting in specs:
+        raise MlacheckError("--output: only one document can go to stdout (PATH -)")
+    for (_, path), written in specs:
         if path is not None:
-            check_writable(path, setting)
+            check_writable(path, written)
     return [spec for spec, _ in specs]
 
 
