@@ -191,23 +191,31 @@ class MlacheckSession:
                 "`mlacheck run -- pytest`); use one of the two"
             )
         try:
-            from mlacheck.config import load_config
+            from mlacheck.config import load_config, named
             from mlacheck.context import parse_context
             from mlacheck.report.formats import output_specs
             from mlacheck.report.model import ReportPolicy
 
-            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence)
-            settings, _ = load_config(Path(str(config.rootpath)))
-            outputs = (list(option("mlacheck_output")) or settings.output or []) + (
-                [f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else []
-            )
+            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence); an
+            # error names a value where the user wrote it (this plugin's option, or the file's key)
+            settings, pyproject = load_config(Path(str(config.rootpath)))
+            outputs = [(spec, f"--mlacheck-output={spec}") for spec in option("mlacheck_output")] or [
+                (spec, f"{named('output', pyproject)} {spec}") for spec in settings.output or []
+            ]
+            if option("mlacheck_json"):
+                outputs.append((f"json:{option('mlacheck_json')}", f"--mlacheck-json={option('mlacheck_json')}"))
             self.specs = output_specs(outputs)
+            names = {
+                name: f"--mlacheck-{name}" if option(f"mlacheck_{name}") else named(name, pyproject)
+                for name in ("baseline", "select", "ignore")
+            }
             self.policy = ReportPolicy.of(
                 bool(option("mlacheck_strict") if option("mlacheck_strict") is not None else settings.strict),
                 bool(option("mlacheck_allow_incomplete")),
                 Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else settings.baseline,
                 option("mlacheck_select") or settings.select,
                 option("mlacheck_ignore") or settings.ignore,
+                names,
             )
             self.options = ProgramOptions(
                 Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
