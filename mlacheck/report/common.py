@@ -184,3 +184,15 @@ def versions_text(report: dict) -> str:
         f"{name} {version or 'version unknown'}" for name, version in (report.get("versions") or {}).items()
     )
     return f"mlacheck {report.get('mlacheck_version')}" + (f", {seen}" if seen else "")
+
+
+def compile_text(report: dict) -> str:
+    """The compile policy as the report states it; a merged report whose runs compiled says so, whatever the first
+    run's policy was (before: "skip" beside compile seconds)."""
+    variants = [v for family in report.get("families") or [] for v in family.get("variants") or []]
+    timed = any(v.get("compile_s") is not None or v.get("serving_path_compile_s") is not None for v in variants)
+    if report.get("compile_policy") == "real":
+        return "real (every compile timed)"
+    if timed:
+        return "skip in some runs, real in others (the seconds given are of those that compiled)"
+    return "skip (keys only, nothing compiled)"

@@ -13,7 +13,7 @@ import shlex
 from html import escape
 
 from mlacheck.keys import value_text, varying_fields
-from mlacheck.report.common import printable_report, program_runs, state, summary_line, versions_text
+from mlacheck.report.common import compile_text, printable_report, program_runs, state, summary_line, versions_text
 
 WIDTH, LEFT, RIGHT = 960, 70, 20  # the SVG's width and its margins, px
 BAND, LANE, TOP = 22, 16, 26  # the phase band's height, a compile lane's, the band's top
@@ -90,7 +90,7 @@ def _facts(report: dict) -> str:
         ("versions", versions_text(report)),
         ("target arch", report.get("target_arch") or "not set"),
         ("mode", str(report.get("mode")) + (f" ({report['device']})" if report.get("device") else "")),
-        ("compile", report.get("compile_policy")),
+        ("compile", compile_text(report)),
     ]
     rows += [(name, f"{text} ({more[0]})" if more and more[0] else text) for name, text, *more in _header(report)]
     rows += [("program", f"{shlex.join(command)}: {ended}") for command, ended in program_runs(report)]

@@ -14,6 +14,7 @@ import shlex
 from mlacheck.codes import CODES
 from mlacheck.keys import value_text, varying_fields
 from mlacheck.report.common import (
+    compile_text,
     printable,
     process_text,
     program_runs,
@@ -101,7 +102,7 @@ def _facts(report: dict) -> list[list[object]]:
             else None,
         ],
         ["target arch", report.get("target_arch")],
-        ["compile", report.get("compile_policy")],
+        ["compile", compile_text(report) if report.get("compile_policy") else None],
         ["versions", versions_text(report)],
     ]
     rows += [

@@ -18,7 +18,15 @@ from rich.text import Text
 
 from mlacheck.keys import key_identity, spelling_text, value_text, varying_fields
 from mlacheck.report import discovered
-from mlacheck.report.common import MODELLED, is_modelled, printable_report, program_runs, short_site, versions_text
+from mlacheck.report.common import (
+    MODELLED,
+    compile_text,
+    is_modelled,
+    printable_report,
+    program_runs,
+    short_site,
+    versions_text,
+)
 from mlacheck.report.findings_text import findings_lines
 from mlacheck.report.layout import Column, fit, wrap
 
@@ -107,7 +115,7 @@ def _header(data: dict, detail: str, width: int) -> Panel:
         ("versions", versions_text(data), None),
         ("target arch", data["target_arch"] or "not set (no observed process named one)", None),
         ("mode", f"{mode}: {note}" + (f" ({data['device']})" if data.get("device") else ""), None),
-        ("compile", _compile_text(data), None),
+        ("compile", compile_text(data), None),
     ]
     scenario_rows = (data.get("scenario") or {}).get("header") or []
     rows += (
@@ -125,17 +133,6 @@ def _header(data: dict, detail: str, width: int) -> Panel:
         for part in text.split("\n"):
             lines += wrap(part if part.plain.startswith(name) else Text(" " * names) + part, inner, 0, names)
     return Panel(Text("\n").join(lines), title="mlacheck report", title_align="left", width=min(width, inner + 4))
-
-
-def _compile_text(data: dict) -> str:
-    """The compile policy; a merged report whose runs compiled says so, whatever the first run's policy was."""
-    variants = [v for family in data["families"] for v in family["variants"]]
-    timed = any(v.get("compile_s") is not None or v.get("serving_path_compile_s") is not None for v in variants)
-    if data["compile_policy"] == "real":
-        return "real (every compile timed)"
-    if timed:
-        return "skip in some runs, real in others (the tables give the seconds of those that compiled)"
-    return "skip (keys only, nothing compiled)"
 
 
 def _program_rows(data: dict) -> list[tuple[str, str, None]]:
