@@ -420,7 +420,9 @@ def test_markdown_lists_every_finding_and_escapes_pipes(real):
     for finding in real["findings"]:
         assert f"**{finding['code']}** {finding['name']} [{finding['severity']}]" in text
     assert text.count("- diff `q_dtype`: precompiled `bfloat16` → dispatched `float8_e4m3fn`") == 3
-    assert "| float8_e4m3fn | False | True | no | — | 3 | serving-path compile (3.5 s stall) |" in text
+    [served] = [v for v in real["families"][0]["variants"] if v["dispatches"] == 3]
+    stall = served["serving_path_compile_s"]
+    assert f"| float8_e4m3fn | False | True | no | — | 3 | serving-path compile ({stall:.1f} s stall) |" in text
     assert "every variant: `d_qk=192`" in text
 
     made = to_markdown(hand_made())
