@@ -22,9 +22,9 @@ SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "note": "magenta"}
 INDENT = 7  # "MLA001 "
 SITE_WIDTH = 30  # a site keeps about this much of its path
 SUMMARY = re.compile(r"^(?P<role>[a-z]+ )?\((?P<fields>[^()]*=.*?)\): (?P<what>.*)$", re.S)
-SHORT = {  # what a finding costs, said short where its code already names it: (pattern, short form)
+SHORT = {  # what a finding costs, said short where its code already names it: (pattern, its short form)
     "MLA001": (re.compile(r"^(\d+(?:\.\d+)? s )serving-path compile"), r"\1stall"),
-    "MLA002": (re.compile(r"^precompiled, never dispatched"), "never dispatched"),
+    "MLA002": (re.compile(r"^precompiled, never dispatched \((\d+(?:\.\d+)? s wasted)\)"), r"\1"),
     "MLA003": (re.compile(r"^(?P<field>\S+) is (.+?), the contract requires (.+)$"), r"\1=\2 (contract: \3)"),
 }
 UNTIMED = "serving-path compile (not timed)"
