@@ -142,9 +142,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _usage_error(message: str) -> pytest.UsageError:
     """The library's one-line message, naming this plugin's options instead of the CLI's."""
+    from mlacheck.report.common import printable
+
     for flag, option in FLAG_NAMES.items():
         message = message.replace(flag, option)
-    return pytest.UsageError(f"mlacheck: {message}")
+    return pytest.UsageError(f"mlacheck: {printable(message)}")
 
 
 def _start_watcher(run_dir: Path):
@@ -309,7 +311,11 @@ class MlacheckSession:
         self._finish_recording()  # a session that ended before sessionfinish: still leave the environment as it was
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        write = terminalreporter.write_line
+        from mlacheck.report.common import printable
+
+        def write(line: str, **markup) -> None:  # a run's strings, control characters escaped
+            terminalreporter.write_line(printable(line), **markup)
+
         terminalreporter.write_sep("=", "mlacheck")
         write(f"run folder: {self.run.path}")
         if self.error is not None:
