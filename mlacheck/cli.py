@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 from dataclasses import dataclass
 from enum import Enum
@@ -16,10 +17,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 
 from mlacheck import __version__
 from mlacheck.errors import MlacheckError
+from mlacheck.report.common import printable
+from mlacheck.report.formats import OUTPUT_HELP
 from mlacheck.scenario.engines import ENGINES
 
 app = typer.Typer(
@@ -31,6 +35,21 @@ app = typer.Typer(
 )
 
 
+class _Command(typer.core.TyperCommand):
+    """Typer's command with plain help: an argument's metavar without Typer's type hint (`<list[str]>`) and without
+    the braces it puts around a required one (`{sources}...`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None
+
+    def get_help(self, ctx) -> str:
+        return re.sub(r"\{([A-Z]+)\}", r"\1", super().get_help(ctx))
+
+
+MAX_SMS = 1024  # more than any GPU has (a B200 has 148): a larger --num-sms is a typo, not a target
 LOG_WIDTH = 120
 """The report's width where it goes to a CI log or a file (no terminal, no COLUMNS): logs are read wide."""
 
@@ -42,17 +61,18 @@ def _console(stderr: bool = False) -> Console:
     return console
 
 
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the JSON report here.")]
+JsonOption = Annotated[str | None, typer.Option("--json", metavar="PATH", help="Also write the JSON report here.")]
 StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
 OutputOption = Annotated[
     list[str] | None,
     typer.Option(
         metavar="FORMAT:PATH",
-        help="FORMAT:PATH (json, junit, sarif, github, markdown, html; PATH - is stdout, the report then goes to stderr); repeatable.",
+        help=f"{OUTPUT_HELP} (the report then goes to stderr); repeatable.",
     ),
 ]
 BaselineOption = Annotated[
-    Path | None, typer.Option(help="A saved JSON report or baseline: its findings show as known and do not fail.")
+    Path | None,
+    typer.Option(metavar="PATH", help="A saved JSON report or baseline: its findings show as known and do not fail."),
 ]
 AllowIncompleteOption = Annotated[
     bool,
@@ -67,7 +87,9 @@ ContextOption = Annotated[
         help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable.",
     ),
 ]
-RulesOption = Annotated[Path | None, typer.Option(help="A rule file or folder that replaces the bundled rules.")]
+RulesOption = Annotated[
+    Path | None, typer.Option(metavar="PATH", help="A rule file or folder that replaces the bundled rules.")
+]
 SelectOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -82,7 +104,12 @@ IgnoreOption = Annotated[
     ),
 ]
 QuietOption = Annotated[
-    bool, typer.Option("--quiet", "-q", help="Print the findings and the verdict line only; no progress display.")
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Print the findings, the incomplete reasons and the verdict line only; no progress display.",
+    ),
 ]
 VerboseOption = Annotated[
     bool,
@@ -150,11 +177,11 @@ def main_options(
     """Checks that a serving engine's kernel warm-up covers what its runtime dispatches."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     ctx: typer.Context,
-    model: Annotated[str, typer.Option(help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size: divides the model's heads.")] = 1,
+    model: Annotated[str, typer.Option(metavar="NAME", help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
+    tp: Annotated[int, typer.Option(metavar="N", help="Tensor-parallel size: divides the model's heads.")] = 1,
     profile: Annotated[Profile, typer.Option(help="The engine whose start-up and traffic to replay.")] = Profile(
         "tokenspeed"
     ),
@@ -166,7 +193,8 @@ def run(
     warmup: Annotated[
         str,
         typer.Option(
-            help="Prefill compile path under test: engine (the profile's own), library, none, PATH.py:FUNC or pkg.module:FUNC."
+            metavar="SOURCE",
+            help="Prefill compile path under test: engine (the profile's own), library, none, PATH.py:FUNC or pkg.module:FUNC.",
         ),
     ] = "engine",
     cuda_graph: Annotated[
@@ -175,29 +203,40 @@ def run(
     ] = Switch.on,
     cuda_graph_max_bs: Annotated[
         int | None,
-        typer.Option(help="The largest captured decode batch (default: the engine's); larger batches decode eagerly."),
+        typer.Option(
+            metavar="N",
+            help="The largest captured decode batch (default: the engine's); larger batches decode eagerly.",
+        ),
     ] = None,
-    max_context_len: Annotated[int | None, typer.Option(help="The context length (default: the model's).")] = None,
-    batch_sizes: Annotated[str | None, typer.Option(help="Serving decode batch sizes, e.g. 1,8,64.")] = None,
+    max_context_len: Annotated[
+        int | None, typer.Option(metavar="TOKENS", help="The context length (default: the model's).")
+    ] = None,
+    batch_sizes: Annotated[
+        str | None, typer.Option(metavar="SIZES", help="Serving decode batch sizes, e.g. 1,8,64.")
+    ] = None,
     arch: Annotated[
-        str, typer.Option(help="Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...).")
+        str,
+        typer.Option(
+            metavar="ARCH", help="Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...)."
+        ),
     ] = "auto",
     compile: Annotated[
         CompilePolicy,
         typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only."),
     ] = CompilePolicy.real,
     rules: RulesOption = None,
-    requests: Annotated[int, typer.Option(help="Requests in the seeded workload.")] = 8,
-    seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
+    requests: Annotated[int, typer.Option(metavar="N", help="Requests in the seeded workload.")] = 8,
+    seed: Annotated[int, typer.Option(metavar="N", help="Workload seed.")] = 0,
     json_path: JsonOption = None,
-    trace: Annotated[Path | None, typer.Option(help="Also write the event trace (JSONL) here.")] = None,
+    trace: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the event trace (JSONL) here.")] = None,
     strict: StrictOption = False,
     allow_incomplete: AllowIncompleteOption = False,
     context: ContextOption = None,
     output: OutputOption = None,
     baseline: BaselineOption = None,
     run_dir: Annotated[
-        Path | None, typer.Option(help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>).")
+        Path | None,
+        typer.Option(metavar="PATH", help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>)."),
     ] = None,
     dry: Annotated[
         bool,
@@ -213,14 +252,15 @@ def run(
         ),
     ] = None,
     num_sms: Annotated[
-        int | None, typer.Option(help="The target GPU's SM count (default: the target arch's flagship).")
+        int | None, typer.Option(metavar="N", help="The target GPU's SM count (default: the target arch's flagship).")
     ] = None,
     select: SelectOption = None,
     ignore: IgnoreOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     command: Annotated[
-        list[str] | None, typer.Argument(help="Program mode: after --, a command to run and observe.")
+        list[str] | None,
+        typer.Argument(metavar="COMMAND", help="Program mode: after --, a command to run and observe."),
     ] = None,
 ) -> None:
     """Run the embedded scenario (warm-up, then traffic through the kernels' own dispatch), or with
@@ -230,11 +270,21 @@ def run(
     if refused:
         where = "a program (-- COMMAND)" if command else "the embedded scenario (they need -- COMMAND)"
         _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
+    if num_sms is not None and num_sms > MAX_SMS:
+        _fail(
+            f"--num-sms {num_sms}: more SMs than any GPU has (148 on a B200, 132 on an H200); give the target's count"
+        )
     inputs = _inputs(ctx)
     specs, parsed_context, policy, rules = inputs.specs, inputs.context, inputs.policy, inputs.rules
     detail = _detail(quiet, verbose)
+    if trace is not None:
+        from mlacheck.report.formats import check_writable
+
+        _guard(lambda: check_writable(trace, f"--trace {trace}"))  # before the run: a trace it cannot write loses it
     if command:
         from mlacheck.program.session import ProgramOptions, observe_program
+
+        _check_startable(command)
 
         options = ProgramOptions(
             run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context
@@ -246,7 +296,7 @@ def run(
                     options,
                     policy,
                     on_start=lambda path: _console(True).print(
-                        f"mlacheck: run folder {path}", markup=False, soft_wrap=True
+                        f"mlacheck: run folder {printable(str(path))}", markup=False, soft_wrap=True
                     ),
                     watch=watch,
                 )
@@ -254,7 +304,25 @@ def run(
     else:
         with _progress(detail, live=True) as watch:
             report = _scenario(ctx, inputs, watch)
+        if _given(ctx, "warmup") and report.scenario is not None and report.scenario.get("warmup") is None:
+            unused = (
+                f"--warmup {warmup}: never called: this run (--profile {_text(profile)}, --kernel {_text(kernel)}) "
+                "compiles no prefill kernel, so no prefill warm-up ran and the check above did not test yours; drop "
+                "--warmup, or check a profile whose prefill compiles (see --profile in mlacheck run --help)"
+            )
+            _finish(report, specs, detail, unused)
     _finish(report, specs, detail)
+
+
+def _check_startable(command: list[str]) -> None:
+    """Refuse, before a run folder is made, a command that cannot start (a failed start leaves nothing behind)."""
+    import shutil
+
+    program = command[0]
+    found = shutil.which(program) if os.sep not in program else program
+    if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        reason = "not found on PATH" if found is None else "not an executable file"
+        _fail(f"cannot start {program!r}: {reason}; check the command after --")
 
 
 def _scenario(ctx: typer.Context, inputs: Inputs, watch):
@@ -290,15 +358,18 @@ def _scenario(ctx: typer.Context, inputs: Inputs, watch):
     return _guard(lambda: run_scenario(options, inputs.policy, watch))
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
     ctx: typer.Context,
     sources: Annotated[
         list[Path],
-        typer.Argument(help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report."),
+        typer.Argument(
+            metavar="SOURCE", help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report."
+        ),
     ],
     rules: Annotated[
-        Path | None, typer.Option(help="Rules to analyse with (default: those saved in the run folders).")
+        Path | None,
+        typer.Option(metavar="PATH", help="Rules to analyse with (default: those saved in the run folders)."),
     ] = None,
     json_path: JsonOption = None,
     strict: StrictOption = False,
@@ -322,10 +393,11 @@ def report(
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def manifest(
     sources: Annotated[
-        list[Path], typer.Argument(help="Run folders of a program-mode run, or one JSON report (--json).")
+        list[Path],
+        typer.Argument(metavar="SOURCE", help="Run folders of a program-mode run, or one JSON report (--json)."),
     ],
     output: Annotated[
         Path,
@@ -334,7 +406,8 @@ def manifest(
         ),
     ],
     rules: Annotated[
-        Path | None, typer.Option(help="Rules (default: the run folders' saved rules, else the bundled rules).")
+        Path | None,
+        typer.Option(metavar="PATH", help="Rules (default: the run folders' saved rules, else the bundled rules)."),
     ] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
@@ -356,7 +429,7 @@ def manifest(
     _console().print(f"mlacheck: wrote {count} dispatched variant(s) to {output}", markup=False)
 
 
-@app.command("rules")
+@app.command("rules", cls=_Command)
 def list_rules(
     rules: RulesOption = None,
     fingerprints: Annotated[
@@ -372,34 +445,36 @@ def list_rules(
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
     if template is not None:
-        from mlacheck.report.rule_template import template as make_template
+        from mlacheck.commands.rule_template import template as make_template
         from mlacheck.rulefiles import load_rules
 
         sys.stdout.write(_guard(lambda: make_template(load_rules(rules), template)))
         return
-    from mlacheck.report.rules_table import print_rules
+    from mlacheck.commands.rules_table import print_rules
 
     _guard(lambda: print_rules(_console(), rules, fingerprints, verbose))
 
 
-@app.command("rule")
+@app.command("rule", cls=_Command)
 def rule(
     code: Annotated[
-        str | None, typer.Argument(help="A finding code (MLA001) or its name (serving-path-compile).")
+        str | None, typer.Argument(metavar="CODE", help="A finding code (MLA001) or its name (serving-path-compile).")
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="The page of every finding code.")] = False,
 ) -> None:
     """Explain a finding code: what it finds, why it matters, an example, how to fix it, how to silence it."""
-    from mlacheck.report.rule_page import pages
+    from mlacheck.commands.rule_page import pages
 
     _console().print(_guard(lambda: pages(code, every)), markup=False, highlight=False, soft_wrap=True, end="")
 
 
-@app.command("env")
+@app.command("env", cls=_Command)
 def env(
     run_dir: Annotated[
         Path | None,
-        typer.Option(help="The run folder (default: $MLACHECK_RUN_DIR, set inside `mlacheck run -- ...`)."),
+        typer.Option(
+            metavar="PATH", help="The run folder (default: $MLACHECK_RUN_DIR, set inside `mlacheck run -- ...`)."
+        ),
     ] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Print a Ray runtime_env (JSON) instead of shell lines.")] = False,
 ) -> None:
@@ -411,16 +486,22 @@ def env(
 
     from mlacheck.program.session import worker_environment
 
+    given = run_dir if run_dir is not None else os.environ.get("MLACHECK_RUN_DIR")
+    if given and Path(given).exists() and not Path(given).is_dir():
+        where = "--run-dir" if run_dir is not None else "MLACHECK_RUN_DIR="
+        _fail(
+            f"{where}{'' if run_dir is None else ' '}{given}: is a file; give the run folder of the mlacheck run the workers belong to"
+        )
     variables, note = _guard(lambda: worker_environment(run_dir))
     if note:
-        _console(stderr=True).print(f"mlacheck: note: {note}", markup=False, soft_wrap=True)
+        _console(stderr=True).print(f"mlacheck: note: {printable(note)}", markup=False, soft_wrap=True)
     if ray:
         sys.stdout.write(json.dumps({"env_vars": variables}) + "\n")
     else:
         sys.stdout.write("".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items()))
 
 
-@app.command()
+@app.command(cls=_Command)
 def version() -> None:
     """Print mlacheck's version."""
     _console().print(f"mlacheck {__version__}", markup=False)
@@ -440,7 +521,7 @@ def _progress(detail: str, live: bool):
     console = _console(stderr=True)
     if detail == "quiet" or not console.is_terminal:
         return _NoProgress()
-    from mlacheck.report.progress import LiveProgress, LogProgress
+    from mlacheck.commands.progress import LiveProgress, LogProgress
 
     return LiveProgress(console) if live else LogProgress(console)
 
@@ -463,13 +544,16 @@ def _detail(quiet: bool, verbose: bool) -> str:
     return "quiet" if quiet else "verbose" if verbose else "normal"
 
 
-def _finish(report, specs: list[tuple[str, Path | None]], detail: str = "normal") -> None:
-    """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code."""
+def _finish(report, specs: list[tuple[str, Path | None]], detail: str = "normal", refused: str | None = None) -> None:
+    """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code;
+    with `refused` (a setting that the run could not honour), that line and exit code 2 once the report is out."""
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
 
     render(report, _console(stderr=any(path is None for _, path in specs)), detail)
     _guard(lambda: write_outputs(report, specs))
+    if refused is not None:
+        _fail(refused)
     raise typer.Exit(report.exit_code)
 
 
@@ -490,34 +574,49 @@ def _given(ctx: typer.Context, name: str) -> bool:
 
 def _inputs(ctx: typer.Context) -> Inputs:
     """The outputs, the run context, the verdict policy and the rules: each option given on the command line over
-    the pyproject.toml's [tool.mlacheck] setting (mlacheck/config.py states the precedence)."""
-    from mlacheck.config import load_config
+    the pyproject.toml's [tool.mlacheck] setting (mlacheck/config.py states the precedence). An error names each
+    setting where the user wrote it: the flag, or the file's key."""
+    from mlacheck.config import load_config, named
     from mlacheck.context import parse_context
     from mlacheck.report.formats import output_specs
     from mlacheck.report.model import ReportPolicy
 
-    config, _ = _guard(load_config)
+    config, pyproject = _guard(load_config)
     params = ctx.params
 
-    def pick(name: str, configured: object) -> object:
-        """The command line's value where it was given (typer gives [] for a list option that was not), else the
-        file's."""
-        return params[name] if _given(ctx, name) or configured is None else configured
+    def from_file(name: str, configured: object) -> bool:
+        """Whether the file's value is used: the command line did not give it (typer gives [] for a list option that
+        was not) and the file did."""
+        return not _given(ctx, name) and configured is not None
 
+    def pick(name: str, configured: object) -> object:
+        return configured if from_file(name, configured) else params[name]
+
+    def name(option: str, configured: object) -> str:
+        return named(option, pyproject) if from_file(option, configured) else f"--{option}"
+
+    outputs = [(spec, f"{name('output', config.output)} {spec}") for spec in pick("output", config.output) or []]
     json_path = params.get("json_path")
-    outputs = [*(pick("output", config.output) or []), *([f"json:{json_path}"] if json_path is not None else [])]
+    if json_path is not None:
+        if not json_path.strip():
+            _fail("--json: give a file path (it was given empty)")
+        outputs.append((f"json:{json_path}", f"--json {json_path}"))
     specs = _guard(lambda: output_specs(outputs))
     context = {**config.context, **_guard(lambda: parse_context(params.get("context")))}
+    selected = _given(ctx, "select") or config.select is not None
     policy = _guard(
         lambda: ReportPolicy.of(
             bool(pick("strict", config.strict)),
             params.get("allow_incomplete", False),
             pick("baseline", config.baseline),
-            pick("select", config.select) if _given(ctx, "select") or config.select is not None else None,
+            pick("select", config.select) if selected else None,
             pick("ignore", config.ignore),
+            {option: name(option, getattr(config, option)) for option in ("baseline", "select", "ignore")},
         )
     )
     rules = pick("rules", config.rules)
+    if rules is not None and from_file("rules", config.rules) and not Path(rules).exists():
+        _fail(f"{named('rules', pyproject)} = {str(config.rules)!r}: no such rule file or folder; fix the path")
     return Inputs(specs, context, policy, None if rules is None else Path(rules), config)
 
 
@@ -546,7 +645,7 @@ def _guard(action):
 
 
 def _fail(message: str) -> None:
-    _console(stderr=True).print(f"mlacheck: error: {message}", markup=False, soft_wrap=True)
+    _console(stderr=True).print(f"mlacheck: error: {printable(message)}", markup=False, soft_wrap=True)
     raise typer.Exit(MlacheckError.exit_code)
 
 
@@ -574,14 +673,16 @@ def main() -> None:
             code = 0
         elif hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
             _console(stderr=True).print(
-                f"mlacheck: error: {exc.format_message()} (see mlacheck --help)", markup=False, soft_wrap=True
+                f"mlacheck: error: {printable(exc.format_message())} (see mlacheck --help)",
+                markup=False,
+                soft_wrap=True,
             )
             code = 2
         elif type(exc).__name__ == "Abort":
             code = 130
         else:
             _console(stderr=True).print(
-                f"mlacheck: internal error: {_bug_line(exc)}; this is a bug in mlacheck, please "
+                f"mlacheck: internal error: {printable(_bug_line(exc))}; this is a bug in mlacheck, please "
                 "report it with this line",
                 markup=False,
                 soft_wrap=True,

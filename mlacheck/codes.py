@@ -1,5 +1,5 @@
 """Every finding code in one table, each with its documentation: `mlacheck rules`, `mlacheck rule CODE`, SARIF, the
-report and the README read it. A new code is one `Code` entry here (its page: `report/rule_page.py`).
+report and the README read it. A new code is one `Code` entry here (its page: `commands/rule_page.py`).
 
 The codes keep the MLA prefix they were born with (baselines and SARIF fingerprints depend on them); they
 apply to every kernel family, not to MLA kernels only. The examples use a made-up kernel library, `attn`, whose

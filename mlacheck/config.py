@@ -3,7 +3,8 @@
 The file is the nearest pyproject.toml, from the current folder upwards (the one a `--config` names instead is
 not a feature yet). Keys: profile, kernel, rules, context (a table, or a list of KEY=VALUE), output (a list of
 FORMAT:PATH), baseline, strict, select and ignore (lists of finding codes). Relative paths are relative to the
-file's folder. An unknown key or a wrong type is one line naming the file and the key.
+file's folder. An unknown key or a wrong type (`strict = "yes"`: a string where a boolean goes) is one line naming the
+file and the key, and so is a bad value: errors name a setting where the user wrote it (`named`).
 
 Precedence, as coverage.py states its own: an option given on the command line overrides the file's setting;
 a list given on the command line (--output, --select, --ignore) replaces the file's list; --context items are
@@ -15,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
 
 from mlacheck.errors import MlacheckError
 
@@ -32,15 +33,15 @@ class ProjectConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    profile: str | None = None
-    kernel: str | None = None
+    profile: StrictStr | None = None
+    kernel: StrictStr | None = None
     rules: Path | None = None
     context: dict[str, str] = {}
-    output: list[str] | None = None
+    output: list[StrictStr] | None = None
     baseline: Path | None = None
-    strict: bool | None = None
-    select: list[str] | None = None
-    ignore: list[str] | None = None
+    strict: StrictBool | None = None
+    select: list[StrictStr] | None = None
+    ignore: list[StrictStr] | None = None
 
     @field_validator("context", mode="before")
     @classmethod
@@ -51,6 +52,11 @@ class ProjectConfig(BaseModel):
         if isinstance(value, dict):
             return {str(name): str(item) for name, item in value.items()}
         return value
+
+
+def named(key: str, path: Path | None) -> str:
+    """How an error names a `[tool.mlacheck]` key: "/p/pyproject.toml [tool.mlacheck] select"."""
+    return f"{path or 'pyproject.toml'} [{SECTION}] {key}"
 
 
 def find_pyproject(folder: Path | None = None) -> Path | None:

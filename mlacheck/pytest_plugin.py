@@ -9,8 +9,8 @@ session the run folder is analysed into the same report model as `mlacheck run`;
 passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
 and the terminal summary gets an "mlacheck" section.
 
-Registered through the `pytest11` entry point, so this module is imported by every pytest run: it
-imports nothing of mlacheck (pydantic, rich) until --mlacheck is given.
+Registered through the `pytest11` entry point, so this module is imported by every pytest run: until --mlacheck is
+given it imports nothing of mlacheck but the output formats' registry (for the help; standard library only).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ FLAG_NAMES = {
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from mlacheck.report.formats import OUTPUT_HELP
+
     group = parser.getgroup("mlacheck", "mlacheck: JIT-kernel warm-up vs runtime dispatch")
     group.addoption(
         "--mlacheck",
@@ -99,7 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FORMAT:PATH",
         action="append",
         default=[],
-        help="Also write the report as FORMAT (json, junit, sarif, github, markdown, html) to PATH; repeatable.",
+        help=f"Also write the report: {OUTPUT_HELP}; repeatable.",
     )
     group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
     group.addoption(
@@ -140,9 +142,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _usage_error(message: str) -> pytest.UsageError:
     """The library's one-line message, naming this plugin's options instead of the CLI's."""
+    from mlacheck.report.common import printable
+
     for flag, option in FLAG_NAMES.items():
         message = message.replace(flag, option)
-    return pytest.UsageError(f"mlacheck: {message}")
+    return pytest.UsageError(f"mlacheck: {printable(message)}")
 
 
 def _start_watcher(run_dir: Path):
@@ -189,23 +193,31 @@ class MlacheckSession:
                 "`mlacheck run -- pytest`); use one of the two"
             )
         try:
-            from mlacheck.config import load_config
+            from mlacheck.config import load_config, named
             from mlacheck.context import parse_context
             from mlacheck.report.formats import output_specs
             from mlacheck.report.model import ReportPolicy
 
-            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence)
-            settings, _ = load_config(Path(str(config.rootpath)))
-            outputs = (list(option("mlacheck_output")) or settings.output or []) + (
-                [f"json:{option('mlacheck_json')}"] if option("mlacheck_json") else []
-            )
+            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence); an
+            # error names a value where the user wrote it (this plugin's option, or the file's key)
+            settings, pyproject = load_config(Path(str(config.rootpath)))
+            outputs = [(spec, f"--mlacheck-output={spec}") for spec in option("mlacheck_output")] or [
+                (spec, f"{named('output', pyproject)} {spec}") for spec in settings.output or []
+            ]
+            if option("mlacheck_json"):
+                outputs.append((f"json:{option('mlacheck_json')}", f"--mlacheck-json={option('mlacheck_json')}"))
             self.specs = output_specs(outputs)
+            names = {
+                name: f"--mlacheck-{name}" if option(f"mlacheck_{name}") else named(name, pyproject)
+                for name in ("baseline", "select", "ignore")
+            }
             self.policy = ReportPolicy.of(
                 bool(option("mlacheck_strict") if option("mlacheck_strict") is not None else settings.strict),
                 bool(option("mlacheck_allow_incomplete")),
                 Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else settings.baseline,
                 option("mlacheck_select") or settings.select,
                 option("mlacheck_ignore") or settings.ignore,
+                names,
             )
             self.options = ProgramOptions(
                 Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
@@ -303,7 +315,11 @@ class MlacheckSession:
         self._finish_recording()  # a session that ended before sessionfinish: still leave the environment as it was
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        write = terminalreporter.write_line
+        from mlacheck.report.common import printable
+
+        def write(line: str, **markup) -> None:  # a run's strings, control characters escaped
+            terminalreporter.write_line(printable(line), **markup)
+
         terminalreporter.write_sep("=", "mlacheck")
         write(f"run folder: {self.run.path}")
         if self.error is not None:

@@ -11,6 +11,7 @@ the counters (`counts`) and the code's fingerprint (`fingerprint`) are each thei
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 from collections.abc import Callable
 from types import FrameType
@@ -78,7 +79,7 @@ class FamilyCapture:
 
     def _install(self) -> None:
         family, patches = self.family, self._patches
-        module = patches.import_module(family.module, f"install {family.distribution}")
+        module = patches.import_module(family.module, _import_advice(family.distribution))
         adapter = self._adapter = caches.adapter(family, module, self, patches)
         dispatch = {name: patches.function(name, module) for name in family.dispatch}  # name -> (owner, attribute)
         functions = {name: getattr(owner, attribute) for name, (owner, attribute) in dispatch.items()}
@@ -415,3 +416,13 @@ class FamilyCapture:
             f"installed {self.family.distribution} is {installed_version(self.family.distribution)}; re-check the "
             "rule file against it"
         )
+
+
+def _import_advice(distribution: str) -> str:
+    """What to do about a module that cannot be imported: install its distribution; or, where that is installed,
+    check the rule's module (a wrong name, or a dependency of the module that is missing: the error says which)."""
+    try:
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return f"install {distribution}"
+    return f"{distribution} {version} is installed: check the rule file's module (or the dependency the error names)"

@@ -50,7 +50,7 @@ def report_fingerprints(findings: list[dict]) -> list[str]:
     return result
 
 
-def baseline_fingerprints(baseline: dict, source: str | None = None) -> set[str]:
+def baseline_fingerprints(baseline: dict, source: str | None = None, written: str | None = None) -> set[str]:
     """The fingerprints a baseline holds: a report's findings, or a {"fingerprints": [...]} list."""
     if isinstance(baseline, dict) and isinstance(baseline.get("fingerprints"), list):
         if all(isinstance(item, str) for item in baseline["fingerprints"]):
@@ -59,25 +59,27 @@ def baseline_fingerprints(baseline: dict, source: str | None = None) -> set[str]
         if all(isinstance(item, dict) and "code" in item and "family" in item for item in baseline["findings"]):
             return set(report_fingerprints(baseline["findings"]))
     raise MlacheckError(
-        f"--baseline{' ' + source if source else ''}: neither an mlacheck JSON report nor a "
+        f"{written or ('--baseline' + (' ' + source if source else ''))}: neither an mlacheck JSON report nor a "
         '{"fingerprints": [...]} file; write one with --output json:PATH'
     )
 
 
-def load_baseline(path: Path) -> dict:
-    """Read and check a baseline file; a missing, unreadable or malformed one is a one-line MlacheckError."""
+def load_baseline(path: Path, written: str | None = None) -> dict:
+    """Read and check a baseline file; a missing, unreadable or malformed one is a one-line MlacheckError naming the
+    setting as the user wrote it (`written`, default `--baseline PATH`)."""
+    written = written or f"--baseline {path}"
     try:
         data = read_json(path, DOCUMENT_LIMIT, "JSON", follow=True)
     except FileNotFoundError:
-        raise MlacheckError(f"--baseline {path}: cannot read it: No such file or directory") from None
-    except MlacheckError as exc:
-        raise MlacheckError(f"--baseline {exc}") from None
-    baseline_fingerprints(data, str(path))
+        raise MlacheckError(f"{written}: cannot read it: No such file or directory") from None
+    except MlacheckError as exc:  # "PATH: what is wrong"
+        raise MlacheckError(f"{written}: {str(exc).removeprefix(f'{path}: ')}") from None
+    baseline_fingerprints(data, str(path), written)
     return data
 
 
-def known_findings(path: Path | None) -> tuple[set[str] | None, str | None]:
+def known_findings(path: Path | None, written: str | None = None) -> tuple[set[str] | None, str | None]:
     """The fingerprints of a --baseline file and its name for the report; (None, None) without one."""
     if path is None:
         return None, None
-    return baseline_fingerprints(load_baseline(path), str(path)), str(path)
+    return baseline_fingerprints(load_baseline(path, written), str(path), written), str(path)

@@ -14,6 +14,31 @@ from mlacheck.codes import CODES
 
 SITE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:\s+(?P<detail>.*))?$")
 MODELLED = "(modelled"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """A string from a run as it may be printed: every control character (C0 with newlines and tabs, DEL, C1) and
+    every bidi override written as its escape (`\\x1b`, `\\n`, `\\u202e`), so that it can neither move the cursor,
+    retitle the terminal, make a link, hide text nor print a line of its own (a `verdict: PASS` line)."""
+    return CONTROL.sub(lambda match: ESCAPES.get(match[0]) or _escape(match[0]), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable_report(value):
+    """The report's JSON form (or any part of it) with every string, keys included, made `printable`."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(name)): printable_report(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [printable_report(item) for item in value]
+    return value
 
 
 def severity(finding: dict) -> str:
@@ -159,3 +184,15 @@ def versions_text(report: dict) -> str:
         f"{name} {version or 'version unknown'}" for name, version in (report.get("versions") or {}).items()
     )
     return f"mlacheck {report.get('mlacheck_version')}" + (f", {seen}" if seen else "")
+
+
+def compile_text(report: dict) -> str:
+    """The compile policy as the report states it; a merged report whose runs compiled says so, whatever the first
+    run's policy was (before: "skip" beside compile seconds)."""
+    variants = [v for family in report.get("families") or [] for v in family.get("variants") or []]
+    timed = any(v.get("compile_s") is not None or v.get("serving_path_compile_s") is not None for v in variants)
+    if report.get("compile_policy") == "real":
+        return "real (every compile timed)"
+    if timed:
+        return "skip in some runs, real in others (the seconds given are of those that compiled)"
+    return "skip (keys only, nothing compiled)"

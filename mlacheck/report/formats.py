@@ -1,109 +1,139 @@
-"""`--output FORMAT:PATH`: parse the specs, check them before the run, and write the report in each format.
+"""`--output FORMAT:PATH`: the output formats, one registry line each; parse and check the specs before the run; write.
 
-FORMAT is json, junit, sarif, github, markdown or html; PATH "-" is stdout (github's usual place, since
-GitHub reads annotations from the step's output). Every format renders the report's JSON form.
+A format is a module of this package and one `Format` line in `REGISTRY`, which feeds `FORMATS`, `render()`, the
+CLI's and the pytest plugin's help. A format module is a renderer (coverage.py's Reporter protocol):
+
+- `render(report: dict, options: Options) -> str`: the whole document, from the report's JSON form;
+- optionally `publish(report: dict, environ: Mapping[str, str]) -> None`: what else it writes once the document is
+  written (github appends the job summary to $GITHUB_STEP_SUMMARY).
+
+PATH "-" is stdout (github's usual place: GitHub reads annotations from the step's output). This module imports a
+format's module only when it renders, so the plugin's help costs nothing.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.github import to_github, write_github
-from mlacheck.report.html import to_html
-from mlacheck.report.junit import to_junit
-from mlacheck.report.markdown import to_markdown
-from mlacheck.report.model import Report
-from mlacheck.report.sarif import to_sarif
-
-FORMATS = ("json", "junit", "sarif", "github", "markdown", "html")
 
 
-def check_writable(path: Path) -> None:
-    """Refuse, before the run, an output path that cannot be written."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if (
-        path.is_dir()
-        or not folder.is_dir()
-        or not os.access(folder, os.W_OK)
-        or (path.exists() and not os.access(path, os.W_OK))
-    ):
-        reason = (
-            "is a folder" if path.is_dir() else "its folder does not exist" if not folder.is_dir() else "not writable"
-        )
-        raise MlacheckError(f"--output {path}: cannot write it ({reason}); give a writable file path")
+@dataclass(frozen=True)
+class Format:
+    name: str  # FORMAT in --output FORMAT:PATH
+    module: str  # mlacheck.report.<module>: render(), and publish() where it has one
+    help: str  # what the document is, for the help and the docs
 
 
-def parse_output(spec: str) -> tuple[str, Path | None]:
-    """ "FORMAT:PATH" -> (format, path); path None means stdout ("-"). Bad specs are one-line MlacheckErrors."""
+REGISTRY = (
+    Format("json", "jsonreport", "the JSON report, which `mlacheck report` reads back"),
+    Format("junit", "junit", "JUnit XML: a testcase per variant"),
+    Format("sarif", "sarif", "SARIF 2.1.0 for code scanning"),
+    Format("github", "github", "GitHub annotations, and the job summary to $GITHUB_STEP_SUMMARY"),
+    Format("markdown", "markdown", "Markdown for a pull-request comment"),
+    Format("html", "html", "one HTML page with a compile timeline"),
+)
+FORMATS = tuple(entry.name for entry in REGISTRY)
+OUTPUT_HELP = f"FORMAT:PATH, FORMAT one of {', '.join(FORMATS)}; PATH - is stdout"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a renderer may be told beyond the report."""
+
+    anchor: str | None = None  # SARIF: "path[:line]" that locates findings without a site in the repository
+
+
+def renderer(name: str):
+    """The module of format `name`."""
+    entry = next((entry for entry in REGISTRY if entry.name == name), None)
+    if entry is None:
+        raise MlacheckError(f"unknown output format {name!r}: choose one of {', '.join(FORMATS)}")
+    return importlib.import_module(f"mlacheck.report.{entry.module}")
+
+
+def render(report: dict, fmt: str, options: Options = Options()) -> str:
+    """The report as text in one format (github: the annotation lines only)."""
+    return renderer(fmt).render(report, options)
+
+
+def check_writable(path: Path, written: str | None = None) -> None:
+    """Refuse, before the run, a path that cannot be written: the file is opened for appending (made, then removed,
+    where it did not exist), so a folder, a missing folder, a read-only file system or /proc are all found now.
+    `written` names the setting and its value as the user wrote them (default `--output PATH`)."""
+    written = written or f"--output {path}"
+    if not str(path) or path.is_dir():
+        raise MlacheckError(f"{written}: cannot write it (is a folder or empty); give a file path")
+    folder = path.parent
+    if not folder.is_dir():
+        reason = "its folder is a file" if folder.exists() else "its folder does not exist"
+        raise MlacheckError(f"{written}: cannot write it ({reason}); give a file path in an existing folder")
+    existed = path.exists()
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise MlacheckError(f"{written}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def parse_output(spec: str, written: str | None = None) -> tuple[str, Path | None]:
+    """ "FORMAT:PATH" -> (format, path); path None means stdout ("-"). Bad specs are one-line MlacheckErrors naming
+    the setting as the user wrote it (`written`, default `--output SPEC`)."""
+    written = written or f"--output {spec}"
     fmt, sep, path = spec.partition(":")
     if not sep or not path:
-        raise MlacheckError(
-            f"--output {spec}: write FORMAT:PATH, FORMAT one of {', '.join(FORMATS)} (PATH - is stdout)"
-        )
+        raise MlacheckError(f"{written}: write {OUTPUT_HELP}")
     if fmt not in FORMATS:
-        raise MlacheckError(f"--output {spec}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        raise MlacheckError(f"{written}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     return fmt, None if path == "-" else Path(path)
 
 
-def output_specs(outputs: list[str]) -> list[tuple[str, Path | None]]:
-    """Parse and check every --output before anything runs; at most one may go to stdout."""
-    specs = [parse_output(spec) for spec in outputs]
-    if sum(path is None for _, path in specs) > 1:
+def output_specs(outputs: Iterable[str | tuple[str, str]]) -> list[tuple[str, Path | None]]:
+    """Parse and check every output before anything runs; at most one may go to stdout. An item is a spec, or
+    (spec, how the user wrote it: `--json PATH`, `--mlacheck-output=SPEC`, `[tool.mlacheck] output = SPEC (in
+    pyproject.toml)`)."""
+    given = [(item, None) if isinstance(item, str) else item for item in outputs]
+    specs = [(parse_output(spec, written), written) for spec, written in given]
+    if sum(path is None for (_, path), _ in specs) > 1:
         raise MlacheckError("--output: only one document can go to stdout (PATH -)")
-    for _, path in specs:
+    for (_, path), written in specs:
         if path is not None:
-            check_writable(path)
-    return specs
-
-
-def render(report: dict, fmt: str, sarif_anchor: str | None = None) -> str:
-    """The report as text in one format (github: the annotation lines only; sarif_anchor: see to_sarif)."""
-    if fmt == "json":
-        return json.dumps(report, indent=2) + "\n"
-    if fmt == "junit":
-        return to_junit(report)
-    if fmt == "sarif":
-        return json.dumps(to_sarif(report, sarif_anchor), indent=2) + "\n"
-    if fmt == "github":
-        return to_github(report)
-    if fmt == "markdown":
-        return to_markdown(report)
-    if fmt == "html":
-        return to_html(report)
-    raise MlacheckError(f"unknown output format {fmt!r}: choose one of {', '.join(FORMATS)}")
+            check_writable(path, written)
+    return [spec for spec, _ in specs]
 
 
 def write_outputs(
-    report: Report | dict,
+    report,
     specs: Iterable[tuple[str, Path | None]],
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
-    sarif_anchor: str | None = None,
+    options: Options = Options(),
 ) -> None:
-    """Write the report once per (format, path); github also appends the job summary to $GITHUB_STEP_SUMMARY."""
+    """Write the report once per (format, path), then let the format publish what else it writes."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
-    report = report.model_dump(mode="json") if isinstance(report, Report) else report
+    report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     for fmt, path in specs:
-        spec = f"{fmt}:{path or '-'}"
+        module = renderer(fmt)
+        text = module.render(report, options)
         try:
             if path is None:
-                if fmt == "github":
-                    write_github(report, stdout, environ)
-                else:
-                    stdout.write(render(report, fmt, sarif_anchor))
-                    stdout.flush()
+                stdout.write(text)
+                stdout.flush()
             else:
-                with path.open("w", encoding="utf-8") as handle:
-                    if fmt == "github":
-                        write_github(report, handle, environ)
-                    else:
-                        handle.write(render(report, fmt, sarif_anchor))
+                path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise MlacheckError(f"--output {spec}: cannot write {path or 'stdout'}: {exc.strerror or exc}") from None
+            raise MlacheckError(
+                f"--output {fmt}:{path or '-'}: cannot write {path or 'stdout'}: {exc.strerror or exc}"
+            ) from None
+        publish = getattr(module, "publish", None)
+        if publish is not None:
+            publish(report, environ)

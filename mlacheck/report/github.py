@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TextIO
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import Repository, is_new, process_text, severity
+from mlacheck.report.common import Repository, is_new, printable_report, process_text, severity
 from mlacheck.report.markdown import to_markdown
 
 
@@ -53,7 +52,9 @@ def annotation(finding: dict, repository: Repository | None = None) -> str:
 
 
 def to_github(report: dict, repository: Repository | None = None) -> str:
-    """The annotation lines for the report's new findings, incomplete reasons and internal errors."""
+    """The annotation lines for the report's new findings, incomplete reasons and internal errors; every string of the
+    run with its control characters escaped (a log viewer is a terminal too)."""
+    report = printable_report(report)
     repository = repository or Repository.here()
     lines = [annotation(finding, repository) for finding in report.get("findings") or [] if is_new(finding)]
     lines += [command("error", reason, title="mlacheck incomplete") for reason in report.get("incomplete") or []]
@@ -64,20 +65,18 @@ def to_github(report: dict, repository: Repository | None = None) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def github_summary_markdown(report: dict) -> str:
-    """The job summary: the Markdown report."""
-    return to_markdown(report)
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py): the annotation lines."""
+    return to_github(report)
 
 
-def write_github(report: dict, stream: TextIO, environ: Mapping[str, str] | None = None) -> None:
-    """Print the annotations to stream; append the summary to $GITHUB_STEP_SUMMARY when it is set."""
-    stream.write(to_github(report))
-    stream.flush()
+def publish(report: dict, environ: Mapping[str, str] | None = None) -> None:
+    """Append the job summary (the Markdown report) to $GITHUB_STEP_SUMMARY when it is set."""
     summary = (os.environ if environ is None else environ).get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as handle:
-                handle.write(github_summary_markdown(report) + "\n")
+                handle.write(to_markdown(report) + "\n")
         except OSError as exc:
             raise MlacheckError(
                 f"GITHUB_STEP_SUMMARY={summary}: cannot append the job summary: {exc.strerror or exc}"

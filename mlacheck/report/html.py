@@ -8,31 +8,36 @@ the findings. Every piece of text is escaped.
 
 from __future__ import annotations
 
+import re
 import shlex
 from html import escape
 
 from mlacheck.keys import value_text, varying_fields
-from mlacheck.report.common import program_runs, state, summary_line, versions_text
+from mlacheck.report.common import compile_text, printable_report, program_runs, state, summary_line, versions_text
 
 WIDTH, LEFT, RIGHT = 960, 70, 20  # the SVG's width and its margins, px
 BAND, LANE, TOP = 22, 16, 26  # the phase band's height, a compile lane's, the band's top
-CHAR = 6.5  # about the width of a character of the SVG's 11 px text
+CHAR = 7.0  # at least the width of a character of the SVG's 11 px text (labels are placed to fit by it)
+EDGE = 4  # px a label keeps from the plot's edges
 PHASE_CLASSES = {"warm-up": "warmup", "warmup": "warmup", "CUDA-graph capture": "capture", "capture": "capture"}
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1b1f24; max-width: 1100px; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1b1f24; max-width: 1200px; }
 h1 { font-size: 20px; margin: 0 0 12px; } h2 { font-size: 16px; margin: 28px 0 8px; }
 .verdict { font-weight: 600; padding: 6px 10px; border-radius: 4px; display: inline-block; }
 .pass { background: #dff3e4; } .fail { background: #fbe0e0; } .incomplete { background: #efe2f7; }
-table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 2px 10px 2px 0; text-align: left;
-  vertical-align: top; } th { border-bottom: 1px solid #888; } .facts td:first-child { font-weight: 600; }
-.num { text-align: right; } .muted { color: #666; } code { font-size: 13px; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 6px 0; }
+td, th { padding: 2px 12px 2px 0; text-align: left; vertical-align: top; } th { border-bottom: 1px solid #888; }
+.facts td:first-child { font-weight: 600; white-space: nowrap; }
+.num { text-align: right; } .muted { color: #666; } code { font-size: 13px; overflow-wrap: normal; }
+.whole { white-space: nowrap; } .site { min-width: 16em; }
 .status-serving-path-compile { color: #b3261e; font-weight: 600; } .status-dead-warm-up { color: #8a6100; }
-.finding { margin: 8px 0 12px; } .finding .head { font-weight: 600; } .finding div { margin-left: 64px; }
-.error .code { color: #b3261e; } .warning .code { color: #8a6100; } .code { display: inline-block; width: 60px; }
+.finding { margin: 8px 0 12px; } .finding .head { font-weight: 600; display: flex; gap: 0.6em; }
+.finding .head .code { flex: none; } .finding > div:not(.head), .finding details { margin-left: 4.6em; }
+.error .code { color: #b3261e; } .warning .code { color: #8a6100; }
 svg text { font: 11px system-ui, sans-serif; fill: #333; }
 svg .warmup { fill: #dce9f7; } svg .capture { fill: #dcf1e0; } svg .serving { fill: #fbe9d7; }
 svg .compile { fill: #4a78b5; } svg .compile.serving-path { fill: #c62828; } svg .axis { stroke: #999; }
-.facts td:first-child, .nowrap { white-space: nowrap; } .legend { font-size: 12px; }
+.legend { font-size: 12px; }
 .key { display: inline-block; width: 12px; height: 10px; margin: 0 4px 0 10px; vertical-align: middle; }
 .key.warmup { background: #dce9f7; } .key.capture { background: #dcf1e0; } .key.serving { background: #fbe9d7; }
 .key.compile { background: #4a78b5; } .key.serving-path { background: #c62828; }
@@ -41,6 +46,7 @@ svg .compile { fill: #4a78b5; } svg .compile.serving-path { fill: #c62828; } svg
 
 def to_html(report: dict) -> str:
     """The whole report as one HTML document."""
+    report = printable_report(report)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -84,7 +90,7 @@ def _facts(report: dict) -> str:
         ("versions", versions_text(report)),
         ("target arch", report.get("target_arch") or "not set"),
         ("mode", str(report.get("mode")) + (f" ({report['device']})" if report.get("device") else "")),
-        ("compile", report.get("compile_policy")),
+        ("compile", compile_text(report)),
     ]
     rows += [(name, f"{text} ({more[0]})" if more and more[0] else text) for name, text, *more in _header(report)]
     rows += [("program", f"{shlex.join(command)}: {ended}") for command, ended in program_runs(report)]
@@ -130,21 +136,36 @@ def _timeline(timeline: dict, report: dict, phases: list[dict] | None) -> str:
             f'width="{width:.1f}" height="{LANE - 4}"><title>{escape(what)}</title></rect>'
         )
         label = f"{item['family']} {item.get('label') or ''}" + (f" {seconds:.1f} s" if item.get("seconds") else "")
-        right = x(item["start"]) + width + 4
-        fits_right = right + CHAR * len(label) < WIDTH or WIDTH - right >= x(item["start"])
-        anchor = ("start", right) if fits_right else ("end", x(item["start"]) - 4)
-        parts.append(
-            f'<text class="label" x="{anchor[1]:.1f}" y="{top + LANE - 5}" text-anchor="{anchor[0]}">{escape(label)}</text>'
-        )
+        parts.append(_label(label, x(item["start"]), x(item["start"]) + width, top + LANE - 5))
     axis = TOP + BAND + 8 + LANE * len(compiles) + 6
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{axis}" x2="{WIDTH - RIGHT}" y2="{axis}"/>')
     step = _tick(end)
     tick = 0.0
     while tick <= end + 1e-9:
-        parts.append(f'<text x="{x(tick) - 6:.1f}" y="{axis + 14}">{tick:g} s</text>')
+        anchor = "end" if x(tick) + CHAR * 3 > WIDTH else "middle"
+        parts.append(f'<text x="{x(tick):.1f}" y="{axis + 14}" text-anchor="{anchor}">{tick:g} s</text>')
         tick += step
     parts.append("</svg>")
     return "\n".join(parts) + LEGEND
+
+
+def _label(label: str, left: float, right: float, y: int) -> str:
+    """A compile's label inside the plot: after its bar where it fits there, else before it, else cut (with "…") to
+    the wider side; its whole text is the tooltip."""
+    after, before = WIDTH - EDGE - (right + EDGE), left - EDGE - EDGE
+    if CHAR * len(label) <= after or (CHAR * len(label) > before and after >= before):
+        shown, x, anchor = _cut(label, after), right + EDGE, "start"
+    else:
+        shown, x, anchor = _cut(label, before), left - EDGE, "end"
+    return (
+        f'<text class="label" x="{x:.1f}" y="{y}" text-anchor="{anchor}"><title>{escape(label)}</title>'
+        f"{escape(shown)}</text>"
+    )
+
+
+def _cut(label: str, room: float) -> str:
+    fits = int(room // CHAR)
+    return label if len(label) <= fits else label[: max(fits - 1, 0)] + "…"
 
 
 LEGEND = (
@@ -199,13 +220,17 @@ def _process_label(timeline: dict, report: dict) -> str:
 
 
 def _family(family: dict) -> str:
+    """The variant table: key values and statuses whole, paths broken only after their slashes, names after their
+    underscores (so that no column is narrower than its longest word); a site every variant shares goes under it."""
     variants = family.get("variants") or []
     fields = family.get("key_fields") or (list(variants[0]["key"]) if variants else [])
     varying = varying_fields([v["key"] for v in variants], fields)
     title = f"{family['name']} ({family.get('version') or 'version unknown'})"
     if not variants:
         return f"<h2>{escape(title)}</h2><p class='muted'>loaded; nothing was compiled or looked up</p>"
-    head = "".join(f"<th>{escape(name)}</th>" for name in [*varying, "compiled", "at", "dispatches", "status"])
+    sites = {v.get("compiled_by") for v in variants if v.get("compiled_by")}
+    columns = [*varying, "compiled", *(["at"] if len(sites) > 1 else []), "dispatches", "status"]
+    head = "".join(f"<th>{_breakable(name, '_')}</th>" for name in columns)
     rows = []
     for variant in variants:
         compiled = []
@@ -214,20 +239,29 @@ def _family(family: dict) -> str:
             compiled.append(f"{phase} {_seconds(variant.get('compile_s'))}".strip())
         if variant.get("status") == "serving-path compile":
             compiled.append(f"serving {_seconds(variant.get('serving_path_compile_s'))}".strip())
-        cells = [escape(value_text(variant["key"].get(name))) for name in varying]
-        cells += [
-            f'<span class="nowrap">{escape(", ".join(compiled) or "no")}</span>',
-            f"<code>{escape(variant.get('compiled_by') or '—')}</code>",
-            f'<span class="num">{escape(str(variant.get("dispatches", 0)))}</span>',
-            f'<span class="status-{escape(str(variant.get("status")).replace(" ", "-"))}">'
-            f"{escape(str(variant.get('status')))}</span>",
-        ]
-        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+        cells = [f'<td class="whole">{escape(value_text(variant["key"].get(name)))}</td>' for name in varying]
+        cells.append(f'<td class="whole">{escape(", ".join(compiled) or "no")}</td>')
+        if len(sites) > 1:
+            cells.append(f'<td class="site"><code>{_breakable(variant.get("compiled_by") or "—", "/")}</code></td>')
+        cells.append(f'<td class="num">{escape(str(variant.get("dispatches", 0)))}</td>')
+        status = str(variant.get("status"))
+        cells.append(f'<td class="whole status-{escape(status.replace(" ", "-"))}">{escape(status)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
     shared = [name for name in fields if name not in varying and name in variants[0]["key"]]
     caption = ", ".join(f"{name}={value_text(variants[0]['key'][name])}" for name in shared)
-    return f"<h2>{escape(title)}</h2><table><tr>{head}</tr>{''.join(rows)}</table>" + (
-        f'<p class="muted">every variant: {escape(caption)}</p>' if caption else ""
+    under = [f"every variant: {escape(caption)}"] if caption else []
+    if len(sites) == 1:
+        [site] = sites
+        every = all(v.get("compiled_by") for v in variants)
+        under.append(f"{'compiled' if every else 'precompiled'} at <code>{_breakable(site, '/')}</code>")
+    return f"<h2>{escape(title)}</h2><div class='scroll'><table><tr>{head}</tr>{''.join(rows)}</table></div>" + "".join(
+        f'<p class="muted">{line}</p>' for line in under
     )
+
+
+def _breakable(text: str, after: str) -> str:
+    """Escaped text that may break after each `after` (a path's slashes, a name's underscores) and nowhere else."""
+    return "<wbr>".join(escape(part) for part in re.split(f"(?<={re.escape(after)})", text))
 
 
 def _seconds(seconds: float | None) -> str:
@@ -235,19 +269,33 @@ def _seconds(seconds: float | None) -> str:
 
 
 def _finding(finding: dict) -> str:
+    """The finding's line (code, family, summary, site), its diff, its fix; its whole message and key folded."""
     known = state(finding)
     head = (
-        f"{escape(finding.get('family', ''))} {escape(finding.get('summary') or finding.get('message', ''))}"
-        + (f" <span class='muted'>at <code>{escape(finding['site'])}</code></span>" if finding.get("site") else "")
+        f"<span>{escape(finding.get('family', ''))} {escape(finding.get('summary') or finding.get('message', ''))}"
+        + (
+            f" <span class='muted'>at <code>{_breakable(finding['site'], '/')}</code></span>"
+            if finding.get("site")
+            else ""
+        )
         + (f" <span class='muted'>({escape(known)})</span>" if known else "")
+        + "</span>"
     )
     diff = ", ".join(
         f"{name} {value_text(old)} → {value_text(new)}" for name, (old, new) in (finding.get("diff") or {}).items()
     )
+    more = escape(finding.get("message", "")) + (
+        f"<br><code>{escape(str(finding.get('key')))}</code>" if finding.get("key") else ""
+    )
     return (
-        f'<div class="finding {escape(finding.get("severity", ""))}"><div class="head" style="margin-left:0">'
+        f'<div class="finding {escape(finding.get("severity", ""))}"><div class="head">'
         f'<span class="code">{escape(finding.get("code", ""))}</span>{head}</div>'
         + (f"<div>diff {escape(diff)}</div>" if diff else "")
         + (f"<div>fix: {escape(finding['hint'])}</div>" if finding.get("hint") else "")
-        + f"<div class='muted'>{escape(finding.get('message', ''))}</div></div>"
+        + f"<details class='muted'><summary>the whole finding</summary>{more}</details></div>"
     )
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_html(report)

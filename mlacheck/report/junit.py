@@ -1,22 +1,24 @@
 """JUnit XML: one testcase per kernel variant, so CI test views list what failed and why.
 
 Layout: <testsuites> holding one <testsuite name="mlacheck">. Each variant of each family is a
-<testcase classname=FAMILY name="field=value, ...">; each new error finding on it is a
+<testcase classname=FAMILY name="field=value, ...">, named by the fields that tell the family's variants apart (its
+whole key is the first line of its <system-out>); each new error finding on it is a
 <failure type=CODE message=MESSAGE> (text: message, diff, fix). Warnings, and findings a baseline
 marked, are lines of the testcase's <system-out> (every JUnit reader shows it; <skipped> would
 hide a variant that did run). A finding matching no variant (MLA004's version finding has key {})
 is a testcase of its own, named "CODE name". Each reason the run is incomplete (it did not see enough to
 pass) is a testcase "incomplete" with an <error>, and so is each internal capture error (also listed in the suite's
 <system-err>): `errors` counts them, so a CI view never shows an incomplete run as clean. `failures` counts failed
-testcases, `tests` all of them. Run facts are suite <properties>.
+testcases, `tests` all of them. Run facts are suite <properties>. Every string of the run is written with its control
+characters escaped (`common.printable`): XML 1.0 cannot hold them.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from mlacheck.keys import fields_text, key_identity
-from mlacheck.report.common import family_key_fields, is_new, process_text, severity, summary_line
+from mlacheck.keys import fields_text, key_identity, spelling_text, varying_fields
+from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
 from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
@@ -24,14 +26,19 @@ PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_vers
 
 def to_junit(report: dict) -> str:
     """The report as a JUnit XML document (UTF-8 text with an XML declaration)."""
+    report = printable_report(report)
     fields = family_key_fields(report)
     cases: list[tuple[str, str, list[dict]]] = []
     by_variant: dict[tuple, list[dict]] = {}
+    keys: dict[tuple[str, str], str] = {}  # (family, testcase name) -> the variant's whole key
     for family in report.get("families") or []:
-        for variant in family.get("variants") or []:
+        variants = family.get("variants") or []
+        names = _names(variants, fields.get(family["name"]))
+        for variant, name in zip(variants, names):
             findings: list[dict] = []
             by_variant[(family["name"], key_identity(variant.get("key") or {}))] = findings
-            cases.append((family["name"], fields_text(variant.get("key") or {}, fields.get(family["name"])), findings))
+            keys[(family["name"], name)] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
+            cases.append((family["name"], name, findings))
     for finding in report.get("findings") or []:
         home = by_variant.get((finding.get("family"), key_identity(finding.get("key") or {})))
         if home is not None:
@@ -64,8 +71,9 @@ def to_junit(report: dict) -> str:
             failure = ET.SubElement(case, "failure", message=finding.get("message", ""), type=finding.get("code", ""))
             failure.text = _details(finding)
         notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
-        if notes:
-            ET.SubElement(case, "system-out").text = "\n".join(notes)
+        key = keys.get((classname, name))
+        if key is not None or notes:
+            ET.SubElement(case, "system-out").text = "\n".join([*([f"key: {key}"] if key is not None else []), *notes])
         failed += bool(failures)
     errors = report.get("internal_errors") or []
     unseen = [("incomplete", reason) for reason in report.get("incomplete") or []]
@@ -85,6 +93,16 @@ def to_junit(report: dict) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def _names(variants: list[dict], fields: list[str] | None) -> list[str]:
+    """Each variant's testcase name: its fields that tell the family's variants apart (and how a functools call
+    spelled it, where only that tells two apart); a lone variant is "variant"."""
+    varying = varying_fields([v.get("key") or {} for v in variants], fields)
+    names = [fields_text({name: (v.get("key") or {}).get(name) for name in varying}) or "variant" for v in variants]
+    if len(set(names)) < len(names):
+        names = [f"{name} ({spelling_text(v.get('spelling'))})" for name, v in zip(names, variants)]
+    return names
+
+
 def _label(finding: dict) -> str:
     state = f"{state_of(finding)} " if state_of(finding) else ""
     where = process_text(finding)
@@ -102,3 +120,8 @@ def _details(finding: dict) -> str:
     if finding.get("hint"):
         lines.append(f"fix: {finding['hint']}")
     return "\n".join(lines)
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_junit(report)

@@ -1,37 +1,69 @@
-"""The Markdown report (for a PR comment or a CI job summary): verdict, run facts, variants, findings."""
+"""The Markdown report (for a PR comment or a CI job summary): verdict, run facts, variants, findings.
+
+Every string from the run is text, never Markdown or HTML: its control characters escaped (`common.printable`),
+`<`, `>` and `&` as entities, Markdown's own characters (`\\ ` * [ ] |`) behind a backslash; in a code span it is
+fenced by more backticks than it holds (and is text where it holds `<`, `>` or `&`). A finding is its summary (the variant, what it costs, where), its diff, and
+the fix once per code.
+"""
 
 from __future__ import annotations
 
+import re
 import shlex
 
+from mlacheck.codes import CODES
 from mlacheck.keys import value_text, varying_fields
-from mlacheck.report.common import process_text, program_runs, severity, summary_line, versions_text
+from mlacheck.report.common import (
+    compile_text,
+    printable,
+    process_text,
+    program_runs,
+    severity,
+    summary_line,
+    versions_text,
+)
 from mlacheck.report.common import state as state_of
+
+SPECIAL = re.compile(r"([\\`*\[\]|])")
+
+
+def text(value: object) -> str:
+    """A string from the run as Markdown text that shows it as it is."""
+    escaped = printable(str(value)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return SPECIAL.sub(r"\\\1", escaped)
+
+
+def code(value: object) -> str:
+    """A string from the run as a code span, fenced by one more backtick than its longest run of them; one holding
+    `<`, `>` or `&` as text instead (a code span cannot hold an entity, and its raw HTML would reach a lenient
+    renderer)."""
+    content = printable(str(value))
+    if re.search("[<>&]", content):
+        return text(content)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", content)), default=0) + 1)
+    padded = f" {content} " if content.startswith("`") or content.endswith("`") else content
+    return f"{fence}{padded}{fence}"
 
 
 def cell(value: object) -> str:
-    """A table cell: pipes escaped, line breaks as <br>, None as an em dash."""
+    """A table cell: text, None as an em dash."""
     if value is None or value == "":
         return "—"
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    return text(value)
 
 
 def _table(header: list[str], rows: list[list[object]]) -> list[str]:
     return [
-        "| " + " | ".join(cell(name) if name else "" for name in header) + " |",
+        "| " + " | ".join(cell(name) for name in header) + " |",
         "|" + "|".join(" --- " for _ in header) + "|",
         *("| " + " | ".join(cell(value) for value in row) + " |" for row in rows),
     ]
 
 
-def _inline(text: object) -> str:
-    return " ".join(str(text).split())
-
-
 def to_markdown(report: dict) -> str:
     """The whole report as GitHub-flavoured Markdown."""
-    lines = [f"## mlacheck {summary_line(report)}", ""]
-    lines += _table(["", ""], _facts(report)) + [""]
+    lines = [f"## mlacheck {text(summary_line(report))}", ""]
+    lines += _table(["run", "facts"], _facts(report)) + [""]
     for family in report.get("families") or []:
         lines += _family(family)
     if len(report.get("ranks") or []) > 1:
@@ -41,6 +73,8 @@ def to_markdown(report: dict) -> str:
         lines += ["### Findings", ""]
         for finding in findings:
             lines += _finding(finding)
+        codes = dict.fromkeys(f.get("code") for f in findings if not f.get("ignored") and f.get("code") in CODES)
+        lines += [f"- fix {name}: {text(CODES[name].hint)} (`mlacheck rule {name}`)" for name in codes]
         lines.append("")
     unseen = [
         *(f"incomplete: {line}" for line in report.get("incomplete") or []),
@@ -48,13 +82,13 @@ def to_markdown(report: dict) -> str:
         *(f"unreadable trace line skipped: {line}" for line in report.get("bad_lines") or []),
     ]
     if unseen:
-        lines += ["### What this run did not see", ""] + [f"- {_inline(line)}" for line in unseen] + [""]
+        lines += ["### What this run did not see", ""] + [f"- {text(line)}" for line in unseen] + [""]
     errors = report.get("internal_errors") or []
     if errors:
         lines += ["### Internal errors in capture (the program went on)", ""]
-        lines += [f"- {_inline(error)}" for error in errors] + [""]
+        lines += [f"- {text(error)}" for error in errors] + [""]
     if report.get("exit_reason"):
-        lines.append(f"**{_inline(report['exit_reason'])}**")
+        lines.append(f"**{text(report['exit_reason'])}**")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -68,15 +102,15 @@ def _facts(report: dict) -> list[list[object]]:
             else None,
         ],
         ["target arch", report.get("target_arch")],
-        ["compile", report.get("compile_policy")],
+        ["compile", compile_text(report) if report.get("compile_policy") else None],
         ["versions", versions_text(report)],
     ]
     rows += [
-        [name, f"{text} ({more[0]})" if more and more[0] else text]
-        for name, text, *more in scenario.get("header") or []
+        [name, f"{value} ({more[0]})" if more and more[0] else value]
+        for name, value, *more in scenario.get("header") or []
     ]
     for command, ended in program_runs(report):
-        rows.append(["program", f"`{shlex.join(command)}` ({ended})"])
+        rows.append(["program", f"{shlex.join(command)} ({ended})"])
     processes = report.get("processes") or []
     if processes:
         rows.append(
@@ -100,7 +134,7 @@ def _family(family: dict) -> list[str]:
     fields = list(family.get("key_fields") or []) or list(variants[0]["key"] if variants else [])
     varying = varying_fields([v.get("key", {}) for v in variants], fields) or fields
     shared = [name for name in fields if name not in varying]
-    lines = [f"### {family.get('name')} ({family.get('version') or 'version unknown'})", ""]
+    lines = [f"### {text(family.get('name'))} ({text(family.get('version') or 'version unknown')})", ""]
     rows = []
     for variant in variants:
         if variant.get("precompiled"):
@@ -121,10 +155,8 @@ def _family(family: dict) -> list[str]:
         )
     lines += _table([*varying, "precompiled", "compiled by", "dispatches", "status"], rows)
     if shared and variants:
-        lines += [
-            "",
-            "every variant: " + ", ".join(f"`{name}={value_text(variants[0]['key'].get(name))}`" for name in shared),
-        ]
+        values = ", ".join(code(f"{name}={value_text(variants[0]['key'].get(name))}") for name in shared)
+        lines += ["", f"every variant: {values}"]
     return lines + [""]
 
 
@@ -147,17 +179,22 @@ def _ranks(ranks: list[dict]) -> list[str]:
 
 
 def _finding(finding: dict) -> list[str]:
+    """ "- **CODE** name [severity] (state) process, at `site`: the family and its summary", then its diff."""
     state = f" ({state_of(finding)})" if state_of(finding) else ""
     where = ", ".join(
-        part for part in (process_text(finding), f"at `{finding['site']}`" if finding.get("site") else "") if part
+        part for part in (process_text(finding), f"at {code(finding['site'])}" if finding.get("site") else "") if part
     )
+    what = finding.get("summary") or finding.get("message", "")
     lines = [
-        f"- **{finding.get('code')}** {finding.get('name', '')} [{severity(finding)}]{state}"
+        f"- **{text(finding.get('code'))}** {text(finding.get('name', ''))} [{severity(finding)}]{state}"
         + (f" {where}" if where else "")
-        + f": {_inline(finding.get('message', ''))}"
+        + f": {text(finding.get('family', ''))} {text(what)}"
     ]
     for name, (old, new) in (finding.get("diff") or {}).items():
-        lines.append(f"  - diff `{name}`: precompiled `{value_text(old)}` → dispatched `{value_text(new)}`")
-    if finding.get("hint"):
-        lines.append(f"  - fix: {_inline(finding['hint'])}")
+        lines.append(f"  - diff {code(name)}: precompiled {code(value_text(old))} → dispatched {code(value_text(new))}")
     return lines
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_markdown(report)

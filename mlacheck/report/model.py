@@ -15,6 +15,7 @@ report of what it ran.
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -59,17 +60,20 @@ class ReportPolicy:
         baseline: Path | None = None,
         select: list[str] | None = None,
         ignore: list[str] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> ReportPolicy:
         """The policy of the options; a --baseline file is read and checked now, and the codes of --select and
-        --ignore (a bad one is one MlacheckError line)."""
-        known, source = known_findings(baseline)
+        --ignore (a bad one is one MlacheckError line). `names` says where the user wrote "baseline", "select" and
+        "ignore" ("--select", "--mlacheck-select", "PATH [tool.mlacheck] select"); the default is the CLI's flag."""
+        names = {name: f"--{name}" for name in ("baseline", "select", "ignore")} | dict(names or {})
+        known, source = known_findings(baseline, f"{names['baseline']} {baseline}")
         return cls(
             strict,
             allow_incomplete,
             frozenset(known) if known is not None else None,
             source,
-            _selected(select),
-            frozenset(_codes("--ignore", ignore or [])),
+            _selected(select, names["select"]),
+            frozenset(_codes(names["ignore"], ignore or [])),
         )
 
     def ignores(self, code: str) -> bool:
@@ -77,26 +81,27 @@ class ReportPolicy:
         return code in self.ignore or (self.select is not None and code not in self.select)
 
 
-def _codes(flag: str, items: list[str]) -> list[str]:
-    """Finding codes from repeated or comma-separated items ("MLA001,MLA003"); an unknown one is one line."""
+def _codes(name: str, items: list[str]) -> list[str]:
+    """Finding codes from repeated or comma-separated items ("MLA001,MLA003"); an unknown one is one line naming the
+    setting (`name`) where the user wrote it."""
     codes = [code.strip().upper() for item in items for code in item.split(",") if code.strip()]
     unknown = next((code for code in codes if code not in CODES), None)
     if unknown is not None:
         raise MlacheckError(
-            f"{flag} {unknown}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)"
+            f"{name} {unknown}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)"
         )
     return codes
 
 
-def _selected(select: list[str] | None) -> frozenset[str] | None:
+def _selected(select: list[str] | None, name: str = "--select") -> frozenset[str] | None:
     """The codes --select (or `select`) keeps; None where it is not given. One that selects nothing is refused: an
     empty CI variable would otherwise turn every finding into an ignored one, and a failing run into exit 0."""
     if select is None:
         return None
-    codes = frozenset(_codes("--select", select))
+    codes = frozenset(_codes(name, select))
     if not codes:
         raise MlacheckError(
-            "--select selects no finding code (it was given empty); name the codes to keep, e.g. --select MLA001, "
+            f"{name} selects no finding code (it was given empty); name the codes to keep, e.g. {name} MLA001, "
             "or leave it out to keep them all"
         )
     return codes
@@ -117,6 +122,7 @@ class VariantReport(_Model):
     dispatches: int = 0
     dispatches_at_least: bool = False
     warmup_dispatches: int = 0
+    capture_dispatches: int = 0
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
     first_dispatch_site: str | None = None

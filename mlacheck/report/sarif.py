@@ -14,6 +14,7 @@ baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --
 
 from __future__ import annotations
 
+import json
 from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
@@ -144,3 +145,9 @@ def path_uri(path: str) -> str:
     if path.startswith("/"):
         return PurePosixPath(path).as_uri()
     return quote(path.replace("\\", "/"))
+
+
+def render(report: dict, options=None) -> str:
+    """The renderer protocol (report/formats.py): the log as JSON text, findings without a site located at the
+    options' anchor."""
+    return json.dumps(to_sarif(report, getattr(options, "anchor", None)), indent=2) + "\n"

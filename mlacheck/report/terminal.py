@@ -1,28 +1,34 @@
-"""The rich terminal report: header, one variant table per kernel family, findings, what was not seen, verdict.
+"""The terminal report: header, a variant table per kernel family, findings, what was not seen, the verdict.
 
-It renders the report's JSON form, as every other format does; every piece of text is a `Text` (never
-markup), so paths, commands and function names print as they are. It fits the console's width (80
-columns and up): a finding is one line (code, family, the variant by the fields that tell it apart, the
-stall or waste, the site), its diff one indented line and its fix another; column names wrap at their
-underscores, never inside a word; long paths are shortened from the left. `detail` is "normal",
-"quiet" (findings and the verdict only) or "verbose" (each finding's whole message, full key and stack,
-every shared key field, the engine's upstream files).
+It renders the report's JSON form, as every other format does, after `printable_report` has escaped every
+control character of the run's strings; every piece of text is a `Text` (never markup). Everything fits the
+console's width from 60 columns up without splitting a word (report/layout.py: a table changes shape rather than
+cut a cell), and a finding takes at most two lines at 80 columns (report/findings_text.py). `detail` is "normal",
+"quiet" (findings, incomplete reasons and the verdict only) or "verbose" (each finding's whole message, key and stack, every shared
+key field, whole paths).
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
-from mlacheck.keys import key_identity, key_text, spelling_text, value_text, varying_fields
+from mlacheck.keys import key_identity, spelling_text, value_text, varying_fields
 from mlacheck.report import discovered
-from mlacheck.report.common import MODELLED, is_modelled, program_runs, short_site, versions_text
-from mlacheck.report.model import Report
+from mlacheck.report.common import (
+    MODELLED,
+    compile_text,
+    is_modelled,
+    printable_report,
+    program_runs,
+    short_site,
+    versions_text,
+)
+from mlacheck.report.findings_text import findings_lines
+from mlacheck.report.layout import Column, fit, wrap
 
 MODE_NOTES = {
     "execute": ("kernels launch on the device", "kernels launch on the device"),
@@ -50,75 +56,86 @@ STATUS_STYLES = {
     "not compiled": "dim",
     "unused": "dim",
 }
-SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "note": "magenta"}
+RANK_STYLES = {"serving-path compile": "bold red", "unobserved": "magenta", "never dispatched": "yellow", "ok": "green"}
 VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 CAPTION_LINES = 2  # shared key fields a table lists before "--verbose lists them all"
-CODE_WIDTH = 6  # "MLA001"
-GAP = 2  # spaces between table columns
 PHASES = {"warmup": "warm-up", "capture": "capture", "preexisting": "before mlacheck", "inherited": "inherited"}
-SITE_MIN = 30  # a finding's site keeps at least this much of its path, wrapping when the line is full
+SITE_WIDTH = 30  # a site in a table keeps about this much of its path ("…/paged/tokenspeed_mla.py:724*")
+NAME_WIDTH = 16  # the header's names column
 
 
-def render(report: Report | dict, console: Console, detail: str = "normal") -> None:
+def render(report, console: Console, detail: str = "normal") -> None:
     """Print the whole report."""
-    data = report.model_dump(mode="json") if isinstance(report, Report) else report
-    data, quiet = discovered.shown(data)
+    data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
+    data, quiet = discovered.shown(printable_report(data))
+    width = max(console.width, 40)
+    say = _printer(console)
+    modelled = _modelled(data)
     if detail != "quiet":
-        console.print(_header(data, detail))
+        console.print(_header(data, detail, width))
         if quiet:
-            console.print(Text(quiet, style="dim"))
+            say(wrap(Text(quiet, style="dim"), width))
         for family in data["families"]:
-            if not family["variants"]:
-                console.print(
-                    Text(
-                        f"{family['name']}  ({family.get('version') or 'version unknown'}): loaded; nothing was "
-                        "compiled or looked up",
-                        style="dim",
-                    )
-                )
-                continue
             measured = ((data.get("scenario") or {}).get("measured") or {}).get(family["name"])
-            console.print(_variant_table(family, console, detail, measured))
-            for note in family.get("notes") or []:
-                console.print(Text(f"note: {note}", style="dim"))
-        for line in _unwatched_lines(data.get("unwatched_compiles") or []):
-            console.print(line)
+            say(_family(family, width, detail, measured))
+        for line in _unwatched(data.get("unwatched_compiles") or []):
+            say(wrap(line, width, 0, 4))
         if len(data.get("ranks") or []) > 1:
-            console.print(_ranks(data["ranks"]))
+            say(_ranks(data["ranks"], width))
     if data["findings"]:
-        console.print(_findings(data, console.width, detail))
-    if detail != "quiet":
-        for line in _unseen(data, detail):
-            console.print(line)
-    console.print(_verdict(data))
+        say(findings_lines(data, width, detail))
+    if modelled and (data["findings"] or detail != "quiet"):
+        say(wrap(Text(f"* {modelled}: the scenario's step stands for this line", style="dim"), width, 0, 2))
+    for line in _unseen(data, detail):  # quiet: the incomplete reasons still (the verdict line points at them)
+        if detail != "quiet" or line.plain.startswith("incomplete: "):
+            say(wrap(line, width, 0, 4))
+    say(wrap(_verdict(data), width, 0, 4))
 
 
-def _header(data: dict, detail: str) -> Panel:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column()
+def _printer(console: Console):
+    def say(lines: list[Text]) -> None:
+        for line in lines:
+            console.print(line, no_wrap=True, overflow="ignore", crop=False)
+
+    return say
+
+
+def _modelled(data: dict) -> str | None:
+    """ "modelled on ENGINE VERSION" of the first modelled site the report shows (the `*` after a site)."""
+    sites = [f.get("site") for f in data["findings"]]
+    sites += [v.get("compiled_by") for family in data["families"] for v in family["variants"]]
+    site = next((site for site in sites if is_modelled(site)), None)
+    return site[site.index(MODELLED) + 1 : -1] if site else None
+
+
+def _header(data: dict, detail: str, width: int) -> Panel:
     mode = data["mode"]
     note = MODE_NOTES.get(mode, ("", ""))[detail == "verbose"]
     rows = [
-        ("versions", versions_text(data)),
-        ("target arch", data["target_arch"] or "not set (no observed process named one)"),
-        ("mode", f"{mode}: {note}" + (f" ({data['device']})" if data.get("device") else "")),
-        (
-            "compile",
-            "real (every compile timed)" if data["compile_policy"] == "real" else "skip (keys only, nothing compiled)",
-        ),
+        ("versions", versions_text(data), None),
+        ("target arch", data["target_arch"] or "not set (no observed process named one)", None),
+        ("mode", f"{mode}: {note}" + (f" ({data['device']})" if data.get("device") else ""), None),
+        ("compile", compile_text(data), None),
     ]
     scenario_rows = (data.get("scenario") or {}).get("header") or []
-    rows += _program_rows(data) if mode == "program" else scenario_rows
-    for name, value, *more in rows:
-        text = Text(value)
-        if detail == "verbose" and more and more[0]:
-            text.append(f"\n{more[0]}", style="dim")
-        grid.add_row(Text(name), text)
-    return Panel(grid, title="mlacheck report", title_align="left")
+    rows += (
+        _program_rows(data)
+        if mode == "program"
+        else [(row[0], row[1], (row[2:] or [None])[0]) for row in scenario_rows]
+    )
+    inner = width - 4  # the panel's border and padding
+    names = min(max(len(name) for name, _, _ in rows) + 2, NAME_WIDTH)
+    lines: list[Text] = []
+    for name, value, more in rows:
+        text = Text(f"{name:<{names}}", style="bold") + Text(value)
+        if detail == "verbose" and more:
+            text.append(f"\n{more}", style="dim")
+        for part in text.split("\n"):
+            lines += wrap(part if part.plain.startswith(name) else Text(" " * names) + part, inner, 0, names)
+    return Panel(Text("\n").join(lines), title="mlacheck report", title_align="left", width=min(width, inner + 4))
 
 
-def _program_rows(data: dict) -> list[tuple[str, str]]:
+def _program_rows(data: dict) -> list[tuple[str, str, None]]:
     ended = [f"{shlex.join(command) or '?'}: {status}" for command, status in program_runs(data)]
     processes = data.get("processes") or []
     described = ", ".join(
@@ -130,184 +147,143 @@ def _program_rows(data: dict) -> list[tuple[str, str]]:
         for p in processes
     )
     return [
-        ("program", "\n".join(ended)),
-        ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace"),
+        *(("program", line, None) for line in ended or ["?"]),
+        ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace", None),
     ]
 
 
-def _variant_table(family: dict, console: Console, detail: str, extra: dict | None = None) -> Table:
-    """Fields that every variant shares go in the caption; the columns are the fields that vary, then how and where
-    the variant was compiled, its dispatches, the columns a scenario measured (`extra`: {"columns", "variants"}),
-    its status. A modelled site is marked * (the caption says what the scenario models)."""
-    variants, width = family["variants"], console.width
-    fields = family.get("key_fields") or (list(variants[0]["key"]) if variants else [])
+def _family(family: dict, width: int, detail: str, measured: dict | None) -> list[Text]:
+    """A family's title (name, version, what its dispatch calls were), its variant table, and under it what every
+    variant shares: key fields, the site they were compiled at, notes."""
+    title = Text(f"{family['name']}  ({family.get('version') or 'version unknown'})", style="bold")
+    variants = family["variants"]
+    if not variants:
+        title.append(": loaded; nothing was compiled or looked up", style="dim")
+        return wrap(title, width, 0, 4)
+    if family.get("mode"):
+        title.append(f"  [{family['mode']} on {family['target_arch']}]")
+    calls = _calls(family)
+    if calls:
+        title.append(f"  {calls}", style="dim")
+    fields = family.get("key_fields") or list(variants[0]["key"])
     fields = fields + [name for v in variants for name in v["key"] if name not in fields]
     varying = varying_fields([v["key"] for v in variants], fields)
-    shared = [name for name in fields if name not in varying and variants and name in variants[0]["key"]]
+    shared = [name for name in fields if name not in varying and name in variants[0]["key"]]
+    sites = {v.get("compiled_by") for v in variants if v.get("compiled_by")}
+    columns = _columns(family, varying, measured, detail, sites)
+    lines = wrap(title, width, 0, 4) + fit(columns, width)
+    caption = _caption([(name, variants[0]["key"][name]) for name in shared], width, detail)
+    if len(sites) == 1:
+        [site] = sites
+        shown = site if detail == "verbose" else short_site(site, width - 20, "*")
+        every = all(v.get("compiled_by") for v in variants)  # else: only the precompiled ones have a site
+        caption.append(Text(f"{'compiled' if every else 'precompiled'} at {shown}"))
+    for note in family.get("notes") or []:
+        caption.append(Text(f"note: {note}", style="dim"))
+    return lines + [line for text in caption for line in wrap(text, width, 0, 4)]
+
+
+def _calls(family: dict) -> str:
+    """What the family's dispatch calls were, adding up: "139 dispatch call(s): 8 serving (the dispatches column's
+    sum), 3 in warm-up, 128 in CUDA-graph capture"."""
+    total = family.get("dispatch_calls") or 0
+    if not total:
+        return ""
+    variants = family["variants"]
+    parts = {
+        "serving": sum(v.get("dispatches", 0) for v in variants),
+        "in warm-up": sum(v.get("warmup_dispatches", 0) for v in variants),
+        "in CUDA-graph capture": sum(v.get("capture_dispatches", 0) for v in variants),
+        "died before the lookup": family.get("died_before_lookup") or 0,
+    }
+    counted = sum(parts.values())
+    if counted < total:
+        parts["without a lookup"] = total - counted
+    named = [f"{count} {name}" for name, count in parts.items() if count]
+    if counted > total or not named:  # lookups the calls do not account for: say what each figure is
+        return f"{total} dispatch call(s), {counted} lookup(s)"
+    return f"{total} dispatch call(s): " + ", ".join(named)
+
+
+def _columns(family: dict, varying: list[str], measured: dict | None, detail: str, sites: set) -> list[Column]:
+    variants = family["variants"]
     spelled = len({spelling_text(v.get("spelling")) for v in variants}) > 1
-    title = f"{family['name']}  ({family.get('version') or 'version unknown'})"
-    if family.get("dispatch_calls"):
-        title += f"  {family['dispatch_calls']} dispatch call(s)"
-    if family.get("mode"):
-        title += f"  [{family['mode']} on {family['target_arch']}]"
-    cells = {key_identity(row["key"]): row["cells"] for row in (extra or {}).get("variants") or []}
-    measured = list((extra or {}).get("columns") or []) if cells else []
-    judged = any(v.get("numerics") for v in variants)
+    cells = {key_identity(row["key"]): row["cells"] for row in (measured or {}).get("variants") or []}
+    extra = list((measured or {}).get("columns") or []) if cells else []
     columns = [
-        *varying,
-        *(["spelled"] if spelled else []),
-        "compiled",
-        "at",
-        "dispatches",
-        *measured,
-        *(["kernel vs reference"] if judged else []),
-        "status",
+        Column(name, [Text(value_text(v["key"].get(name))) for v in variants], whole=True, key=True) for name in varying
     ]
-    rows = [
-        _variant_cells(
-            variant, varying, spelled, cells.get(key_identity(variant["key"]), ["—"] * len(measured)), judged
-        )
-        for variant in variants
-    ]
-    site = columns.index("at")
-    shortest = max((len(short_site(v["compiled_by"], 0, "*")) for v in variants if v.get("compiled_by")), default=1)
-    headers = _headers(columns, rows, width, site, min(shortest, SITE_MIN))
-    widths = {i: _width(headers[i], rows, i) for i in range(len(columns)) if i != site}
-    for i in sorted(widths, key=lambda i: _word(headers[i], rows, i) - widths[i]):  # the most to gain first
-        if width - sum(w + GAP for w in widths.values()) >= min(shortest, SITE_MIN):
-            break
-        widths[i] = _word(headers[i], rows, i)  # this column wraps at its spaces: its widest word is enough
-    room = width - sum(w + GAP for w in widths.values())
-    modelled = next((v["compiled_by"] for v in variants if is_modelled(v.get("compiled_by"))), None)
-    for row, variant in zip(rows, variants):
-        compiled_by = variant.get("compiled_by")
-        if detail == "verbose" or not compiled_by:
-            row[site] = Text(compiled_by or "—")
-        else:
-            row[site] = Text(short_site(compiled_by, max(room, SITE_MIN // 2), "*"))
-    caption = _caption([(name, variants[0]["key"][name]) for name in shared], console, detail)
-    if modelled and detail != "verbose":
-        note = Text(f"* {modelled[modelled.index(MODELLED) + 1 : -1]}: the scenario's step stands for this line")
-        caption = note if caption is None else Text("\n").join([caption, note])
-    table = Table(
-        title=Text(title),
-        title_justify="left",
-        header_style="bold underline",
-        caption=caption,
-        caption_justify="left",
-        box=None,
-        pad_edge=False,
-    )
-    for index, (name, header) in enumerate(zip(columns, headers)):
-        table.add_column(
-            header,
-            justify="right" if name in ("dispatches", "tokens") else "left",
-            min_width=_width(Text(""), rows, index) if index == site else None,
-            width=widths.get(index) if detail != "verbose" else None,
-            overflow="fold",
-        )
-    for row in rows:
-        table.add_row(*row)
-    return table
+    if spelled:
+        columns.append(Column("spelled", [Text(spelling_text(v.get("spelling"))) for v in variants], key=True))
+    columns.append(Column("compiled", [_compiled(v) for v in variants]))
+    if len(sites) > 1:
+        columns.append(Column("at", [Text(_site(v.get("compiled_by"), detail)) for v in variants]))
+    dispatches = [("≥" if v.get("dispatches_at_least") else "") + str(v["dispatches"]) for v in variants]
+    columns.append(Column("dispatches", [Text(count) for count in dispatches], right=True, whole=True))
+    for position, name in enumerate(extra):
+        values = [cells.get(key_identity(v["key"]), ["—"] * len(extra))[position] for v in variants]
+        columns.append(Column(name, [Text(str(value)) for value in values], right=name == "tokens"))
+    if any(v.get("numerics") for v in variants):
+        columns.append(Column("kernel vs reference", [Text(_metrics(v.get("numerics"))) for v in variants]))
+    statuses = [Text(v["status"], style=STATUS_STYLES.get(v["status"], "")) for v in variants]
+    columns.append(Column("status", statuses, whole=True, key=True))
+    return columns
 
 
-def _caption(shared: list[tuple[str, object]], console: Console, detail: str) -> Text | None:
-    """ "every variant: name=value, ..." in at most CAPTION_LINES lines (verbose: all of it)."""
-    if not shared:
-        return None
-    items = [f"{name}={value_text(value)}" for name, value in shared]
-    for count in range(len(items), 0, -1):
-        more = len(items) - count
-        text = Text("every variant: " + ", ".join(items[:count]) + (f", … ({more} more: --verbose)" if more else ""))
-        if detail == "verbose" or len(text.wrap(console, console.width)) <= CAPTION_LINES:
-            return text
-    return Text(f"every variant shares {len(items)} fields (--verbose lists them)")
+def _site(site: str | None, detail: str) -> str:
+    if not site:
+        return "—"
+    return site if detail == "verbose" else short_site(site, SITE_WIDTH, "*")
 
 
-def _width(header: Text, rows: list[list[Text]], column: int) -> int:
-    """The widest line of a column: its header's and its cells'."""
-    lines = [*header.plain.splitlines(), *(line for row in rows for line in row[column].plain.splitlines())]
-    return max((len(line) for line in lines), default=1)
-
-
-def _word(header: Text, rows: list[list[Text]], column: int) -> int:
-    """The longest word of a column (its narrowest width that breaks no word)."""
-    lines = [*header.plain.splitlines(), *(line for row in rows for line in row[column].plain.splitlines())]
-    return max((len(word) for line in lines for word in line.split()), default=1)
-
-
-def _headers(columns: list[str], rows: list[list[Text]], width: int, flexible: int, room: int) -> list[Text]:
-    """Column names; where the table would not fit, the names longer than their cells wrap at their underscores
-    (never inside a word), the longest first, until `room` is left for the `flexible` column (a path)."""
-    cells = [_width(Text(""), rows, i) for i in range(len(columns))]
-    names = list(columns)
-    while True:
-        total = sum(_width(Text(name), rows, i) + GAP for i, name in enumerate(names) if i != flexible)
-        candidates = [
-            (len(name) - cells[i], i)
-            for i, name in enumerate(names)
-            if i != flexible and name == columns[i] and _wrap_name(name, cells[i]) != name
-        ]
-        if total + room <= width or not candidates:
-            return [Text(name) for name in names]
-        names[max(candidates)[1]] = _wrap_name(columns[max(candidates)[1]], cells[max(candidates)[1]])
-
-
-def _wrap_name(name: str, width: int) -> str:
-    """ "is_workspace_size_zero" -> "is_\\nworkspace_\\nsize_zero" at about `width`: breaks after underscores or
-    spaces only."""
-    parts = re.findall(r"[^_ ]+[_ ]?", name)
-    width = max(width, *(len(part.rstrip()) for part in parts))
-    lines, line = [], ""
-    for part in parts:
-        if line and len(line) + len(part.rstrip()) > width:
-            lines.append(line.rstrip())
-            line = ""
-        line += part
-    return "\n".join([*lines, line.rstrip()])
-
-
-def _variant_cells(variant: dict, varying: list[str], spelled: bool, measured: list[str], judged: bool) -> list[Text]:
-    """A variant's row; the "at" cell (where it was compiled) is filled in once the other columns' widths are known."""
+def _compiled(variant: dict) -> Text:
     compiled = []
     if variant["precompiled"]:
         phase = variant.get("compile_phase")
         compiled.append(PHASES.get(phase, phase or "yes") + _seconds(variant.get("compile_s")))
     if variant.get("serving_path_compile_s") is not None or variant["status"] == "serving-path compile":
         compiled.append("serving" + _seconds(variant.get("serving_path_compile_s")))
-    dispatches = ("≥" if variant.get("dispatches_at_least") else "") + str(variant["dispatches"])
-    return [
-        *(Text(value_text(variant["key"].get(name))) for name in varying),
-        *([Text(spelling_text(variant.get("spelling")))] if spelled else []),
-        Text(", ".join(compiled) or "no", style="red" if variant["status"] == "serving-path compile" else ""),
-        Text(""),
-        Text(dispatches),
-        *(Text(cell) for cell in measured),
-        *([Text(_metrics(variant.get("numerics")))] if judged else []),
-        Text(variant["status"], style=STATUS_STYLES.get(variant["status"], "")),
-    ]
+    return Text(", ".join(compiled) or "no", style="red" if variant["status"] == "serving-path compile" else "")
 
 
-RANK_STYLES = {"serving-path compile": "bold red", "unobserved": "magenta", "never dispatched": "yellow", "ok": "green"}
+def _caption(shared: list[tuple[str, object]], width: int, detail: str) -> list[Text]:
+    """ "every variant: name=value, ..." in at most CAPTION_LINES lines (verbose: all of it)."""
+    if not shared:
+        return []
+    items = [f"{name}={value_text(value)}" for name, value in shared]
+    for count in range(len(items), 0, -1):
+        more = len(items) - count
+        text = Text("every variant: " + ", ".join(items[:count]) + (f", … ({more} more: --verbose)" if more else ""))
+        if detail == "verbose" or len(wrap(text, width, 0, 4)) <= CAPTION_LINES:
+            return [text]
+    return [Text(f"every variant shares {len(items)} fields (--verbose lists them)")]
 
 
-def _ranks(ranks: list[dict]) -> Table:
+def _ranks(ranks: list[dict], width: int) -> list[Text]:
     """The per-rank view: which host and rank compiled on the serving path, ran unobserved, never dispatched."""
-    table = Table(title=Text("per rank"), title_justify="left", header_style="bold")
-    for name in ("run", "host", "rank", "processes", "dispatches", "serving-path compiles", "unobserved", "status"):
-        table.add_column(Text(name), justify="right" if name in ("dispatches", "serving-path compiles") else "left")
-    for row in ranks:
-        table.add_row(
-            Text(row.get("run") or "—"),
-            Text(row.get("host") or "—"),
-            Text("—" if row.get("rank") is None else str(row["rank"])),
-            Text(", ".join(map(str, row.get("pids") or [])) or "—"),
-            Text(str(row.get("dispatches", 0))),
-            Text(str(row.get("serving_path_compiles", 0))),
-            Text(", ".join(map(str, row.get("unobserved_pids") or [])) or "—"),
-            Text(row.get("status", ""), style=RANK_STYLES.get(row.get("status"), "")),
-        )
-    return table
+
+    def column(name: str, values: list[str], **how) -> Column:
+        return Column(name, [Text(value) for value in values], **how)
+
+    def listed(row: dict, name: str) -> str:
+        return ", ".join(map(str, row.get(name) or [])) or "—"
+
+    columns = [
+        column("run", [row.get("run") or "—" for row in ranks]),
+        column("host", [row.get("host") or "—" for row in ranks], whole=True, key=True),
+        column("rank", ["—" if row.get("rank") is None else str(row["rank"]) for row in ranks], whole=True, key=True),
+        column("processes", [listed(row, "pids") for row in ranks]),
+        column("dispatches", [str(row.get("dispatches", 0)) for row in ranks], right=True, whole=True),
+        column("serving-path compiles", [str(row.get("serving_path_compiles", 0)) for row in ranks], right=True),
+        column("unobserved", [listed(row, "unobserved_pids") for row in ranks]),
+        Column(
+            "status",
+            [Text(row.get("status", ""), style=RANK_STYLES.get(row.get("status"), "")) for row in ranks],
+            whole=True,
+            key=True,
+        ),
+    ]
+    return [Text("per rank", style="bold"), *fit(columns, width)]
 
 
 def _seconds(seconds: float | None) -> str:
@@ -319,58 +295,6 @@ def _metrics(metrics: dict | None) -> str:
     if metrics is None:
         return "—"
     return ", ".join(f"{name} {value:.4g}" for name, value in metrics.items() if value is not None)
-
-
-def _findings(data: dict, width: int, detail: str) -> Group:
-    """Per finding: the line (code, family, variant, what it costs, site), then the diff and the fix under it.
-    Continuation lines stay under the text (a grid: the code in one column, the rest in the other)."""
-    fields = {family["name"]: family.get("key_fields") or [] for family in data["families"]}
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column()
-    text_width = width - CODE_WIDTH - 1
-    for finding in sorted(data["findings"], key=lambda finding: bool(finding.get("ignored"))):
-        grid.add_row(
-            Text(finding["code"], style="dim" if finding.get("ignored") else SEVERITY_STYLES[finding["severity"]]),
-            _headline(finding, text_width, detail),
-        )
-        diff = finding.get("diff") or {}
-        if diff:
-            changes = ", ".join(f"{name} {value_text(old)} → {value_text(new)}" for name, (old, new) in diff.items())
-            grid.add_row("", Text(f"diff {changes}", style="cyan"))
-        if detail == "verbose":
-            grid.add_row("", Text(finding["message"]))
-            if finding.get("key"):
-                grid.add_row("", Text(f"key {key_text(finding['key'], fields.get(finding['family']))}", style="dim"))
-            for frame in finding.get("stack") or []:
-                if frame != finding.get("site"):
-                    grid.add_row("", Text(f"from {frame}", style="dim"))
-        if finding.get("hint"):
-            grid.add_row("", Text(f"fix: {finding['hint']}", style="dim"))
-    return Group(Text("Findings", style="bold"), grid)
-
-
-def _headline(finding: dict, width: int, detail: str) -> Text:
-    """family, the variant and what it costs (the finding's summary; an older report's message), the process, the
-    site shortened from the left to what is left of the line."""
-    line = Text()
-    if finding.get("ignored"):
-        line.append("ignored ", style="dim")
-    elif finding.get("baselined"):
-        line.append("known (baseline) ", style="dim")
-    line.append(f"{finding['family']} ")
-    line.append(finding.get("summary") or finding["message"])
-    process = finding.get("process")
-    if process:
-        rank = process.get("rank")
-        line.append(f" [pid {process.get('pid')}{f', rank {rank}' if rank is not None else ''}]", style="cyan")
-    site = finding.get("site")
-    if site:
-        room = width - len(line.plain) % width - len(" at ")
-        room = room if room >= SITE_MIN else max(SITE_MIN, width // 2)  # the site wraps to a line of its own
-        line.append(" at ")
-        line.append(site if detail == "verbose" else short_site(site, max(room, SITE_MIN)), style="dim")
-    return line
 
 
 def _unseen(data: dict, detail: str) -> list[Text]:
@@ -399,7 +323,7 @@ def _unseen(data: dict, detail: str) -> list[Text]:
     return lines
 
 
-def _unwatched_lines(compiles: list[dict]) -> list[Text]:
+def _unwatched(compiles: list[dict]) -> list[Text]:
     """One line per kernel and phase of the compiles no watched family accounted for."""
     grouped: dict[tuple[str, str], list[dict]] = {}
     for compiled in compiles:
@@ -418,6 +342,8 @@ def _unwatched_lines(compiles: list[dict]) -> list[Text]:
 
 
 def _verdict(data: dict) -> Text:
+    """The verdict, the counts and the exit code; an incomplete run's reason is the `incomplete:` line above it, not
+    repeated here."""
     counts = data["counts"]
     variants = [v for family in data["families"] for v in family["variants"]]
     stall = sum(v.get("serving_path_compile_s") or 0.0 for v in variants)
@@ -434,5 +360,15 @@ def _verdict(data: dict) -> Text:
         text.append(f"; {stall:.1f} s of serving-path compile")
     if wasted:
         text.append(f"; {wasted:.1f} s of warm-up wasted")
-    text.append(f" — {data['exit_reason']}", style="bold")
+    text.append(f" — {_exit_text(data)}", style="bold")
     return text
+
+
+def _exit_text(data: dict) -> str:
+    reason = data["exit_reason"]
+    incomplete = data.get("incomplete") or []
+    if incomplete and reason.endswith(incomplete[0]):
+        return reason[: -len(incomplete[0])].rstrip(": ") + " (the reason above)"
+    if data["verdict"] == "fail":
+        return reason.split(" (", 1)[0]  # the counts are said once, above
+    return reason

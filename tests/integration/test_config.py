@@ -64,7 +64,9 @@ def test_a_bad_setting_is_one_line_before_anything_runs(tmp_path):
     )
     (folder / "pyproject.toml").write_text("[tool.mlacheck]\nselect = ['MLA404']\n")
     result = run_cli("report", str(folder), cwd=folder)
-    assert result.code == 2 and result.stderr.startswith("mlacheck: error: --select MLA404: no such finding code")
+    assert result.code == 2 and result.stderr.startswith(  # the file's key, not a flag the user never gave
+        f"mlacheck: error: {folder / 'pyproject.toml'} [tool.mlacheck] select MLA404: no such finding code"
+    )
 
 
 def test_the_pytest_plugin_reads_the_table_too(tmp_path):

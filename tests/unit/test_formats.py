@@ -1,4 +1,4 @@
-"""CI output formats and the baseline over real reports (the CLI, --compile skip) and a hand-made one.
+"""CI output formats and the baseline over real reports (gold files, tests/gold/) and a hand-made one.
 
 The real report is the SGLang bf16 warm-up: 3 MLA001, 3 MLA003 (errors), 3 MLA002 (warnings) over 6 variants.
 The SARIF schema is the OASIS 2.1.0 one, vendored (tests/fixtures/sarif-schema-2.1.0.README says from where).
@@ -23,54 +23,22 @@ from mlacheck.errors import MlacheckError
 from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints
 from mlacheck.report.common import Repository
 from mlacheck.report.formats import output_specs, parse_output, write_outputs
-from mlacheck.report.github import escape_property, to_github, write_github
+from mlacheck.report.github import escape_property, publish, to_github
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
 from mlacheck.report.model import Report, ReportPolicy, decide
 from mlacheck.report.sarif import to_sarif
+from tests.gold import gold
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "tests" / "fixtures" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 FAMILY = "tokenspeed_mla.prefill"
 
 
-@pytest.fixture(scope="module")
-def real_reports(tmp_path_factory):
-    """Two independent CLI runs of the same scenario, in parallel: their JSON reports."""
-    out = tmp_path_factory.mktemp("reports")
-    env = {**os.environ, "COLUMNS": "160"}
-    env.pop("CUTE_DSL_ARCH", None)
-    runs = []
-    for index in range(2):
-        path = out / f"report{index}.json"
-        command = [
-            sys.executable,
-            "-m",
-            "mlacheck",
-            "run",
-            "--compile",
-            "skip",
-            "--kernel",
-            "prefill",
-            "--profile",
-            "sglang@0.5.13",
-            "--warmup",
-            "tests/fixtures/sglang_warmup.py:bf16_warmup",
-            "--json",
-            str(path),
-        ]
-        runs.append(
-            (
-                path,
-                subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-            )
-        )
-    reports = []
-    for path, process in runs:
-        stdout, stderr = process.communicate(timeout=600)
-        assert process.returncode == 1, stderr[-2000:]
-        reports.append(json.loads(path.read_text()))
-    return reports
+@pytest.fixture
+def real_reports():
+    """Two independent CLI runs of the same scenario (real compiles): their JSON reports, checked in."""
+    return [gold("scenario"), gold("scenario_again")]
 
 
 @pytest.fixture
@@ -241,11 +209,16 @@ def test_junit_real_report_one_testcase_per_variant_failures_per_error(real):
     assert int(suite.get("failures")) == sum(1 for case in cases if case.find("failure") is not None) == 6
     outs = "\n".join(case.findtext("system-out") or "" for case in cases)
     assert outs.count("MLA002 dead-warmup [warning]") == 3
-    names = {case.get("name") for case in cases}
+    names = {case.get("name"): case for case in cases}  # named by the fields that tell the variants apart
+    assert "q_dtype=float8_e4m3fn, is_causal=False, return_lse=True" in names and max(map(len, names)) < 60
     assert (
-        "q_dtype=float8_e4m3fn, d_qk=192, d_v=128, is_causal=False, return_lse=True, enable_pdl=True, "
-        "enable_ex2_emulation=False"
-    ) in names
+        names["q_dtype=float8_e4m3fn, is_causal=False, return_lse=True"]
+        .findtext("system-out")
+        .startswith(
+            "key: q_dtype=float8_e4m3fn, d_qk=192, d_v=128, is_causal=False, return_lse=True, enable_pdl=True, "
+            "enable_ex2_emulation=False"
+        )
+    )  # the whole key is in its output (before: in its name, about 490 characters for a decode variant)
 
 
 def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
@@ -253,17 +226,16 @@ def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
     suite = root.find("testsuite")
     cases = {case.get("name"): case for case in suite.findall("testcase")}
     assert set(cases) == {
-        "q_dtype=float8_e4m3fn, is_causal=True",
-        "q_dtype=bf|16, is_causal=True",
+        "q_dtype=float8_e4m3fn",
+        "q_dtype=bf|16",
         "MLA004 stale-rule",
         "internal error in capture",  # an internal error is an <error>: the run cannot pass
     }
     assert cases["MLA004 stale-rule"].find("failure").get("type") == "MLA004"
     assert (
-        cases["q_dtype=float8_e4m3fn, is_causal=True"].find("failure").get("message")
-        == "100% of requests stalled\nsecond line"
-    )
-    assert cases["q_dtype=bf|16, is_causal=True"].find("failure") is None
+        cases["q_dtype=float8_e4m3fn"].find("failure").get("message") == "100% of requests stalled\\nsecond line"
+    )  # a run's newline is escaped, never a line of its own
+    assert cases["q_dtype=bf|16"].find("failure") is None
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "2", "1")
     assert "a write through an old reference" in suite.findtext("system-err")
     assert "a write through an old reference" in cases["internal error in capture"].find("error").get("message")
@@ -277,7 +249,7 @@ def test_program_mode_report_per_process_findings():
     prints = report_fingerprints(report["findings"])
     assert len(set(prints)) == 4
     suite = ET.fromstring(to_junit(report)).find("testsuite")
-    [case] = [c for c in suite.findall("testcase") if c.get("name") == "q_dtype=float8_e4m3fn, is_causal=True"]
+    [case] = [c for c in suite.findall("testcase") if c.get("name") == "q_dtype=float8_e4m3fn"]
     assert [f.get("type") for f in case.findall("failure")] == ["MLA001", "MLA001"]
     assert "rank 4 (pid 4243)" in case.findall("failure")[1].text
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "2", "1")  # + the internal error
@@ -401,7 +373,7 @@ def test_github_annotation_escapes_and_locates(repository):
     lines = to_github(hand_made(), repository).splitlines()
     assert lines[0] == (
         "::error file=engine/backend.py,line=42,title=MLA001 serving-path-compile [rank 3 (pid 4242)]::"
-        "100%25 of requests stalled%0Asecond line%0Afix: warm up fp8"
+        "100%25 of requests stalled\\nsecond line%0Afix: warm up fp8"  # the run's newline escaped, mlacheck's %0A
     )
     assert lines[1].startswith("::error title=MLA004 stale-rule::installed")
     assert lines[2].startswith("::warning file=engine/warmup.py,line=17,title=MLA002 dead-warmup::")
@@ -427,16 +399,16 @@ def test_write_github_appends_the_step_summary(tmp_path, real):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     stream = io.StringIO()
-    write_github(real, stream, {"GITHUB_STEP_SUMMARY": str(summary)})
+    write_outputs(real, [("github", None)], stream, {"GITHUB_STEP_SUMMARY": str(summary)})
     assert stream.getvalue() == to_github(real)
     text = summary.read_text()
     assert text.startswith("earlier step\n## mlacheck FAIL")
     assert all(code in text for code in ("MLA001", "MLA002", "MLA003"))
     untouched = tmp_path / "none.md"
-    write_github(real, io.StringIO(), {})
+    publish(real, {})
     assert not untouched.exists()
     with pytest.raises(MlacheckError, match="GITHUB_STEP_SUMMARY"):
-        write_github(real, io.StringIO(), {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
+        publish(real, {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "dir.md")})
 
 
 # markdown
@@ -448,15 +420,20 @@ def test_markdown_lists_every_finding_and_escapes_pipes(real):
     for finding in real["findings"]:
         assert f"**{finding['code']}** {finding['name']} [{finding['severity']}]" in text
     assert text.count("- diff `q_dtype`: precompiled `bfloat16` → dispatched `float8_e4m3fn`") == 3
-    assert "| float8_e4m3fn | False | True | no | — | 3 | serving-path compile |" in text
+    [served] = [v for v in real["families"][0]["variants"] if v["dispatches"] == 3]
+    stall = served["serving_path_compile_s"]
+    assert f"| float8_e4m3fn | False | True | no | — | 3 | serving-path compile ({stall:.1f} s stall) |" in text
     assert "every variant: `d_qk=192`" in text
 
     made = to_markdown(hand_made())
     assert "| bf\\|16 | yes, 3.9 s | engine/warmup.py:17 | 0 | dead warm-up |" in made
     assert "| warm-up | engine.py:warm\\|up |" in made
-    assert "`python -m sglang.launch_server --tp 8` (exit code 0)" in made
+    assert "| program | python -m sglang.launch_server --tp 8 (exit code 0) |" in made
     assert "| float8_e4m3fn | no | — | 2 | serving-path compile (41.5 s stall) |" in made
-    assert "rank 3 (pid 4242), at `engine/backend.py:42`: 100% of requests stalled second line" in made
+    assert (
+        r"rank 3 (pid 4242), at `engine/backend.py:42`: tokenspeed_mla.prefill 100% of requests stalled\\nsecond"
+        in made
+    )
     for line in made.splitlines():
         if line.startswith("| bf"):
             assert line.replace("\\|", "").count("|") == 6

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from mlacheck.codes import CODES, find
+from mlacheck.commands.rule_page import page, pages
 from mlacheck.errors import MlacheckError
-from mlacheck.report.rule_page import page, pages
 
 SECTIONS = ["## What it finds", "## Why it matters", "## Example", "## How to fix it", "## How to silence it"]
 

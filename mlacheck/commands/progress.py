@@ -20,6 +20,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from mlacheck.keys import fields_text
+from mlacheck.report.common import printable
 
 SHOWN = 6  # compiles the live display lists (the latest)
 PHASES = {"warmup": "warm-up", "serving": "serving path"}
@@ -32,12 +33,12 @@ def compile_line(event: dict) -> Text | None:
         return None
     seconds = event.get("seconds")
     phase = PHASES.get(event.get("phase"), event.get("phase"))
-    text = Text(f"{event.get('family')} ", no_wrap=True, overflow="ellipsis")
+    text = Text(f"{printable(str(event.get('family')))} ", no_wrap=True, overflow="ellipsis")
     text.append(f"compiled in {seconds:.1f} s" if seconds is not None else "key recorded (not compiled)")
     where = f" ({phase}" + (f", pid {event['pid']}" if event.get("pid") else "") + ")"
     text.append(where, style="bold red" if phase == "serving" else "dim")
     if event.get("key"):
-        text.append(f"  {fields_text(event['key'])}", style="dim")  # cut at the console's width
+        text.append(f"  {printable(fields_text(event['key']))}", style="dim")  # cut at the console's width
     return text
 
 
@@ -95,7 +96,7 @@ class LogProgress:
         pass
 
     def phase(self, name: str) -> None:
-        self.console.print(Text(f"mlacheck: {name}", style="dim"), no_wrap=True, overflow="ellipsis")
+        self.console.print(Text(f"mlacheck: {printable(name)}", style="dim"), no_wrap=True, overflow="ellipsis")
 
     def event(self, event: dict) -> None:
         line = compile_line(event)

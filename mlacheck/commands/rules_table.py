@@ -1,6 +1,6 @@
-"""`mlacheck rules`: the finding codes (`codes.py`) and the kernel families the rule files declare, at any width:
-a family is a block of rows rather than a table row, long module paths are shortened from the left, and a long
-key is its first fields and a count (`--verbose` prints everything whole)."""
+"""`mlacheck rules`: the finding codes (`codes.py`) and the kernel families the rule files declare, at any width from
+60 columns without splitting a word (report/layout.py): long module paths are shortened from the left and break after
+their dots, and a long key is its first fields and a count (`--verbose` prints everything whole)."""
 
 from __future__ import annotations
 
@@ -8,77 +8,96 @@ import importlib
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.fingerprint import fingerprint
 from mlacheck.codes import CODES
+from mlacheck.report.layout import NAMES, Column, fit, wrap
 from mlacheck.rulefiles import BUNDLED, RuleFile, load_rules
 
 SHOWN_FIELDS = 6  # key fields listed before "and N more"
 
 
 def print_rules(console: Console, path: Path | None = None, fingerprints: bool = False, verbose: bool = False) -> None:
-    codes = _listing("Finding codes (mlacheck rule CODE explains one)")
-    for column in ("code", "name", "severity", "what it finds"):
-        codes.add_column(column, no_wrap=column != "what it finds")
-    for code in CODES.values():
-        codes.add_row(code.code, code.name, code.severity.value, Text(code.summary))
-    console.print(codes)
+    width = max(console.width, 40)
+    lines = [Text("Finding codes (mlacheck rule CODE explains one)", style="bold")]
+    codes = list(CODES.values())
+    lines += fit(
+        [
+            _column("code", [code.code for code in codes], whole=True, key=True),
+            _column("name", [code.name for code in codes], whole=True, key=True),
+            _column("severity", [code.severity.value for code in codes], whole=True, key=True),
+            _column("what it finds", [code.summary for code in codes], readable=30),
+        ],
+        width,
+    )
     rules = load_rules(path)
     check_rules(rules)
     if verbose or fingerprints:
-        console.print(Text("Kernel families", style="bold"))
+        lines.append(Text("Kernel families", style="bold"))
         for rule in rules.families:
-            console.print(_family(rule, console.width, fingerprints, verbose))
+            lines += _pairs(_family(rule, width, fingerprints, verbose), width)
     else:
-        console.print(_families(rules.families))
+        lines += _families(rules.families, width)
     triton = next((file for file in rules.files if file.triton is not None), None)
     if triton is not None:
-        console.print(_triton(triton))
-    engines = _listing("Engine frames and serving-start markers")
-    for column in ("engine", "what", "function"):
-        engines.add_column(column, no_wrap=column != "function", overflow="fold")
+        lines += _pairs(_triton(triton), width)
     rows = [(phase.engine, phase.phase, phase.function) for phase in rules.phases]
     rows += [
         (start.engine, f"serving starts ({start.at})", f"{start.module}:{start.qualname}")
         for start in rules.serving_starts
     ]
-    width = console.width - max((len(engine) + len(what) + 4 for engine, what, _ in rows), default=0)
-    for engine, what, function in rows:
-        engines.add_row(Text(engine), Text(what), Text(_short(function, width, verbose)))
-    if engines.row_count:
-        console.print(engines)
-
-
-def _listing(title: str) -> Table:
-    """A table as `mlacheck rules` prints them: a title, underlined column names, no rules."""
-    return Table(title=title, title_justify="left", header_style="bold underline", box=None, pad_edge=False)
-
-
-def _families(files: list[RuleFile]) -> Table:
-    """One line per family: its name, its key's size and the code it was checked against."""
-    table = _listing("Kernel families (-v: each one's cache and key fields)")
-    table.add_column("family", no_wrap=True, min_width=max(len(rule.family.name) for rule in files))
-    table.add_column("key", no_wrap=True, justify="right", min_width=len("64 fields"))
-    table.add_column("checked against", overflow="ellipsis", no_wrap=True)
-    for rule in files:
-        family = rule.family
-        table.add_row(
-            Text(family.name),
-            Text(f"{len(family.key_fields)} fields"),
-            Text(f"{family.distribution} {' or '.join(family.version_ranges)}"),
+    if rows:
+        room = width - max(len(engine) + len(what) + 2 * 2 for engine, what, _ in rows)
+        lines.append(Text("Engine frames and serving-start markers", style="bold"))
+        lines += fit(
+            [
+                _column("engine", [engine for engine, _, _ in rows], whole=True, key=True),
+                _column("what", [what for _, what, _ in rows], key=True),
+                _column("function", [_short(function, room, verbose) for _, _, function in rows], breaks=NAMES),
+            ],
+            width,
         )
-    return table
+    for line in lines:
+        console.print(line, no_wrap=True, overflow="ignore", crop=False)
 
 
-def _family(rule: RuleFile, width: int, fingerprints: bool, verbose: bool) -> Table:
+def _column(name: str, values: list[str], **how) -> Column:
+    return Column(name, [Text(value) for value in values], **how)
+
+
+def _pairs(rows: list[tuple[str, str]], width: int) -> list[Text]:
+    """The first row as a title ("name  value"), then "name  value" lines, a value wrapped under itself (module paths
+    after their dots)."""
+    (title, what), *rows = rows
+    lines = wrap(Text(title, style="bold") + Text(f"  {what}"), width, 0, 4)
+    names = max(len(name) for name, _ in rows) + 2
+    for name, value in rows:
+        text = Text(f"{name:<{names}}", style="bold") + Text(value)
+        lines += wrap(text, width, 0, names, NAMES)
+    return lines
+
+
+def _families(files: list[RuleFile], width: int) -> list[Text]:
+    """One line per family: its name, its key's size and the code it was checked against."""
+    lines = [Text("Kernel families (-v: each one's cache and key fields)", style="bold")]
+    return lines + fit(
+        [
+            _column("family", [rule.family.name for rule in files], whole=True, key=True),
+            Column("key", [Text(f"{len(rule.family.key_fields)} fields") for rule in files], right=True, whole=True),
+            _column(
+                "checked against",
+                [f"{rule.family.distribution} {' or '.join(rule.family.version_ranges)}" for rule in files],
+            ),
+        ],
+        width,
+    )
+
+
+def _family(rule: RuleFile, width: int, fingerprints: bool, verbose: bool) -> list[tuple[str, str]]:
     """One family: its name and distribution, then a row each for its cache, key, contracts and file."""
     family = rule.family
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
     fields = list(family.key_fields)
     shown = fields if verbose or len(fields) <= SHOWN_FIELDS + 2 else fields[:SHOWN_FIELDS]
     more = f", … {len(fields) - len(shown)} more" if len(shown) < len(fields) else ""
@@ -92,18 +111,13 @@ def _family(rule: RuleFile, width: int, fingerprints: bool, verbose: bool) -> Ta
     ]
     if fingerprints:
         rows.append(("  fingerprint", _fingerprint_text(rule)))
-    for name, value in rows:
-        grid.add_row(Text(name), Text(value))
-    return grid
+    return rows
 
 
-def _triton(file: RuleFile) -> Table:
+def _triton(file: RuleFile) -> list[tuple[str, str]]:
     """The [triton] table: Triton kernels found at run time, each a family of its own."""
     table = file.triton
     versions = [table.checked_versions] if isinstance(table.checked_versions, str) else table.checked_versions
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
     rows = [
         (f"{table.PREFIX}<module>.<kernel>", f"{table.distribution} {' or '.join(versions)}"),
         ("  cache", "JITFunction.device_caches[device] (found at run time)"),
@@ -114,9 +128,7 @@ def _triton(file: RuleFile) -> Table:
     ]
     if table.skip:
         rows.insert(4, ("  skip", ", ".join(table.skip)))
-    for name, value in rows:
-        grid.add_row(Text(name), Text(value))
-    return grid
+    return rows
 
 
 def _short(dotted: str, width: int, verbose: bool) -> str:
