@@ -253,11 +253,11 @@ def run(
             )
     else:
         with _progress(detail, live=True) as watch:
-            report = _scenario(ctx, inputs, watch)
+            report = _scenario(ctx, inputs, watch, detail)
     _finish(report, specs, detail)
 
 
-def _scenario(ctx: typer.Context, inputs: Inputs, watch):
+def _scenario(ctx: typer.Context, inputs: Inputs, watch, detail: str):
     """The embedded scenario of `run`'s options, its imports (torch, the kernel library) under the progress
     display too."""
     if watch is not None:
@@ -286,6 +286,7 @@ def _scenario(ctx: typer.Context, inputs: Inputs, watch):
         batch_sizes=option("batch_sizes"),
         context=inputs.context,
         prefill_backend=_text(backend) if backend else None,
+        library_warnings_shown=detail == "verbose",
     )
     return _guard(lambda: run_scenario(options, inputs.policy, watch))
 

@@ -174,8 +174,8 @@ def test_the_plan_runs_the_start_up_then_the_traffic_in_the_engines_order():
     engine, plan, ran = plan_of("vllm", "fa4")
     assert plan.phases == (WARMUP, CAPTURE, PREFILL_TRAFFIC, DECODE_TRAFFIC)
     for phase in plan.phases:
-        for action in plan.actions(phase):
-            action()
+        for step in plan.steps_in(phase):
+            step.action()
     capture = len(engine.decode.capture_sizes(engine.decode.default_capture_max)) * (engine.decode.capture_forwards + 1)
     warmup = [("startup", "extend")] * 2 + [("warmup", 0)] * len(engine.decode.startup_decode_batches)
     assert ran[: len(warmup)] == warmup
@@ -188,7 +188,7 @@ def test_the_plan_runs_the_start_up_then_the_traffic_in_the_engines_order():
 
 def test_without_cuda_graphs_the_plan_has_no_capture_step_but_still_its_phase():
     _, plan, _ = plan_of("tokenspeed", "tokenspeed_mla", cuda_graph=False)
-    assert CAPTURE in plan.phases and plan.actions(CAPTURE) == []
+    assert CAPTURE in plan.phases and plan.steps_in(CAPTURE) == []
     warmup = [step for step in plan.steps if step.phase == WARMUP]
     assert len(warmup) == 1 + 1 + 1  # the warm-up function, the autotune dummy extend, warmup_decode_path((1,))
 
