@@ -2,9 +2,9 @@
 
 One `Engine` per engine and version, one module each under `engines/` (found there by `engines.ENGINES`). It holds its
 traffic pattern (how a batch becomes prefill calls), its decode policy (the CUDA-graph capture ladder, the dummy
-forwards, the max_seq_len it passes), per prefill backend its warm-up and start-up dummy prefills (`PrefillPath`), and
-the upstream line each step models (`Upstream`), which the report names instead of mlacheck's own (`sites.py`).
-Nothing here imports torch or a kernel library: the command line reads the engines' names from it.
+forwards, the max_seq_len it passes), per prefill backend its warm-up and start-up dummy prefills (`PrefillPath`; a
+backend it has no path for is refused, saying what the engine does instead: `unmodelled`), and the upstream line each
+step models (`Upstream`), which the report names instead of mlacheck's own (`sites.py`). Nothing here imports torch or a kernel library: the command line reads the engines' names from it.
 """
 
 from __future__ import annotations
