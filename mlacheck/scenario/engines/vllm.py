@@ -100,8 +100,8 @@ def startup_prefills(capability: tuple[int, int], cuda_graph: bool) -> list[Pref
     requests of 2 tokens (v1/worker/gpu/warmup.py:672-696), which --enforce-eager skips with the JIT warm-up
     (v1/worker/gpu_worker.py:1072-1079). Both build attention metadata (v1/worker/gpu/model_runner.py:2019-2046) with no
     context (seq_len = query_len, v1/worker/gpu/input_batch.py:164-166), so forward_mha makes each one causal call
-    without the LSE. Not modelled: a restart that finds its legacy autotune file skips the dummy run
-    (kernel_warmup.py:620-624)."""
+    without the LSE. Not modelled: -O0 or --enable-flashinfer-autotune off skips the dummy run (config/vllm.py:300-302,
+    kernel_warmup.py:388-389), and a restart that finds its legacy autotune file skips it (kernel_warmup.py:620-624)."""
     budget = 16384 if capability[0] >= 10 else 8192
     steps = [(1024, budget // 1024)] + ([(1024, 2)] if cuda_graph else [])
     return [
