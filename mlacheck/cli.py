@@ -303,7 +303,7 @@ def run(
             )
     else:
         with _progress(detail, live=True) as watch:
-            report = _scenario(ctx, inputs, watch)
+            report = _scenario(ctx, inputs, watch, detail)
         if _given(ctx, "warmup") and report.scenario is not None and report.scenario.get("warmup") is None:
             unused = (
                 f"--warmup {warmup}: never called: this run (--profile {_text(profile)}, --kernel {_text(kernel)}) "
@@ -325,7 +325,7 @@ def _check_startable(command: list[str]) -> None:
         _fail(f"cannot start {program!r}: {reason}; check the command after --")
 
 
-def _scenario(ctx: typer.Context, inputs: Inputs, watch):
+def _scenario(ctx: typer.Context, inputs: Inputs, watch, detail: str):
     """The embedded scenario of `run`'s options, its imports (torch, the kernel library) under the progress
     display too."""
     if watch is not None:
@@ -354,6 +354,7 @@ def _scenario(ctx: typer.Context, inputs: Inputs, watch):
         batch_sizes=option("batch_sizes"),
         context=inputs.context,
         prefill_backend=_text(backend) if backend else None,
+        library_warnings_shown=detail == "verbose",
     )
     return _guard(lambda: run_scenario(options, inputs.policy, watch))
 

@@ -88,9 +88,10 @@ CASES = (
     Case(
         ("--profile", "vllm", "--prefill-backend", "tokenspeed_mla", "--cuda-graph", "off"),
         "vLLM `--enforce-eager`",
-        "the library's warm-up compiles LSE variants only and enforce-eager skips the start-up dummy prefill that "
-        "compiled the other; every decode variant compiles on the serving path",
-        "`v1/worker/gpu_worker.py:1079`, `config/vllm.py:1715`, `mla_attention.py:3483`",
+        "enforce-eager turns off CUDA graphs and the JIT warm-up, not the FlashInfer autotune dummy run, whose "
+        "no-context prefill compiles the variant without the LSE at start-up; no decode graph is captured, so every "
+        "decode variant compiles on the serving path",
+        "`config/vllm.py:1697-1715`, `model_executor/warmup/kernel_warmup.py:385-393`, `v1/worker/gpu_worker.py:1101`",
     ),
     Case(
         ("--profile", "vllm", "--prefill-backend", "tokenspeed_mla", "--tp", "8"),

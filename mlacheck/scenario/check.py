@@ -9,6 +9,7 @@ installs it (`installed.py`); the events are analysed with every site named as t
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Protocol
@@ -27,8 +28,9 @@ from mlacheck.scenario.header import header_rows
 from mlacheck.scenario.installed import Installed
 from mlacheck.scenario.interrupt import DeferredInterrupt
 from mlacheck.scenario.launch import LaunchCounter
+from mlacheck.scenario.library_warnings import LibraryWarnings
 from mlacheck.scenario.measurements import Measurements
-from mlacheck.scenario.plan import DecodePart, Plan, PrefillPart, make_plan
+from mlacheck.scenario.plan import DecodePart, Plan, PrefillPart, Step, make_plan
 from mlacheck.scenario.setup import CheckOptions, Setup, prepare
 from mlacheck.scenario.sites import SiteMap
 from mlacheck.scenario.warmup import WarmupSource, resolve_warmup
@@ -51,7 +53,9 @@ def run_check(
     environment = setup.environment()
     own_context = setup.context(environment)
     check_context(options.context, setup.rules, own_context)
-    loaded = {kind: backend.load(setup.engine, setup.rules) for kind, backend in setup.backends.items()}
+    library = LibraryWarnings(shown=options.library_warnings_shown)
+    with library.held():
+        loaded = {kind: backend.load(setup.engine, setup.rules) for kind, backend in setup.backends.items()}
     warmup = _warmup(setup) if "prefill" in loaded else None
     decode = setup.decode_plan() if "decode" in loaded else None
     recorder = Recorder(options.trace, watch)
@@ -81,10 +85,10 @@ def run_check(
             prefill = _prefill_part(setup, environment, bound, runners.get("prefill"), warmup)
             decoding = DecodePart(runner=runners["decode"], plan=decode) if decode is not None else None
             plan = make_plan(setup.engine, prefill, decoding, options.seed)
-            interrupted = execute(plan, installed.hooks, recorder, environment)
+            interrupted = execute(plan, installed.hooks, recorder, environment, library)
     finally:
         recorder.close(interrupted)
-    facts = _facts(setup, environment, prefill, decoding, bound, recorder, interrupted)
+    facts = _facts(setup, environment, prefill, decoding, bound, recorder, interrupted, library)
     recorder.phase("analysis")
     SiteMap(plan.sites()).rewrite(recorder.memory.events)
     analysis = analyse(
@@ -129,9 +133,11 @@ class Recorder:
         self.sink.close()
 
 
-def execute(plan: Plan, hooks: list, recorder: Recorder, environment: Environment) -> str | None:
-    """Run the plan's steps, phase by phase; a Ctrl-C is held back to the end of the step under way. The phase it
-    stopped in, or None."""
+def execute(
+    plan: Plan, hooks: list, recorder: Recorder, environment: Environment, library: LibraryWarnings
+) -> str | None:
+    """Run the plan's steps, phase by phase, the libraries' warnings held back but in a user's own step; a Ctrl-C is
+    held back to the end of the step under way. The phase it stopped in, or None."""
     deferred = DeferredInterrupt(
         lambda: recorder.shown(f"Ctrl-C: stopping after the step under way ({recorder.current})")
     )
@@ -139,7 +145,7 @@ def execute(plan: Plan, hooks: list, recorder: Recorder, environment: Environmen
         with deferred:
             for phase in plan.phases:
                 recorder.phase(phase)
-                actions = [lambda action=action: (action(), deferred.check()) for action in plan.actions(phase)]
+                actions = [lambda step=step: (_run(step, library), deferred.check()) for step in plan.steps_in(phase)]
                 startup.run_phase(phase, actions, hooks)
             deferred.check()
     except KeyboardInterrupt:  # held back to a step boundary: report what ran before it
@@ -152,6 +158,11 @@ def execute(plan: Plan, hooks: list, recorder: Recorder, environment: Environmen
             f"(target {environment.target_arch}): {type(exc).__name__}: {_first_line(exc)}"
         ) from None
     return None
+
+
+def _run(step: Step, library: LibraryWarnings) -> None:
+    with contextlib.nullcontext() if step.users else library.held():
+        step.action()
 
 
 def _warmup(setup: Setup) -> WarmupSource:
@@ -201,6 +212,7 @@ def _facts(
     bound: Bound,
     recorder: Recorder,
     interrupted: str | None,
+    library: LibraryWarnings,
 ) -> dict:
     """The report's facts of the run, and its scenario part (the model, the engine, what ran, the header)."""
     options, model, the_engine, measurements = setup.options, setup.model, setup.engine, bound.measurements
@@ -217,6 +229,7 @@ def _facts(
         "warmup": prefill.warmup.label if prefill is not None else None,
         "cuda_graph": options.cuda_graph,
         "launches": bound.launcher.launches,
+        "library_warnings": None if library.shown else library.count,
     }
     if prefill is not None:
         stats: TrafficStats = prefill.runner.stats

@@ -2,15 +2,15 @@
 
 One `Engine` per engine and version, one module each under `engines/` (found there by `engines.ENGINES`). It holds its
 traffic pattern (how a batch becomes prefill calls), its decode policy (the CUDA-graph capture ladder, the dummy
-forwards, the max_seq_len it passes), per prefill backend its warm-up and start-up dummy prefills (`PrefillPath`), and
-the upstream line each step models (`Upstream`), which the report names instead of mlacheck's own (`sites.py`).
-Nothing here imports torch or a kernel library: the command line reads the engines' names from it.
+forwards, the max_seq_len it passes), per prefill backend its warm-up and start-up dummy prefills (`PrefillPath`; a
+backend it has no path for is refused, saying what the engine does instead: `unmodelled`), and the upstream line each
+step models (`Upstream`), which the report names instead of mlacheck's own (`sites.py`). Nothing here imports torch or a kernel library: the command line reads the engines' names from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from mlacheck.scenario.prefill_traffic import PrefillCall, Request
 
@@ -58,10 +58,6 @@ class PrefillPath:
     sites: dict[str, Upstream] = field(default_factory=dict)
     note: Callable[[str], str] | None = None  # more for the header's prefill kernel row, given the target arch
 
-    def borrowed(self) -> PrefillPath:
-        """This path as another engine replays it: the same calls, but no line of that engine's code to name."""
-        return replace(self, warmup=replace(self.warmup, models=None), sites={}, note=None)
-
 
 @dataclass(frozen=True, kw_only=True)
 class DecodePolicy:
@@ -86,6 +82,7 @@ class Engine:
     pdl: bool | None  # enable_pdl of every dispatch; None: compute capability >= 9, on for every target arch
     prefill: dict[str, PrefillPath]  # per prefill backend the engine runs
     prefill_backend: str  # its default: a key of `prefill`, or "none" (precompiled kernels: nothing to check)
+    unmodelled: dict[str, str] = field(default_factory=dict)  # per prefill backend it has no path for: what it does
     decode: DecodePolicy
     decode_backend: str  # "tokenspeed_mla" or "flashinfer"
     decode_site: Upstream

@@ -137,6 +137,7 @@ class FA4Prefill:
             return contextlib.nullcontext()
         from torch._subclasses.fake_tensor import FakeTensorMode
 
+        _spend_the_fake_data_pointer_warning()
         return FakeTensorMode(allow_non_fake_inputs=True)
 
     def _empty(self, total_q: int, total_kv: int | None = None):
@@ -155,6 +156,18 @@ class FA4Prefill:
         for tensor in (q, k, v):
             tensor.normal_(generator=generator)
         return q, k, v
+
+
+@functools.cache
+def _spend_the_fake_data_pointer_warning() -> None:
+    """torch warns once a process when a FakeTensor's data pointer is read (c10/core/StorageImpl.cpp:46), and FA4's
+    DLPack conversion of dry mode's fake tensors reads it (flash_attn/cute/cute_dsl_utils.py to_cute_tensor, through
+    tvm-ffi) where torch prints to stderr itself, past Python's warnings. Read from Python first, that one warning is a
+    UserWarning the scenario holds back with the libraries' others (`library_warnings.py`)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        torch.empty(1).data_ptr()
 
 
 class FA4Backend:

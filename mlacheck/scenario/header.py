@@ -66,7 +66,13 @@ def header_rows(scenario: dict, mode: str) -> list[list[str]]:
                 f"merged by LSE vs one-shot attention: max abs error {scenario['merge_max_abs_err']:.2e}",
             )
         )
+    if scenario.get("library_warnings"):
+        rows.append(("library warnings", library_warnings_text(scenario["library_warnings"])))
     return [list(row) for row in rows]
+
+
+def library_warnings_text(count: int) -> str:
+    return f"{count} from the libraries the scenario drives, hidden (-v shows them)"
 
 
 def sizes_text(sizes: list[int]) -> str:

@@ -22,6 +22,7 @@ from mlacheck.errors import MlacheckError
 from mlacheck.report.model import Report, ReportPolicy, combined
 from mlacheck.scenario.check import Watch, run_check
 from mlacheck.scenario.environment import device_capability
+from mlacheck.scenario.header import library_warnings_text
 from mlacheck.scenario.setup import CheckOptions, prepare
 
 
@@ -119,6 +120,10 @@ def joined(executed: Report, traced: Report, policy: ReportPolicy) -> Report:
     }
     rows = {row[0]: row for row in [*(other.get("header") or []), *(own.get("header") or [])]}
     rows["launches"] = ["launches", f"{own.get('launches', 0)} launched, {other.get('launches', 0)} replaced"]
+    hidden = (own.get("library_warnings") or 0) + (other.get("library_warnings") or 0)
+    if hidden:
+        scenario["library_warnings"] = hidden
+        rows["library warnings"] = ["library warnings", library_warnings_text(hidden)]
     rows["modes"] = [
         "modes",
         "; ".join(

@@ -29,6 +29,7 @@ class Step:
     phase: str
     action: Callable[[], object]
     models: tuple[Site, ...] = ()  # the scenario functions it calls the library from, and the upstream calls they model
+    users: bool = False  # it runs the user's own code (their --warmup function), whose warnings are theirs to see
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class Plan:
     phases: tuple[str, ...]  # every phase the run goes through, in order (a start-up phase may have no step)
     steps: tuple[Step, ...]
 
-    def actions(self, phase: str) -> list[Callable[[], object]]:
-        return [step.action for step in self.steps if step.phase == phase]
+    def steps_in(self, phase: str) -> list[Step]:
+        return [step for step in self.steps if step.phase == phase]
 
     def sites(self) -> list[Site]:
         return list(dict.fromkeys(site for step in self.steps for site in step.models))
@@ -93,7 +94,8 @@ def _decode_steps(engine: Engine, decode: DecodePart, seed: int) -> tuple[list[S
 def _prefill_startup(engine: Engine, prefill: PrefillPart) -> list[Step]:
     """The engine's prefill warm-up function, then its start-up dummy prefills."""
     runner = prefill.runner
-    steps = [Step(WARMUP, functools.partial(run_warmup, prefill.warmup, prefill.arguments), prefill.warmup.sites)]
+    warmup = prefill.warmup
+    steps = [Step(WARMUP, functools.partial(run_warmup, warmup, prefill.arguments), warmup.sites, warmup.users)]
     extend = _models(engine, prefill, "extend")
     return steps + [Step(WARMUP, functools.partial(runner.startup, call), extend) for call in prefill.startup]
 

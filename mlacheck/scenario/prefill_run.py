@@ -63,8 +63,9 @@ def _kv_rows(inputs: RequestInputs, call: PrefillCall, index: int) -> slice:
     return slice(start, start + call.kv_lens[index])
 
 
-def call_tensors(batch: list[RequestInputs], call: PrefillCall, fp8: bool) -> CallTensors:
-    """The call's ragged q/k/v (FP8 or the original bf16) with its cumulative lengths."""
+def call_tensors(inputs: list[RequestInputs], call: PrefillCall, fp8: bool) -> CallTensors:
+    """The call's ragged q/k/v (FP8 or the original bf16) over the requests it covers, with its cumulative lengths."""
+    batch = inputs[call.first : call.first + len(call.q_lens)]
     q = torch.cat([r.q8 if fp8 else r.q for r in batch])
     rows = [_kv_rows(r, call, i) for i, r in enumerate(batch)]
     k = torch.cat([(r.k8 if fp8 else r.k)[s] for r, s in zip(batch, rows)])
@@ -134,6 +135,7 @@ class TokenspeedMLAPrefill:
             fp8,
         )
         self._count(call)
+        out, lse = _over_the_batch(out, lse, state.inputs(), call)
         state.merged = (out, lse) if state.merged is None else merge_by_lse(*state.merged, out, lse)
         if last:
             error = _merge_error(state.merged, state.inputs(), self.model, fp8)
@@ -167,6 +169,20 @@ def _run_call(prefill, call, inputs, model, enable_pdl, launcher, measurements, 
         family, launcher.last_key, sum(call.q_lens), asdict(compare_outputs(*reference, *original)), kernel
     )
     return out.float(), lse.float()
+
+
+def _over_the_batch(out: torch.Tensor, lse: torch.Tensor, inputs: list[RequestInputs], call: PrefillCall):
+    """A call's output and LSE as rows of every request of the batch: those it does not cover attended to no key
+    (output 0, LSE -inf), so that merging by LSE leaves them as they were."""
+    rows = [r.q.shape[0] for r in inputs]
+    before, total = sum(rows[: call.first]), sum(rows)
+    if out.shape[0] == total:
+        return out, lse
+    full_out = out.new_zeros((total, *out.shape[1:]))
+    full_lse = lse.new_full((total, *lse.shape[1:]), float("-inf"))
+    full_out[before : before + out.shape[0]] = out
+    full_lse[before : before + lse.shape[0]] = lse
+    return full_out, full_lse
 
 
 def _merge_error(merged, inputs: list[RequestInputs], model: ModelPreset, fp8: bool) -> float:

@@ -3,7 +3,8 @@ module picks its pattern and names the upstream code it follows).
 
 Both patterns chunk a cached prefix the same way, as TokenSpeed's `runtime/layers/attention/chunk.py`
 does: a chunk capacity is split evenly among the batch's requests and every request's prefix is cut at
-the same offsets (a request whose prefix is shorter gets empty chunks).
+the same offsets (a request whose prefix is shorter gets empty chunks). An engine that chunks otherwise makes its own
+calls (vLLM's cover some of the batch's requests: `PrefillCall.first`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class PrefillCall:
     q_lens: tuple[int, ...]
     kv_lens: tuple[int, ...]
     kv_starts: tuple[int, ...]  # where each request's kv rows start in its prefix (chunks) or new tokens (0)
+    first: int = 0  # the batch's first request it covers; it covers len(q_lens) consecutive requests from there
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class CheckOptions:
     batch_sizes: str | None = None
     context: dict[str, str] | None = None  # --context: the run context over the scenario's own
     prefill_backend: str | None = None  # None: the engine's own
+    library_warnings_shown: bool = False  # print the warnings of the libraries the scenario drives (-v)
 
 
 @dataclass(frozen=True, kw_only=True)

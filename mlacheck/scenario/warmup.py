@@ -29,6 +29,7 @@ class WarmupSource:
     label: str
     function: Callable[..., object] | None
     sites: tuple[Site, ...] = ()  # its functions that call the kernel library, and what each stands for
+    users: bool = False  # the user's own function (PATH.py:FUNC or pkg.module:FUNC)
 
 
 def resolve_warmup(spec: str, engine: Warmup, release: str, library: Callable[[], WarmupSource]) -> WarmupSource:
@@ -48,7 +49,7 @@ def resolve_warmup(spec: str, engine: Warmup, release: str, library: Callable[[]
     function = getattr(module, name, None)
     if not callable(function):
         raise MlacheckError(f"--warmup {spec}: {where} has no function {name!r}")
-    return WarmupSource(spec, function)
+    return WarmupSource(spec, function, users=True)
 
 
 def library_warmup(prefill: RuleFile | None) -> WarmupSource:

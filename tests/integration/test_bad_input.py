@@ -152,6 +152,24 @@ def test_bad_option(option, value, needles):
     assert_one_line_error(run_cli("run", "--compile", "skip", option, value), *needles)
 
 
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (
+            ("--profile", "sglang", "--prefill-backend", "tokenspeed_mla"),
+            [
+                "SGLang 0.5.23 has no tokenspeed_mla prefill",
+                "serving_hook.py:304",
+                "--profile sglang@0.5.13, tokenspeed or vllm models it",
+            ],
+        ),
+        (("--profile", "tokenspeed", "--prefill-backend", "fa4"), ["registers fa4 for MHA only", "--profile vllm"]),
+    ],
+)
+def test_a_prefill_backend_the_profile_never_runs_is_refused(args, needles):
+    assert_one_line_error(run_cli("run", "--compile", "skip", *args), *needles)
+
+
 def test_json_path_unwritable():
     result = run_cli("run", "--compile", "skip", "--json", "/nonexistent_dir/x.json")
     assert_one_line_error(result, "/nonexistent_dir/x.json", "cannot write")

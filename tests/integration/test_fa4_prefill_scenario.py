@@ -36,6 +36,17 @@ def test_vllm_fa4_prefill_compiles_its_traffic_on_the_serving_path(tmp_path):
     assert any(f["key"]["lse_is_none"] is False for f in serving)  # LSE where the batch has context
 
 
+def test_a_context_chunk_over_few_requests_compiles_its_own_fa4_variant(tmp_path):
+    """vLLM's context chunk is a call over its own requests' new tokens only (mla_attention.py:3272-3275): a chunk of
+    one short request (30 new tokens beside 15 of context, seed 0's eighth batch) has a max_seqlen_q that FA4 keys
+    otherwise than the batch's, a variant a chunk over the whole batch would never show."""
+    result = run(tmp_path, "--requests", "32")
+    [fwd] = [family for family in result.report["families"] if family["name"] == FWD]
+    chunks = [v["key"] for v in fwd["variants"] if v["key"]["causal"] is False]
+    assert {(key["q_stage"], key["is_static_persistent"]) for key in chunks} >= {(1, True), (2, False)}
+    assert result.report["scenario"]["prefill_calls"] == 19
+
+
 def test_enforce_eager_leaves_only_the_autotune_dummy_prefill(tmp_path):
     result = run(tmp_path, "--cuda-graph", "off")
     [fwd] = [family for family in result.report["families"] if family["name"] == FWD]

@@ -62,6 +62,8 @@ def test_the_traced_part_runs_in_a_process_of_its_own_and_the_parts_make_one_rep
     assert header["modes"].startswith("dry on sm_100a: flash_attn_4.fwd") and "tokenspeed_mla.decode" in header["modes"]
     assert {"decode traffic", "prefill traffic", "sm count"} <= set(header)
     assert header["launches"] == f"{executed.scenario['launches']} launched, {traced.scenario['launches']} replaced"
+    hidden = executed.scenario["library_warnings"] + traced.scenario["library_warnings"]
+    assert report.scenario.get("library_warnings", 0) == hidden and ("library warnings" in header) == bool(hidden)
 
 
 def test_a_traced_part_that_fails_is_one_line_here():

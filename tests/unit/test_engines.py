@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from mlacheck import cli
+from mlacheck.errors import MlacheckError
 from mlacheck.scenario import engines
 from mlacheck.scenario.decode_traffic import decode_plan
 from mlacheck.scenario.engines import ENGINES, prefill_path
 from mlacheck.scenario.plan import DECODE_TRAFFIC, PREFILL_TRAFFIC, DecodePart, PrefillPart, make_plan
-from mlacheck.scenario.prefill_traffic import make_workload
+from mlacheck.scenario.prefill_traffic import Request, make_workload
 from mlacheck.scenario.startup import CAPTURE, WARMUP
 from mlacheck.scenario.warmup import WarmupSource, resolve_warmup
 
@@ -42,14 +43,62 @@ def test_a_new_engine_module_is_found_without_a_registry_edit(tmp_path, monkeypa
     assert set(found) == {*ENGINES, "toy@1.0"}
 
 
-def test_vllm_runs_its_fa4_start_up_prefills_as_its_worker_does():
-    startup = ENGINES["vllm"].prefill["fa4"].startup
+@pytest.mark.parametrize("backend", ["fa4", "tokenspeed_mla"])
+def test_vllm_runs_its_start_up_prefills_as_its_worker_does_whichever_prefill_backend(backend):
+    """The MLA layer makes the calls, not the backend: both get the autotune dummy run, --enforce-eager too
+    (kernel_warmup.py:385-393; config/vllm.py:1697-1715 turns off only graphs and the JIT warm-up)."""
+    startup = ENGINES["vllm"].prefill[backend].startup
     calls = startup(B200, True)
     assert [(len(c.q_lens), c.q_lens[0], c.is_causal, c.return_lse) for c in calls] == [
         (1024, 16, True, False),  # the FlashInfer autotune dummy run: 16384 tokens on SM100
         (1024, 2, True, False),  # warmup_kernels' first step, which --enforce-eager skips
     ]
+    assert [(len(c.q_lens), c.q_lens[0], c.return_lse) for c in startup(B200, False)] == [(1024, 16, False)]
     assert [(len(c.q_lens), c.q_lens[0]) for c in startup((9, 0), False)] == [(1024, 8)]
+
+
+def test_vllm_chunks_the_context_alike_for_both_prefill_backends_each_chunk_over_its_own_requests():
+    """mla_attention.py plan_mla_context_chunks: consecutive requests with a context share a chunk of the 64 Ki-row
+    workspace, one without ends it, and a chunk's call has only its own requests' new tokens."""
+    engine = ENGINES["vllm"]
+    assert {path.chunk_capacity for path in engine.prefill.values()} == {65536}
+    batch = (Request(30, 15), Request(280, 0), Request(109, 763), Request(1743, 0))
+    extend, *chunks = engine.traffic(batch, 65536)
+    assert (extend.q_lens, extend.return_lse, extend.first) == ((30, 280, 109, 1743), True, 0)
+    assert [(c.first, c.q_lens, c.kv_lens, c.kv_starts, c.is_causal, c.return_lse) for c in chunks] == [
+        (0, (30,), (15,), (0,), False, True),
+        (2, (109,), (763,), (0,), False, True),
+    ]
+    assert [c.q_lens for c in engine.traffic((Request(7, 0), Request(9, 0)), 65536)] == [(7, 9)]  # no context
+
+
+def test_a_vllm_context_larger_than_the_workspace_is_split_at_whole_pages():
+    batch = (Request(5, 70), Request(3, 150), Request(4, 0), Request(6, 64))
+    chunks = ENGINES["vllm"].traffic(batch, 128)[1:]
+    assert [(c.first, c.kv_lens, c.kv_starts) for c in chunks] == [
+        (0, (70,), (0,)),  # 150 more rows do not fit beside 70, nor does a whole page of them
+        (1, (128,), (0,)),
+        (1, (22,), (128,)),  # the rest of the split context, from where the last chunk stopped
+        (3, (64,), (0,)),
+    ]
+
+
+@pytest.mark.parametrize("profile", ["sglang", "sglang@0.5.13"])
+def test_sglang_captures_its_maximum_batch_size_where_the_ladder_skips_it(profile):
+    """cuda_graph_hook.py:529-530 (0.5.23), server_args.py:1683-1684 (0.5.13): max_bs joins the ladder, so batches 9
+    and 10 replay the graph of 10 instead of decoding eagerly."""
+    policy = ENGINES[profile].decode
+    assert policy.capture_sizes(10) == [1, 2, 4, 8, 10]
+    assert policy.capture_sizes(512)[-3:] == [480, 496, 512]
+    plan = decode_plan(policy, (9, 10), 163840, True, 10, 0)
+    assert plan.eager_sizes == () and plan.replays == 2
+
+
+def test_tokenspeed_captures_nothing_above_160_whatever_the_maximum():
+    """forward_step.py:110-125: the default ladder ends at 160; --max-cudagraph-capture-size only cuts it."""
+    ladder = ENGINES["tokenspeed"].decode.capture_sizes
+    assert ladder(256)[-1] == 160 and ladder(100)[-1] == 96 and ladder(3) == [1, 2]
+    assert decode_plan(ENGINES["tokenspeed"].decode, (200,), 163840, True, 256, 0).eager_sizes == (200,)
 
 
 def stand_in_runners():
@@ -101,22 +150,32 @@ def test_each_step_of_an_engines_own_path_names_its_line_in_that_engine(profile,
     assert {site.models.partition(" ")[0].split("/")[0] for site in plan.sites()} == {engine.engine}
 
 
-@pytest.mark.parametrize("profile", ["tokenspeed", "sglang", "sglang@0.5.13"])
-def test_a_backend_the_engine_never_calls_names_no_line_of_the_engine_it_borrows_from(profile):
-    """FA4 under an engine whose code never calls it replays vLLM's FA4 start-up: no site may claim that code."""
-    engine, plan, _ = plan_of(profile, "fa4")
-    assert ENGINES[profile].prefill.get("fa4") is None
-    prefill_steps = [step for step in plan.steps if step.phase == PREFILL_TRAFFIC]
-    assert prefill_steps and all(step.models == () for step in prefill_steps)
-    assert not any("vllm/" in site.models for site in plan.sites())
+@pytest.mark.parametrize(
+    "profile, backend, real",
+    [
+        ("tokenspeed", "fa4", "registers fa4 for MHA only"),
+        ("sglang", "fa4", "its own vendored FA4"),
+        ("sglang", "tokenspeed_mla", "has no tokenspeed_mla prefill"),
+        ("sglang@0.5.13", "fa4", "its own vendored FA4"),
+    ],
+)
+def test_a_prefill_backend_the_engine_never_runs_is_refused_naming_its_own_and_who_models_it(profile, backend, real):
+    """Another engine's start-up replayed under this one would warm what this engine never warms: refused, one line."""
+    with pytest.raises(MlacheckError) as refused:
+        prefill_path(ENGINES[profile], backend)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"--prefill-backend {backend}: ") and real in line
+    modelling = [name for name, engine in ENGINES.items() if backend in engine.prefill]
+    assert profile not in modelling and line.endswith(" models it")
+    assert all(name in line.rpartition("; --profile ")[2] for name in modelling)
 
 
 def test_the_plan_runs_the_start_up_then_the_traffic_in_the_engines_order():
     engine, plan, ran = plan_of("vllm", "fa4")
     assert plan.phases == (WARMUP, CAPTURE, PREFILL_TRAFFIC, DECODE_TRAFFIC)
     for phase in plan.phases:
-        for action in plan.actions(phase):
-            action()
+        for step in plan.steps_in(phase):
+            step.action()
     capture = len(engine.decode.capture_sizes(engine.decode.default_capture_max)) * (engine.decode.capture_forwards + 1)
     warmup = [("startup", "extend")] * 2 + [("warmup", 0)] * len(engine.decode.startup_decode_batches)
     assert ran[: len(warmup)] == warmup
@@ -129,7 +188,7 @@ def test_the_plan_runs_the_start_up_then_the_traffic_in_the_engines_order():
 
 def test_without_cuda_graphs_the_plan_has_no_capture_step_but_still_its_phase():
     _, plan, _ = plan_of("tokenspeed", "tokenspeed_mla", cuda_graph=False)
-    assert CAPTURE in plan.phases and plan.actions(CAPTURE) == []
+    assert CAPTURE in plan.phases and plan.steps_in(CAPTURE) == []
     warmup = [step for step in plan.steps if step.phase == WARMUP]
     assert len(warmup) == 1 + 1 + 1  # the warm-up function, the autotune dummy extend, warmup_decode_path((1,))
 

@@ -8,7 +8,7 @@ from mlacheck.scenario.engines import ENGINES
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.prefill_run import TokenspeedMLAPrefill
-from mlacheck.scenario.prefill_traffic import make_workload
+from mlacheck.scenario.prefill_traffic import Request, Workload, make_workload
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_prefill
 
@@ -104,3 +104,29 @@ def test_trace_path_never_calls_the_kernel():
     assert launcher.launches == stats.prefill_calls
     assert not [e for e in sink.events if e["type"] == "numerics"]  # only a launched kernel is judged
     assert stats.merge_max_abs_err < 1e-5  # trace merges the FP32 reference itself
+
+
+def test_vllm_chunks_over_some_of_the_batch_merge_into_every_requests_rows():
+    """vLLM's context chunks cover some requests each (one without a context ends a chunk; a long context is split):
+    each call gets its own requests' rows, and the merge still matches one-shot attention for every request."""
+    launcher = LaunchCounter(execute=True)
+    sink = MemorySink()
+    measurements = Measurements(sink)
+    batch = (Request(5, 70), Request(3, 150), Request(4, 0), Request(6, 64))
+    stats = run_traffic(
+        make_prefill(launcher),
+        Workload((batch,), chunk_capacity=128),
+        "vllm",
+        MODEL,
+        "execute",
+        False,
+        launcher,
+        measurements,
+        "tokenspeed_mla.prefill",
+        seed=5,
+        device="cpu",
+    )
+    calls = [e for e in sink.events if e["type"] == "numerics"]
+    assert stats.prefill_calls == len(calls) == 5  # the new tokens, then chunks over (0), (1), (1), (3)
+    assert stats.tokens == 18 + 5 + 3 + 3 + 6  # each chunk's call has its own requests' new tokens only
+    assert stats.merge_max_abs_err < 2e-2

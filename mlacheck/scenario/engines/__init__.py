@@ -30,12 +30,14 @@ def engine(name: str) -> Engine:
 
 
 def prefill_path(engine: Engine, backend: str) -> PrefillPath:
-    """How the engine runs a prefill backend: its own path, or for one its code never calls, the path of the engine
-    whose default that backend is, replayed without a line of that engine to name (`PrefillPath.borrowed`)."""
+    """How the engine runs a prefill backend. A backend it never runs as modelled is refused in one line, naming what
+    the engine does instead and the profiles that model that backend: another engine's start-up replayed under this
+    one would warm variants this engine never warms (a false PASS) or miss those it does."""
     own = engine.prefill.get(backend)
     if own is not None:
         return own
-    donor = next((other for other in ENGINES.values() if other.prefill_backend == backend), None)
-    if donor is None:
-        raise MlacheckError(f"--prefill-backend {backend}: no engine modelled runs it; choose the profile's own")
-    return donor.prefill[backend].borrowed()
+    modelling = [other.name for other in ENGINES.values() if backend in other.prefill]
+    instead = engine.unmodelled.get(backend, f"{engine.release} is not modelled with it")
+    either = " or ".join([", ".join(modelling[:-1]), *modelling[-1:]] if len(modelling) > 1 else modelling)
+    where = f"--profile {either} models it" if modelling else "no profile models it"
+    raise MlacheckError(f"--prefill-backend {backend}: {instead}; {where}")

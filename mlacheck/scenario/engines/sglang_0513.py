@@ -13,6 +13,10 @@ from mlacheck.scenario.prefill_traffic import PrefillCall, Request, lse_when_pre
 
 BACKEND = "sglang/srt/layers/attention/tokenspeed_mla_backend.py"
 RUN_PREFILL = Upstream(BACKEND, 324, "TokenspeedMLABackend._run_prefill_kernel")
+UNMODELLED = {
+    "fa4": "SGLang 0.5.13's fa4 prefills DeepSeek as MHA over chunked KV through its own vendored FA4 "
+    "(srt/models/deepseek_common/attention_backend_handler.py:127-129), a path mlacheck does not model",
+}
 
 
 def traffic(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
@@ -22,9 +26,11 @@ def traffic(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall
 
 
 def ladder(maximum: int) -> list[int]:
-    """server_args.py _generate_cuda_graph_batch_sizes: 1, 2, 4, 8, 12, every 8 to 256, every 16 to 512, every 32."""
+    """srt/server_args.py:1655-1686 ServerArgs._generate_cuda_graph_batch_sizes: 1, 2, 4, 8, 12, every 8 to 256, every
+    16 to 512, every 32 up to the maximum, and the maximum itself where it is not on that ladder."""
     sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, maximum + 1, 32)]
-    return [size for size in sizes if size <= maximum] or [maximum]
+    sizes = [size for size in sizes if size <= maximum]
+    return sizes if maximum in sizes else [*sizes, maximum]
 
 
 def warmup(d_qk, d_v, enable_pdl):
@@ -60,6 +66,7 @@ SGLANG_0513 = Engine(
         )
     },
     prefill_backend="tokenspeed_mla",
+    unmodelled=UNMODELLED,
     decode=DecodePolicy(capture_sizes=ladder, default_capture_max=512, capture_forwards=2, eager_max_seq_len="batch"),
     decode_backend="tokenspeed_mla",
     decode_site=Upstream(BACKEND, 292, "TokenspeedMLABackend._run_decode_kernel"),

@@ -13,6 +13,10 @@ from mlacheck.scenario.prefill_traffic import PrefillCall, Request, lse_always
 
 BACKEND = "tokenspeed/runtime/layers/attention/backends/paged/tokenspeed_mla.py"
 EXTEND = Upstream(BACKEND, 818, "CuteDSLMLABackend.forward_extend_chunked")
+UNMODELLED = {
+    "fa4": "TokenSpeed 0.1.1 registers fa4 for MHA only and refuses it for DeepSeek's MLA "
+    "(runtime/layers/attention/backends/paged/mha.py:435, registry.py:598-602)",
+}
 
 
 def traffic(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall]:
@@ -22,8 +26,10 @@ def traffic(batch: tuple[Request, ...], chunk_capacity: int) -> list[PrefillCall
 
 
 def ladder(maximum: int) -> list[int]:
-    """forward_step.py get_batch_sizes_to_capture: 1, 2, 4, then every 8 up to the maximum."""
-    return [size for size in [1, 2, 4, *range(8, maximum + 1, 8)] if size <= maximum] or [maximum]
+    """runtime/execution/forward_step.py:110-125 get_batch_sizes_to_capture: 1, 2, 4, then every 8 to 160, up to the
+    maximum (--max-cudagraph-capture-size; a larger one captures nothing above 160). Not modelled: a --max-num-seqs
+    below 160, whose value and the one below it join the ladder (:120-121)."""
+    return [size for size in [1, 2, 4, *range(8, 161, 8)] if size <= maximum]
 
 
 def warmup(d_qk, d_v, enable_pdl):
@@ -60,6 +66,7 @@ TOKENSPEED = Engine(
         )
     },
     prefill_backend="tokenspeed_mla",
+    unmodelled=UNMODELLED,
     decode=DecodePolicy(
         capture_sizes=ladder,
         default_capture_max=160,
