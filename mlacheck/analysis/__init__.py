@@ -145,7 +145,7 @@ def analyse(
                         seen.add(identity)
                         findings.append(finding)
     layouts_not_checked, layouts_dispatched = unwatched_layouts(events)
-    compiles, unwatched_findings = unwatched_compiles(events)
+    compiles, unwatched_findings, unknown_phases = unwatched_compiles(events)
     findings += unwatched_findings
     findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
     watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
@@ -163,7 +163,7 @@ def analyse(
         len(internal),
         dry,
     )
-    incomplete += stale_families + layouts_dispatched
+    incomplete += stale_families + layouts_dispatched + unknown_phases
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
     lookups: dict[int | None, int] = {}

@@ -3,14 +3,15 @@
 A variant is one cache key of one spelling. Its compile phase says who put it in the cache (warm-up,
 CUDA-graph capture, the serving path, or it was there before: preexisting, inherited by a forked
 child); its dispatches are counted by phase from the process's last `counts` event (exact when the
-process exited, "at least" otherwise). In a process that marked serving start, everything before the
-mark is warm-up.
+process exited, "at least" otherwise). Phases are settled by the one phase model (`capture.phase.settled`): in a
+process that marked serving start, a serving compile or dispatch before the mark was warm-up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mlacheck.capture.phase import settled
 from mlacheck.keys import Key, key_identity
 
 INHERITED_PHASES = ("preexisting", "inherited")
@@ -141,14 +142,10 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             table.key_fields = list(event.get("key_fields") or [])
             table.every_lookup_counted = event.get("every_lookup_counted")
         elif kind == "compile":
-            _compiled(
-                _variant(table, event),
-                event,
-                "warmup" if before_mark and event["phase"] == "serving" else event["phase"],
-            )
+            _compiled(_variant(table, event), event, settled(event["phase"], before_mark))
         elif kind == "dispatch":
             variant = _variant(table, event)
-            phase = "warmup" if before_mark and event["phase"] == "serving" else event["phase"]
+            phase = settled(event["phase"], before_mark)
             if phase == "serving" and variant.first_dispatch_site is None:
                 variant.first_dispatch_site, variant.first_call = event.get("site"), dict(event.get("call") or {})
             variant.captured |= phase == "capture"

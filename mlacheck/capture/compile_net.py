@@ -5,8 +5,8 @@ process, beneath any wrapper a program put on top (vLLM's JIT monitor chains ont
 A compile that no watched family accounts for (no family's compile runs in this thread: `compile_timer.watching`) is
 an unwatched compile: one `unwatched_compile` event with the kernel (its function, or its class and the object's
 scalar configuration), what it was compiled for (each argument's type, dtype, shape and layout where it is a tensor),
-its seconds, its phase (warm-up or capture under the engines' frames; serving once the process marked serving start;
-else unmarked) and its site. Where launches are replaced (--dry, trace mode: kernels built for a target arch the
+its seconds, its phase (`phase`: warm-up or capture under the engines' frames; serving once the process marked serving
+start; else unknown, since a net cannot tell whether a dispatch call made it) and its site. Where launches are replaced (--dry, trace mode: kernels built for a target arch the
 device may not run), what the unwatched compile returns launches nothing when called (`NotLaunched`). Capture never
 raises into the program: a failure is an internal error.
 """
@@ -18,7 +18,7 @@ import inspect
 import sys
 import time
 
-from mlacheck.capture import compile_timer
+from mlacheck.capture import compile_timer, phase
 from mlacheck.capture.install import Patches
 from mlacheck.capture.stack import StackReader
 from mlacheck.events import EventSink
@@ -76,7 +76,6 @@ class CompileNetCapture:
     def _recorded(self, args: tuple, kwargs: dict, seconds: float, frame) -> None:
         try:
             where = self._reader.read(frame)
-            phase = where.phase or ("serving" if self._serving else "unmarked")
             kernel = args[0] if args else kwargs.get("function")
             self.sink.write(
                 {
@@ -85,7 +84,7 @@ class CompileNetCapture:
                     "kernel": kernel_name(kernel),
                     "key": {**configuration(kernel), **arguments(args[1:], kwargs)},
                     "seconds": seconds,
-                    "phase": phase,
+                    "phase": phase.decide(where.phase, self._serving, None),
                     "site": where.site,
                     "stack": where.stack,
                 }

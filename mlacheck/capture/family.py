@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable
 from types import FrameType
 
-from mlacheck.capture import caches, compile_timer, hotpath
+from mlacheck.capture import caches, compile_timer, hotpath, phase
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.counts import Counts
 from mlacheck.capture.dispatch import wrap_dispatch
@@ -62,6 +62,7 @@ class FamilyCapture:
         self._adapter: caches.CacheAdapter | None = None
         self._timer: compile_timer.CompileTimer | None = None
         self._reader: StackReader | None = None
+        self._serving = False  # the process marked serving start
         self.installed = False
 
     # -- install / remove -------------------------------------------------------------------------------
@@ -144,9 +145,9 @@ class FamilyCapture:
                 origin = "skip" if isinstance(value, SkippedCompile) else "compile" if timed is not None else "unknown"
                 seconds = timed
             where = self._reader.read(frame)
-            phase = "serving" if where.dispatch_depth is not None and where.phase is None else where.phase or "warmup"
+            decided = phase.decide(where.phase, self._serving, where.dispatch_depth is not None)
             self._stand_ins.pop(self._vid(key), None)
-            self._write_compile(self._vid(key), phase, seconds, origin, where.site, where.stack)
+            self._write_compile(self._vid(key), decided, seconds, origin, where.site, where.stack)
             self.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)
@@ -236,7 +237,9 @@ class FamilyCapture:
             self.internal_error("dispatch", exc)
 
     def serving_started(self) -> None:
-        """Serving starts now: what this process counted as serving so far was warm-up."""
+        """Serving starts now: what this process counted as serving so far was warm-up, and every compile from now on
+        is serving (`phase`)."""
+        self._serving = True
         self.flush()
         self.counts.serving_as_warmup()
         self.forget_fast()
@@ -290,13 +293,13 @@ class FamilyCapture:
 
     # -- events -----------------------------------------------------------------------------------------
     def _count_dispatch(self, vid: int, where: Where, count: bool = True) -> object:
-        phase = where.phase or "serving"
-        counter = self.counts.dispatches(vid, phase)
+        decided = phase.decide(where.phase, self._serving, True)
+        counter = self.counts.dispatches(vid, decided)
         if count:
             next(counter)
             next(self.ticks)
-        if (vid, phase) not in self._first:
-            self._first.add((vid, phase))
+        if (vid, decided) not in self._first:
+            self._first.add((vid, decided))
             key, spelling = self._described[vid]
             self._write(
                 {
@@ -305,7 +308,7 @@ class FamilyCapture:
                     "vid": vid,
                     "key": key,
                     "spelling": spelling,
-                    "phase": phase,
+                    "phase": decided,
                     "site": where.site,
                     "stack": where.stack,
                     "call": self._call_facts(where.dispatch_frame),

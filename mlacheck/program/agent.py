@@ -184,6 +184,7 @@ class Agent:
             self._safely(capture.install)
         for hook in nets + entries:
             self._safely(lambda hook=hook: hook.install(module))
+        self._serving_already(self.captures[name])
 
     def _watch(self, name: str) -> None:
         """Install the watcher of module `name` (its capture class is named in the config as MODULE:CLASS)."""
@@ -199,6 +200,14 @@ class Agent:
         capture = getattr(importlib.import_module(module_name), class_name)(watcher["rule"], self.sink, policy, phases)
         self.captures[name] = [capture]
         capture.install()
+        self._serving_already([capture])
+
+    def _serving_already(self, captures: list) -> None:
+        """Captures installed after this process marked serving start: their compiles from now on are serving."""
+        if self._serving:
+            for capture in captures:
+                if capture.installed:
+                    self._safely(capture.serving_started)
 
     def _all_captures(self) -> list:
         return [capture for captures in self.captures.values() for capture in captures if capture.installed]

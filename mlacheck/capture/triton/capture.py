@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlacheck.capture import phase
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
@@ -79,6 +80,7 @@ class TritonCapture:
         self._patches = Patches("triton")
         self._flushed_at = time.monotonic()
         self._target_written = False
+        self._serving = False  # the process marked serving start
         self._triton: dict[str, object] = {}
 
     # -- install / remove -------------------------------------------------------------------------------
@@ -179,6 +181,8 @@ class TritonCapture:
 
     # -- the agent's calls --------------------------------------------------------------------------------
     def serving_started(self) -> None:
+        """Serving starts now: each family's serving so far was warm-up; every compile from now on is serving."""
+        self._serving = True
         for family in list(self.families.values()):
             self.safely("serving start", family.serving_started)
 
@@ -329,9 +333,14 @@ class TritonCapture:
                 self._jit_names.setdefault(value.cache_key, value.fn.__qualname__)
         where = self._reader.read(frame)
         launched = not (dry.LAUNCH_WARMUP.get() if self.policy.dry else kwargs["is_manual_warmup"])
-        phase = where.phase or ("serving" if launched else "warmup")
         self._pending[self._pending_key(kwargs)] = _Pending(
-            family, kwargs["key"], phase, where, launched, time.perf_counter(), threading.get_ident()
+            family,
+            kwargs["key"],
+            phase.decide(where.phase, self._serving, launched),
+            where,
+            launched,
+            time.perf_counter(),
+            threading.get_ident(),
         )
         if not self._target_written:
             target = jf.device_caches[info["device"]][2]
@@ -413,7 +422,7 @@ class TritonCapture:
                     dry.LAUNCH_WARMUP.get() if self.policy.dry else getattr(frame, "f_locals", {}).get("warmup")
                 )
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, where.phase or ("serving" if launched else "warmup"), where)
+                counter = family.dispatched(key, phase.decide(where.phase, self._serving, launched), where)
                 if where.phase is None and launched:
                     cache._fast[key] = (counter, value)
                 self.maybe_flush()
@@ -428,7 +437,7 @@ class TritonCapture:
             try:
                 family = self._used(cache)
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, where.phase or "serving", where)
+                counter = family.dispatched(key, phase.decide(where.phase, self._serving, True), where)
                 if where.phase is None:
                     cache._fast[key] = counter
                 self.maybe_flush()
@@ -448,10 +457,10 @@ class TritonCapture:
             if family is None:
                 return
             where = self._reader.read(frame)
-            phase = where.phase or "serving"
+            decided = phase.decide(where.phase, self._serving, True)
             seconds = None if self.policy.dry else self._bench_seconds.pop(id(tuner), 0.0)
-            family.compiled(key, phase, seconds, "skip" if self.policy.dry else "compile", where)
-            family.dispatched(key, phase, where)
+            family.compiled(key, decided, seconds, "skip" if self.policy.dry else "compile", where)
+            family.dispatched(key, decided, where)
             self.maybe_flush()
         except Exception as exc:  # noqa: BLE001
             self.internal_error("tuning", exc)
