@@ -1,43 +1,31 @@
-"""The trace: one event per line (JSONL), versioned; every event passes through one `EventSink.write`.
-(`mlacheck.trace` reads traces back; this module is what an observed process imports, so it stays small.)
+"""The trace: one event per line (JSONL), versioned. Every event is made by one constructor per kind below (nothing
+else in mlacheck builds one), and every event passes through one `EventSink.write`. Each kind's fields are given by
+its JSON Schema, `mlacheck/schemas/events/KIND.json` (shipped with the package; a test validates what representative
+runs write against them). `mlacheck.trace` reads traces back; this module is what an observed process imports, so it
+stays small.
 
-A trace grows with variants, not with dispatches: the first dispatch of each variant in each phase is
-an event, written at once; later dispatches are counted in memory and written as `counts` (cumulative
-totals) at a bounded interval and when the process exits, so a killed process still says "at least N".
+A trace grows with variants, not with dispatches or time: the first dispatch of each variant in each phase is an
+event, written at once; later dispatches are counted in memory, kept as state (`EventSink.checkpoint`: a file beside
+the trace, replaced) at a bounded interval, and written as a final `counts` event when the process exits, so a
+killed process still says "at least N".
 
-Event types (every event has "type"; the first event of a trace is "run" and carries "format_version"):
-- run:            {format_version, pid, mlacheck_version, started}; in program mode also host, ppid,
-                  argv, rank (RANK, else LOCAL_RANK, else null), cute_dsl_arch, forked_from
-- family:         {family, distribution, version, key_fields, cache_kind, fingerprint, preexisting}
-                  a family's hooks were installed (preexisting: entries already in the cache then,
-                  as a count where the interpreter cannot list them); a family found at run time (a
-                  Triton kernel) adds kernel (MODULE:QUALNAME) and every_lookup_counted (every lookup of
-                  its cache is counted: a variant with none was not used); written again if that changes
-- compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack, t}
-                  a variant entered the cache, t seconds (wall clock) after the process's run event. vid numbers the cache's own key in this process; key is
-                  {field: typed value}; spelling is how a functools-cached call spelled its key (null for
-                  a dict key); phase is warmup | capture | serving | preexisting | inherited; origin is
-                  compile | skip | unknown (not made by a watched compile)
-- dispatch:       {family, vid, key, spelling, phase, site, stack, call}   the first lookup of vid in that phase;
-                  call holds the rule's call_facts (locals of that dispatch call, e.g. its batch size)
-- counts:         {family, dispatches: {"vid:phase": n}, calls: {function: n}, final}   cumulative totals (a
-                  functools family counts a dispatch where it launches what it looked up)
-- dispatch_error: {family, function, error, message, reached_lookup, site}   first of each kind; how many
-                  are in counts.calls as "function!before" / "function!after"
-- no_lookup:      {family, function, site}   first dispatch call that returned without a lookup, where the
-                  rule says every call looks up; how many are in counts.calls as "function!nolookup"
-- serving_start:  {how, site, t}      serving starts here: earlier compiles and dispatches are warm-up
-- context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
-- numerics:       {family, key, kernel}   a launched kernel's output against the reference (execute mode)
-- unwatched:      {module, cache, families, provider, reasons}   the process imported a cache that no loaded rule
-                  describes as installed (a fork, an unchecked release): it is not watched
-- unwatched_dispatch: {module, function, site}   the first call of such a cache's dispatch function
-- unwatched_compile: {net, kernel, key, seconds, phase, site, stack}   a compile through a compile net that no
-                  watched family accounted for; phase is warmup | capture | serving | unmarked (no serving start
-                  marked in the process, and no warm-up or capture frame)
-- internal_error: {where, message}    capture failed; the program went on
-- exit:           {rank, how, t}      the process ended normally (rank from torch.distributed when it was
-                                      initialized, else RANK / LOCAL_RANK at exit)
+The kinds (every event has "type"; the first event of a trace is "run" and carries "format_version"):
+- run: this process started (pid, mlacheck_version, started; program mode adds ppid, host, argv, rank,
+  target_arch, forked_from, found_by)
+- family: a family's hooks were installed (a Triton kernel, found at run time, adds kernel and every_lookup_counted)
+- compile_start / compile_end: a compile begins / ends (id pairs them; one with no end is a compile the process
+  died in, or was still in when it exited)
+- compile: a variant entered the cache (phase: warmup | capture | serving | unknown | preexisting | inherited)
+- dispatch: the first lookup of a variant in a phase
+- counts: a family's cumulative dispatches per "vid:phase" and calls per function (final: at exit)
+- dispatch_error, no_lookup: the first dispatch call of a kind that raised, or returned without a lookup
+- serving_start: serving starts here (`mlacheck.capture.phase`)
+- context: what the process itself showed (target_arch, engine)
+- numerics: a launched kernel's output against the reference (execute mode)
+- unwatched, unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
+- unwatched_compile: a compile through a compile net that no watched family accounted for
+- internal_error: capture failed; the program went on
+- exit: the process ended normally
 `t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
 
@@ -45,8 +33,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
+from mlacheck import __version__
 from mlacheck.errors import MlacheckError
 
 _run_started = time.time()  # this process's run event; a forked child's new run event restarts it
@@ -71,32 +61,225 @@ the first dispatch per variant and phase plus cumulative `counts`, processes and
 unwatched, unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines). Within 2 (the
 HTML report's timeline): `compile`, `serving_start` and `exit` events may carry `t`, seconds since the process's
 run event; an optional field that every reader does without, so the format stays 2."""
-EVENT_TYPES = frozenset(
-    {
-        "run",
-        "family",
-        "compile",
-        "dispatch",
-        "counts",
-        "dispatch_error",
-        "no_lookup",
-        "serving_start",
-        "context",
-        "numerics",
-        "internal_error",
-        "exit",
-        "unwatched",
-        "unwatched_dispatch",
-        "unwatched_compile",
+
+PROGRAM_RUN_FIELDS = ("ppid", "host", "argv", "rank", "target_arch", "forked_from", "found_by")
+
+
+def run_event(pid: int, started: float, **program: object) -> dict:
+    """This process started (`started`: `start_run_clock()`); program mode adds PROGRAM_RUN_FIELDS."""
+    unknown = set(program) - set(PROGRAM_RUN_FIELDS)
+    if unknown:
+        raise TypeError(f"run_event: unknown fields {sorted(unknown)}")
+    return {
+        "type": "run",
+        "format_version": FORMAT_VERSION,
+        "pid": pid,
+        "mlacheck_version": __version__,
+        "started": started,
+        **program,
     }
+
+
+def family_event(
+    family: str,
+    distribution: str,
+    version: str | None,
+    providers: list[str],
+    key_fields: list[str],
+    cache_kind: str,
+    fingerprint: str | None,
+    preexisting: int,
+    **found: object,
+) -> dict:
+    """A family's hooks were installed (preexisting: entries already in the cache then, as a count where they cannot
+    be listed); a family found at run time (a Triton kernel) adds kernel (MODULE:QUALNAME) and every_lookup_counted
+    (every lookup of its cache is counted: a variant with none was not used)."""
+    if set(found) - {"kernel", "every_lookup_counted"}:
+        raise TypeError(f"family_event: unknown fields {sorted(found)}")
+    return {
+        "type": "family",
+        "family": family,
+        "distribution": distribution,
+        "version": version,
+        "providers": list(providers),
+        "key_fields": list(key_fields),
+        "cache_kind": cache_kind,
+        "fingerprint": fingerprint,
+        "preexisting": preexisting,
+        **found,
+    }
+
+
+def compile_event(
+    family: str,
+    vid: int,
+    key: dict,
+    spelling: dict | None,
+    phase: str,
+    seconds: float | None,
+    origin: str,
+    site: str | None,
+    stack: list[str],
+) -> dict:
+    """A variant entered the cache, now. vid numbers the cache's own key in this process; key is {field: typed value};
+    spelling is how a functools-cached call spelled its key (null for a dict key); origin is compile | skip | unknown
+    (not made by a watched compile); a variant there before install has site "before mlacheck"."""
+    return {
+        "type": "compile",
+        "family": family,
+        "vid": vid,
+        "key": key,
+        "spelling": spelling,
+        "phase": phase,
+        "seconds": seconds,
+        "origin": origin,
+        "site": site or "before mlacheck",
+        "stack": list(stack),
+        "t": run_clock(),
+    }
+
+
+def dispatch_event(
+    family: str,
+    vid: int,
+    key: dict,
+    spelling: dict | None,
+    phase: str,
+    site: str | None,
+    stack: list[str],
+    call: dict,
+) -> dict:
+    """The first lookup of a variant in a phase; call holds the rule's call_facts (locals of that dispatch call)."""
+    return {
+        "type": "dispatch",
+        "family": family,
+        "vid": vid,
+        "key": key,
+        "spelling": spelling,
+        "phase": phase,
+        "site": site,
+        "stack": list(stack),
+        "call": call,
+    }
+
+
+def counts_event(family: str, dispatches: dict[str, int], calls: dict[str, int], final: bool) -> dict:
+    """A family's cumulative totals: dispatches per "vid:phase" (a functools family counts a dispatch where it launches
+    what it looked up), calls per dispatch function and per "function!before" / "!after" / "!nolookup"."""
+    return {"type": "counts", "family": family, "dispatches": dispatches, "calls": calls, "final": final}
+
+
+def dispatch_error_event(
+    family: str, function: str, error: str, message: str, reached_lookup: bool, site: str | None
+) -> dict:
+    """The first dispatch call of a kind that raised, before its lookup or after it."""
+    return {
+        "type": "dispatch_error",
+        "family": family,
+        "function": function,
+        "error": error,
+        "message": message,
+        "reached_lookup": reached_lookup,
+        "site": site,
+    }
+
+
+def no_lookup_event(family: str, function: str, site: str | None) -> dict:
+    """The first dispatch call that returned without a lookup, where the rule says every call looks up."""
+    return {"type": "no_lookup", "family": family, "function": function, "site": site}
+
+
+def serving_start_event(how: str, site: str | None) -> dict:
+    """Serving starts here, now."""
+    return {"type": "serving_start", "how": how, "site": site, "t": run_clock()}
+
+
+def context_event(values: dict[str, object]) -> dict:
+    """What the process itself showed (target_arch, engine); a value that is None is left out."""
+    return {"type": "context", "values": {name: value for name, value in values.items() if value is not None}}
+
+
+def numerics_event(family: str, key: dict, kernel: dict) -> dict:
+    """A launched kernel's output against the reference on the same inputs (execute mode)."""
+    return {"type": "numerics", "family": family, "key": key, "kernel": kernel}
+
+
+def internal_error_event(where: str, error: object) -> dict:
+    """Capture failed at `where`; the program went on (the run then cannot pass)."""
+    message = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    return {"type": "internal_error", "where": where, "message": message}
+
+
+def exit_event(rank: int | None, how: str) -> dict:
+    """The process ended normally, now (rank from torch.distributed where it was initialized)."""
+    return {"type": "exit", "rank": rank, "how": how, "t": run_clock()}
+
+
+def unwatched_event(module: str, cache: str, families: list[str], provider: str, reasons: list[str]) -> dict:
+    """The process imported a cache that no loaded rule describes as installed (a fork, an unchecked release)."""
+    return {
+        "type": "unwatched",
+        "module": module,
+        "cache": cache,
+        "families": list(families),
+        "provider": provider,
+        "reasons": list(reasons),
+    }
+
+
+def unwatched_dispatch_event(module: str, function: str, site: str | None) -> dict:
+    """The first call of an unwatched cache's dispatch function."""
+    return {"type": "unwatched_dispatch", "module": module, "function": function, "site": site}
+
+
+def unwatched_compile_event(
+    net: str, kernel: str, key: dict, seconds: float, phase: str, site: str | None, stack: list[str]
+) -> dict:
+    """A compile through a compile net that no watched family accounted for, now."""
+    return {
+        "type": "unwatched_compile",
+        "net": net,
+        "kernel": kernel,
+        "key": key,
+        "seconds": seconds,
+        "phase": phase,
+        "site": site,
+        "stack": list(stack),
+        "t": run_clock(),
+    }
+
+
+EVENT_TYPES = frozenset(
+    name.removesuffix("_event")
+    for name, value in list(globals().items())
+    if name.endswith("_event") and callable(value)
 )
+"""Every kind of event, one per constructor."""
+
+
+def write_internal_error(sink: EventSink, where: str, error: object) -> None:
+    """Record what capture could not see or do (the run then cannot pass); where the sink itself fails, say it on
+    stderr, the one fallback. Never raises."""
+    try:
+        sink.write(internal_error_event(where, error))
+    except Exception as exc:  # noqa: BLE001 - the sink failed too: the one place left to say it
+        try:
+            sys.stderr.write(f"mlacheck: capture error in process {os.getpid()}: {where}: {error} ({exc})\n")
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class EventSink:
-    """Where events go: `write(event)` one at a time, `close()` at the end."""
+    """Where events go: `write(event)` one at a time, `checkpoint(counts)` for the state of the counts, `close()` at the
+    end."""
 
     def write(self, event: dict) -> None:
         raise NotImplementedError
+
+    def checkpoint(self, counts: dict[str, dict]) -> None:
+        """Families' counts so far, {family: {"dispatches", "calls"}}: state, not a log. Here, a counts event each."""
+        for family, totals in counts.items():
+            self.write(counts_event(family, **totals, final=False))
 
     def close(self) -> None:
         pass
@@ -162,6 +345,10 @@ class TeeSink(EventSink):
     def write(self, event: dict) -> None:
         for sink in self.sinks:
             sink.write(event)
+
+    def checkpoint(self, counts: dict[str, dict]) -> None:
+        for sink in self.sinks:
+            sink.checkpoint(counts)
 
     def close(self) -> None:
         for sink in self.sinks:

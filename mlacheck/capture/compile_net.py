@@ -18,6 +18,7 @@ import inspect
 import sys
 import time
 
+from mlacheck import events
 from mlacheck.capture import compile_timer, phase
 from mlacheck.capture.install import Patches
 from mlacheck.capture.stack import StackReader
@@ -78,28 +79,18 @@ class CompileNetCapture:
             where = self._reader.read(frame)
             kernel = args[0] if args else kwargs.get("function")
             self.sink.write(
-                {
-                    "type": "unwatched_compile",
-                    "net": self.net.label,
-                    "kernel": kernel_name(kernel),
-                    "key": {**configuration(kernel), **arguments(args[1:], kwargs)},
-                    "seconds": seconds,
-                    "phase": phase.decide(where.phase, self._serving, None),
-                    "site": where.site,
-                    "stack": where.stack,
-                }
+                events.unwatched_compile_event(
+                    self.net.label,
+                    kernel_name(kernel),
+                    {**configuration(kernel), **arguments(args[1:], kwargs)},
+                    seconds,
+                    phase.decide(where.phase, self._serving, None),
+                    where.site,
+                    where.stack,
+                )
             )
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
-            try:
-                self.sink.write(
-                    {
-                        "type": "internal_error",
-                        "where": f"{self.net.label} compile net",
-                        "message": f"{type(exc).__name__}: {exc}",
-                    }
-                )
-            except Exception:  # noqa: BLE001
-                pass
+            events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
 
 
 class NotLaunched:

@@ -1,12 +1,10 @@
 """FamilyCapture: one family's capture in one process; turns what its cache adapter and dispatch wrappers see into
-events.
+its ledger's entries.
 
-Each cache key the process uses gets a variant number (vid). The first time a variant enters the cache, and the
-first time it is looked up in each phase, an event is written at once; every other lookup only steps a counter,
-and the counts are written as cumulative totals by `flush` (the agent calls it at a bounded interval and at
-exit). A lookup outside any dispatch call is not a dispatch. Hooks never raise into the program: a failure
-becomes an `internal_error` event. Where the cache sits (`caches`), what is replaced and undone (`install`),
-the counters (`counts`) and the code's fingerprint (`fingerprint`) are each their own module's.
+A lookup outside any dispatch call is not a dispatch. Hooks never raise into the program: a failure becomes an
+`internal_error` event. The variants, counts and events are the family's `ledger`; where the cache sits (`caches`),
+what is replaced and undone (`install`), the phase of a compile or dispatch (`phase`, through the ledger) and the
+code's fingerprint (`fingerprint`) are each their own module's.
 """
 
 from __future__ import annotations
@@ -15,17 +13,18 @@ import inspect
 from collections.abc import Callable
 from types import FrameType
 
-from mlacheck.capture import caches, compile_timer, hotpath, phase
+from mlacheck import events
+from mlacheck.capture import caches, compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
-from mlacheck.capture.counts import Counts
 from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.fingerprint import fingerprint, installed_version, providers
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
 from mlacheck.capture.install import Patches
+from mlacheck.capture.ledger import Ledger
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
-from mlacheck.events import EventSink, run_clock
+from mlacheck.events import EventSink
 from mlacheck.keys import typed
 from mlacheck.rulefiles.schema import PhaseRule, RuleFile
 
@@ -51,18 +50,13 @@ class FamilyCapture:
         )
         self.fast = hotpath.FastTable()  # variants seen in serving: key -> (counter, value to return)
         self.ticks = hotpath.counter()
-        self.counts = Counts()
-        self.vids: dict[object, int] = {}
-        self._described: list[tuple[dict, dict | None]] = []
-        self._family_event: dict = {}
-        self._first: set[tuple[int, str]] = set()
+        self.ledger = Ledger(self.family.name, sink, lambda key: self._adapter.describe(key), policy.flush_seconds)
         self._errors: set[tuple] = set()
         self._stand_ins: dict[int, object] = {}
         self._patches = Patches(self.family.name, self._stale_advice, self.family.module)
         self._adapter: caches.CacheAdapter | None = None
         self._timer: compile_timer.CompileTimer | None = None
         self._reader: StackReader | None = None
-        self._serving = False  # the process marked serving start
         self.installed = False
 
     # -- install / remove -------------------------------------------------------------------------------
@@ -101,38 +95,33 @@ class FamilyCapture:
             self._patches.wrap_function(
                 owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry)
             )
-        self._family_event = {
-            "type": "family",
-            "family": family.name,
-            "distribution": family.distribution,
-            "version": installed_version(family.distribution),
-            "providers": providers(family.package),
-            "key_fields": list(family.key_fields),
-            "cache_kind": family.cache_kind,
-            "fingerprint": code,
-        }
-        self.sink.write({**self._family_event, "preexisting": count})
+        self.ledger.announce(
+            count,
+            distribution=family.distribution,
+            version=installed_version(family.distribution),
+            providers=providers(family.package),
+            key_fields=list(family.key_fields),
+            cache_kind=family.cache_kind,
+            fingerprint=code,
+        )
         for key in existing:
-            self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
+            self.ledger.compiled(self.ledger.vid(key), "preexisting", None, "compile", None, [])
         self.installed = True
 
     def remove(self) -> None:
         """Undo `install` (the program gets its own cache back, holding every variant really compiled)."""
         if not self.installed:
             return
-        self.safely("flush", lambda: self.flush(final=True))
+        self.safely("flush", lambda: self.ledger.flush(final=True))
         self._patches.undo(self.safely)
         self.installed = False
 
     def after_fork(self) -> None:
         """In a forked child: a fresh trace starts; what the child inherited is listed, counts start at zero."""
         self.forget_fast()
-        self.counts.restart()
-        self._first.clear()
         self._errors.clear()
-        self.sink.write({**self._family_event, "preexisting": 0})
-        for key in self._adapter.cached(self.vids):
-            self._write_compile(self.vids[key], "inherited", None, "compile", None, [])
+        vids = self.ledger.vids
+        self.ledger.after_fork(vids[key] for key in self._adapter.cached(vids))
 
     # -- hooks (called by the adapter and the dispatch wrappers: hooks.CaptureHooks) ---------------------
     def inserted(
@@ -145,10 +134,11 @@ class FamilyCapture:
                 origin = "skip" if isinstance(value, SkippedCompile) else "compile" if timed is not None else "unknown"
                 seconds = timed
             where = self._reader.read(frame)
-            decided = phase.decide(where.phase, self._serving, where.dispatch_depth is not None)
-            self._stand_ins.pop(self._vid(key), None)
-            self._write_compile(self._vid(key), decided, seconds, origin, where.site, where.stack)
-            self.maybe_flush()
+            vid = self.ledger.vid(key)
+            self._stand_ins.pop(vid, None)
+            phase = self.ledger.phase(where.phase, where.dispatch_depth is not None)
+            self.ledger.compiled(vid, phase, seconds, origin, where.site, where.stack)
+            self.ledger.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)
 
@@ -164,9 +154,18 @@ class FamilyCapture:
             where = where or self._reader.read(frame)
             if where.dispatch_depth is None:
                 return value
-            vid = self._vid(key)
-            counter = self._count_dispatch(vid, where, count)
-            self.maybe_flush()
+            vid = self.ledger.vid(key)
+            counter = self.ledger.dispatched(
+                vid,
+                self.ledger.phase(where.phase, True),
+                where.site,
+                where.stack,
+                self._call_facts(where.dispatch_frame),
+                count,
+            )
+            if count:
+                next(self.ticks)
+            self.ledger.maybe_flush()
             if value is MISSING:
                 return value
             returned = self._returned(vid, value)
@@ -188,33 +187,34 @@ class FamilyCapture:
     def launched(self, key: object, value: object, frame: FrameType) -> object:
         """What `cache[key]` gives a `contains` family's dispatch under a launch policy: the stand-in."""
         try:
-            return value if self._reader.read(frame).dispatch_depth is None else self._returned(self._vid(key), value)
+            if self._reader.read(frame).dispatch_depth is None:
+                return value
+            return self._returned(self.ledger.vid(key), value)
         except Exception as exc:  # noqa: BLE001
             self.internal_error("lookup", exc)
             return value
 
     def call_counter(self, name: str) -> object:
-        return self.counts.calls(name)
+        return self.ledger.counts.calls(name)
 
     def dispatch_raised(self, name: str, error: BaseException, start: int, frame: FrameType) -> None:
         """A dispatch call raised: before its lookup (nothing was checked) or after it."""
         try:
             reached = next(self.ticks) > start + 1
-            next(self.counts.calls(f"{name}!{'after' if reached else 'before'}"))
+            next(self.ledger.counts.calls(f"{name}!{'after' if reached else 'before'}"))
             identity = (name, type(error).__name__, reached)
             if identity not in self._errors:
                 self._errors.add(identity)
                 message = str(error).strip().splitlines()
-                self._write(
-                    {
-                        "type": "dispatch_error",
-                        "family": self.family.name,
-                        "function": name,
-                        "error": type(error).__name__,
-                        "message": message[0][:300] if message else "",
-                        "reached_lookup": reached,
-                        "site": self._reader.read(frame).site,
-                    }
+                self.ledger.write(
+                    events.dispatch_error_event(
+                        self.family.name,
+                        name,
+                        type(error).__name__,
+                        message[0][:300] if message else "",
+                        reached,
+                        self._reader.read(frame).site,
+                    )
                 )
         except Exception as exc:  # noqa: BLE001
             self.internal_error("dispatch", exc)
@@ -222,29 +222,18 @@ class FamilyCapture:
     def dispatch_without_lookup(self, name: str, frame: FrameType) -> None:
         """A dispatch call returned without looking the cache up: it ran a variant nothing checked."""
         try:
-            next(self.counts.calls(f"{name}!nolookup"))
+            next(self.ledger.counts.calls(f"{name}!nolookup"))
             if (name, "no lookup") not in self._errors:
                 self._errors.add((name, "no lookup"))
-                self._write(
-                    {
-                        "type": "no_lookup",
-                        "family": self.family.name,
-                        "function": name,
-                        "site": self._reader.read(frame).site,
-                    }
-                )
+                self.ledger.write(events.no_lookup_event(self.family.name, name, self._reader.read(frame).site))
         except Exception as exc:  # noqa: BLE001
             self.internal_error("dispatch", exc)
 
     def serving_started(self) -> None:
         """Serving starts now: what this process counted as serving so far was warm-up, and every compile from now on
-        is serving (`phase`)."""
-        self._serving = True
-        self.flush()
-        self.counts.serving_as_warmup()
+        is serving."""
+        self.ledger.serving_started()
         self.forget_fast()
-        self._first = {first for first in self._first if first[1] != "serving"}
-        self.flush()
 
     def phase_changed(self) -> None:
         """A warm-up or capture frame starts or ends: the next lookup of every variant reads the stack again."""
@@ -261,61 +250,18 @@ class FamilyCapture:
         self._stand_ins.clear()
 
     def maybe_flush(self) -> None:
-        """Flush when the policy's interval has passed since the last flush."""
-        if self.counts.due(self.policy.flush_seconds):
-            self.safely("flush", self.flush)
+        self.ledger.maybe_flush()
 
     def flush(self, final: bool = False) -> None:
-        """Write the cumulative counts (when they changed, or finally)."""
-        totals = self.counts.to_write(final)
-        if totals is not None:
-            self._write({"type": "counts", "family": self.family.name, **totals, "final": final})
+        self.ledger.flush(final)
 
     def safely(self, where: str, action: Callable[[], object]) -> None:
-        """Run a capture action; a failure becomes an internal error, never an exception in the program."""
-        try:
-            action()
-        except Exception as exc:  # noqa: BLE001
-            self.internal_error(where, exc)
+        self.ledger.safely(where, action)
 
     def internal_error(self, where: str, error: object) -> None:
-        """Write what capture could not see or do (the run then cannot pass); never raises."""
-        try:
-            self.sink.write(
-                {
-                    "type": "internal_error",
-                    "where": f"{self.family.name}: {where}",
-                    "message": f"{type(error).__name__}: {error}" if isinstance(error, Exception) else str(error),
-                }
-            )
-        except Exception:  # noqa: BLE001 - the sink itself failed; nothing left to tell
-            pass
+        self.ledger.internal_error(where, error)
 
-    # -- events -----------------------------------------------------------------------------------------
-    def _count_dispatch(self, vid: int, where: Where, count: bool = True) -> object:
-        decided = phase.decide(where.phase, self._serving, True)
-        counter = self.counts.dispatches(vid, decided)
-        if count:
-            next(counter)
-            next(self.ticks)
-        if (vid, decided) not in self._first:
-            self._first.add((vid, decided))
-            key, spelling = self._described[vid]
-            self._write(
-                {
-                    "type": "dispatch",
-                    "family": self.family.name,
-                    "vid": vid,
-                    "key": key,
-                    "spelling": spelling,
-                    "phase": decided,
-                    "site": where.site,
-                    "stack": where.stack,
-                    "call": self._call_facts(where.dispatch_frame),
-                }
-            )
-        return counter
-
+    # -- what a dispatch gets ---------------------------------------------------------------------------
     def _call_facts(self, frame: FrameType | None) -> dict:
         """The rule's `call_facts`: locals of the dispatch call that looked this variant up first (batch size, ...)."""
         if frame is None or not self.family.call_facts:
@@ -328,43 +274,8 @@ class FamilyCapture:
             return value
         stand_in = self._stand_ins.get(vid)
         if stand_in is None:
-            stand_in = self._stand_ins[vid] = self.launch(self._described[vid][0], value)
+            stand_in = self._stand_ins[vid] = self.launch(self.ledger.described[vid][0], value)
         return stand_in
-
-    def _vid(self, key: object) -> int:
-        vid = self.vids.get(key)
-        if vid is None:
-            vid = self.vids[key] = len(self._described)
-            fields, spelling = self._adapter.describe(key)
-            self._described.append(({name: typed(value) for name, value in fields.items()}, spelling))
-        return vid
-
-    def _write_compile(
-        self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None, stack: list[str]
-    ) -> None:
-        key, spelling = self._described[vid]
-        self._write(
-            {
-                "type": "compile",
-                "family": self.family.name,
-                "vid": vid,
-                "key": key,
-                "spelling": spelling,
-                "phase": phase,
-                "seconds": seconds,
-                "origin": origin,
-                "site": site or "before mlacheck",
-                "stack": stack,
-                "t": run_clock(),
-            }
-        )
-
-    def _write(self, event: dict) -> None:
-        """Write one event; a sink that fails loses the event, never what the hook goes on to do for the program."""
-        try:
-            self.sink.write(event)
-        except Exception as exc:  # noqa: BLE001
-            self.internal_error("write", exc)
 
     def _stale_advice(self) -> str:
         return (

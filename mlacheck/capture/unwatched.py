@@ -8,6 +8,7 @@ import functools
 import sys
 from collections.abc import Callable
 
+from mlacheck import events
 from mlacheck.capture.install import Patches
 from mlacheck.capture.layouts import Provider
 from mlacheck.capture.stack import frame_site
@@ -55,14 +56,9 @@ class UnwatchedLayout:
     def _write_event(self) -> None:
         first = self.rules[0].family
         self.sink.write(
-            {
-                "type": "unwatched",
-                "module": first.module,
-                "cache": first.cache,
-                "families": [rule.family.name for rule in self.rules],
-                "provider": str(self.provider),
-                "reasons": self.reasons,
-            }
+            events.unwatched_event(
+                first.module, first.cache, [rule.family.name for rule in self.rules], str(self.provider), self.reasons
+            )
         )
 
     def _counting(self, name: str, function: Callable) -> Callable:
@@ -72,12 +68,7 @@ class UnwatchedLayout:
                 self._called.add(name)
                 try:
                     self.sink.write(
-                        {
-                            "type": "unwatched_dispatch",
-                            "module": self.module.__name__,
-                            "function": name,
-                            "site": frame_site(sys._getframe(1)),
-                        }
+                        events.unwatched_dispatch_event(self.module.__name__, name, frame_site(sys._getframe(1)))
                     )
                 except Exception:  # noqa: BLE001 - capture never raises into the program
                     pass

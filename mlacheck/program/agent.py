@@ -18,8 +18,16 @@ import json
 import os
 import sys
 
-from mlacheck import __version__, arch, qualnames
-from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_clock
+from mlacheck import arch, qualnames
+from mlacheck.events import (
+    JsonlSink,
+    context_event,
+    exit_event,
+    run_event,
+    serving_start_event,
+    start_run_clock,
+    write_internal_error,
+)
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, trace_path
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
@@ -119,7 +127,7 @@ class Agent:
                 self._safely(capture.remove)
         if self._patches is not None:
             self._patches.undo(lambda where, action: self._safely(action))
-        self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how, "t": run_clock()}))
+        self._safely(lambda: self.sink.write(exit_event(_rank(), how)))
         self.sink.close()
 
     def serving_started(self, how: str) -> None:
@@ -127,9 +135,7 @@ class Agent:
         if self._serving or os.getpid() != self._pid:
             return
         self._serving = True
-        self._safely(
-            lambda: self.sink.write({"type": "serving_start", "how": how, "site": _caller_site(), "t": run_clock()})
-        )
+        self._safely(lambda: self.sink.write(serving_start_event(how, _caller_site())))
         for capture in self._all_captures():
             self._safely(capture.serving_started)
 
@@ -263,26 +269,23 @@ class Agent:
 
     def _write_run_event(self) -> None:
         self.sink.write(
-            {
-                "type": "run",
-                "format_version": FORMAT_VERSION,
-                "pid": os.getpid(),
-                "ppid": os.getppid(),
-                "host": os.uname().nodename,
-                "mlacheck_version": __version__,
-                "started": start_run_clock(),
-                "argv": list(sys.argv),
-                "rank": _environment_rank(),
-                "target_arch": self._target_arch(),
-                "forked_from": self._forked_from,
-                "found_by": self.found_by,
-            }
+            run_event(
+                os.getpid(),
+                start_run_clock(),
+                ppid=os.getppid(),
+                host=os.uname().nodename,
+                argv=list(sys.argv),
+                rank=_environment_rank(),
+                target_arch=self._target_arch(),
+                forked_from=self._forked_from,
+                found_by=self.found_by,
+            )
         )
 
     def _write_context(self) -> None:
         engine = next((name for name, module in self.engines if module in sys.modules), None)
         values = {"target_arch": self._target_arch(), "engine": engine}
-        self.sink.write({"type": "context", "values": {k: v for k, v in values.items() if v is not None}})
+        self.sink.write(context_event(values))
 
     def _target_arch(self) -> str | None:
         """The target arch the process's compiles take: the first variable the families read it from that is set,
@@ -300,10 +303,7 @@ class Agent:
         try:
             action()
         except Exception as exc:  # noqa: BLE001 - the program goes on whatever capture does
-            try:
-                self.sink.write({"type": "internal_error", "where": "agent", "message": f"{type(exc).__name__}: {exc}"})
-            except Exception:  # noqa: BLE001
-                sys.stderr.write(f"mlacheck: capture error in process {os.getpid()}: {exc}\n")
+            write_internal_error(self.sink, "agent", exc)
 
 
 def current() -> Agent | None:

@@ -27,12 +27,13 @@ from mlacheck.capture.dry_entries import dry_entries
 from mlacheck.capture.watch import compile_nets, family_captures
 from mlacheck.errors import MlacheckError
 from mlacheck.events import (
-    FORMAT_VERSION,
     CallbackSink,
     JsonlSink,
     MemorySink,
     TeeSink,
+    exit_event,
     run_clock,
+    run_event,
     start_run_clock,
 )
 from mlacheck.report.model import Report, ReportPolicy, build_report
@@ -181,15 +182,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
     sinks += [CallbackSink(watch.event)] if watch is not None else []
     sink = sinks[0] if len(sinks) == 1 else TeeSink(*sinks)
     measurements = Measurements(sink)
-    sink.write(
-        {
-            "type": "run",
-            "format_version": FORMAT_VERSION,
-            "pid": os.getpid(),
-            "mlacheck_version": __version__,
-            "started": start_run_clock(),
-        }
-    )
+    sink.write(run_event(os.getpid(), start_run_clock()))
     capture_policy = CapturePolicy(
         compile=options.compile,
         replace_launch=environment.mode != "execute",
@@ -328,9 +321,7 @@ def run_check(options: CheckOptions, policy: ReportPolicy = ReportPolicy(), watc
     finally:
         for hook in reversed([*captures, *entries, *nets]):
             hook.remove()
-        sink.write(
-            {"type": "exit", "rank": None, "how": "interrupted" if interrupted else "scenario", "t": run_clock()}
-        )
+        sink.write(exit_event(None, "interrupted" if interrupted else "scenario"))
         sink.close()
     run_context = {**own_context, **(options.context or {})}
     scenario = _scenario_facts(

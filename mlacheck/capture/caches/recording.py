@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection
 from types import FrameType
 
 from mlacheck.capture import hotpath
+from mlacheck.capture.caches.retiring import RetiringDict
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import MISSING, CaptureHooks
 from mlacheck.capture.install import Patches
@@ -27,9 +28,9 @@ from mlacheck.rulefiles.schema import Family
 _getframe = sys._getframe
 
 
-class RecordingDict:
+class RecordingDict(RetiringDict):
     """What both recording dicts add to the hot-path dict they extend: inserts reported to the capture, and what a
-    mutation touches retired from the fast table; a dict otherwise."""
+    mutation touches retired from the fast table (`RetiringDict`); a dict otherwise."""
 
     __slots__ = ()
 
@@ -38,26 +39,8 @@ class RecordingDict:
         self._capture, self._fast, self._ticks = capture, capture.fast, capture.ticks
 
     def __setitem__(self, key: object, value: object) -> None:
-        dict.__setitem__(self, key, value)
-        self._fast.pop(key, None)
+        RetiringDict.__setitem__(self, key, value)
         self._capture.inserted(key, value, _getframe(1))
-
-    def __delitem__(self, key: object) -> None:
-        dict.__delitem__(self, key)
-        self._fast.pop(key, None)
-
-    def pop(self, key: object, *default: object) -> object:
-        self._fast.pop(key, None)
-        return dict.pop(self, key, *default)
-
-    def popitem(self) -> tuple[object, object]:
-        key, value = dict.popitem(self)
-        self._fast.pop(key, None)
-        return key, value
-
-    def clear(self) -> None:
-        dict.clear(self)
-        self._fast.clear()
 
     def update(self, *args: object, **kwargs: object) -> None:
         for key, value in dict(*args, **kwargs).items():

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlacheck.capture import phase
+from mlacheck import events
+from mlacheck.capture import ledger
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
@@ -199,8 +200,7 @@ class TritonCapture:
         if final:
             for pending in list(self._pending.values()):
                 self._settle(pending)
-        for family in list(self.families.values()):
-            family.flush(final)
+        ledger.flush([family.ledger for family in list(self.families.values())], final)
 
     # -- families -------------------------------------------------------------------------------------------
     def watches(self, kernel: str) -> bool:
@@ -230,7 +230,14 @@ class TritonCapture:
                     fields = [param.name for param in params] + [OPTIONS]
                     describe_key = lambda key: describe(params, key, self._jit_names)
                 family = self.families[name] = KernelFamily(
-                    name, kernel, fields, describe_key, self._write, self._triton.get("version")
+                    name,
+                    kernel,
+                    fields,
+                    describe_key,
+                    self.sink,
+                    self._triton.get("version"),
+                    self.policy.flush_seconds,
+                    self._serving,
                 )
                 family.family_event(0)
         self._owners[id(owner)] = (owner, family)
@@ -336,7 +343,7 @@ class TritonCapture:
         self._pending[self._pending_key(kwargs)] = _Pending(
             family,
             kwargs["key"],
-            phase.decide(where.phase, self._serving, launched),
+            family.ledger.phase(where.phase, launched),
             where,
             launched,
             time.perf_counter(),
@@ -422,7 +429,7 @@ class TritonCapture:
                     dry.LAUNCH_WARMUP.get() if self.policy.dry else getattr(frame, "f_locals", {}).get("warmup")
                 )
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, phase.decide(where.phase, self._serving, launched), where)
+                counter = family.dispatched(key, family.ledger.phase(where.phase, launched), where)
                 if where.phase is None and launched:
                     cache._fast[key] = (counter, value)
                 self.maybe_flush()
@@ -437,7 +444,7 @@ class TritonCapture:
             try:
                 family = self._used(cache)
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, phase.decide(where.phase, self._serving, True), where)
+                counter = family.dispatched(key, family.ledger.phase(where.phase, True), where)
                 if where.phase is None:
                     cache._fast[key] = counter
                 self.maybe_flush()
@@ -457,10 +464,10 @@ class TritonCapture:
             if family is None:
                 return
             where = self._reader.read(frame)
-            decided = phase.decide(where.phase, self._serving, True)
+            phase = family.ledger.phase(where.phase, True)
             seconds = None if self.policy.dry else self._bench_seconds.pop(id(tuner), 0.0)
-            family.compiled(key, decided, seconds, "skip" if self.policy.dry else "compile", where)
-            family.dispatched(key, decided, where)
+            family.compiled(key, phase, seconds, "skip" if self.policy.dry else "compile", where)
+            family.dispatched(key, phase, where)
             self.maybe_flush()
         except Exception as exc:  # noqa: BLE001
             self.internal_error("tuning", exc)
@@ -479,11 +486,8 @@ class TritonCapture:
     # -- events -----------------------------------------------------------------------------------------------
     def _write_target(self, arch: str) -> None:
         self._target_written = True
-        self._write({"type": "context", "values": {"target_arch": arch}})
-
-    def _write(self, event: dict) -> None:
         try:
-            self.sink.write(event)
+            self.sink.write(events.context_event({"target_arch": arch}))
         except Exception as exc:  # noqa: BLE001
             self.internal_error("write", exc)
 
@@ -495,16 +499,8 @@ class TritonCapture:
             self.internal_error(where, exc)
 
     def internal_error(self, where: str, error: object) -> None:
-        try:
-            self.sink.write(
-                {
-                    "type": "internal_error",
-                    "where": f"triton: {where}",
-                    "message": f"{type(error).__name__}: {error}" if isinstance(error, Exception) else str(error),
-                }
-            )
-        except Exception:  # noqa: BLE001
-            pass
+        """What capture could not see or do (the run then cannot pass); never raises."""
+        events.write_internal_error(self.sink, f"triton: {where}", error)
 
 
 def _guarded(serialize: Callable) -> Callable:
