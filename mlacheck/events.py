@@ -18,11 +18,11 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - compile: a variant entered the cache (phase: warmup | capture | serving | unknown | preexisting | inherited)
 - dispatch: the first lookup of a variant in a phase
 - counts: a family's cumulative dispatches per "vid:phase" and calls per function (final: at exit)
-- dispatch_error, no_lookup: the first dispatch call of a kind that raised, or returned without a lookup
+- dispatch_error / no_lookup: the first dispatch call of a kind that raised, or returned without a lookup
 - serving_start: serving starts here (`mlacheck.capture.phase`)
 - context: what the process itself showed (target_arch, engine)
 - numerics: a launched kernel's output against the reference (execute mode)
-- unwatched, unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
+- unwatched / unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
 - unwatched_compile: a compile through a compile net that no watched family accounted for
 - internal_error: capture failed; the program went on
 - exit: the process ended normally
@@ -36,7 +36,7 @@ import os
 import sys
 import time
 
-from mlacheck import __version__
+from mlacheck import __version__, schemas
 from mlacheck.errors import MlacheckError
 
 _run_started = time.time()  # this process's run event; a forked child's new run event restarts it
@@ -54,13 +54,11 @@ def run_clock() -> float:
     return round(time.time() - _run_started, 3)
 
 
-FORMAT_VERSION = 2
-"""The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
-the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
-`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them); new event types
-unwatched, unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines). Within 2 (the
-HTML report's timeline): `compile`, `serving_start` and `exit` events may carry `t`, seconds since the process's
-run event; an optional field that every reader does without, so the format stays 2."""
+FORMAT_VERSION = schemas.FORMATS["trace"].current
+"""The trace's format (`schemas.FORMATS["trace"]` says what changed in each; `trace.py` reads them). Within 2
+(mlacheck 0.3): `numerics` events no longer carry the scenario's tokens and fp8_cost; new event types unwatched,
+unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines); `compile`,
+`serving_start` and `exit` events may carry `t`, an optional field that every reader does without."""
 
 PROGRAM_RUN_FIELDS = ("ppid", "host", "argv", "rank", "target_arch", "forked_from", "found_by")
 

@@ -7,10 +7,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlacheck import schemas
 from mlacheck.errors import MlacheckError
-from mlacheck.events import EVENT_TYPES, FORMAT_VERSION
-
-READABLE_VERSIONS = (1, 2)
+from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, compile_event, counts_event, dispatch_event
 
 
 @dataclass
@@ -43,12 +42,10 @@ def read_trace(path: Path) -> Trace:
             trace.bad_lines.append(f"{path}:{number}")
     if trace.events:
         first = trace.events[0]
-        version = first.get("format_version") if first.get("type") == "run" else None
-        if version not in READABLE_VERSIONS:
-            raise MlacheckError(
-                f"{path}: not an mlacheck trace of format {' or '.join(map(str, READABLE_VERSIONS))}; "
-                "re-record it with this mlacheck version"
-            )
+        if first.get("type") != "run" or "format_version" not in first:
+            raise MlacheckError(f"{path}: not an mlacheck trace (its first line is no run event); pass a run folder")
+        version = first["format_version"]
+        schemas.check("trace", version, path)
         trace.format_version = version
         if version == 1:
             trace.events = upgrade_format_1(trace.events)
@@ -82,37 +79,17 @@ def upgrade_format_1(events: list[dict]) -> list[dict]:
             key = {(names[i] if i < len(names) else f"field{i}"): _guess(text) for i, text in enumerate(strings)}
             if kind == "compile":
                 phase = "serving" if event.get("phase") == "dispatch" else "warmup"
-                upgraded.append(
-                    {
-                        "type": "compile",
-                        "family": family,
-                        "vid": vid,
-                        "key": key,
-                        "spelling": None,
-                        "phase": phase,
-                        "seconds": event.get("seconds"),
-                        "origin": "compile",
-                        "site": event.get("site"),
-                        "stack": [],
-                    }
+                compiled = compile_event(
+                    family, vid, key, None, phase, event.get("seconds"), "compile", event.get("site"), []
                 )
+                del compiled["t"]  # format 1 kept no times
+                upgraded.append(compiled)
             else:
                 tally = counts.setdefault(family, {})
                 tally[f"{vid}:serving"] = tally.get(f"{vid}:serving", 0) + 1
                 if (family, vid) not in seen:
                     seen.add((family, vid))
-                    upgraded.append(
-                        {
-                            "type": "dispatch",
-                            "family": family,
-                            "vid": vid,
-                            "key": key,
-                            "spelling": None,
-                            "phase": "serving",
-                            "site": None,
-                            "stack": [],
-                        }
-                    )
+                    upgraded.append(dispatch_event(family, vid, key, None, "serving", None, [], {}))
         elif kind == "numerics":
             names = fields.get(event["family"], [])
             key = {
@@ -123,10 +100,7 @@ def upgrade_format_1(events: list[dict]) -> list[dict]:
             upgraded.append(event)
     at = next((i for i, e in enumerate(upgraded) if e["type"] == "exit"), len(upgraded))
     exited = at < len(upgraded)
-    upgraded[at:at] = [
-        {"type": "counts", "family": family, "dispatches": tally, "calls": {}, "final": exited}
-        for family, tally in counts.items()
-    ]
+    upgraded[at:at] = [counts_event(family, tally, {}, exited) for family, tally in counts.items()]
     return upgraded
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from mlacheck import schemas
 from mlacheck.errors import MlacheckError
 from mlacheck.rulefiles.schema import CompileNet, EngineRule, PhaseRule, RuleFile, ServingStartRule, Triton
 
@@ -134,16 +135,23 @@ def load_rules(path: Path | None = None) -> RuleSet:
 
 
 def load_rule_file(file: Path) -> RuleFile:
-    """Parse and validate one rule file; any problem is one line naming the file and the key."""
+    """Parse and validate one rule file; any problem is one line naming the file and the key. A file declares its
+    format (`format_version = 2`); one of an older format is refused in one line that says what changed (a file that
+    declares none is read as the current format, and where it fails as one of mlacheck 0.2.0 would, it is told so)."""
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise MlacheckError(f"{file}: broken TOML: {exc}; fix the file's syntax") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MlacheckError(f"{file}: cannot read the rule file: {exc}") from None
+    version = data.pop("format_version", None)
+    if version is not None:
+        schemas.check("rule file", version, file)
     try:
         return RuleFile.model_validate({**data, "source": str(file)})
     except ValidationError as exc:
+        if version is None and _written_for_0_2_0(exc.errors()[0]):
+            schemas.check("rule file", 1, file)
         error = exc.errors()[0]
         where = (
             "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
@@ -151,3 +159,14 @@ def load_rule_file(file: Path) -> RuleFile:
         )
         what = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
         raise MlacheckError(f"{file}: {where}: {what} (the README's 'Rule files' section gives the schema)") from None
+
+
+FORMAT_1_NUMERICS = ("max_rel_err", "min_cosine", "lse_max_abs_err")
+
+
+def _written_for_0_2_0(error: dict) -> bool:
+    """Whether a rule file's first validation error is where mlacheck 0.2.0's format (1) differs from format 2."""
+    loc = tuple(error["loc"])
+    return (loc == ("family", "arches") and error["type"] == "missing") or (
+        loc[:1] == ("numerics",) and loc[-1] in FORMAT_1_NUMERICS and error["type"] == "extra_forbidden"
+    )
