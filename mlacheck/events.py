@@ -31,6 +31,7 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -135,6 +136,38 @@ def compile_event(
         "stack": list(stack),
         "t": run_clock(),
     }
+
+
+_compile_ids = itertools.count()
+
+
+def compile_start_event(
+    phase: str,
+    site: str | None,
+    stack: list[str],
+    family: str | None = None,
+    vid: int | None = None,
+    key: dict | None = None,
+    spelling: dict | None = None,
+    net: str | None = None,
+    kernel: str | None = None,
+) -> dict:
+    """A compile begins, now, before it runs (a process that dies in it leaves this much): a watched family's (with
+    the variant where the lookup's miss named it) or a compile net's (net, kernel). Each gets a new id (per process)."""
+    event = {"type": "compile_start", "id": next(_compile_ids), "phase": phase, "site": site, "stack": list(stack)}
+    if family is not None:
+        event["family"] = family
+        if vid is not None:
+            event.update(vid=vid, key=key, spelling=spelling)
+    else:
+        event.update(net=net, kernel=kernel)
+    event["t"] = run_clock()
+    return event
+
+
+def compile_end_event(start: int, seconds: float | None, outcome: str) -> dict:
+    """The compile that `compile_start` `start` began ended, now: it returned, raised, or was skipped."""
+    return {"type": "compile_end", "id": start, "seconds": seconds, "outcome": outcome, "t": run_clock()}
 
 
 def dispatch_event(

@@ -22,6 +22,7 @@ from mlacheck.analysis.findings import (
 )
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.timeline import timelines
+from mlacheck.analysis.unfinished import unfinished_compiles
 from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
@@ -146,7 +147,8 @@ def analyse(
                         findings.append(finding)
     layouts_not_checked, layouts_dispatched = unwatched_layouts(events)
     compiles, unwatched_findings, unknown_phases = unwatched_compiles(events)
-    findings += unwatched_findings
+    unfinished, never_ended = unfinished_compiles(facts)
+    findings += unwatched_findings + unfinished
     findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
     watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
@@ -163,7 +165,7 @@ def analyse(
         len(internal),
         dry,
     )
-    incomplete += stale_families + layouts_dispatched + unknown_phases
+    incomplete += stale_families + layouts_dispatched + unknown_phases + never_ended
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
     lookups: dict[int | None, int] = {}

@@ -5,13 +5,18 @@ CUDA-graph capture, the serving path, or it was there before: preexisting, inher
 child); its dispatches are counted by phase from the process's last `counts` event (exact when the
 process exited, "at least" otherwise). Phases are settled by the one phase model (`capture.phase.settled`): in a
 process that marked serving start, a serving compile or dispatch before the mark was warm-up.
+
+A compile that began (`compile_start`) and never ended (no `compile_end`: its process died in it, or exited while it
+still ran) is never nothing: on the serving path with its key known, its variant is a serving-path compile whose stall
+lasted at least until the process's last recorded moment; any other is one of its process's `unfinished` compiles
+(`analysis.unfinished` reports them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlacheck.capture.phase import settled
+from mlacheck.capture.phase import SERVING, settled
 from mlacheck.keys import Key, key_identity
 
 INHERITED_PHASES = ("preexisting", "inherited")
@@ -39,6 +44,7 @@ class Variant:
     serving_path_site: str | None = None
     serving_path_stack: list[str] = field(default_factory=list)
     serving_path_origin: str | None = None  # compile, skip, or unknown (no watched compile made the entry)
+    unfinished: str | None = None  # how its serving-path compile never ended ("the process died in it", ...)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
     numerics: dict[str, float] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
@@ -104,13 +110,26 @@ class ProcessFamily:
 
 
 @dataclass
+class UnfinishedCompile:
+    """A compile that began and never ended, that no variant stands for (its key was not known yet, or it was not on
+    the serving path, or a compile net's)."""
+
+    start: dict  # its compile_start event
+    phase: str  # settled
+    at_least: float  # seconds from its start to the process's last recorded moment
+    how: str  # "the process died in it" or "the process was still in it when it exited"
+
+
+@dataclass
 class ProcessFacts:
     """What one process showed about itself: serving start, context values, whether it exited."""
 
     proc: int | None
+    pid: int | None = None
     exited: bool = False
     serving_started: str | None = None  # how
     context: dict[str, str] = field(default_factory=dict)
+    unfinished: list[UnfinishedCompile] = field(default_factory=list)
 
 
 def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
@@ -119,10 +138,22 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
     facts: dict[int | None, ProcessFacts] = {}
     marks = {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
     last_counts: dict[tuple, dict] = {}
+    starts: dict[tuple, tuple[int, dict]] = {}  # (proc, id) -> (index, compile_start) of the compiles not ended
+    last_t: dict[int | None, float] = {}
     for index, event in enumerate(events):
         proc, kind = event.get("proc"), event["type"]
         fact = facts.setdefault(proc, ProcessFacts(proc))
-        if kind == "exit":
+        if isinstance(event.get("t"), (int, float)):
+            last_t[proc] = max(last_t.get(proc, 0.0), event["t"])
+        if kind == "compile_start":
+            starts[(proc, event["id"])] = (index, event)
+            continue
+        if kind == "compile_end":
+            starts.pop((proc, event["id"]), None)
+            continue
+        if kind == "run":
+            fact.pid = event.get("pid")
+        elif kind == "exit":
             fact.exited = True
         elif kind == "serving_start":
             fact.serving_started = event.get("how") or "marked"
@@ -158,6 +189,8 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             table.no_lookup.append(event)
         elif kind == "numerics":
             _measured(table, event)
+    for (proc, _), (index, start) in starts.items():
+        _unfinished(tables, facts[proc], start, settled(start["phase"], proc in marks and index < marks[proc]), last_t)
     for (proc, family), event in last_counts.items():
         _counted(tables[(proc, family)], event)
     for (proc, family), table in tables.items():
@@ -167,6 +200,21 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             variant.at_least |= not table.exact
             _at_least_once(variant)
     return tables, facts
+
+
+def _unfinished(
+    tables: dict[tuple, ProcessFamily], fact: ProcessFacts, start: dict, phase: str, last_t: dict[int | None, float]
+) -> None:
+    """A compile that began and never ended in its process: its variant's serving-path compile where it has one."""
+    at_least = max(0.0, last_t.get(fact.proc, start["t"]) - start["t"])
+    how = "the process was still in it when it exited" if fact.exited else "the process died in it"
+    table = tables.get((fact.proc, start.get("family")))
+    if phase == SERVING and table is not None and start.get("vid") is not None:
+        variant = _variant(table, start)
+        _serving_path_compile(variant, at_least, start.get("site"), list(start.get("stack") or []), "compile")
+        variant.unfinished = variant.unfinished or how
+    else:
+        fact.unfinished.append(UnfinishedCompile(start, phase, at_least, how))
 
 
 def _variant(table: ProcessFamily, event: dict) -> Variant:
@@ -285,5 +333,6 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
                     variant.serving_path_stack,
                     variant.serving_path_origin,
                 )
+                into.unfinished = into.unfinished or variant.unfinished
             into.numerics = worst(into.numerics, variant.numerics)
     return list(merged.values())

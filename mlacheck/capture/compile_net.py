@@ -3,7 +3,8 @@
 process, beneath any wrapper a program put on top (vLLM's JIT monitor chains onto it unchanged).
 
 A compile that no watched family accounts for (no family's compile runs in this thread: `compile_timer.watching`) is
-an unwatched compile: one `unwatched_compile` event with the kernel (its function, or its class and the object's
+an unwatched compile: a `compile_start` event before it (a process that dies in it leaves that), a `compile_end`
+and one `unwatched_compile` event after it with the kernel (its function, or its class and the object's
 scalar configuration), what it was compiled for (each argument's type, dtype, shape and layout where it is a tensor),
 its seconds, its phase (`phase`: warm-up or capture under the engines' frames; serving once the process marked serving
 start; else unknown, since a net cannot tell whether a dispatch call made it) and its site. Where launches are replaced (--dry, trace mode: kernels built for a target arch the
@@ -21,7 +22,7 @@ import time
 from mlacheck import events
 from mlacheck.capture import compile_timer, phase
 from mlacheck.capture.install import Patches
-from mlacheck.capture.stack import StackReader
+from mlacheck.capture.stack import StackReader, Where
 from mlacheck.events import EventSink
 from mlacheck.keys import typed
 from mlacheck.rulefiles.schema import CompileNet, PhaseRule
@@ -46,16 +47,21 @@ class CompileNetCapture:
         owner, attribute = self._patches.function(self.net.qualname, module)
         original = getattr(owner, attribute)
         method = inspect.isclass(owner)
-        record = self._recorded
-        replace = self.replace_launch
+        began, ended, replace = self._began, self._ended, self.replace_launch
 
         @functools.wraps(original)
         def compile_watched(*args: object, **kwargs: object) -> object:
             if compile_timer.watching():
                 return original(*args, **kwargs)
+            given = args[1:] if method else args
+            start = began(given, kwargs, sys._getframe(1))
             started = time.perf_counter()
-            result = original(*args, **kwargs)
-            record(args[1:] if method else args, kwargs, time.perf_counter() - started, sys._getframe(1))
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                ended(start, time.perf_counter() - started, "raised")
+                raise
+            ended(start, time.perf_counter() - started, "returned", given, kwargs)
             return NotLaunched(result) if replace else result
 
         self._patches.replace(owner, attribute, compile_watched)
@@ -74,22 +80,43 @@ class CompileNetCapture:
     def after_fork(self) -> None:
         """A forked child keeps what its parent marked."""
 
-    def _recorded(self, args: tuple, kwargs: dict, seconds: float, frame) -> None:
+    def _began(self, args: tuple, kwargs: dict, frame) -> tuple[int, str, Where] | None:
+        """The compile's `compile_start`, written before it runs: (its id, its phase, where), or None where that failed
+        (an internal error)."""
         try:
             where = self._reader.read(frame)
-            kernel = args[0] if args else kwargs.get("function")
-            self.sink.write(
-                events.unwatched_compile_event(
-                    self.net.label,
-                    kernel_name(kernel),
-                    {**configuration(kernel), **arguments(args[1:], kwargs)},
-                    seconds,
-                    phase.decide(where.phase, self._serving, None),
-                    where.site,
-                    where.stack,
-                )
-            )
+            decided = phase.decide(where.phase, self._serving, None)
+            kernel = kernel_name(args[0] if args else kwargs.get("function"))
+            event = events.compile_start_event(decided, where.site, where.stack, net=self.net.label, kernel=kernel)
+            self.sink.write(event)
+            return event["id"], decided, where
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
+            return None
+
+    def _ended(
+        self, start: tuple | None, seconds: float, outcome: str, args: tuple = (), kwargs: dict | None = None
+    ) -> None:
+        """The compile's `compile_end`, and where it returned, its `unwatched_compile` event."""
+        if start is None:
+            return
+        started, decided, where = start
+        try:
+            self.sink.write(events.compile_end_event(started, seconds, outcome))
+            if outcome == "returned":
+                kernel = args[0] if args else (kwargs or {}).get("function")
+                self.sink.write(
+                    events.unwatched_compile_event(
+                        self.net.label,
+                        kernel_name(kernel),
+                        {**configuration(kernel), **arguments(args[1:], kwargs or {})},
+                        seconds,
+                        decided,
+                        where.site,
+                        where.stack,
+                    )
+                )
+        except Exception as exc:  # noqa: BLE001
             events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
 
 

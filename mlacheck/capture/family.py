@@ -9,8 +9,11 @@ code's fingerprint (`fingerprint`) are each their own module's.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 from mlacheck import events
@@ -21,7 +24,7 @@ from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.fingerprint import fingerprint, installed_version, providers
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
 from mlacheck.capture.install import Patches
-from mlacheck.capture.ledger import Ledger
+from mlacheck.capture.ledger import NO_KEY, Ledger
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
 from mlacheck.events import EventSink
@@ -57,6 +60,7 @@ class FamilyCapture:
         self._adapter: caches.CacheAdapter | None = None
         self._timer: compile_timer.CompileTimer | None = None
         self._reader: StackReader | None = None
+        self._missed: dict[int, tuple[object, int]] = {}  # thread -> (key, id of the dispatch frame) of its last miss
         self.installed = False
 
     # -- install / remove -------------------------------------------------------------------------------
@@ -87,9 +91,9 @@ class FamilyCapture:
         if family.compile:
             callers = frozenset((family.module, name) for name in family.compile_callers) or None
             self._timer = compile_timer.acquire(
-                *patches.function(family.compile, module), self.policy.compile == "skip", callers
+                *patches.function(family.compile, module), self.policy.compile == "skip", callers, self
             )
-            patches.on_undo(lambda: compile_timer.release(self._timer, callers))
+            patches.on_undo(lambda: compile_timer.release(self._timer, self))
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
             self._patches.wrap_function(
@@ -134,6 +138,7 @@ class FamilyCapture:
                 origin = "skip" if isinstance(value, SkippedCompile) else "compile" if timed is not None else "unknown"
                 seconds = timed
             where = self._reader.read(frame)
+            self._missed.pop(threading.get_ident(), None)
             vid = self.ledger.vid(key)
             self._stand_ins.pop(vid, None)
             phase = self.ledger.phase(where.phase, where.dispatch_depth is not None)
@@ -166,7 +171,8 @@ class FamilyCapture:
             if count:
                 next(self.ticks)
             self.ledger.maybe_flush()
-            if value is MISSING:
+            if value is MISSING:  # the compile that follows is of this key
+                self._missed[threading.get_ident()] = (key, id(where.dispatch_frame))
                 return value
             returned = self._returned(vid, value)
             if where.phase is None:
@@ -193,6 +199,32 @@ class FamilyCapture:
         except Exception as exc:  # noqa: BLE001
             self.internal_error("lookup", exc)
             return value
+
+    @contextlib.contextmanager
+    def compiling(self, frame: FrameType, key: object = NO_KEY, fresh: bool = True) -> Iterator[None]:
+        """Around a compile called from `frame` (a `fresh` key's: one the cache may not hold yet): `compile_start` before
+        it (with the key where it is known: given, or what a `contains` lookup of the same dispatch call missed),
+        `compile_end` after it, so that a process that dies in it leaves the compile behind."""
+        start = self._compile_began(frame, key) if fresh else None
+        started = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.safely("compile", lambda: self.ledger.compile_ended(start, time.perf_counter() - started, "raised"))
+            raise
+        self.safely("compile", lambda: self.ledger.compile_ended(start, time.perf_counter() - started, "returned"))
+
+    def _compile_began(self, frame: FrameType, key: object) -> int | None:
+        try:
+            where = self._reader.read(frame)
+            missed = self._missed.pop(threading.get_ident(), None)
+            if key is NO_KEY and missed is not None and where.dispatch_frame is not None:
+                key = missed[0] if missed[1] == id(where.dispatch_frame) else NO_KEY
+            phase = self.ledger.phase(where.phase, where.dispatch_depth is not None)
+            return self.ledger.compile_began(phase, where.site, where.stack, key)
+        except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            self.internal_error("compile", exc)
+            return None
 
     def call_counter(self, name: str) -> object:
         return self.ledger.counts.calls(name)

@@ -7,6 +7,7 @@ from a table without either importing the other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Protocol
 
@@ -43,6 +44,10 @@ class CaptureHooks(Protocol):
 
     def launched(self, key: object, value: object, frame: FrameType) -> object:
         """What the value of a `contains` family's lookup is replaced by for a dispatch under a launch policy."""
+
+    def compiling(self, frame: FrameType, key: object = ..., fresh: bool = True) -> AbstractContextManager[None]:
+        """Around a compile called from `frame` (of `key` where it is known; a `fresh` key's, that the cache may not
+        hold yet): its `compile_start` and `compile_end` events."""
 
     def call_counter(self, name: str) -> object:
         """The counter of calls of a dispatch function (or `function!before` etc.)."""

@@ -19,6 +19,9 @@ from mlacheck.capture.counts import Counts
 from mlacheck.events import EventSink
 from mlacheck.keys import typed
 
+NO_KEY = object()
+"""A compile whose key is not known yet (its cache lookup comes after it)."""
+
 Describe = Callable[[object], tuple[dict[str, object], dict | None]]
 """A cache key -> its fields by name (raw values) and how the call spelled it (None where the kind has no spelling)."""
 
@@ -65,6 +68,24 @@ class Ledger:
         """A variant entered the cache."""
         key, spelling = self.described[vid]
         self.write(events.compile_event(self.name, vid, key, spelling, phase, seconds, origin, site, stack))
+
+    def compile_began(self, phase: str, site: str | None, stack: list[str], key: object = NO_KEY) -> int | None:
+        """A compile begins (`key`: the cache key where it is known already): its `compile_start` event, written
+        before the compile runs; returns its id for `compile_ended` (None where the event was lost)."""
+        vid = None if key is NO_KEY else self.vid(key)
+        described, spelling = self.described[vid] if vid is not None else (None, None)
+        event = events.compile_start_event(phase, site, stack, self.name, vid, described, spelling)
+        try:
+            self.sink.write(event)
+        except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            self.internal_error("write", exc)
+            return None
+        return event["id"]
+
+    def compile_ended(self, start: int | None, seconds: float | None, outcome: str) -> None:
+        """The compile `compile_began` said began ended (outcome: returned, raised or skipped)."""
+        if start is not None:
+            self.write(events.compile_end_event(start, seconds, outcome))
 
     def dispatched(
         self, vid: int, phase: str, site: str | None, stack: list[str], call: dict | None = None, count: bool = True

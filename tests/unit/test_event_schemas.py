@@ -59,7 +59,7 @@ def test_what_every_cache_kind_writes_fits_the_schemas(kind):
             kind.dispatch(None, FP8, True)
         capture.flush()
     seen = assert_valid(capture.sink.events)
-    assert {"family", "compile", "dispatch", "counts", "dispatch_error", "serving_start"} <= seen
+    assert {"family", "compile_start", "compile_end", "compile", "dispatch", "counts", "dispatch_error"} <= seen
 
 
 def test_a_compile_net_and_an_unwatched_layout_write_what_the_schemas_say():
@@ -80,7 +80,8 @@ def test_a_compile_net_and_an_unwatched_layout_write_what_the_schemas_say():
         synthetic_prefill.tokenspeed_mla_prefill(q(1), is_causal=True)
     finally:
         unwatched.remove()
-    assert assert_valid(sink.events) == {"unwatched_compile", "unwatched", "unwatched_dispatch"}
+    kinds = {"compile_start", "compile_end", "unwatched_compile", "unwatched", "unwatched_dispatch"}
+    assert assert_valid(sink.events) == kinds
 
 
 def test_what_triton_writes_fits_the_schemas():
@@ -109,7 +110,9 @@ def test_what_triton_writes_fits_the_schemas():
         capture.remove()
     compiles = [e for e in sink.events if e["type"] == "compile"]
     assert compiles and all("t" in e for e in compiles)  # the HTML timeline draws Triton's compiles too
-    assert {"family", "compile", "dispatch", "counts", "context"} <= assert_valid(sink.events)
+    assert {"family", "compile_start", "compile_end", "compile", "dispatch", "counts", "context"} <= assert_valid(
+        sink.events
+    )
 
 
 PROGRAM = """

@@ -161,7 +161,8 @@ class FunctoolsCache:
                 capture.inserted(key, value, frame, seconds=None, origin="skip")
                 return value
             return original(*args, **kwargs)
-        with compile_timer.watched_compile():
+        fresh = key not in self._compiled and key not in self._preexisting  # the original may compile it now
+        with compile_timer.watched_compile(), capture.compiling(frame, key, fresh):
             started = perf_counter()
             value = original(*args, **kwargs)
             seconds = perf_counter() - started

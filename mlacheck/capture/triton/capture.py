@@ -2,7 +2,7 @@
 
 Compiles are seen through Triton's own hooks (`triton.knobs`, 3.6 to 3.9), chained onto whatever each slot held,
 never displacing it: `runtime.jit_cache_hook` before a compile (the phase and site are read from the launching
-thread's stack there), `runtime.jit_post_compile_hook` after it (its time; a compile the launch goes on to run
+thread's stack there, and its `compile_start` is written), `runtime.jit_post_compile_hook` after it (its time; a compile the launch goes on to run
 is also that launch's dispatch), and `compilation.listener`, a watchdog: a JIT compile that reached the compiler
 without passing mlacheck's hook means someone replaced the slot without chaining (the hooks go back on top, and
 the run cannot pass). Hits are counted by the dicts of `families.py`, put in place for kernels made from now on
@@ -47,6 +47,7 @@ class _Pending:
     launched: bool  # the launch goes on to run it (not JITFunction.warmup)
     started: float
     thread: int
+    start: int | None  # its compile_start
     listener_seconds: float | None = None
 
 
@@ -305,8 +306,8 @@ class TritonCapture:
             self.safely("compile", lambda: self._compiling(kwargs, frame))
         previous = self._prev.get("jit_cache_hook")
         skip = previous(**kwargs) if previous is not None else None
-        if self.active and skip:
-            self._pending.pop(self._pending_key(kwargs), None)  # a hook below skipped the compile: nothing cached
+        if self.active and skip:  # a hook below skipped the compile: nothing cached
+            self.safely("compile", lambda: self._skipped(self._pending.pop(self._pending_key(kwargs), None)))
         elif self.active and self.policy.dry and self.policy.compile == "skip":
             self.safely("compile", lambda: self._dry_skipped(kwargs))
             return True
@@ -340,14 +341,16 @@ class TritonCapture:
                 self._jit_names.setdefault(value.cache_key, value.fn.__qualname__)
         where = self._reader.read(frame)
         launched = not (dry.LAUNCH_WARMUP.get() if self.policy.dry else kwargs["is_manual_warmup"])
+        phase = family.ledger.phase(where.phase, launched)
         self._pending[self._pending_key(kwargs)] = _Pending(
             family,
             kwargs["key"],
-            family.ledger.phase(where.phase, launched),
+            phase,
             where,
             launched,
             time.perf_counter(),
             threading.get_ident(),
+            family.ledger.compile_began(phase, where.site, where.stack, kwargs["key"]),
         )
         if not self._target_written:
             target = jf.device_caches[info["device"]][2]
@@ -374,7 +377,12 @@ class TritonCapture:
         jf = kwargs["fn"].jit_function
         dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], dry.DryKernel())
 
+    def _skipped(self, pending: _Pending | None) -> None:
+        if pending is not None:
+            pending.family.ledger.compile_ended(pending.start, time.perf_counter() - pending.started, "skipped")
+
     def _record(self, pending: _Pending, seconds: float | None, origin: str) -> None:
+        pending.family.ledger.compile_ended(pending.start, seconds, "skipped" if origin == "skip" else "returned")
         pending.family.compiled(pending.key, pending.phase, seconds, origin, pending.where)
         if pending.launched:
             pending.family.dispatched(pending.key, pending.phase, pending.where)
