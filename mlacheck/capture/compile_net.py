@@ -25,7 +25,7 @@ from mlacheck.capture.install import Patches
 from mlacheck.capture.stack import StackReader, Where
 from mlacheck.events import EventSink
 from mlacheck.keys import typed
-from mlacheck.rulefiles.schema import CompileNet, PhaseRule
+from mlacheck.rulefiles.plain import CompileNet, PhaseRule
 
 MAX_FIELDS = 48  # of a kernel object's configuration: its scalar attributes, in the object's own order
 SCALARS = (bool, int, float, str, type(None))

@@ -29,7 +29,7 @@ from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
 from mlacheck.events import EventSink
 from mlacheck.keys import typed
-from mlacheck.rulefiles.schema import PhaseRule, RuleFile
+from mlacheck.rulefiles.plain import PhaseRule, RuleFile
 
 
 def no_launch(*args: object, **kwargs: object) -> None:

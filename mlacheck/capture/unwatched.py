@@ -13,7 +13,7 @@ from mlacheck.capture.install import Patches
 from mlacheck.capture.layouts import Provider
 from mlacheck.capture.stack import frame_site
 from mlacheck.events import EventSink
-from mlacheck.rulefiles.schema import RuleFile
+from mlacheck.rulefiles.plain import RuleFile
 
 
 class UnwatchedLayout:

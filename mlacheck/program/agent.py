@@ -166,23 +166,18 @@ class Agent:
         --dry the families' entry functions it holds."""
         from mlacheck.capture import watch
         from mlacheck.capture.dry_entries import dry_entries
-        from mlacheck.capture.policy import CapturePolicy
-        from mlacheck.rulefiles.schema import CompileNet, PhaseRule, RuleFile
+        from mlacheck.rulefiles import plain
 
         name = module.__name__
-        policy = CapturePolicy(**self.config.get("policy", {}))
-        phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
-        rules = [RuleFile.model_validate(data) for data in self.families.get(name, [])]
+        policy, phases = self._plain_config()
+        rules = [plain.rule_file(data) for data in self.families.get(name, [])]
         families = watch.family_captures(module, rules, self.sink, policy, phases)
         nets = watch.compile_nets(
-            [CompileNet.model_validate(data) for data in self.nets.get(name, [])],
-            self.sink,
-            phases,
-            policy.replace_launch,
+            [plain.compile_net(data) for data in self.nets.get(name, [])], self.sink, phases, policy.replace_launch
         )
         entries = [
             entry
-            for entry in dry_entries([RuleFile.model_validate(data) for data in self.entries.get(name, [])], policy)
+            for entry in dry_entries([plain.rule_file(data) for data in self.entries.get(name, [])], policy)
             if entry.module_name == name
         ]
         self.captures[name] = families + nets + entries
@@ -196,17 +191,23 @@ class Agent:
         """Install the watcher of module `name` (its capture class is named in the config as MODULE:CLASS)."""
         import importlib
 
-        from mlacheck.capture.policy import CapturePolicy
-        from mlacheck.rulefiles.schema import PhaseRule
-
         watcher = self.watchers[name]
         module_name, class_name = qualnames.split(watcher["capture"])
-        policy = CapturePolicy(**self.config.get("policy", {}))
-        phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
+        policy, phases = self._plain_config()
         capture = getattr(importlib.import_module(module_name), class_name)(watcher["rule"], self.sink, policy, phases)
         self.captures[name] = [capture]
         capture.install()
         self._serving_already([capture])
+
+    def _plain_config(self) -> tuple:
+        """The capture policy and the engine frames of capture.json (refused, in one line, where another mlacheck wrote
+        a format this one does not read)."""
+        from mlacheck.capture.policy import CapturePolicy
+        from mlacheck.rulefiles import plain
+
+        plain.check_config(self.config, os.path.join(self.run_dir, CAPTURE_CONFIG))
+        phases = tuple(plain.phase_rule(phase) for phase in self.config.get("phases", []))
+        return CapturePolicy(**self.config.get("policy", {})), phases
 
     def _serving_already(self, captures: list) -> None:
         """Captures installed after this process marked serving start: their compiles from now on are serving."""

@@ -25,7 +25,7 @@ from mlacheck.capture import compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.install import Patches
-from mlacheck.rulefiles.schema import Family
+from mlacheck.rulefiles.plain import Family
 
 _getframe = sys._getframe
 

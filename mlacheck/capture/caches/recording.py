@@ -23,7 +23,7 @@ from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import MISSING, CaptureHooks
 from mlacheck.capture.install import Patches
 from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles.schema import Family
+from mlacheck.rulefiles.plain import Family
 
 _getframe = sys._getframe
 

@@ -31,7 +31,8 @@ from mlacheck.capture.triton import dry
 from mlacheck.capture.triton.families import CountingCache, KernelFamily, TuningCache, counting
 from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
 from mlacheck.events import EventSink
-from mlacheck.rulefiles.schema import PhaseRule, Triton
+from mlacheck.rulefiles import plain
+from mlacheck.rulefiles.plain import PhaseRule, Triton
 
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
 
@@ -62,7 +63,7 @@ class TritonCapture:
         policy: CapturePolicy = CapturePolicy(),
         phases: tuple[PhaseRule, ...] = (),
     ) -> None:
-        self.rule = rule if isinstance(rule, Triton) else Triton.model_validate(rule)
+        self.rule = plain.triton(rule) if isinstance(rule, dict) else rule
         self.sink, self.policy = sink, policy
         self.families: dict[str, KernelFamily] = {}
         self.installed = False
