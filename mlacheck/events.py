@@ -280,6 +280,33 @@ def unwatched_compile_event(
     }
 
 
+def checkpoint_path(trace: str | os.PathLike) -> str:
+    """The counts checkpoint of a trace file: trace-PID.jsonl -> trace-PID.counts.json."""
+    trace = os.fspath(trace)
+    return (trace[: -len(".jsonl")] if trace.endswith(".jsonl") else trace) + ".counts.json"
+
+
+def checkpoint_state(families: dict[str, dict]) -> dict:
+    """What a counts checkpoint holds: each family's cumulative counts, and when they were kept (`t`)."""
+    return schemas.stamp("counts checkpoint", {"pid": os.getpid(), "t": run_clock(), "families": families})
+
+
+_checkpoints: dict[str, dict[str, dict]] = {}  # trace path -> the state of its checkpoint (a forked child: a new path)
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """Replace the file at `path` with `data` at once (a reader sees the old state or the new, never a part)."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
 EVENT_TYPES = frozenset(
     name.removesuffix("_event")
     for name, value in list(globals().items())
@@ -308,9 +335,17 @@ class EventSink:
         raise NotImplementedError
 
     def checkpoint(self, counts: dict[str, dict]) -> None:
-        """Families' counts so far, {family: {"dispatches", "calls"}}: state, not a log. Here, a counts event each."""
-        for family, totals in counts.items():
-            self.write(counts_event(family, **totals, final=False))
+        """Families' counts so far, {family: {"dispatches", "calls"}}: state, not a log. A sink that writes a trace
+        file (its `path`) keeps the process's state in one file beside it (`checkpoint_path`), replaced at each
+        checkpoint, so the run folder grows with variants and not with time; any other sink gets a counts event each."""
+        path = getattr(self, "path", None)
+        if path is None:
+            for family, totals in counts.items():
+                self.write(counts_event(family, **totals, final=False))
+            return
+        state = _checkpoints.setdefault(os.fspath(path), {})
+        state.update(counts)
+        replace_file(checkpoint_path(path), json.dumps(checkpoint_state(state), separators=(",", ":")).encode())
 
     def close(self) -> None:
         pass

@@ -1,5 +1,7 @@
-"""Reading traces back: format 2, and format 1 upgraded; a garbage line is lost alone, a cut-short last line is
-truncated, not an error. (`mlacheck.events` documents the event types.)"""
+"""Reading traces back: formats 3 and 2, and format 1 upgraded (`schemas.FORMATS["trace"]` says what changed); a garbage
+line is lost alone, a cut-short last line is truncated, not an error. The counts a process kept in its checkpoint
+(`events.checkpoint_path`, replaced while it ran) are the last state of each family whose trace has no final counts:
+they become a counts event at the end. (`mlacheck.events` documents the event types.)"""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 from mlacheck import schemas
 from mlacheck.errors import MlacheckError
-from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, compile_event, counts_event, dispatch_event
+from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, checkpoint_path, compile_event, counts_event, dispatch_event
 
 
 @dataclass
@@ -49,7 +51,29 @@ def read_trace(path: Path) -> Trace:
         trace.format_version = version
         if version == 1:
             trace.events = upgrade_format_1(trace.events)
+    checkpoint = Path(checkpoint_path(path))
+    if trace.events and checkpoint.exists():
+        _kept_counts(trace, checkpoint)
     return trace
+
+
+def _kept_counts(trace: Trace, path: Path) -> None:
+    """The counts a checkpoint kept, as a counts event of each family whose trace has no final counts (its process
+    did not exit normally: "at least"); a checkpoint that cannot be read is lost, and named."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        schemas.check("counts checkpoint", state.get("format_version"), path)
+        families = state["families"]
+        final = {event["family"] for event in trace.events if event["type"] == "counts" and event.get("final")}
+        kept = [
+            {**counts_event(name, dict(totals["dispatches"]), dict(totals["calls"]), False), "t": float(state["t"])}
+            for name, totals in families.items()
+            if name not in final
+        ]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
+        trace.bad_lines.append(str(path))
+        return
+    trace.events += kept
 
 
 def _parse(line: str) -> dict | None:

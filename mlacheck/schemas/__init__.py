@@ -38,13 +38,23 @@ FORMATS = {
     for f in (
         Format(
             "trace",
-            2,
-            (1, 2),
+            3,
+            (1, 2, 3),
             {
                 1: "one event per dispatch, keys as lists of strings",
                 2: "typed keys, the first dispatch per variant and phase plus cumulative counts",
+                3: "compile_start and compile_end around every compile; phase unknown (was unmarked); counts are "
+                "state: kept while the process runs in trace-PID.counts.json beside the trace (replaced, not "
+                "appended), and a final counts event at exit",
             },
             "record it again with this mlacheck, or read it with the mlacheck that wrote it",
+        ),
+        Format(
+            "counts checkpoint",
+            1,
+            (1,),
+            {1: '{"format_version": 1, "pid", "t", "families": {FAMILY: {"dispatches", "calls"}}}'},
+            "read the run folder with the mlacheck that wrote it",
         ),
         Format(
             "capture.json",
