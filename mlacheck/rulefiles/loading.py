@@ -87,11 +87,13 @@ class RuleSet:
 
     def capture_config(self) -> dict:
         """What an observed process needs, as JSON (capture.json, format-stamped): the family files as the schema dumps
-        them, validated (`plain.py` reads them back without validating), and the engine facts."""
+        them, validated (`plain.py` reads them back without validating), each family with whether the version of its
+        distribution installed here lies in its checked ranges (`version_checked`: the answer is the version's, so an
+        observed process that finds the same version needs no version parser), and the engine facts."""
         return schemas.stamp(
             "capture.json",
             {
-                "families": [rule.model_dump(mode="json") for rule in self.families],
+                "families": [_with_version_checked(rule) for rule in self.families],
                 "phases": [phase.model_dump(mode="json") for phase in self.phases],
                 "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
                 "engines": [engine.model_dump(mode="json") for engine in self.engines],
@@ -104,6 +106,18 @@ class RuleSet:
                 else [],
             },
         )
+
+
+def _with_version_checked(rule: RuleFile) -> dict:
+    from importlib import metadata
+
+    data = rule.model_dump(mode="json")
+    try:
+        version = metadata.version(rule.family.distribution)
+    except metadata.PackageNotFoundError:
+        return data
+    data["family"]["version_checked"] = {version: rule.family.checks_version(version)}
+    return data
 
 
 def load_rules(path: Path | None = None) -> RuleSet:

@@ -1,4 +1,4 @@
-"""The rules as capture reads them: plain frozen dataclasses, and what both forms derive from their fields.
+"""The rules as capture reads them: plain dataclasses, and what both forms derive from their fields.
 
 The supervisor validates the rule files once (`schema.py`, pydantic) and writes what an observed process needs to
 capture.json (`RuleSet.capture_config`: the validated models' JSON dump, stamped with its format version). An observed
@@ -10,8 +10,8 @@ as well. The mixins (`FamilyFacts`, `Named`, `TritonFacts`) are what the schema'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 
 from mlacheck import qualnames, schemas
 
@@ -37,7 +37,11 @@ class FamilyFacts:
         return self.module.partition(".")[0]
 
     def checks_version(self, version: str | None) -> bool:
-        """True when the installed version lies inside one of the checked ranges."""
+        """True when the installed version lies inside one of the checked ranges (a plain form may carry the answer
+        for a version already: `version_checked`)."""
+        known = getattr(self, "version_checked", {}).get(version)
+        if known is not None:
+            return known
         from packaging.specifiers import SpecifierSet  # only a family's install asks
         from packaging.version import InvalidVersion, Version
 
@@ -71,7 +75,7 @@ class TritonFacts:
         return self.watch == "all" or any(entry.kernel == kernel for entry in self.kernel)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Family(FamilyFacts):
     name: str
     distribution: str
@@ -95,23 +99,24 @@ class Family(FamilyFacts):
     call_facts: Sequence[str] = ()
     every_call_looks_up: bool = False
     unbounded_after: int | None = None
+    version_checked: Mapping[str, bool] = field(default_factory=dict)  # version -> checks_version(version)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class DryPatch:
     target: str
     action: str
     methods: dict[str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Dry:
     host_arguments: Sequence[str] = ()
     patch: tuple[DryPatch, ...] = ()
     entries: Sequence[str] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class RuleFile:
     """A family's rule file, as much of it as capture reads."""
 
@@ -120,7 +125,7 @@ class RuleFile:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class PhaseRule(Named):
     function: str
     phase: str
@@ -128,18 +133,18 @@ class PhaseRule(Named):
     source: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class CompileNet(Named):
     function: str
     label: str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class TritonKernel:
     kernel: str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Triton(TritonFacts):
     checked_versions: str | Sequence[str]
     arches: list[str]
@@ -154,7 +159,7 @@ class Triton(TritonFacts):
 
 def _plain(kind: type, data: dict) -> object:
     """`kind` from the fields of `data` it has (a dump may hold more: what capture does not read)."""
-    names = {field.name for field in fields(kind)}
+    names = {member.name for member in fields(kind)}
     return kind(**{name: value for name, value in data.items() if name in names})
 
 
