@@ -28,7 +28,7 @@ started = time.perf_counter()
 import tests.fixtures.synthetic_kernels
 seconds = time.perf_counter() - started
 loaded = set(sys.modules) - before
-heavy = sorted(m for m in loaded if m.split(".")[0] in ("pydantic", "typer", "rich"))
+heavy = sorted({m.split(".")[0] for m in loaded} & {"pydantic", "typer", "rich"})
 print(json.dumps({"ms": seconds * 1e3, "modules": len(loaded), "heavy": heavy}))
 """
 
