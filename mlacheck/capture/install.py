@@ -32,13 +32,13 @@ class Patches:
         self._modules: dict[str, object] = {}  # the modules imported, as they were then
         self._moved: set[tuple[int, str]] = set()  # what `moved` said already
 
-    def import_module(self, name: str, install_hint: str = "") -> object:
+    def import_module(self, name: str, install_hint: Callable[[], str] | None = None) -> object:
+        """The module `name`; one that cannot be imported is one line, with `install_hint()`'s advice where given."""
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
-            raise MlacheckError(
-                f"{self.label}: cannot import {name} ({exc})" + (f"; {install_hint}" if install_hint else "")
-            ) from None
+            hint = install_hint() if install_hint is not None else ""
+            raise MlacheckError(f"{self.label}: cannot import {name} ({exc})" + (f"; {hint}" if hint else "")) from None
         self._modules[name] = module  # the latest: a module executed again and followed is not "imported again"
         return module
 
