@@ -2,10 +2,12 @@
 compile nets) from the same evidence, and settled here by the analysis once the whole trace is known.
 
 The rule:
-1. Under a declared warm-up or capture frame (a `[[phase]]` function on the stack), the frame decides: warm-up or
-   capture.
-2. Else, once the process has marked serving start, it is serving, whatever function made the compile (a library's
-   `plan()`, the program's own code filling the cache, a warm-up function called too late).
+1. Once the process has marked serving start, it is serving, whatever function made the compile and whatever frame is
+   on the stack: a library's `plan()`, the program's own code filling the cache, and a warm-up or capture frame entered
+   after the mark (SGLang runs its whole DeepGEMM M-list warm-up lazily inside the first GEMM of a new shape: after
+   serving start that warm-up stalls the request that ran it).
+2. Else, under a declared warm-up or capture frame (a `[[phase]]` function on the stack), the frame decides: warm-up
+   or capture.
 3. Else, inside a dispatch call (a watched family's dispatch function, a Triton launch), it is serving: nothing said
    it was a warm-up. If the process marks serving start later, it came before the mark and was warm-up.
 4. Else, outside every dispatch call, it is warm-up (precompiled).
@@ -13,7 +15,8 @@ The rule:
    compile), it is unknown: warm-up if the process marks serving start later; in a process that never marks serving
    start, the run is incomplete and says how to mark it.
 
-A dispatch is judged by the same rule (it is inside a dispatch call by definition): its frame, else serving.
+A dispatch is judged by the same rule (it is inside a dispatch call by definition): serving after the mark, else its
+frame, else serving.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ def decide(frame: str | None, serving: bool, in_dispatch: bool | None) -> str:
     """The phase of a compile (or dispatch) now: `frame` is the phase of the `[[phase]]` frame on the stack (None:
     none); `serving`, whether the process marked serving start; `in_dispatch`, whether it is inside a dispatch call
     (None: the capture path cannot tell)."""
-    if frame is not None:
-        return frame
     if serving:
         return SERVING
+    if frame is not None:
+        return frame
     if in_dispatch is None:
         return UNKNOWN
     return SERVING if in_dispatch else WARMUP

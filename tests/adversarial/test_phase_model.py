@@ -97,3 +97,48 @@ def test_a_family_imported_after_serving_start_knows_serving_started(tmp_path):
     text = MARK + WARM + "k.dispatch(1)\n"
     assert_not_pass(observe(tmp_path, sys.executable, program(tmp_path, text)), "fail")
 
+
+LATE = "k.warmup(dtypes=('bf16',), causal=(True,))\nk.dispatch(1, 'bf16')\n"
+"""A [[phase]] warm-up function run again for a new variant, then a dispatch of it."""
+WARMUP_FRAME = 'format_version = 2\n[[phase]]\nphase = "warmup"\nfunction = "tests.fixtures.synthetic_kernels:warmup"\n'
+
+
+def _with_warmup_frame(tmp_path) -> str:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "synthetic.toml").write_text((ROOT / "tests" / "fixtures" / "synthetic.toml").read_text())
+    (rules / "frames.toml").write_text(WARMUP_FRAME)
+    return str(rules)
+
+
+def test_a_warm_up_frame_entered_after_serving_start_is_a_serving_path_stall(tmp_path):
+    """SGLang's lazy DeepGEMM warm-up, in small: a declared warm-up function that a request runs after serving start
+    stalls that request, so its compile is a serving-path compile (MLA001), never a warm-up."""
+    result = observe(
+        tmp_path, sys.executable, program(tmp_path, WARM + SERVED + LATE), rules=_with_warmup_frame(tmp_path)
+    )
+    assert_not_pass(result, "fail")
+    [finding] = findings(result, "MLA001")
+    assert finding["key"] == {"dtype": "bf16", "causal": True}
+
+
+def test_the_same_warm_up_frame_before_serving_start_is_warm_up(tmp_path):
+    text = WARM + LATE.replace("k.dispatch(1, 'bf16')\n", "") + SERVED + "k.dispatch(1, 'bf16')\n"
+    assert_pass(observe(tmp_path, sys.executable, program(tmp_path, text), rules=_with_warmup_frame(tmp_path)))
+
+
+def test_the_phase_rule_puts_serving_start_before_every_frame():
+    """`phase.decide`, case by case: after the mark every compile is serving, whatever frame or dispatch; before it the
+    frame decides, else a dispatch call is serving, outside one warm-up, and a net that cannot tell is unknown."""
+    from mlacheck.capture import phase
+
+    for frame in (None, phase.WARMUP, phase.CAPTURE):
+        for in_dispatch in (None, False, True):
+            assert phase.decide(frame, True, in_dispatch) == phase.SERVING
+    assert phase.decide(phase.WARMUP, False, True) == phase.WARMUP
+    assert phase.decide(phase.CAPTURE, False, None) == phase.CAPTURE
+    assert phase.decide(None, False, True) == phase.SERVING
+    assert phase.decide(None, False, False) == phase.WARMUP
+    assert phase.decide(None, False, None) == phase.UNKNOWN
+    assert phase.settled(phase.SERVING, before_mark=True) == phase.WARMUP
+    assert phase.settled("unmarked", before_mark=False) == phase.UNKNOWN
