@@ -23,7 +23,7 @@ from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.fingerprint import fingerprint, installed_version, providers, unreadable_key_function
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
-from mlacheck.capture.install import AlreadyRecorded, Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches, import_advice
 from mlacheck.capture.ledger import NO_KEY, Ledger
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
@@ -79,7 +79,7 @@ class FamilyCapture:
 
     def _install(self) -> None:
         family, patches = self.family, self._patches
-        module = patches.import_module(family.module, lambda: _import_advice(family.distribution))
+        module = patches.import_module(family.module, lambda: import_advice(family.distribution))
         adapter = self._adapter = caches.adapter(family, module, self, patches)
         dispatch = {name: patches.function(name, module) for name in family.dispatch}  # name -> (owner, attribute)
         functions = {name: getattr(owner, attribute) for name, (owner, attribute) in dispatch.items()}
@@ -374,15 +374,3 @@ class FamilyCapture:
             f"installed {self.family.distribution} is {installed_version(self.family.distribution)}; re-check the "
             "rule file against it"
         )
-
-
-def _import_advice(distribution: str) -> str:
-    """What to do about a module that cannot be imported: install its distribution; or, where that is installed,
-    check the rule's module (a wrong name, or a dependency of the module that is missing: the error says which)."""
-    import importlib.metadata  # slow to import; only a module that cannot be imported needs it
-
-    try:
-        version = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return f"install {distribution}"
-    return f"{distribution} {version} is installed: check the rule file's module (or the dependency the error names)"

@@ -155,3 +155,16 @@ class Patches:
 
 def _kind(value: object) -> str:
     return "cache" if isinstance(value, dict) else "wrapper"
+
+
+def import_advice(distribution: str) -> str:
+    """What to do about a family's module that cannot be imported: install its distribution; or, where that is
+    installed, check the rule's module (a wrong name, or a dependency of the module that is missing: the error says
+    which)."""
+    import importlib.metadata  # slow to import; only a module that cannot be imported needs it
+
+    try:
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return f"install {distribution}"
+    return f"{distribution} {version} is installed: check the rule file's module (or the dependency the error names)"
