@@ -7,7 +7,8 @@ __version__ = "0.2.0"
 
 
 def serving_started() -> None:
-    """Mark that serving starts now in this process: every compile before this is warm-up, whatever the stack.
+    """Mark that serving starts now in this process: every compile before this is warm-up, whatever the stack, and
+    every compile after it is a serving-path compile, whatever the stack (a warm-up function run after it included).
 
     Does nothing unless the process is observed (`mlacheck run -- ...`, `pytest --mlacheck`); imports nothing.
     """

@@ -1,64 +1,51 @@
-"""The trace: one event per line (JSONL), versioned; every event passes through one `EventSink.write`.
-(`mlacheck.trace` reads traces back; this module is what an observed process imports, so it stays small.)
+"""The trace: one event per line (JSONL), versioned. Every event is made by one constructor per kind below (nothing
+else in mlacheck builds one), and every event passes through one `EventSink.write`. Each kind's fields are given by
+its JSON Schema, `mlacheck/schemas/events/KIND.json` (shipped with the package; a test validates what representative
+runs write against them). `mlacheck.trace` reads traces back; this module is what an observed process imports, so it
+stays small.
 
-A trace grows with variants, not with dispatches: the first dispatch of each variant in each phase is
-an event, written at once; later dispatches are counted in memory and written as `counts` (cumulative
-totals) at a bounded interval and when the process exits, so a killed process still says "at least N".
+A trace grows with variants, not with dispatches or time: the first dispatch of each variant in each phase is an
+event, written at once; later dispatches are counted in memory, kept as state (`EventSink.checkpoint`: a file beside
+the trace, replaced) at a bounded interval, and written as a final `counts` event when the process exits, so a
+killed process still says "at least N".
 
-Event types (every event has "type"; the first event of a trace is "run" and carries "format_version"):
-- run:            {format_version, pid, mlacheck_version, started}; in program mode also host, ppid,
-                  argv, rank (RANK, else LOCAL_RANK, else null), cute_dsl_arch, forked_from; trace_replaced where
-                  the trace was deleted while the process ran (what it held is lost). A later run event in the same
-                  trace starts a new image of the process (it exec'd): vids are per image
-- family:         {family, distribution, version, key_fields, cache_kind, fingerprint, preexisting}
-                  a family's hooks were installed (preexisting: entries already in the cache then,
-                  as a count where the interpreter cannot list them); a family found at run time (a
-                  Triton kernel) adds kernel (MODULE:QUALNAME) and every_lookup_counted (every lookup of
-                  its cache is counted: a variant with none was not used); written again if that changes
-- compile:        {family, vid, key, spelling, phase, seconds, origin, site, stack, t}
-                  a variant entered the cache, t seconds (wall clock) after the process's run event. vid numbers the cache's own key in this process; key is
-                  {field: typed value}; spelling is how a functools-cached call spelled its key (null for
-                  a dict key); phase is warmup | capture | serving | preexisting | inherited; origin is
-                  compile | skip | unknown (not made by a watched compile)
-- dispatch:       {family, vid, key, spelling, phase, site, stack, call}   the first lookup of vid in that phase;
-                  call holds the rule's call_facts (locals of that dispatch call, e.g. its batch size)
-- counts:         {family, dispatches: {"vid:phase": n}, calls: {function: n}, final}   cumulative totals (a
-                  functools family counts a dispatch where it launches what it looked up)
-- dispatch_error: {family, function, error, message, reached_lookup, site}   first of each kind; how many
-                  are in counts.calls as "function!before" / "function!after"
-- no_lookup:      {family, function, site}   first dispatch call that returned without a lookup, where the
-                  rule says every call looks up; how many are in counts.calls as "function!nolookup"
-- serving_start:  {how, site, t}      serving starts here: earlier compiles and dispatches are warm-up
-- context:        {values: {name: value}}   what the process itself showed (e.g. target_arch, engine)
-- numerics:       {family, key, kernel}   a launched kernel's output against the reference (execute mode)
-- unwatched:      {module, cache, families, provider, reasons}   the process imported a cache that no loaded rule
-                  describes as installed (a fork, an unchecked release): it is not watched
-- unwatched_dispatch: {module, function, site}   the first call of such a cache's dispatch function
-- unwatched_compile: {net, kernel, key, seconds, phase, site, stack}   a compile through a compile net that no
-                  watched family accounted for; phase is warmup | capture | serving | unmarked (no serving start
-                  marked in the process, and no warm-up or capture frame)
-- unseen:         {family, what}   something of a watched family capture could not see (an insert that bypassed
-                  the recording cache, a fingerprint it could not compute, a rebound cache or dispatch, a dispatch
-                  function the installed code lacks): what went through there is missing, so the run cannot pass
-- internal_error: {where, message}    capture failed; the program went on
-- lost:           {events, errors: {errno name: n}, t}   the trace refused that many events of this process so far
-                  (cumulative; also in the note `<trace>.lost` where the trace could not take it)
-- exec:           {path, argv, python, t[, failed]}   the process image is replaced (os.exec*): what follows in the
-                  trace, from the next run event, is the new image's; failed: the exec did not happen, why
-- exit:           {rank, how, t}      the process ended normally (rank from torch.distributed when it was
-                                      initialized, else RANK / LOCAL_RANK at exit)
+The kinds (every event has "type"; the first event of a trace is "run" and carries "format_version"):
+- run: this process started (pid, mlacheck_version, started; program mode adds ppid, host, argv, rank,
+  target_arch, forked_from, found_by; trace_replaced where the trace was deleted while the process ran and made again,
+  what it held being lost). A later run event in the same trace starts a new image of the process (it exec'd): vids
+  are per image
+- family: a family's hooks were installed (a Triton kernel, found at run time, adds kernel and every_lookup_counted)
+- compile_start / compile_end: a compile begins / ends (id pairs them; one with no end is a compile the process
+  died in, or was still in when it exited)
+- compile: a variant entered the cache (phase: warmup | capture | serving | unknown | preexisting | inherited)
+- dispatch: the first lookup of a variant in a phase
+- counts: a family's cumulative dispatches per "vid:phase" and calls per function (final: at exit)
+- dispatch_error / no_lookup: the first dispatch call of a kind that raised, or returned without a lookup
+- serving_start: serving starts here (`mlacheck.capture.phase`)
+- context: what the process itself showed (target_arch, engine)
+- numerics: a launched kernel's output against the reference (execute mode)
+- unwatched / unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
+- unwatched_compile: a compile through a compile net that no watched family accounted for
+- unseen: something of a watched family capture could not see (an insert past the recording cache, a fingerprint it
+  could not compute, a rebound cache or dispatch function): what went through there is missing, so the run cannot pass
+- internal_error: capture failed; the program went on
+- lost: the trace refused that many events of this process so far (also said in the note `<trace>.lost`)
+- exec: the process image is replaced (os.exec*): what follows, from the next run event, is the new image's
+- exit: the process ended normally
 `t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import stat
 import sys
 import time
 
+from mlacheck import __version__, schemas
 from mlacheck.errors import MlacheckError
 
 _run_started = time.time()  # this process's run event; a forked child's new run event restarts it
@@ -76,42 +63,336 @@ def run_clock() -> float:
     return round(time.time() - _run_started, 3)
 
 
-FORMAT_VERSION = 2
-"""The trace's format (`trace.py` reads 1 and 2). 1: one event per dispatch, keys as lists of strings. 2: typed keys,
-the first dispatch per variant and phase plus cumulative `counts`, processes and phases. Within 2 (mlacheck 0.3):
-`numerics` events no longer carry the scenario's tokens and fp8_cost (readers never needed them); new event types
-unwatched, unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines). Within 2 (the
-HTML report's timeline): `compile`, `serving_start` and `exit` events may carry `t`, seconds since the process's
-run event; an optional field that every reader does without, so the format stays 2."""
-EVENT_TYPES = frozenset(
-    {
-        "run",
-        "family",
-        "compile",
-        "dispatch",
-        "counts",
-        "dispatch_error",
-        "no_lookup",
-        "serving_start",
-        "context",
-        "numerics",
-        "internal_error",
-        "unseen",
-        "exit",
-        "unwatched",
-        "unwatched_dispatch",
-        "unwatched_compile",
-        "lost",
-        "exec",
+FORMAT_VERSION = schemas.FORMATS["trace"].current
+"""The trace's format (`schemas.FORMATS["trace"]` says what changed in each; `trace.py` reads them). Within 2
+(mlacheck 0.3): `numerics` events no longer carry the scenario's tokens and fp8_cost; new event types unwatched,
+unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines); `compile`,
+`serving_start` and `exit` events may carry `t`, an optional field that every reader does without."""
+
+PROGRAM_RUN_FIELDS = ("ppid", "host", "argv", "rank", "target_arch", "forked_from", "found_by", "trace_replaced")
+
+
+def run_event(pid: int, started: float, **program: object) -> dict:
+    """This process started (`started`: `start_run_clock()`); program mode adds PROGRAM_RUN_FIELDS."""
+    unknown = set(program) - set(PROGRAM_RUN_FIELDS)
+    if unknown:
+        raise TypeError(f"run_event: unknown fields {sorted(unknown)}")
+    return {
+        "type": "run",
+        "format_version": FORMAT_VERSION,
+        "pid": pid,
+        "mlacheck_version": __version__,
+        "started": started,
+        **program,
     }
+
+
+def family_event(
+    family: str,
+    distribution: str,
+    version: str | None,
+    providers: list[str],
+    key_fields: list[str],
+    cache_kind: str,
+    fingerprint: str | None,
+    preexisting: int,
+    **found: object,
+) -> dict:
+    """A family's hooks were installed (preexisting: entries already in the cache then, as a count where they cannot
+    be listed); a family found at run time (a Triton kernel) adds kernel (MODULE:QUALNAME) and every_lookup_counted
+    (every lookup of its cache is counted: a variant with none was not used)."""
+    if set(found) - {"kernel", "every_lookup_counted"}:
+        raise TypeError(f"family_event: unknown fields {sorted(found)}")
+    return {
+        "type": "family",
+        "family": family,
+        "distribution": distribution,
+        "version": version,
+        "providers": list(providers),
+        "key_fields": list(key_fields),
+        "cache_kind": cache_kind,
+        "fingerprint": fingerprint,
+        "preexisting": preexisting,
+        **found,
+    }
+
+
+def compile_event(
+    family: str,
+    vid: int,
+    key: dict,
+    spelling: dict | None,
+    phase: str,
+    seconds: float | None,
+    origin: str,
+    site: str | None,
+    stack: list[str],
+) -> dict:
+    """A variant entered the cache, now. vid numbers the cache's own key in this process; key is {field: typed value};
+    spelling is how a functools-cached call spelled its key (null for a dict key); origin is compile | skip | unknown
+    (not made by a watched compile); a variant there before install has site "before mlacheck"."""
+    return {
+        "type": "compile",
+        "family": family,
+        "vid": vid,
+        "key": key,
+        "spelling": spelling,
+        "phase": phase,
+        "seconds": seconds,
+        "origin": origin,
+        "site": site or "before mlacheck",
+        "stack": list(stack),
+        "t": run_clock(),
+    }
+
+
+_compile_ids = itertools.count()
+
+
+def compile_start_event(
+    phase: str,
+    site: str | None,
+    stack: list[str],
+    family: str | None = None,
+    vid: int | None = None,
+    key: dict | None = None,
+    spelling: dict | None = None,
+    net: str | None = None,
+    kernel: str | None = None,
+) -> dict:
+    """A compile begins, now, before it runs (a process that dies in it leaves this much): a watched family's (with
+    the variant where the lookup's miss named it) or a compile net's (net, kernel). Each gets a new id (per process)."""
+    event = {"type": "compile_start", "id": next(_compile_ids), "phase": phase, "site": site, "stack": list(stack)}
+    if family is not None:
+        event["family"] = family
+        if vid is not None:
+            event.update(vid=vid, key=key, spelling=spelling)
+    else:
+        event.update(net=net, kernel=kernel)
+    event["t"] = run_clock()
+    return event
+
+
+def compile_end_event(start: int, seconds: float | None, outcome: str) -> dict:
+    """The compile that `compile_start` `start` began ended, now: it returned (its `compile` or `unwatched_compile`
+    event follows), raised, was skipped, or was cached (it made nothing: the library found the variant on disk)."""
+    return {"type": "compile_end", "id": start, "seconds": seconds, "outcome": outcome, "t": run_clock()}
+
+
+def dispatch_event(
+    family: str,
+    vid: int,
+    key: dict,
+    spelling: dict | None,
+    phase: str,
+    site: str | None,
+    stack: list[str],
+    call: dict,
+) -> dict:
+    """The first lookup of a variant in a phase; call holds the rule's call_facts (locals of that dispatch call)."""
+    return {
+        "type": "dispatch",
+        "family": family,
+        "vid": vid,
+        "key": key,
+        "spelling": spelling,
+        "phase": phase,
+        "site": site,
+        "stack": list(stack),
+        "call": call,
+    }
+
+
+def counts_event(family: str, dispatches: dict[str, int], calls: dict[str, int], final: bool) -> dict:
+    """A family's cumulative totals: dispatches per "vid:phase" (a functools family counts a dispatch where it launches
+    what it looked up), calls per dispatch function and per "function!before" / "!after" / "!nolookup"."""
+    return {"type": "counts", "family": family, "dispatches": dispatches, "calls": calls, "final": final}
+
+
+def dispatch_error_event(
+    family: str, function: str, error: str, message: str, reached_lookup: bool, site: str | None
+) -> dict:
+    """The first dispatch call of a kind that raised, before its lookup or after it."""
+    return {
+        "type": "dispatch_error",
+        "family": family,
+        "function": function,
+        "error": error,
+        "message": message,
+        "reached_lookup": reached_lookup,
+        "site": site,
+    }
+
+
+def no_lookup_event(family: str, function: str, site: str | None) -> dict:
+    """The first dispatch call that returned without a lookup, where the rule says every call looks up."""
+    return {"type": "no_lookup", "family": family, "function": function, "site": site}
+
+
+def serving_start_event(how: str, site: str | None) -> dict:
+    """Serving starts here, now."""
+    return {"type": "serving_start", "how": how, "site": site, "t": run_clock()}
+
+
+def context_event(values: dict[str, object]) -> dict:
+    """What the process itself showed (target_arch, engine); a value that is None is left out."""
+    return {"type": "context", "values": {name: value for name, value in values.items() if value is not None}}
+
+
+def numerics_event(family: str, key: dict, kernel: dict) -> dict:
+    """A launched kernel's output against the reference on the same inputs (execute mode)."""
+    return {"type": "numerics", "family": family, "key": key, "kernel": kernel}
+
+
+def internal_error_event(where: str, error: object) -> dict:
+    """Capture failed at `where`; the program went on (the run then cannot pass)."""
+    message = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    return {"type": "internal_error", "where": where, "message": message}
+
+
+def unseen_event(family: str, what: str) -> dict:
+    """Something of a watched family that capture could not see (`what`, one line): the run cannot pass."""
+    return {"type": "unseen", "family": family, "what": what}
+
+
+def lost_event(events: int, errors: dict[str, int]) -> dict:
+    """The trace refused `events` events of this process so far (cumulative within the image), by errno name."""
+    return {"type": "lost", "events": events, "errors": dict(errors), "t": run_clock()}
+
+
+def exec_event(
+    path: str | None = None, argv: list[str] | None = None, python: bool | None = None, failed: str | None = None
+) -> dict:
+    """The process image is replaced now (os.exec*) by `path` (`python`: the new image runs a Python interpreter); with
+    `failed` instead, an exec that did not happen (why): the same image goes on."""
+    if failed is not None:
+        return {"type": "exec", "failed": failed, "t": run_clock()}
+    return {"type": "exec", "path": path, "argv": list(argv or []), "python": bool(python), "t": run_clock()}
+
+
+def exit_event(rank: int | None, how: str) -> dict:
+    """The process ended normally, now (rank from torch.distributed where it was initialized)."""
+    return {"type": "exit", "rank": rank, "how": how, "t": run_clock()}
+
+
+def unwatched_event(module: str, cache: str, families: list[str], provider: str, reasons: list[str]) -> dict:
+    """The process imported a cache that no loaded rule describes as installed (a fork, an unchecked release)."""
+    return {
+        "type": "unwatched",
+        "module": module,
+        "cache": cache,
+        "families": list(families),
+        "provider": provider,
+        "reasons": list(reasons),
+    }
+
+
+def unwatched_dispatch_event(module: str, function: str, site: str | None) -> dict:
+    """The first call of an unwatched cache's dispatch function."""
+    return {"type": "unwatched_dispatch", "module": module, "function": function, "site": site}
+
+
+def unwatched_compile_event(
+    net: str, kernel: str, key: dict, seconds: float, phase: str, site: str | None, stack: list[str]
+) -> dict:
+    """A compile through a compile net that no watched family accounted for, now."""
+    return {
+        "type": "unwatched_compile",
+        "net": net,
+        "kernel": kernel,
+        "key": key,
+        "seconds": seconds,
+        "phase": phase,
+        "site": site,
+        "stack": list(stack),
+        "t": run_clock(),
+    }
+
+
+def checkpoint_path(trace: str | os.PathLike) -> str:
+    """The counts checkpoint of a trace file: trace-PID.jsonl -> trace-PID.counts.json."""
+    trace = os.fspath(trace)
+    return (trace[: -len(".jsonl")] if trace.endswith(".jsonl") else trace) + ".counts.json"
+
+
+def checkpoint_state(families: dict[str, dict]) -> dict:
+    """What a counts checkpoint holds: each family's cumulative counts, when they were kept (`t`), and the image of the
+    process they are of (`started`: its run event's; an exec starts a new image in the same trace)."""
+    return schemas.stamp(
+        "counts checkpoint", {"pid": os.getpid(), "started": _run_started, "t": run_clock(), "families": families}
+    )
+
+
+_checkpoints: dict[str, tuple[float, dict[str, dict]]] = {}  # trace path -> (its image's start, its state)
+
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def replace_file(path: str | os.PathLike, data: bytes) -> None:
+    """Replace the file at `path` with `data` at once (a reader sees the old state or the new, never a part): written
+    into a file created exclusively beside it (never through a link, never over a file someone put there), then
+    renamed over it (a link or a file at `path` is replaced, never written through). OSError where it cannot be."""
+    folder, name = os.path.split(os.fspath(path))
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.new")
+    try:
+        os.unlink(temporary)  # left by a process of the same pid that was killed while writing it
+    except FileNotFoundError:
+        pass
+    fd = os.open(temporary, NEW_FILE, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        os.unlink(temporary)
+        raise
+    os.close(fd)
+    os.replace(temporary, path)
+
+
+EVENT_TYPES = frozenset(
+    name.removesuffix("_event")
+    for name, value in list(globals().items())
+    if name.endswith("_event") and callable(value)
 )
+"""Every kind of event, one per constructor."""
+
+
+def write_internal_error(sink: EventSink, where: str, error: object) -> None:
+    """Record what capture could not see or do (the run then cannot pass); where the sink itself fails, say it on
+    stderr, the one fallback. Never raises."""
+    try:
+        sink.write(internal_error_event(where, error))
+    except Exception as exc:  # noqa: BLE001 - the sink failed too: the one place left to say it
+        try:
+            sys.stderr.write(f"mlacheck: capture error in process {os.getpid()}: {where}: {error} ({exc})\n")
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class EventSink:
-    """Where events go: `write(event)` one at a time, `close()` at the end."""
+    """Where events go: `write(event)` one at a time, `checkpoint(counts)` for the state of the counts, `close()` at the
+    end."""
 
     def write(self, event: dict) -> None:
         raise NotImplementedError
+
+    def checkpoint(self, counts: dict[str, dict]) -> None:
+        """Families' counts so far, {family: {"dispatches", "calls"}}: state, not a log. A sink that writes a trace
+        file (its `path`) keeps the process's state in one file beside it (`checkpoint_path`), replaced at each
+        checkpoint, so the run folder grows with variants and not with time; any other sink gets a counts event each."""
+        path = getattr(self, "path", None)
+        if path is None:
+            for family, totals in counts.items():
+                self.write(counts_event(family, **totals, final=False))
+            return
+        started, state = _checkpoints.get(os.fspath(path), (None, {}))
+        if started != _run_started:  # a new image (a failed exec starts one in the same process): a new state
+            state = {}
+            _checkpoints[os.fspath(path)] = (_run_started, state)
+        state.update(counts)
+        replace_file(checkpoint_path(path), json.dumps(checkpoint_state(state), separators=(",", ":")).encode())
 
     def close(self) -> None:
         pass
@@ -178,6 +459,14 @@ class JsonlSink(EventSink):
             return
         self._cut, self._reported = False, lost
 
+    def checkpoint(self, counts: dict[str, dict]) -> None:
+        """As every sink's (`EventSink.checkpoint`); a checkpoint the folder refuses is a lost record, counted and said
+        as a refused event is."""
+        try:
+            EventSink.checkpoint(self, counts)
+        except OSError as exc:
+            self._refused(b"", exc)
+
     def close(self) -> None:
         """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours."""
         if self.lost > self._reported and self._fd >= 0 and self._still_ours():
@@ -240,8 +529,7 @@ class JsonlSink(EventSink):
         _write_note(lost_note_path(self.path), self._note_text())
 
     def _lost_line(self, count: int) -> bytes:
-        event = {"type": "lost", "events": count, "errors": dict(self._errors), "t": run_clock()}
-        return (json.dumps(event, separators=(",", ":")) + "\n").encode()
+        return (json.dumps(lost_event(count, self._errors), separators=(",", ":")) + "\n").encode()
 
     def _note_text(self) -> str:
         errors = ", ".join(f"{name} x{count}" for name, count in sorted(self._errors.items()))
@@ -300,6 +588,10 @@ class TeeSink(EventSink):
     def write(self, event: dict) -> None:
         for sink in self.sinks:
             sink.write(event)
+
+    def checkpoint(self, counts: dict[str, dict]) -> None:
+        for sink in self.sinks:
+            sink.checkpoint(counts)
 
     def close(self) -> None:
         for sink in self.sinks:

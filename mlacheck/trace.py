@@ -1,5 +1,8 @@
-"""Reading traces back: format 2, and format 1 upgraded; a garbage line is lost alone, a cut-short last line is
-truncated, not an error. (`mlacheck.events` documents the event types.)
+"""Reading traces back: formats 3 and 2, and format 1 upgraded (`schemas.FORMATS["trace"]` says what changed); a
+garbage line is lost alone, a cut-short last line is truncated, not an error. (`mlacheck.events` documents the event
+types.) The counts a process kept in its checkpoint (`events.checkpoint_path`, replaced while it ran) are the last
+state of each family of its image whose trace has no final counts: they become a counts event at the end of that image
+(at least what it dispatched).
 
 A trace may be hostile (a run folder someone else wrote into) or damaged: it is read as a stream with a limit per
 line and on the events kept, only from a regular file, never through a link (mlacheck.files). An event that does not
@@ -14,17 +17,19 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlacheck import schemas
 from mlacheck.errors import MlacheckError
-from mlacheck.events import EVENT_TYPES, FORMAT_VERSION
-from mlacheck.files import MIB, open_regular
+from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, checkpoint_path, compile_event, counts_event, dispatch_event
+from mlacheck.files import MIB, open_regular, read_json
 
-READABLE_VERSIONS = (1, 2)
 LINE_LIMIT = 16 * MIB  # a counts event of 100 000 variants is about 2 MiB
 EVENT_LIMIT = 100_000  # events kept from the traces of one report (a variant costs one to five)
 BYTES_LIMIT = 64 * MIB  # of their lines (an event costs a few times its line in memory)
+CHECKPOINT_LIMIT = 16 * MIB  # a counts checkpoint holds one counts table per family: as large as a counts line
 COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
 DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
-NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")
+NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")  # unmarked: format 2's name for unknown
+START_PHASES = ("warmup", "capture", "serving", "unknown")
 FORMAT_1_TYPES = ("run", "family", "compile", "dispatch", "numerics", "internal_error", "exit")
 
 
@@ -73,7 +78,50 @@ def read_trace(path: Path, limit: int = EVENT_LIMIT, size_limit: int = BYTES_LIM
     trace.events, trace.size = [event for event in trace.events if event is not None], reader.size
     if trace.format_version == 1:
         trace.events = upgrade_format_1(trace.events)
+    if trace.events:
+        _kept_counts(trace, Path(checkpoint_path(path)))
     return trace
+
+
+def _kept_counts(trace: Trace, path: Path) -> None:
+    """The counts a checkpoint kept, as a counts event of each family whose image (the run event of the same
+    `started`) has no final counts: its process did not exit normally ("at least"), put at the end of that image. A
+    checkpoint that cannot be read, or that no image of the trace owns, is a lost record, named."""
+    try:
+        state = read_json(path, CHECKPOINT_LIMIT, "a counts checkpoint")
+    except FileNotFoundError:
+        return
+    except MlacheckError as exc:
+        trace.bad_lines.append(f"{path} ({str(exc).removeprefix(f'{path}: ')})")
+        return
+    try:
+        if not isinstance(state, dict):
+            raise ValueError("not a JSON object")
+        schemas.check("counts checkpoint", state.get("format_version"), path)
+        images = [index for index, event in enumerate(trace.events) if event["type"] == "run"] or [0]
+        owner = next(
+            (n for n, index in enumerate(images) if trace.events[index].get("started") == state["started"]), None
+        )
+        if owner is None:
+            raise ValueError("no image of the trace wrote it (its run event's start is not in the trace)")
+        end = images[owner + 1] if owner + 1 < len(images) else len(trace.events)
+        final = {e["family"] for e in trace.events[images[owner] : end] if e["type"] == "counts" and e.get("final")}
+        kept = [
+            {**counts_event(name, dict(totals["dispatches"]), dict(totals["calls"]), False), "t": float(state["t"])}
+            for name, totals in state["families"].items()
+            if name not in final
+        ]
+        for event in kept:
+            why = _wrong(event)
+            if why is not None:
+                raise ValueError(why)
+    except MlacheckError as exc:
+        trace.bad_lines.append(f"{path} ({str(exc).removeprefix(f'{path}: ')})")
+        return
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        trace.bad_lines.append(f"{path} (not a counts checkpoint mlacheck wrote: {str(exc)[:200]})")
+        return
+    trace.events[end:end] = kept  # after the image's own counts of those families (the last counts event says all)
 
 
 def _parse(line: bytes) -> tuple[dict | None, str | None]:
@@ -104,13 +152,10 @@ class _Reader:
         self.kept = 0
 
     def start(self, path: Path, first: dict) -> None:
-        version = first.get("format_version") if first.get("type") == "run" else None
-        if version not in READABLE_VERSIONS or isinstance(version, bool):
-            raise MlacheckError(
-                f"{path}: not an mlacheck trace of format {' or '.join(map(str, READABLE_VERSIONS))}; "
-                "re-record it with this mlacheck version"
-            )
-        self.version = version
+        if first.get("type") != "run" or "format_version" not in first:
+            raise MlacheckError(f"{path}: not an mlacheck trace (its first line is no run event); pass a run folder")
+        schemas.check("trace", first["format_version"], path)
+        self.version = first["format_version"]
 
     def take(self, event: dict, events: list, size: int) -> str | None:
         """Keep `event` (None), or why it is a bad line."""
@@ -120,7 +165,7 @@ class _Reader:
         kind = event["type"]
         if kind == "run" and events:
             self.image += 1
-        elif kind == "dispatch" and self.version == 2:
+        elif kind == "dispatch" and self.version >= 2:
             first = (self.image, event["family"], event["vid"], event["phase"])
             if first in self.first_dispatches:
                 return None
@@ -142,7 +187,7 @@ class _Reader:
 
 
 def _wrong(event: dict) -> str | None:
-    """Why a format-2 event does not fit its kind, else None."""
+    """Why an event of format 2 or 3 does not fit its kind, else None."""
     kind = event["type"]
     for name, expected in REQUIRED.get(kind, {}).items():
         if name not in event:
@@ -155,6 +200,8 @@ def _wrong(event: dict) -> str | None:
             why = _mistyped(kind, name, event[name], expected)
             if why:
                 return why
+    if kind == "compile_start" and event.get("vid") is not None and not isinstance(event.get("key"), dict):
+        return "a compile_start event with a vid and no key"
     if kind == "counts":
         for label, count in (event.get("dispatches") or {}).items():
             vid, _, phase = label.partition(":")
@@ -211,22 +258,35 @@ REQUIRED = {
     "unwatched_dispatch": {"module": str, "function": str},
     "unwatched_compile": {"net": str, "phase": NET_PHASES},
     "lost": {"events": int},
+    "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
+    "compile_end": {"id": int},
+    "unseen": {"family": str, "what": str},
 }
 OPTIONAL = {
     "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
     "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
-    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str},
+    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str, "t": (int, float)},
     "dispatch": {"site": str, "stack": list, "call": dict},
     "counts": {"dispatches": dict, "calls": dict, "final": bool},
     "dispatch_error": {"reached_lookup": bool, "error": str, "message": str, "site": str},
     "no_lookup": {"site": str},
-    "serving_start": {"how": str, "site": str},
+    "serving_start": {"how": str, "site": str, "t": (int, float)},
     "numerics": {"key": dict},
-    "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list},
+    "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list, "t": (int, float)},
     "internal_error": {"where": str, "message": str},
-    "exit": {"rank": int, "how": str},
+    "exit": {"rank": int, "how": str, "t": (int, float)},
     "lost": {"errors": dict},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
+    "compile_start": {
+        "family": str,
+        "vid": int,
+        "spelling": dict,
+        "site": str,
+        "stack": list,
+        "net": str,
+        "kernel": str,
+    },
+    "compile_end": {"seconds": (int, float), "outcome": ("returned", "raised", "skipped", "cached"), "t": (int, float)},
 }
 
 
@@ -249,37 +309,17 @@ def upgrade_format_1(events: list[dict]) -> list[dict]:
             key = {(names[i] if i < len(names) else f"field{i}"): _guess(text) for i, text in enumerate(strings)}
             if kind == "compile":
                 phase = "serving" if event.get("phase") == "dispatch" else "warmup"
-                upgraded.append(
-                    {
-                        "type": "compile",
-                        "family": family,
-                        "vid": vid,
-                        "key": key,
-                        "spelling": None,
-                        "phase": phase,
-                        "seconds": event.get("seconds"),
-                        "origin": "compile",
-                        "site": event.get("site"),
-                        "stack": [],
-                    }
+                compiled = compile_event(
+                    family, vid, key, None, phase, event.get("seconds"), "compile", event.get("site"), []
                 )
+                del compiled["t"]  # format 1 kept no times
+                upgraded.append(compiled)
             else:
                 tally = counts.setdefault(family, {})
                 tally[f"{vid}:serving"] = tally.get(f"{vid}:serving", 0) + 1
                 if (family, vid) not in seen:
                     seen.add((family, vid))
-                    upgraded.append(
-                        {
-                            "type": "dispatch",
-                            "family": family,
-                            "vid": vid,
-                            "key": key,
-                            "spelling": None,
-                            "phase": "serving",
-                            "site": None,
-                            "stack": [],
-                        }
-                    )
+                    upgraded.append(dispatch_event(family, vid, key, None, "serving", None, [], {}))
         elif kind == "numerics":
             names = fields.get(event["family"], [])
             key = {
@@ -290,10 +330,7 @@ def upgrade_format_1(events: list[dict]) -> list[dict]:
             upgraded.append(event)
     at = next((i for i, e in enumerate(upgraded) if e["type"] == "exit"), len(upgraded))
     exited = at < len(upgraded)
-    upgraded[at:at] = [
-        {"type": "counts", "family": family, "dispatches": tally, "calls": {}, "final": exited}
-        for family, tally in counts.items()
-    ]
+    upgraded[at:at] = [counts_event(family, tally, {}, exited) for family, tally in counts.items()]
     return upgraded
 
 

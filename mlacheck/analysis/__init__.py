@@ -22,6 +22,7 @@ from mlacheck.analysis.findings import (
 )
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.timeline import timelines
+from mlacheck.analysis.unfinished import unfinished_compiles
 from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
@@ -146,8 +147,9 @@ def analyse(
                         seen.add(identity)
                         findings.append(finding)
     layouts_not_checked, layouts_dispatched = unwatched_layouts(events)
-    compiles, unwatched_findings = unwatched_compiles(events)
-    findings += unwatched_findings
+    compiles, unwatched_findings, unknown_phases = unwatched_compiles(events)
+    unfinished, never_ended = unfinished_compiles(facts)
+    findings += unwatched_findings + unfinished
     findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
     watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
@@ -164,7 +166,7 @@ def analyse(
         len(internal),
         dry,
     )
-    incomplete += stale_families + layouts_dispatched + unseen_reasons(events)
+    incomplete += stale_families + layouts_dispatched + unknown_phases + never_ended + unseen_reasons(events)
     incomplete += [
         f"{name}: not checked: its [[triton.kernel]] entry is stale (MLA004): {problem}"
         for name, problems in stale_tables.items()

@@ -80,7 +80,9 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant,
     drivers = {
         name: rule.fields[name].varies_with for name in diff if name in rule.fields and rule.fields[name].varies_with
     }
-    if variant.serving_path_compile_s is not None:
+    if variant.unfinished:
+        stall = f"a stall of at least {variant.serving_path_compile_s:.1f} s that never ended ({variant.unfinished})"
+    elif variant.serving_path_compile_s is not None:
         stall = f"a {variant.serving_path_compile_s:.1f} s stall"
     elif variant.serving_path_origin == "unknown":
         stall = "no watched compile made it (loaded from a persistent cache, or made past the rule's compile function)"
@@ -88,7 +90,8 @@ def serving_path_finding(rule: RuleFile, table: ProcessFamily, variant: Variant,
         stall = "a stall (not measured: --compile skip)"
     text = named(variant.key, family.key_fields, list(diff))
     seconds = (
-        f"{variant.serving_path_compile_s:.1f} s serving-path compile"
+        f"{'≥' if variant.unfinished else ''}{variant.serving_path_compile_s:.1f} s serving-path compile"
+        + (", never finished" if variant.unfinished else "")
         if variant.serving_path_compile_s is not None
         else "serving-path compile (not timed)"
     )

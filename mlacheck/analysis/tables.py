@@ -3,14 +3,22 @@
 A variant is one cache key of one spelling. Its compile phase says who put it in the cache (warm-up,
 CUDA-graph capture, the serving path, or it was there before: preexisting, inherited by a forked
 child); its dispatches are counted by phase from the process's last `counts` event (exact when the
-process exited, "at least" otherwise). In a process that marked serving start, everything before the
-mark is warm-up.
+process exited, "at least" otherwise). Phases are settled by the one phase model (`capture.phase.settled`): in a
+process that marked serving start, a serving compile or dispatch before the mark was warm-up.
+
+A compile that began (`compile_start`) and never ended (no `compile_end`: its process died in it, or exited while it
+still ran) is never nothing: on the serving path with its key known, its variant is a serving-path compile whose stall
+lasted at least until the process's last recorded moment; any other is one of its process's `unfinished` compiles
+(`analysis.unfinished` reports them). So is one that ended (returned) in a process that died before the compile's own
+record (its `compile` or `unwatched_compile` event, written after `compile_end`) arrived: with its key known, a
+serving-path compile of that variant as long as it took; else an `unfinished` compile, `ended`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mlacheck.capture.phase import SERVING, settled
 from mlacheck.keys import Key, key_identity
 
 INHERITED_PHASES = ("preexisting", "inherited")
@@ -38,6 +46,7 @@ class Variant:
     serving_path_site: str | None = None
     serving_path_stack: list[str] = field(default_factory=list)
     serving_path_origin: str | None = None  # compile, skip, or unknown (no watched compile made the entry)
+    unfinished: str | None = None  # how its serving-path compile never ended ("the process died in it", ...)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
     numerics: dict[str, float] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
@@ -104,13 +113,27 @@ class ProcessFamily:
 
 
 @dataclass
+class UnfinishedCompile:
+    """A compile that began and never ended, that no variant stands for (its key was not known yet, or it was not on
+    the serving path, or a compile net's)."""
+
+    start: dict  # its compile_start event
+    phase: str  # settled
+    at_least: float  # seconds from its start to the process's last recorded moment (ended: as long as it took)
+    how: str  # "the process died in it", "the process was still in it when it exited", or (ended) why unrecorded
+    ended: bool = False  # it returned, and the process died before its record was written
+
+
+@dataclass
 class ProcessFacts:
     """What one process showed about itself: serving start, context values, whether it exited."""
 
     proc: int | None
+    pid: int | None = None
     exited: bool = False
     serving_started: str | None = None  # how
     context: dict[str, str] = field(default_factory=dict)
+    unfinished: list[UnfinishedCompile] = field(default_factory=list)
 
 
 def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
@@ -119,10 +142,27 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
     facts: dict[int | None, ProcessFacts] = {}
     marks = {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
     last_counts: dict[tuple, dict] = {}
+    starts: dict[tuple, tuple[int, dict, dict | None]] = {}  # (proc, id) -> (index, compile_start, compile_end) of the
+    # compiles not ended, and of those that returned whose record has not arrived yet
+    last_t: dict[int | None, float] = {}
     for index, event in enumerate(events):
         proc, kind = event.get("proc"), event["type"]
         fact = facts.setdefault(proc, ProcessFacts(proc))
-        if kind == "exit":
+        if isinstance(event.get("t"), (int, float)):
+            last_t[proc] = max(last_t.get(proc, 0.0), event["t"])
+        if kind == "compile_start":
+            starts[(proc, event["id"])] = (index, event, None)
+            continue
+        if kind == "compile_end":
+            begun = starts.pop((proc, event["id"]), None)
+            if begun is not None and event.get("outcome", "returned") == "returned":
+                starts[(proc, event["id"])] = (begun[0], begun[1], event)  # its record follows
+            continue
+        if (kind == "compile" and event.get("origin") == "compile") or kind == "unwatched_compile":
+            _recorded(starts, proc, event)
+        if kind == "run":
+            fact.pid = event.get("pid")
+        elif kind == "exit":
             fact.exited = True
         elif kind == "serving_start":
             fact.serving_started = event.get("how") or "marked"
@@ -142,14 +182,10 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             table.key_fields = list(event.get("key_fields") or [])
             table.every_lookup_counted = event.get("every_lookup_counted")
         elif kind == "compile":
-            _compiled(
-                _variant(table, event),
-                event,
-                "warmup" if before_mark and event["phase"] == "serving" else event["phase"],
-            )
+            _compiled(_variant(table, event), event, settled(event["phase"], before_mark))
         elif kind == "dispatch":
             variant = _variant(table, event)
-            phase = "warmup" if before_mark and event["phase"] == "serving" else event["phase"]
+            phase = settled(event["phase"], before_mark)
             if phase == "serving" and variant.first_dispatch_site is None:
                 variant.first_dispatch_site, variant.first_call = event.get("site"), dict(event.get("call") or {})
             variant.captured |= phase == "capture"
@@ -162,6 +198,10 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             table.no_lookup.append(event)
         elif kind == "numerics":
             _measured(table, event)
+    for (proc, _), (index, start, end) in starts.items():
+        if end is None or not facts[proc].exited:  # an exited process wrote every record it had: nothing went in
+            phase = settled(start["phase"], proc in marks and index < marks[proc])
+            _unfinished(tables, facts[proc], start, end, phase, last_t)
     for (proc, family), event in last_counts.items():
         _counted(tables[(proc, family)], event)
     for (proc, family), table in tables.items():
@@ -171,6 +211,41 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
             variant.at_least |= not table.exact
             _at_least_once(variant)
     return tables, facts
+
+
+def _recorded(starts: dict[tuple, tuple[int, dict, dict | None]], proc: int | None, event: dict) -> None:
+    """A compile's own record arrived: the ended compile it closes is done (of the same family or net in the same
+    process; the one of the same variant where its start knew it, else the first)."""
+    owner, name = ("family", event["family"]) if event["type"] == "compile" else ("net", event.get("net"))
+    ended = [key for key, (_, start, end) in starts.items() if key[0] == proc and end and start.get(owner) == name]
+    same = [key for key in ended if "vid" in starts[key][1] and starts[key][1]["vid"] == event.get("vid")]
+    if same or ended:
+        del starts[(same or ended)[0]]
+
+
+def _unfinished(
+    tables: dict[tuple, ProcessFamily],
+    fact: ProcessFacts,
+    start: dict,
+    end: dict | None,
+    phase: str,
+    last_t: dict[int | None, float],
+) -> None:
+    """A compile that began and never ended in its process, or that ended and whose record never came (the process
+    died first): its variant's serving-path compile where it has one."""
+    if end is not None:
+        at_least, how = end.get("seconds") or 0.0, "the process died before its cache entry was recorded"
+    else:
+        at_least = max(0.0, last_t.get(fact.proc, start["t"]) - start["t"])
+        how = "the process was still in it when it exited" if fact.exited else "the process died in it"
+    table = tables.get((fact.proc, start.get("family")))
+    if phase == SERVING and table is not None and start.get("vid") is not None:
+        variant = _variant(table, start)
+        _serving_path_compile(variant, at_least, start.get("site"), list(start.get("stack") or []), "compile")
+        if end is None:
+            variant.unfinished = variant.unfinished or how
+    else:
+        fact.unfinished.append(UnfinishedCompile(start, phase, at_least, how, ended=end is not None))
 
 
 def _variant(table: ProcessFamily, event: dict) -> Variant:
@@ -291,5 +366,6 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
                     variant.serving_path_stack,
                     variant.serving_path_origin,
                 )
+                into.unfinished = into.unfinished or variant.unfinished
             into.numerics = worst(into.numerics, variant.numerics)
     return list(merged.values())

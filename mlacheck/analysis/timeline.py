@@ -2,7 +2,9 @@
 the process ended (seconds since its run event, the events' `t`). The HTML report draws it.
 
 A compile event without `t` (a trace of an older mlacheck) leaves its compile out; a process with no timed
-compile has no timeline.
+compile has no timeline. A compile that began and never ended (a `compile_start` with no `compile_end`: its process
+died in it, or exited while it ran) is a bar from its start to the process's last recorded moment, origin
+"unfinished".
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict
     """One entry per process that compiled with times: {"proc", "pid", "end", "serving_start", "compiles": [{"family",
     "label", "phase", "start", "seconds", "origin"}]}, `label(family, key)` naming each variant."""
     by_proc: dict[object, dict] = {}
+    unended: dict[tuple, dict] = {}  # (proc, id) -> a compile_start not ended (yet)
+    last: dict[object, float] = {}  # proc -> its last recorded moment
     for event in events:
         proc = event.get("proc")
         entry = by_proc.setdefault(
             proc, {"proc": proc, "pid": None, "end": None, "serving_start": None, "compiles": []}
         )
         kind, t = event["type"], event.get("t")
-        if kind == "run":
+        if isinstance(t, (int, float)):
+            last[proc] = max(last.get(proc, 0.0), t)
+        if kind == "compile_start" and t is not None:
+            unended[(proc, event["id"])] = event
+        elif kind == "compile_end":
+            unended.pop((proc, event.get("id")), None)
+        elif kind == "run":
             entry["pid"] = event.get("pid")
         elif kind == "exit" and t is not None:
             entry["end"] = t
@@ -40,6 +50,18 @@ def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict
                     "origin": event.get("origin"),
                 }
             )
+    for (proc, _), start in unended.items():
+        family = start.get("family") or f"unwatched:{start.get('kernel')}"
+        by_proc[proc]["compiles"].append(
+            {
+                "family": family,
+                "label": label(family, start.get("key") or {}),
+                "phase": start.get("phase"),
+                "start": start["t"],
+                "seconds": round(last[proc] - start["t"], 3),
+                "origin": "unfinished",
+            }
+        )
     out = []
     for entry in by_proc.values():
         if not entry["compiles"]:

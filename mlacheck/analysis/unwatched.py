@@ -3,7 +3,8 @@ watched family accounts for (a compile net's `unwatched_compile` events).
 
 An unwatched layout is one line of what was not checked; a dispatch through it makes the run incomplete. An
 unwatched compile on the serving path is MLA007, with the nearest earlier compile of the same kernel in the same
-process and the fields in which it differs; the others are listed.
+process and the fields in which it differs; one whose phase is unknown (`capture.phase`: before any serving start,
+under no warm-up frame) in a process that never marked serving start makes the run incomplete; the others are listed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlacheck.analysis.findings import Finding, nearest
+from mlacheck.capture.phase import HOW_TO_MARK, UNKNOWN, settled
 from mlacheck.codes import lookup
 from mlacheck.keys import value_text
 
@@ -49,24 +51,43 @@ class UnwatchedCompile:
     proc: int | None
 
 
-def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list[Finding]]:
-    """Every unwatched compile, and MLA007 for each one on the serving path. A compile made before its process marked
-    serving start (the mark came later) was warm-up."""
-    marked = {e.get("proc") for e in events if e["type"] == "serving_start"}
+def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list[Finding], list[str]]:
+    """Every unwatched compile, MLA007 for each one on the serving path, and an incomplete reason per kernel and process
+    whose compiles no phase could be told of. A compile made before its process marked serving start (the mark came
+    later) was warm-up."""
+    marks = {e.get("proc"): index for index, e in enumerate(events) if e["type"] == "serving_start"}
     compiles = [
         UnwatchedCompile(
             e["net"],
             e["kernel"],
             dict(e.get("key") or {}),
             e.get("seconds"),
-            "warmup" if e["phase"] == "unmarked" and e.get("proc") in marked else e["phase"],
+            settled(e["phase"], e.get("proc") in marks and index < marks[e.get("proc")]),
             e.get("site"),
             list(e.get("stack") or []),
             e.get("proc"),
         )
-        for e in events
+        for index, e in enumerate(events)
         if e["type"] == "unwatched_compile"
     ]
+    return compiles, _serving_path(compiles), _unknown(compiles, events)
+
+
+def _unknown(compiles: list[UnwatchedCompile], events: list[dict]) -> list[str]:
+    pids = {e.get("proc"): e.get("pid") for e in events if e["type"] == "run"}
+    unknown: dict[tuple, list[UnwatchedCompile]] = {}
+    for compiled in compiles:
+        if compiled.phase == UNKNOWN:
+            unknown.setdefault((compiled.net, compiled.kernel, compiled.proc), []).append(compiled)
+    return [
+        f"{net}: {len(found)} compile(s) of {kernel} in pid {pids.get(proc, '?')} (first at {found[0].site}) came "
+        "under no warm-up frame in a process that never marked serving start, so nothing tells warm-up from a "
+        f"serving-path compile: {HOW_TO_MARK}"
+        for (net, kernel, proc), found in unknown.items()
+    ]
+
+
+def _serving_path(compiles: list[UnwatchedCompile]) -> list[Finding]:
     findings = []
     for index, compiled in enumerate(compiles):
         if compiled.phase != "serving":
@@ -101,4 +122,4 @@ def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list
                 + "serving-path compile, no rule file watches it",
             )
         )
-    return compiles, findings
+    return findings

@@ -3,10 +3,11 @@
 process, beneath any wrapper a program put on top (vLLM's JIT monitor chains onto it unchanged).
 
 A compile that no watched family accounts for (no family's compile runs in this thread: `compile_timer.watching`) is
-an unwatched compile: one `unwatched_compile` event with the kernel (its function, or its class and the object's
+an unwatched compile: a `compile_start` event before it (a process that dies in it leaves that), a `compile_end`
+and one `unwatched_compile` event after it with the kernel (its function, or its class and the object's
 scalar configuration), what it was compiled for (each argument's type, dtype, shape and layout where it is a tensor),
-its seconds, its phase (warm-up or capture under the engines' frames; serving once the process marked serving start;
-else unmarked) and its site. Where launches are replaced (--dry, trace mode: kernels built for a target arch the
+its seconds, its phase (`phase`: warm-up or capture under the engines' frames; serving once the process marked serving
+start; else unknown, since a net cannot tell whether a dispatch call made it) and its site. Where launches are replaced (--dry, trace mode: kernels built for a target arch the
 device may not run), what the unwatched compile returns launches nothing when called (`NotLaunched`). Capture never
 raises into the program: a failure is an internal error.
 """
@@ -19,12 +20,13 @@ import inspect
 import sys
 import time
 
-from mlacheck.capture import compile_timer
+from mlacheck import events
+from mlacheck.capture import compile_timer, phase
 from mlacheck.capture.install import Patches
 from mlacheck.capture.stack import StackReader
 from mlacheck.events import EventSink
 from mlacheck.keys import typed
-from mlacheck.rulefiles.schema import CompileNet, PhaseRule
+from mlacheck.rulefiles.plain import CompileNet, PhaseRule
 
 LONG_TEXT = 200  # characters of a text argument beyond which the key holds its digest, not the text
 MAX_FIELDS = 48  # of a kernel object's configuration: its scalar attributes, in the object's own order
@@ -47,18 +49,22 @@ class CompileNetCapture:
         owner, attribute = self._patches.function(self.net.qualname, module)
         original = getattr(owner, attribute)
         method = inspect.isclass(owner)
-        record = self._recorded
-        replace = self.replace_launch
+        began, ended, replace = self._began, self._ended, self.replace_launch
         self._signature = _signature(original) if self.net.kernel else None
 
         @functools.wraps(original)
         def compile_watched(*args: object, **kwargs: object) -> object:
             if compile_timer.watching():
                 return original(*args, **kwargs)
+            start = began(args, kwargs, method, sys._getframe(1))
             started = time.perf_counter()
-            with compile_timer.watched_compile():  # a net beneath this one (a build's own compiles) leaves it to this
-                result = original(*args, **kwargs)
-            record(args, kwargs, method, time.perf_counter() - started, sys._getframe(1))
+            try:
+                with compile_timer.watched_compile():  # a net beneath this one (a build's own compiles) leaves it here
+                    result = original(*args, **kwargs)
+            except BaseException:
+                ended(start, time.perf_counter() - started, "raised")
+                raise
+            ended(start, time.perf_counter() - started, "returned")
             return NotLaunched(result) if replace else result
 
         self._patches.replace(owner, attribute, compile_watched)
@@ -77,40 +83,48 @@ class CompileNetCapture:
     def after_fork(self) -> None:
         """A forked child keeps what its parent marked."""
 
-    def _recorded(self, args: tuple, kwargs: dict, method: bool, seconds: float, frame) -> None:
+    def _began(self, args: tuple, kwargs: dict, method: bool, frame) -> tuple | None:
+        """The compile's `compile_start`, written before it runs: (its id, its phase, where, the kernel's name, what
+        its key is read from once it returned), or None where that failed (an internal error)."""
         try:
             where = self._reader.read(frame)
-            phase = where.phase or ("serving" if self._serving else "unmarked")
+            decided = phase.decide(where.phase, self._serving, None)
             if self.net.kernel:
                 subject, kernel = self._named_kernel(args, kwargs)
                 rest = args[1:] if method else args
             else:
-                args = args[1:] if method else args
-                kernel, rest = (args[0] if args else kwargs.get("function")), args[1:]
-                subject = kernel
-            self.sink.write(
-                {
-                    "type": "unwatched_compile",
-                    "net": self.net.label,
-                    "kernel": kernel if isinstance(kernel, str) else kernel_name(kernel),
-                    "key": {**configuration(subject), **arguments(rest, kwargs)},
-                    "seconds": seconds,
-                    "phase": phase,
-                    "site": where.site,
-                    "stack": where.stack,
-                }
-            )
+                given = args[1:] if method else args
+                subject = kernel = given[0] if given else kwargs.get("function")
+                rest = given[1:]
+            name = kernel if isinstance(kernel, str) else kernel_name(kernel)
+            event = events.compile_start_event(decided, where.site, where.stack, net=self.net.label, kernel=name)
+            self.sink.write(event)
+            return event["id"], decided, where, name, subject, rest, kwargs
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
-            try:
+            events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
+            return None
+
+    def _ended(self, start: tuple | None, seconds: float, outcome: str) -> None:
+        """The compile's `compile_end`, and where it returned, its `unwatched_compile` event."""
+        if start is None:
+            return
+        started, decided, where, name, subject, rest, kwargs = start
+        try:
+            self.sink.write(events.compile_end_event(started, seconds, outcome))
+            if outcome == "returned":
                 self.sink.write(
-                    {
-                        "type": "internal_error",
-                        "where": f"{self.net.label} compile net",
-                        "message": f"{type(exc).__name__}: {exc}",
-                    }
+                    events.unwatched_compile_event(
+                        self.net.label,
+                        name,
+                        {**configuration(subject), **arguments(rest, kwargs)},
+                        seconds,
+                        decided,
+                        where.site,
+                        where.stack,
+                    )
                 )
-            except Exception:  # noqa: BLE001
-                pass
+        except Exception as exc:  # noqa: BLE001
+            events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
 
     def _named_kernel(self, args: tuple, kwargs: dict) -> tuple[object, object]:
         """The parameter the rule's `kernel` path starts at, and what the path reads from it (e.g. `self.name`)."""

@@ -2,10 +2,12 @@
 
 A family names its compile function (tokenspeed_mla's `_compile_prefill_kernel`, or `cutlass.cute:compile`
 that FA4 calls inline); the value a compile returns is what enters the cache, so an insert finds its
-compile time by the identity of the value. Under `--compile skip` nothing compiles: the wrapper returns a
-`SkippedCompile` and the key is recorded all the same. A compile function shared by every caller in the process
-(cute.compile) is a family's only where its rule's `compile_callers` call it (through any wrapper of another module);
-any other call runs untouched (a compile net below names it).
+compile time by the identity of the value; the family's capture brackets each compile with a `compile_start` and a
+`compile_end` event (`FamilyCapture.compiling`), so that a process that dies in one leaves it behind. Under
+`--compile skip` nothing compiles: the wrapper returns a `SkippedCompile` and the key is recorded all the same. A
+compile function shared by every caller in the process (cute.compile) is a family's only where its rule's
+`compile_callers` call it (through any wrapper of another module); any other call runs untouched (a compile net below
+names it).
 """
 
 from __future__ import annotations
@@ -17,8 +19,17 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 RECENT = 16
+
+
+class Compiling(Protocol):
+    """What a compile timer asks of the family whose compile it times (`FamilyCapture`)."""
+
+    def compiling(self, frame: object) -> AbstractContextManager[None]:
+        """Around one compile called from `frame`."""
 
 
 class SkippedCompile:
@@ -34,16 +45,17 @@ class CompileTimer:
     def __init__(self, owner: object, attribute: str, skip: bool) -> None:
         self.owner, self.attribute, self.skip = owner, attribute, skip
         self.original = getattr(owner, attribute)
-        self.users = 0
-        self.callers: list[frozenset[tuple[str, str]] | None] = []  # per user: its compile callers, None: every caller
+        self.users: list[tuple[frozenset[tuple[str, str]] | None, Compiling]] = []  # (its compile callers, None:
+        # every caller; the family) per user
         self._recent: OrderedDict[int, tuple[object, float]] = OrderedDict()
         self.wrapper = TimedCompile(self, self.original)
 
-    def compiled(self, compile_function: Callable, args: tuple, kwargs: dict) -> object:
-        """One compile through `compile_function`, timed (under --compile skip: none, a SkippedCompile instead)."""
+    def compiled(self, family: Compiling, compile_function: Callable, args: tuple, kwargs: dict, frame) -> object:
+        """One compile of `family` through `compile_function`, called from `frame`, timed (under --compile skip: none,
+        a SkippedCompile instead)."""
         if self.skip:
             return SkippedCompile()
-        with watched_compile():
+        with watched_compile(), family.compiling(frame):
             started = time.perf_counter()
             kernel = compile_function(*args, **kwargs)
             self._recent[id(kernel)] = (kernel, time.perf_counter() - started)
@@ -51,24 +63,30 @@ class CompileTimer:
             self._recent.popitem(last=False)
         return kernel
 
-    def claims(self, frame) -> bool:
-        """Whether the compile called from `frame` is a family's: every call where a user claims every caller, else
-        the calls whose nearest frame in a user's module is one of its compile callers (module, qualname; a name
-        without its class where Python has no co_qualname). Frames of other modules in between are wrappers put on
-        the compile function later (vLLM's JIT monitor replaces `cute.compile` after its warm-up)."""
-        if any(callers is None for callers in self.callers):
-            return True
-        modules = {module for callers in self.callers for module, _ in callers}
+    def claimant(self, frame) -> Compiling | None:
+        """The family whose compile the one called from `frame` is (None: no family's): a user that claims every
+        call, else the user one of whose compile callers is the nearest frame in a user's module (module, qualname; a
+        name without its class where Python has no co_qualname). Frames of other modules in between are wrappers put
+        on the compile function later (vLLM's JIT monitor replaces `cute.compile` after its warm-up)."""
+        every = next((family for callers, family in self.users if callers is None), None)
+        if every is not None:
+            return every
+        modules = {module for callers, _ in self.users for module, _ in callers}
         while frame is not None and frame.f_globals.get("__name__") not in modules:
             frame = frame.f_back
         if frame is None:
-            return False
+            return None
         code, module = frame.f_code, frame.f_globals.get("__name__")
         qualname = getattr(code, "co_qualname", None)
-        return any(
-            name == module and (caller == qualname or (qualname is None and caller.rpartition(".")[2] == code.co_name))
-            for callers in self.callers
-            for name, caller in callers
+        return next(
+            (
+                family
+                for callers, family in self.users
+                for name, caller in callers
+                if name == module
+                and (caller == qualname or (qualname is None and caller.rpartition(".")[2] == code.co_name))
+            ),
+            None,
         )
 
     def seconds(self, value: object) -> float | None:
@@ -86,9 +104,11 @@ class TimedCompile:
         functools.update_wrapper(self, compile_function, updated=())
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        if not self._timer.claims(sys._getframe(1)):
+        frame = sys._getframe(1)
+        family = self._timer.claimant(frame)
+        if family is None:
             return self._compile(*args, **kwargs)
-        return self._timer.compiled(self._compile, args, kwargs)
+        return self._timer.compiled(family, self._compile, args, kwargs, frame)
 
     def __getitem__(self, options: object) -> TimedCompile:
         return TimedCompile(self._timer, self._compile[options])
@@ -116,24 +136,22 @@ _TIMERS: dict[tuple[int, str], CompileTimer] = {}
 
 
 def acquire(
-    owner: object, attribute: str, skip: bool, callers: frozenset[tuple[str, str]] | None = None
+    owner: object, attribute: str, skip: bool, callers: frozenset[tuple[str, str]] | None, family: Compiling
 ) -> CompileTimer:
-    """The process's timer of `owner.attribute`, installed on first use; `callers` (module, qualname): the functions
-    whose compiles are the user's (None: every call)."""
+    """The process's timer of `owner.attribute`, installed on first use, for `family`; `callers` (module, qualname):
+    the functions whose compiles are the family's (None: every call)."""
     timer = _TIMERS.get((id(owner), attribute))
     if timer is None:
         timer = _TIMERS[(id(owner), attribute)] = CompileTimer(owner, attribute, skip)
         setattr(owner, attribute, timer.wrapper)
-    timer.users += 1
-    timer.callers.append(callers)
+    timer.users.append((callers, family))
     return timer
 
 
-def release(timer: CompileTimer, callers: frozenset[tuple[str, str]] | None = None) -> None:
+def release(timer: CompileTimer, family: Compiling) -> None:
     """Give the compile function back once its last family is removed."""
-    timer.users -= 1
-    timer.callers.remove(callers)
-    if timer.users == 0:
+    timer.users = [user for user in timer.users if user[1] is not family]
+    if not timer.users:
         _TIMERS.pop((id(timer.owner), timer.attribute), None)
         if getattr(timer.owner, timer.attribute) is timer.wrapper:
             setattr(timer.owner, timer.attribute, timer.original)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from mlacheck import arch, qualnames
 from mlacheck.capture.policy import CapturePolicy
-from mlacheck.rulefiles.schema import DryPatch
+from mlacheck.rulefiles.plain import DryPatch
 
 
 def _actions(policy: CapturePolicy) -> dict[str, Callable[..., object]]:

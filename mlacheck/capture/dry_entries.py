@@ -9,7 +9,7 @@ from mlacheck import qualnames
 from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
-from mlacheck.rulefiles.schema import RuleFile
+from mlacheck.rulefiles.plain import RuleFile
 
 
 class DryEntry:

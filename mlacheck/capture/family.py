@@ -1,34 +1,35 @@
 """FamilyCapture: one family's capture in one process; turns what its cache adapter and dispatch wrappers see into
-events.
+its ledger's entries.
 
-Each cache key the process uses gets a variant number (vid). The first time a variant enters the cache, and the
-first time it is looked up in each phase, an event is written at once; every other lookup only steps a counter,
-and the counts are written as cumulative totals by `flush` (the agent calls it at a bounded interval and at
-exit). A lookup outside any dispatch call is not a dispatch. Hooks never raise into the program: a failure
-becomes an `internal_error` event. Where the cache sits (`caches`), what is replaced and undone (`install`),
-the counters (`counts`) and the code's fingerprint (`fingerprint`) are each their own module's.
+A lookup outside any dispatch call is not a dispatch. Hooks never raise into the program: a failure becomes an
+`internal_error` event. The variants, counts and events are the family's `ledger`; where the cache sits (`caches`),
+what is replaced and undone (`install`), the phase of a compile or dispatch (`phase`, through the ledger) and the
+code's fingerprint (`fingerprint`) are each their own module's.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import contextlib
 import inspect
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from types import FrameType
 
+from mlacheck import events
 from mlacheck.capture import caches, compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
-from mlacheck.capture.counts import Counts
 from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.fingerprint import fingerprint, installed_version, providers, unreadable_key_function
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
-from mlacheck.capture.install import AlreadyRecorded, Patches
+from mlacheck.capture.install import AlreadyRecorded, Patches, import_advice
+from mlacheck.capture.ledger import NO_KEY, Ledger
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
-from mlacheck.events import EventSink, run_clock
+from mlacheck.events import EventSink
 from mlacheck.keys import typed
-from mlacheck.rulefiles.schema import PhaseRule, RuleFile
+from mlacheck.rulefiles.plain import PhaseRule, RuleFile
 
 
 def no_launch(*args: object, **kwargs: object) -> None:
@@ -52,11 +53,9 @@ class FamilyCapture:
         )
         self.fast = hotpath.FastTable()  # variants seen in serving: key -> (counter, value to return)
         self.ticks = hotpath.ticks()  # per thread: a call is judged by its own thread's lookups
-        self.counts = Counts()
-        self.vids: dict[object, int] = {}
-        self._described: list[tuple[dict, dict | None]] = []
-        self._family_event: dict = {}
-        self._first: set[tuple[int, str]] = set()
+        self.ledger = Ledger(
+            self.family.name, sink, lambda key: self._adapter.describe(key), policy.flush_seconds, audit=self._audit
+        )
         self._errors: set[tuple] = set()
         self._stand_ins: dict[int, object] = {}
         self._patches = Patches(self.family.name, self._stale_advice, self.family.module)
@@ -64,6 +63,7 @@ class FamilyCapture:
         self._superseded: list[caches.CacheAdapter] = []  # adapters of the module before it ran again (follow)
         self._timer: compile_timer.CompileTimer | None = None
         self._reader: StackReader | None = None
+        self._missed: dict[int, tuple[object, int]] = {}  # thread -> (key, id of the dispatch frame) of its last miss
         self.installed = False
 
     # -- install / remove -------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ class FamilyCapture:
 
     def _install(self) -> None:
         family, patches = self.family, self._patches
-        module = patches.import_module(family.module, _import_advice(family.distribution))
+        module = patches.import_module(family.module, lambda: import_advice(family.distribution))
         adapter = self._adapter = caches.adapter(family, module, self, patches)
         dispatch = {name: patches.function(name, module) for name in family.dispatch}  # name -> (owner, attribute)
         functions = {name: getattr(owner, attribute) for name, (owner, attribute) in dispatch.items()}
@@ -97,40 +97,37 @@ class FamilyCapture:
         if family.compile:
             callers = frozenset((family.module, name) for name in family.compile_callers) or None
             self._timer = compile_timer.acquire(
-                *patches.function(family.compile, module), self.policy.compile == "skip", callers
+                *patches.function(family.compile, module), self.policy.compile == "skip", callers, self
             )
-            patches.on_undo(lambda: compile_timer.release(self._timer, callers))
+            patches.on_undo(lambda: compile_timer.release(self._timer, self))
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name, (owner, attribute) in dispatch.items():
             self._patches.wrap_function(
                 owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry)
             )
-        self._family_event = {
-            "type": "family",
-            "family": family.name,
-            "distribution": family.distribution,
-            "version": installed_version(family.distribution),
-            "providers": providers(family.package),
-            "key_fields": list(family.key_fields),
-            "cache_kind": family.cache_kind,
-            "fingerprint": code,
-        }
-        self.sink.write({**self._family_event, "preexisting": count})
-        if unreadable is not None:  # -- evidence-checks: a fingerprint that cannot be computed is not "unchanged"
-            self._write({"type": "unseen", "family": family.name, "what": unreadable})
+        self.ledger.announce(
+            count,
+            distribution=family.distribution,
+            version=installed_version(family.distribution),
+            providers=providers(family.package),
+            key_fields=list(family.key_fields),
+            cache_kind=family.cache_kind,
+            fingerprint=code,
+        )
+        if unreadable is not None:  # a fingerprint that cannot be computed is not "unchanged"
+            self.ledger.unseen(unreadable)
         for key in existing:
-            self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
+            self.ledger.compiled(self.ledger.vid(key), "preexisting", None, "compile", None, [])
         self.installed = True
 
     def remove(self) -> None:
         """Undo `install` (the program gets its own cache back, holding every variant really compiled)."""
         if not self.installed:
             return
-        self.safely("flush", lambda: self.flush(final=True))
+        self.safely("flush", lambda: self.ledger.flush(final=True))
         self._patches.undo(self.safely)
         self.installed = False
 
-    # -- evidence-checks: following a module that ran again (capture-core: keep beside install in the ledger) --
     def follow(self) -> None:
         """The family's module ran again (reloaded, or imported again as a new module object): watch the cache and
         the dispatch functions it holds now too, beside those watched before (variant numbers go on); what is still
@@ -151,9 +148,9 @@ class FamilyCapture:
             self._superseded.append(self._adapter)
             self._adapter = adapter
             existing, count = adapter.preexisting()
-            self.sink.write({**self._family_event, "preexisting": count})
+            self.ledger.announce_again(count)
             for key in existing:
-                self._write_compile(self._vid(key), "preexisting", None, "compile", None, [])
+                self.ledger.compiled(self.ledger.vid(key), "preexisting", None, "compile", None, [])
         dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
         for name in family.dispatch:
             owner, attribute = patches.function(name, module)
@@ -168,12 +165,9 @@ class FamilyCapture:
     def after_fork(self) -> None:
         """In a forked child: a fresh trace starts; what the child inherited is listed, counts start at zero."""
         self.forget_fast()
-        self.counts.restart()
-        self._first.clear()
         self._errors.clear()
-        self.sink.write({**self._family_event, "preexisting": 0})
-        for key in self._adapter.cached(self.vids):
-            self._write_compile(self.vids[key], "inherited", None, "compile", None, [])
+        vids = self.ledger.vids
+        self.ledger.after_fork(vids[key] for key in self._adapter.cached(vids))
 
     # -- hooks (called by the adapter and the dispatch wrappers: hooks.CaptureHooks) ---------------------
     def inserted(
@@ -186,10 +180,11 @@ class FamilyCapture:
                 origin = "skip" if isinstance(value, SkippedCompile) else "compile" if timed is not None else "unknown"
                 seconds = timed
             where = self._reader.read(frame)
-            phase = "serving" if where.dispatch_depth is not None and where.phase is None else where.phase or "warmup"
-            self._stand_ins.pop(self._vid(key), None)
-            self._write_compile(self._vid(key), phase, seconds, origin, where.site, where.stack)
-            self.maybe_flush()
+            self._missed.pop(threading.get_ident(), None)
+            vid = self.ledger.vid(key)
+            self._stand_ins.pop(vid, None)
+            self.ledger.compiled(vid, self.phase_at(where), seconds, origin, where.site, where.stack)
+            self.ledger.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)
 
@@ -205,10 +200,20 @@ class FamilyCapture:
             where = where or self._reader.read(frame)
             if where.dispatch_depth is None:
                 return value
-            vid = self._vid(key)
-            counter = self._count_dispatch(vid, where, count)
-            self.maybe_flush()
-            if value is MISSING:
+            vid = self.ledger.vid(key)
+            counter = self.ledger.dispatched(
+                vid,
+                self.ledger.phase(where.phase, True),
+                where.site,
+                where.stack,
+                self._call_facts(where.dispatch_frame),
+                count,
+            )
+            if count:
+                next(self.ticks)
+            self.ledger.maybe_flush()
+            if value is MISSING:  # the compile that follows is of this key
+                self._missed[threading.get_ident()] = (key, id(where.dispatch_frame))
                 return value
             returned = self._returned(vid, value)
             if where.phase is None:
@@ -226,36 +231,73 @@ class FamilyCapture:
             self.internal_error("lookup", exc)
             return None
 
+    def phase_at(self, where: Where) -> str:
+        """The phase of a compile at `where`, now (`capture.phase.decide`, with whether this process marked serving)."""
+        return self.ledger.phase(where.phase, where.dispatch_depth is not None)
+
     def launched(self, key: object, value: object, frame: FrameType) -> object:
         """What `cache[key]` gives a `contains` family's dispatch under a launch policy: the stand-in."""
         try:
-            return value if self._reader.read(frame).dispatch_depth is None else self._returned(self._vid(key), value)
+            if self._reader.read(frame).dispatch_depth is None:
+                return value
+            return self._returned(self.ledger.vid(key), value)
         except Exception as exc:  # noqa: BLE001
             self.internal_error("lookup", exc)
             return value
 
+    @contextlib.contextmanager
+    def compiling(self, frame: FrameType, key: object = NO_KEY, fresh: bool = True) -> Iterator[None]:
+        """Around a compile called from `frame` (a `fresh` key's: one the cache may not hold yet): `compile_start` before
+        it (with the key where it is known: given, or what a `contains` lookup of the same dispatch call missed),
+        `compile_end` after it, so that a process that dies in it leaves the compile behind."""
+        start = self.compile_began(frame, key) if fresh else None
+        started = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.compile_ended(start, time.perf_counter() - started, "raised")
+            raise
+        self.compile_ended(start, time.perf_counter() - started, "returned")
+
+    def compile_began(self, frame: FrameType, key: object = NO_KEY) -> int | None:
+        """A compile called from `frame` begins: its `compile_start` (its id for `compile_ended`; None where it was
+        lost, an internal error)."""
+        try:
+            where = self._reader.read(frame)
+            missed = self._missed.pop(threading.get_ident(), None)
+            if key is NO_KEY and missed is not None and where.dispatch_frame is not None:
+                key = missed[0] if missed[1] == id(where.dispatch_frame) else NO_KEY
+            return self.ledger.compile_began(self.phase_at(where), where.site, where.stack, key)
+        except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            self.internal_error("compile", exc)
+            return None
+
+    def compile_ended(self, start: int | None, seconds: float, outcome: str) -> None:
+        """The compile `compile_began` began ended: returned, raised, or (a library's disk cache) cached: it made
+        nothing."""
+        self.safely("compile", lambda: self.ledger.compile_ended(start, seconds, outcome))
+
     def call_counter(self, name: str) -> object:
-        return self.counts.calls(name)
+        return self.ledger.counts.calls(name)
 
     def dispatch_raised(self, name: str, error: BaseException, start: int, frame: FrameType) -> None:
         """A dispatch call raised: before its lookup (nothing was checked) or after it."""
         try:
             reached = next(self.ticks) > start + 1
-            next(self.counts.calls(f"{name}!{'after' if reached else 'before'}"))
+            next(self.ledger.counts.calls(f"{name}!{'after' if reached else 'before'}"))
             identity = (name, type(error).__name__, reached)
             if identity not in self._errors:
                 self._errors.add(identity)
                 message = str(error).strip().splitlines()
-                self._write(
-                    {
-                        "type": "dispatch_error",
-                        "family": self.family.name,
-                        "function": name,
-                        "error": type(error).__name__,
-                        "message": message[0][:300] if message else "",
-                        "reached_lookup": reached,
-                        "site": self._reader.read(frame).site,
-                    }
+                self.ledger.write(
+                    events.dispatch_error_event(
+                        self.family.name,
+                        name,
+                        type(error).__name__,
+                        message[0][:300] if message else "",
+                        reached,
+                        self._reader.read(frame).site,
+                    )
                 )
         except Exception as exc:  # noqa: BLE001
             self.internal_error("dispatch", exc)
@@ -263,27 +305,18 @@ class FamilyCapture:
     def dispatch_without_lookup(self, name: str, frame: FrameType) -> None:
         """A dispatch call returned without looking the cache up: it ran a variant nothing checked."""
         try:
-            next(self.counts.calls(f"{name}!nolookup"))
+            next(self.ledger.counts.calls(f"{name}!nolookup"))
             if (name, "no lookup") not in self._errors:
                 self._errors.add((name, "no lookup"))
-                self._write(
-                    {
-                        "type": "no_lookup",
-                        "family": self.family.name,
-                        "function": name,
-                        "site": self._reader.read(frame).site,
-                    }
-                )
+                self.ledger.write(events.no_lookup_event(self.family.name, name, self._reader.read(frame).site))
         except Exception as exc:  # noqa: BLE001
             self.internal_error("dispatch", exc)
 
     def serving_started(self) -> None:
-        """Serving starts now: what this process counted as serving so far was warm-up."""
-        self.flush()
-        self.counts.serving_as_warmup()
+        """Serving starts now: what this process counted as serving so far was warm-up, and every compile from now on
+        is serving."""
+        self.ledger.serving_started()
         self.forget_fast()
-        self._first = {first for first in self._first if first[1] != "serving"}
-        self.flush()
 
     def phase_changed(self) -> None:
         """A warm-up or capture frame starts or ends: the next lookup of every variant reads the stack again."""
@@ -300,67 +333,27 @@ class FamilyCapture:
         self._stand_ins.clear()
 
     def maybe_flush(self) -> None:
-        """Flush when the policy's interval has passed since the last flush."""
-        if self.counts.due(self.policy.flush_seconds):
-            self.safely("flush", self.flush)
+        self.ledger.maybe_flush()
 
     def flush(self, final: bool = False) -> None:
-        """Write what went past capture since the last flush (`unseen`), then the cumulative counts (when they
-        changed, or finally)."""
-        # -- evidence-checks: audit at each flush (capture-core: keep this call where the ledger flushes) --
-        if self.installed or final:
-            adapters = self._superseded + ([self._adapter] if self._adapter is not None else [])
-            for what in self._patches.moved() + [line for adapter in adapters for line in adapter.audit()]:
-                self._write({"type": "unseen", "family": self.family.name, "what": what})
-        totals = self.counts.to_write(final)
-        if totals is not None:
-            self._write({"type": "counts", "family": self.family.name, **totals, "final": final})
+        self.ledger.flush(final)
+
+    def _audit(self, final: bool) -> list[str]:
+        """What went past capture since the last flush (the ledger writes each as an `unseen` event at each flush): an
+        attribute no longer holding what capture put there, a module imported again, and each adapter's audit (the
+        current one's and those of the module before it ran again)."""
+        if not (self.installed or final):
+            return []
+        adapters = self._superseded + ([self._adapter] if self._adapter is not None else [])
+        return self._patches.moved() + [line for adapter in adapters for line in adapter.audit()]
 
     def safely(self, where: str, action: Callable[[], object]) -> None:
-        """Run a capture action; a failure becomes an internal error, never an exception in the program."""
-        try:
-            action()
-        except Exception as exc:  # noqa: BLE001
-            self.internal_error(where, exc)
+        self.ledger.safely(where, action)
 
     def internal_error(self, where: str, error: object) -> None:
-        """Write what capture could not see or do (the run then cannot pass); never raises."""
-        try:
-            self.sink.write(
-                {
-                    "type": "internal_error",
-                    "where": f"{self.family.name}: {where}",
-                    "message": f"{type(error).__name__}: {error}" if isinstance(error, Exception) else str(error),
-                }
-            )
-        except Exception:  # noqa: BLE001 - the sink itself failed; nothing left to tell
-            pass
+        self.ledger.internal_error(where, error)
 
-    # -- events -----------------------------------------------------------------------------------------
-    def _count_dispatch(self, vid: int, where: Where, count: bool = True) -> object:
-        phase = where.phase or "serving"
-        counter = self.counts.dispatches(vid, phase)
-        if count:
-            next(counter)
-            next(self.ticks)
-        if (vid, phase) not in self._first:
-            self._first.add((vid, phase))
-            key, spelling = self._described[vid]
-            self._write(
-                {
-                    "type": "dispatch",
-                    "family": self.family.name,
-                    "vid": vid,
-                    "key": key,
-                    "spelling": spelling,
-                    "phase": phase,
-                    "site": where.site,
-                    "stack": where.stack,
-                    "call": self._call_facts(where.dispatch_frame),
-                }
-            )
-        return counter
-
+    # -- what a dispatch gets ---------------------------------------------------------------------------
     def _call_facts(self, frame: FrameType | None) -> dict:
         """The rule's `call_facts`: locals of the dispatch call that looked this variant up first (batch size, ...)."""
         if frame is None or not self.family.call_facts:
@@ -373,56 +366,11 @@ class FamilyCapture:
             return value
         stand_in = self._stand_ins.get(vid)
         if stand_in is None:
-            stand_in = self._stand_ins[vid] = self.launch(self._described[vid][0], value)
+            stand_in = self._stand_ins[vid] = self.launch(self.ledger.described[vid][0], value)
         return stand_in
-
-    def _vid(self, key: object) -> int:
-        vid = self.vids.get(key)
-        if vid is None:
-            vid = self.vids[key] = len(self._described)
-            fields, spelling = self._adapter.describe(key)
-            self._described.append(({name: typed(value) for name, value in fields.items()}, spelling))
-        return vid
-
-    def _write_compile(
-        self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None, stack: list[str]
-    ) -> None:
-        key, spelling = self._described[vid]
-        self._write(
-            {
-                "type": "compile",
-                "family": self.family.name,
-                "vid": vid,
-                "key": key,
-                "spelling": spelling,
-                "phase": phase,
-                "seconds": seconds,
-                "origin": origin,
-                "site": site or "before mlacheck",
-                "stack": stack,
-                "t": run_clock(),
-            }
-        )
-
-    def _write(self, event: dict) -> None:
-        """Write one event; a sink that fails loses the event, never what the hook goes on to do for the program."""
-        try:
-            self.sink.write(event)
-        except Exception as exc:  # noqa: BLE001
-            self.internal_error("write", exc)
 
     def _stale_advice(self) -> str:
         return (
             f"installed {self.family.distribution} is {installed_version(self.family.distribution)}; re-check the "
             "rule file against it"
         )
-
-
-def _import_advice(distribution: str) -> str:
-    """What to do about a module that cannot be imported: install its distribution; or, where that is installed,
-    check the rule's module (a wrong name, or a dependency of the module that is missing: the error says which)."""
-    try:
-        version = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return f"install {distribution}"
-    return f"{distribution} {version} is installed: check the rule file's module (or the dependency the error names)"

@@ -63,13 +63,25 @@ def providers(package: str) -> list[str]:
     """ "name version" of each installed distribution that provides the top-level `package`."""
     from importlib import metadata
 
-    names = packages_distributions().get(package, [])
-    return [f"{name} {metadata.version(name)}" for name in dict.fromkeys(names)]
+    return [f"{name} {metadata.version(name)}" for name in distributions_of(package)]
 
 
 @functools.cache
-def packages_distributions() -> dict[str, list[str]]:
-    """Top-level package -> the installed distributions that provide it; read once per process (it scans them all)."""
+def distributions_of(package: str) -> tuple[str, ...]:
+    """The installed distributions that provide the top-level `package`, by the names their top_level.txt lists, else
+    by their RECORD (what `importlib.metadata.packages_distributions` reads, for one package: it parses every
+    distribution's metadata and files, several times slower, in every observed process that imports a watched
+    library); once per package and process."""
     from importlib import metadata
 
-    return metadata.packages_distributions()
+    names = []
+    for dist in metadata.distributions():
+        top = dist.read_text("top_level.txt")
+        if top is not None:
+            provides = package in top.split()
+        else:
+            record = "\n" + (dist.read_text("RECORD") or "")
+            provides = f"\n{package}/" in record or f"\n{package}.py," in record
+        if provides:
+            names.append(dist.metadata["Name"])
+    return tuple(dict.fromkeys(names))

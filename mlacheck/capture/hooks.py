@@ -7,6 +7,7 @@ from a table without either importing the other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Protocol
 
@@ -41,8 +42,21 @@ class CaptureHooks(Protocol):
     def where(self, frame: FrameType) -> Where | None:
         """Where a cache access happened (None where the stack could not be read: an internal error)."""
 
+    def phase_at(self, where: Where) -> str:
+        """The phase of a compile at `where`, now (`capture.phase.decide`)."""
+
     def launched(self, key: object, value: object, frame: FrameType) -> object:
         """What the value of a `contains` family's lookup is replaced by for a dispatch under a launch policy."""
+
+    def compiling(self, frame: FrameType, key: object = ..., fresh: bool = True) -> AbstractContextManager[None]:
+        """Around a compile called from `frame` (of `key` where it is known; a `fresh` key's, that the cache may not
+        hold yet): its `compile_start` and `compile_end` events."""
+
+    def compile_began(self, frame: FrameType, key: object = ...) -> int | None:
+        """A compile begins (`compile_start`); its id for `compile_ended`."""
+
+    def compile_ended(self, start: int | None, seconds: float, outcome: str) -> None:
+        """The compile ended (`compile_end`): returned, raised, or cached (it made nothing)."""
 
     def call_counter(self, name: str) -> object:
         """The counter of calls of a dispatch function (or `function!before` etc.)."""

@@ -32,13 +32,13 @@ class Patches:
         self._modules: dict[str, object] = {}  # the modules imported, as they were then
         self._moved: set[tuple[int, str]] = set()  # what `moved` said already
 
-    def import_module(self, name: str, install_hint: str = "") -> object:
+    def import_module(self, name: str, install_hint: Callable[[], str] | None = None) -> object:
+        """The module `name`; one that cannot be imported is one line, with `install_hint()`'s advice where given."""
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
-            raise MlacheckError(
-                f"{self.label}: cannot import {name} ({exc})" + (f"; {install_hint}" if install_hint else "")
-            ) from None
+            hint = install_hint() if install_hint is not None else ""
+            raise MlacheckError(f"{self.label}: cannot import {name} ({exc})" + (f"; {hint}" if hint else "")) from None
         self._modules[name] = module  # the latest: a module executed again and followed is not "imported again"
         return module
 
@@ -155,3 +155,16 @@ class Patches:
 
 def _kind(value: object) -> str:
     return "cache" if isinstance(value, dict) else "wrapper"
+
+
+def import_advice(distribution: str) -> str:
+    """What to do about a family's module that cannot be imported: install its distribution; or, where that is
+    installed, check the rule's module (a wrong name, or a dependency of the module that is missing: the error says
+    which)."""
+    import importlib.metadata  # slow to import; only a module that cannot be imported needs it
+
+    try:
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return f"install {distribution}"
+    return f"{distribution} {version} is installed: check the rule file's module (or the dependency the error names)"

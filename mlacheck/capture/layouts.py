@@ -13,12 +13,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
-
-from mlacheck.capture.fingerprint import fingerprint, installed_version, packages_distributions
-from mlacheck.rulefiles.schema import RuleFile
+from mlacheck.capture.fingerprint import distributions_of, fingerprint, installed_version
+from mlacheck.rulefiles.plain import RuleFile
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ def provider(module: object) -> Provider:
     from importlib import metadata
 
     path = os.path.realpath(getattr(module, "__file__", "") or "")
-    claims = packages_distributions().get(module.__name__.partition(".")[0], [])
+    claims = distributions_of(module.__name__.partition(".")[0])
     for name in dict.fromkeys(claims):
         try:
             distribution = metadata.distribution(name)
@@ -73,13 +72,18 @@ def applies(rule: RuleFile, module: object, installed: Provider) -> str | None:
     version = installed.version
     if installed.distribution is None:
         version = installed_version(family.distribution)
-    elif canonicalize_name(installed.distribution) != canonicalize_name(family.distribution):
+    elif _canonical(installed.distribution) != _canonical(family.distribution):
         return f"{family.name} is written for {family.distribution}"
     if family.checks_version(version):
         return None
     if family.fingerprints and fingerprint(module, family.key_functions) in family.fingerprints:
         return None
     return f"{family.name} was checked against {family.distribution} {' or '.join(family.version_ranges)}"
+
+
+def _canonical(name: str) -> str:
+    """A distribution name as PEP 503 compares it (packaging.utils.canonicalize_name, without its import cost)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def choose(rules: list[RuleFile], module: object, installed: Provider) -> tuple[RuleFile | None, list[str]]:

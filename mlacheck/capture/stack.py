@@ -18,8 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # an annotation only: reading a stack needs no rule schema
-    from mlacheck.rulefiles.schema import PhaseRule
+if TYPE_CHECKING:  # an annotation only
+    from mlacheck.rulefiles.plain import PhaseRule
 
 STACK_DEPTH = 12
 INSTRUMENTATION = ("mlacheck.capture", "mlacheck.program", "mlacheck.cli", "mlacheck.pytest_plugin")

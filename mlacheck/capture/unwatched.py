@@ -9,11 +9,12 @@ import functools
 import sys
 from collections.abc import Callable
 
+from mlacheck import events
 from mlacheck.capture.install import Patches
 from mlacheck.capture.layouts import Provider
 from mlacheck.capture.stack import frame_site
 from mlacheck.events import EventSink
-from mlacheck.rulefiles.schema import RuleFile
+from mlacheck.rulefiles.plain import RuleFile
 
 
 class UnwatchedLayout:
@@ -59,14 +60,9 @@ class UnwatchedLayout:
     def _write_event(self) -> None:
         first = self.rules[0].family
         self.sink.write(
-            {
-                "type": "unwatched",
-                "module": first.module,
-                "cache": first.cache,
-                "families": [rule.family.name for rule in self.rules],
-                "provider": str(self.provider),
-                "reasons": self.reasons,
-            }
+            events.unwatched_event(
+                first.module, first.cache, [rule.family.name for rule in self.rules], str(self.provider), self.reasons
+            )
         )
 
     def _write_missing(self, missing: list[str]) -> None:
@@ -74,13 +70,12 @@ class UnwatchedLayout:
         counted, so whether it served cannot be known."""
         first = self.rules[0].family
         self.sink.write(
-            {
-                "type": "unseen",
-                "family": first.name,
-                "what": f"{self.module.__name__} (not watched: installed {self.provider}) lacks the dispatch "
-                f"function(s) {', '.join(missing)} the rules name: calls through whatever replaced them were not "
-                "counted, so whether its cache served the run is unknown",
-            }
+            events.unseen_event(
+                first.name,
+                f"{self.module.__name__} (not watched: installed {self.provider}) lacks the dispatch function(s) "
+                f"{', '.join(missing)} the rules name: calls through whatever replaced them were not counted, so "
+                "whether its cache served the run is unknown",
+            )
         )
 
     def _counting(self, name: str, function: Callable) -> Callable:
@@ -90,12 +85,7 @@ class UnwatchedLayout:
                 self._called.add(name)
                 try:
                     self.sink.write(
-                        {
-                            "type": "unwatched_dispatch",
-                            "module": self.module.__name__,
-                            "function": name,
-                            "site": frame_site(sys._getframe(1)),
-                        }
+                        events.unwatched_dispatch_event(self.module.__name__, name, frame_site(sys._getframe(1)))
                     )
                 except Exception:  # noqa: BLE001 - capture never raises into the program
                     pass

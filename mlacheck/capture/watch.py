@@ -11,7 +11,7 @@ from mlacheck.capture.layouts import choose, provider
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.unwatched import UnwatchedLayout
 from mlacheck.events import EventSink
-from mlacheck.rulefiles.schema import CompileNet, PhaseRule, RuleFile
+from mlacheck.rulefiles.plain import CompileNet, PhaseRule, RuleFile
 
 
 def family_captures(

@@ -45,8 +45,7 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
         lines += _pairs(_triton(triton), width)
     rows = [(phase.engine, phase.phase, phase.function) for phase in rules.phases]
     rows += [
-        (start.engine, f"serving starts ({start.at})", f"{start.module}:{start.qualname}")
-        for start in rules.serving_starts
+        (start.engine, f"serving ({start.at})", f"{start.module}:{start.qualname}") for start in rules.serving_starts
     ]
     if rows:
         room = width - max(len(engine) + len(what) + 2 * 2 for engine, what, _ in rows)

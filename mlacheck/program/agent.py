@@ -18,9 +18,19 @@ import os
 import signal
 import sys
 
-from mlacheck import __version__, arch, qualnames
+from mlacheck import arch, qualnames, schemas
 from mlacheck.errors import MlacheckError
-from mlacheck.events import FORMAT_VERSION, JsonlSink, run_clock, start_run_clock
+from mlacheck.events import (
+    JsonlSink,
+    context_event,
+    exec_event,
+    exit_event,
+    internal_error_event,
+    run_event,
+    serving_start_event,
+    start_run_clock,
+    write_internal_error,
+)
 from mlacheck.files import read_json
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, trace_path
 from mlacheck.program.trust import check_folder
@@ -117,6 +127,7 @@ class Agent:
     def _begin(self) -> None:
         """Start this image's trace with its run event, and install what the modules already imported need."""
         self._write_run_event()
+        self._serving_kept("before an exec that failed")
         sys.meta_path.insert(0, self._finder)
         for name in list(self._finder.modules):
             if name in sys.modules:
@@ -133,7 +144,7 @@ class Agent:
                 self._safely(capture.remove)
         if self._patches is not None:
             self._patches.undo(lambda where, action: self._safely(action))
-        self._safely(lambda: self.sink.write({"type": "exit", "rank": _rank(), "how": how, "t": run_clock()}))
+        self._safely(lambda: self.sink.write(exit_event(_rank(), how)))
         self.sink.close()
         self._patches = None
 
@@ -195,7 +206,7 @@ class Agent:
         real = os.path.realpath(path) == os.path.realpath(sys.executable)
         python = real or bool(PYTHON_NAME.match(os.path.basename(path)))
         argv = [os.fsdecode(part) if isinstance(part, (str, bytes)) else str(part) for part in list(argv)[:256]]
-        self.sink.write({"type": "exec", "path": path, "argv": argv, "python": python, "t": run_clock()})
+        self.sink.write(exec_event(path, argv, python))
         self.stop(how="exec")
 
     def _exec_failed(self, error: BaseException) -> None:
@@ -203,21 +214,16 @@ class Agent:
         if self._finder in sys.meta_path:
             return
         self.sink.reopen(trace_path(self.run_dir, self._pid, self._host))
-        self.sink.write({"type": "exec", "failed": f"{type(error).__name__}: {error}", "t": run_clock()})
+        self.sink.write(exec_event(failed=f"{type(error).__name__}: {error}"))
         self.captures = {}
         self._begin()
-        if self._serving:
-            for capture in self._all_captures():
-                self._safely(capture.serving_started)
 
     def serving_started(self, how: str) -> None:
         """Serving starts now in this process (the first mark counts; later ones are ignored)."""
         if self._serving or os.getpid() != self._pid:
             return
         self._serving = True
-        self._safely(
-            lambda: self.sink.write({"type": "serving_start", "how": how, "site": _caller_site(), "t": run_clock()})
-        )
+        self._safely(lambda: self.sink.write(serving_start_event(how, _caller_site())))
         for capture in self._all_captures():
             self._safely(capture.serving_started)
 
@@ -252,23 +258,18 @@ class Agent:
         --dry the families' entry functions it holds."""
         from mlacheck.capture import watch
         from mlacheck.capture.dry_entries import dry_entries
-        from mlacheck.capture.policy import CapturePolicy
-        from mlacheck.rulefiles.schema import CompileNet, PhaseRule, RuleFile
+        from mlacheck.rulefiles import plain
 
         name = module.__name__
-        policy = CapturePolicy(**self.config.get("policy", {}))
-        phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
-        rules = [RuleFile.model_validate(data) for data in self.families.get(name, [])]
+        policy, phases = self._plain_config()
+        rules = [plain.rule_file(data) for data in self.families.get(name, [])]
         families = watch.family_captures(module, rules, self.sink, policy, phases)
         nets = watch.compile_nets(
-            [CompileNet.model_validate(data) for data in self.nets.get(name, [])],
-            self.sink,
-            phases,
-            policy.replace_launch,
+            [plain.compile_net(data) for data in self.nets.get(name, [])], self.sink, phases, policy.replace_launch
         )
         entries = [
             entry
-            for entry in dry_entries([RuleFile.model_validate(data) for data in self.entries.get(name, [])], policy)
+            for entry in dry_entries([plain.rule_file(data) for data in self.entries.get(name, [])], policy)
             if entry.module_name == name
         ]
         self.captures[name] = families + nets + entries
@@ -276,21 +277,42 @@ class Agent:
             self._safely(capture.install)
         for hook in nets + entries:
             self._safely(lambda hook=hook: hook.install(module))
+        self._serving_already(self.captures[name])
 
     def _watch(self, name: str) -> None:
         """Install the watcher of module `name` (its capture class is named in the config as MODULE:CLASS)."""
         import importlib
 
-        from mlacheck.capture.policy import CapturePolicy
-        from mlacheck.rulefiles.schema import PhaseRule
-
         watcher = self.watchers[name]
         module_name, class_name = qualnames.split(watcher["capture"])
-        policy = CapturePolicy(**self.config.get("policy", {}))
-        phases = tuple(PhaseRule.model_validate(phase) for phase in self.config.get("phases", []))
+        policy, phases = self._plain_config()
         capture = getattr(importlib.import_module(module_name), class_name)(watcher["rule"], self.sink, policy, phases)
         self.captures[name] = [capture]
         capture.install()
+        self._serving_already([capture])
+
+    def _plain_config(self) -> tuple:
+        """The capture policy and the engine frames of capture.json (refused, in one line, where another mlacheck wrote
+        a format this one does not read)."""
+        from mlacheck.capture.policy import CapturePolicy
+        from mlacheck.rulefiles import plain
+
+        plain.check_config(self.config, os.path.join(self.run_dir, CAPTURE_CONFIG))
+        phases = tuple(plain.phase_rule(phase) for phase in self.config.get("phases", []))
+        return CapturePolicy(**self.config.get("policy", {})), phases
+
+    def _serving_kept(self, when: str) -> None:
+        """A new trace of a process that marked serving start already (a forked child, an image after an exec that
+        failed) says so first: its captures know it (the fork copied them, `_serving_already` tells new ones)."""
+        if self._serving:
+            self._safely(lambda: self.sink.write(serving_start_event(f"marked {when}", None)))
+
+    def _serving_already(self, captures: list) -> None:
+        """Captures installed after this process marked serving start: their compiles from now on are serving."""
+        if self._serving:
+            for capture in captures:
+                if capture.installed:
+                    self._safely(capture.serving_started)
 
     def _all_captures(self) -> list:
         return [capture for captures in self.captures.values() for capture in captures if capture.installed]
@@ -332,6 +354,7 @@ class Agent:
         def child() -> None:
             self.sink.reopen(trace_path(self.run_dir, self._pid, self._host))
             self._write_run_event()
+            self._serving_kept(f"in the parent, pid {self._forked_from}, before the fork")
             for capture in self._all_captures():
                 capture.after_fork()
             real_exit = os._exit
@@ -345,26 +368,23 @@ class Agent:
         self._safely(child)
 
     def _write_run_event(self) -> None:
-        self.sink.header = event = {
-            "type": "run",
-            "format_version": FORMAT_VERSION,
-            "pid": os.getpid(),
-            "ppid": os.getppid(),
-            "host": os.uname().nodename,
-            "mlacheck_version": __version__,
-            "started": start_run_clock(),
-            "argv": list(sys.argv),
-            "rank": _environment_rank(),
-            "target_arch": self._target_arch(),
-            "forked_from": self._forked_from,
-            "found_by": self.found_by,
-        }
+        self.sink.header = event = run_event(
+            os.getpid(),
+            start_run_clock(),
+            ppid=os.getppid(),
+            host=os.uname().nodename,
+            argv=list(sys.argv),
+            rank=_environment_rank(),
+            target_arch=self._target_arch(),
+            forked_from=self._forked_from,
+            found_by=self.found_by,
+        )
         self.sink.write(event)
 
     def _write_context(self) -> None:
         engine = next((name for name, module in self.engines if module in sys.modules), None)
         values = {"target_arch": self._target_arch(), "engine": engine}
-        self.sink.write({"type": "context", "values": {k: v for k, v in values.items() if v is not None}})
+        self.sink.write(context_event(values))
 
     def _target_arch(self) -> str | None:
         """The target arch the process's compiles take: the first variable the families read it from that is set,
@@ -382,10 +402,7 @@ class Agent:
         try:
             action()
         except Exception as exc:  # noqa: BLE001 - the program goes on whatever capture does
-            try:
-                self.sink.write({"type": "internal_error", "where": "agent", "message": f"{type(exc).__name__}: {exc}"})
-            except Exception:  # noqa: BLE001
-                sys.stderr.write(f"mlacheck: capture error in process {os.getpid()}: {exc}\n")
+            write_internal_error(self.sink, "agent", exc)
 
 
 def current() -> Agent | None:
@@ -439,6 +456,7 @@ def start_agent(run_dir: str, found_by: str) -> Agent:
     config = read_json(os.path.join(run_dir, CAPTURE_CONFIG), what="a capture configuration")
     if not isinstance(config, dict) or not isinstance(config.get("families"), list):
         raise MlacheckError(f"{os.path.join(run_dir, CAPTURE_CONFIG)}: not a capture configuration mlacheck wrote")
+    schemas.check("capture.json", config.get("format_version"), os.path.join(run_dir, CAPTURE_CONFIG))
     for name, value in allowed_environment(config).items():
         os.environ.setdefault(name, value)
     watchers = config.get("watchers") or []
@@ -448,11 +466,9 @@ def start_agent(run_dir: str, found_by: str) -> Agent:
     for watcher in watchers:
         if watcher not in config["watchers"]:
             agent.sink.write(
-                {
-                    "type": "internal_error",
-                    "where": "agent",
-                    "message": f"capture.json names a watcher outside mlacheck ({str(watcher)[:200]}): not loaded",
-                }
+                internal_error_event(
+                    "agent", f"capture.json names a watcher outside mlacheck ({str(watcher)[:200]}): not loaded"
+                )
             )
     return agent
 

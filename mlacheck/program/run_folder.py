@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlacheck import schemas
 from mlacheck.errors import MlacheckError
 from mlacheck.files import read_json, read_note, regular_files
 from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB
@@ -69,12 +70,13 @@ class RunFolder:
             raise MlacheckError(f"{self.path}: cannot write the run folder: {exc.strerror or exc}") from None
 
     def write_meta(self, meta: dict) -> None:
-        """meta.json; MlacheckError (one line) where the folder is gone, no longer this user's alone, or full."""
-        self._write("meta.json", json.dumps(meta, indent=2) + "\n")
+        """meta.json (format-stamped); MlacheckError (one line) where the folder is gone, no longer this user's alone, or
+        full."""
+        self._write("meta.json", json.dumps(schemas.stamp("meta.json", meta), indent=2) + "\n")
 
     def write_tree(self, tree: dict) -> None:
-        """processes.json; MlacheckError as for meta.json."""
-        self._write(PROCESS_TREE, json.dumps(tree, indent=1) + "\n")
+        """processes.json (format-stamped); MlacheckError as for meta.json."""
+        self._write(PROCESS_TREE, json.dumps(schemas.stamp("processes.json", tree), indent=1) + "\n")
 
     def _write(self, name: str, text: str) -> None:
         check_folder(self.path)
@@ -154,6 +156,7 @@ def checked_meta(meta: object, path: Path) -> dict:
     """meta.json as the report reads it; a field of the wrong type is refused in one line."""
     if not isinstance(meta, dict):
         raise MlacheckError(f"{path}: not run metadata (not a JSON object); it is not a file mlacheck wrote")
+    schemas.check("meta.json", meta.get("format_version"), path)
     command, left = meta.get("command"), meta.get("left_behind") or []
     wrong = next(
         (
@@ -183,6 +186,8 @@ TREE_FIELDS = {"pid": int, "python": bool, "forked": bool}
 def checked_tree(tree: object, path: Path) -> dict:
     """processes.json as the reader needs it: a list of process records with a pid and whether each is a Python
     process and a fork; anything else is refused in one line."""
+    if isinstance(tree, dict):
+        schemas.check("processes.json", tree.get("format_version"), path)
     processes = tree.get("processes") if isinstance(tree, dict) else None
     if not isinstance(processes, list) or not all(isinstance(record, dict) for record in processes):
         raise MlacheckError(f"{path}: not a process record (no list of processes); it is not a file mlacheck wrote")

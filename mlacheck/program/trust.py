@@ -2,7 +2,7 @@
 from the folder, so a folder that someone else can write is never joined, and mlacheck writes into a folder only
 files it creates, never through a link and never over a file it did not make.
 
-Imported by every observed process: the standard library and mlacheck_startup only.
+Imported by every observed process: the standard library, mlacheck_startup and mlacheck.events only.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import os
 import stat
 
 from mlacheck.errors import MlacheckError
+from mlacheck.events import replace_file
 from mlacheck_startup import refusal
-
-NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class UntrustedFolder(MlacheckError):
@@ -30,23 +29,9 @@ def check_folder(path: str | os.PathLike, what: str = "run folder") -> None:
 
 def write_new(folder: str | os.PathLike, name: str, data: bytes) -> None:
     """Write `name` in `folder` whole: into a file created exclusively beside it, then renamed over it (a link or a
-    file someone else put there is replaced, never written through). OSError where the folder cannot take it."""
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}.new")
-    try:
-        os.unlink(temporary)  # left by a process of the same pid that was killed while writing it
-    except FileNotFoundError:
-        pass
-    fd = os.open(temporary, NEW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        os.unlink(temporary)
-        raise
-    os.close(fd)
-    os.replace(temporary, os.path.join(folder, name))
+    file someone else put there is replaced, never written through: `events.replace_file`, which a process's counts
+    checkpoint is written by too). OSError where the folder cannot take it."""
+    replace_file(os.path.join(folder, name), data)
 
 
 def write_note(path: str | os.PathLike, text: str) -> bool:

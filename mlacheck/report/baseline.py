@@ -16,6 +16,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from mlacheck import schemas
 from mlacheck.errors import MlacheckError
 from mlacheck.files import DOCUMENT_LIMIT, read_json
 from mlacheck.keys import key_identity
@@ -53,6 +54,7 @@ def report_fingerprints(findings: list[dict]) -> list[str]:
 def baseline_fingerprints(baseline: dict, source: str | None = None, written: str | None = None) -> set[str]:
     """The fingerprints a baseline holds: a report's findings, or a {"fingerprints": [...]} list."""
     if isinstance(baseline, dict) and isinstance(baseline.get("fingerprints"), list):
+        schemas.check("baseline", baseline.get("format_version"), written or f"--baseline {source or ''}".strip())
         if all(isinstance(item, str) for item in baseline["fingerprints"]):
             return set(baseline["fingerprints"])
     elif isinstance(baseline, dict) and isinstance(baseline.get("findings"), list):

@@ -62,13 +62,13 @@ def fit(columns: list[Column], width: int) -> list[Text]:
         widths = _widths(keys, width)
         lines = _table(keys, widths, header_only=True)
         for index, row in enumerate(_rows(keys, widths)):
-            lines += row + wrap(_detail(rest, index), width, INDENT, INDENT)
+            lines += row + wrap(_detail(rest, index), width, INDENT, INDENT, _breaks(rest))
         return lines
     lines = []
     for index in range(len(columns[0].cells)):
         lines += wrap(_block_head(keys or columns, index), width, 0, INDENT)
         if keys and rest:
-            lines += wrap(_detail(rest, index), width, INDENT, INDENT)
+            lines += wrap(_detail(rest, index), width, INDENT, INDENT, _breaks(rest))
     return lines
 
 
@@ -215,6 +215,12 @@ def _join(cells: list[tuple[Text, int, bool]]) -> Text:
             line.append(" " * GAP)
         line.append_text(Text(pad) + text if right else text + Text(pad))
     return _rstrip(line)
+
+
+def _breaks(columns: list[Column]) -> re.Pattern:
+    """Where a detail line of these columns may break a word longer than a line: after a dotted name's dots too where
+    one of them holds such names (NAMES breaks wherever PATHS does)."""
+    return NAMES if any(column.breaks is NAMES for column in columns) else PATHS
 
 
 def _detail(columns: list[Column], index: int) -> Text:

@@ -331,7 +331,7 @@ def _unwatched(compiles: list[dict]) -> list[Text]:
     lines = []
     for (kernel, phase), group in grouped.items():
         seconds = sum(c.get("seconds") or 0.0 for c in group)
-        where = {"unmarked": "before any serving start was marked (mark it to have these judged)"}.get(phase, phase)
+        where = {"unknown": "before any serving start was marked (mark it to have these judged)"}.get(phase, phase)
         lines.append(
             Text(
                 f"unwatched compile: {kernel} ({group[0]['net']}), {len(group)} in {where}, {seconds:.1f} s",

@@ -1,166 +1,24 @@
 """Rule files: TOML that declares kernel families and the engine functions around them. Strict; one-line errors.
 
-`load_rules` reads a file or a folder (default: the bundled rules, `bundled/`) into a `RuleSet`; the schema is
-`schema.py`.
+`load_rules` reads a file or a folder (default: the bundled rules, `bundled/`) into a `RuleSet` (`loading.py`); the
+schema is `schema.py` (pydantic); `plain.py` is the form an observed process reads from capture.json, without pydantic.
+The loader and the schema are imported when first asked for (`__getattr__`), so that an observed process that reads
+the plain form loads nothing of pydantic.
 """
 
-from __future__ import annotations
-
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-
-from pydantic import ValidationError
-
-from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles.schema import (
-    CompileNet,
-    EngineRule,
-    JitLibrary,
-    PhaseRule,
-    RuleFile,
-    ServingStartRule,
-    Triton,
-)
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = ["BUNDLED", "RuleFile", "RuleSet", "Triton", "load_rule_file", "load_rules"]
 
 BUNDLED = Path(__file__).resolve().parent / "bundled"
 """The rule files shipped with mlacheck."""
 
-
-@dataclass
-class RuleSet:
-    """Every rule file loaded: the families, and the engine facts every family shares."""
-
-    files: list[RuleFile]
-    families: list[RuleFile] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.families = [file for file in self.files if file.family is not None]
-
-    @property
-    def phases(self) -> tuple[PhaseRule, ...]:
-        """The engine functions under which a dispatch is warm-up or CUDA-graph capture."""
-        return tuple(phase for file in self.files for phase in file.phase)
-
-    @property
-    def serving_starts(self) -> list[ServingStartRule]:
-        return [start for file in self.files for start in file.serving_start]
-
-    @property
-    def engines(self) -> list[EngineRule]:
-        return [engine for file in self.files for engine in file.engine]
-
-    @property
-    def triton(self) -> Triton | None:
-        """The [triton] table, where a loaded file has one (Triton kernels are then watched)."""
-        return next((file.triton for file in self.files if file.triton is not None), None)
-
-    @property
-    def arches(self) -> list[str]:
-        """The target arches some family's kernels exist for (Triton's too), in the order the rule files name them."""
-        tables = [rule.family.arches for rule in self.families] + ([self.triton.arches] if self.triton else [])
-        return list(dict.fromkeys(name for arches in tables for name in arches))
-
-    def discovered(self, name: str, key_fields: list[str]) -> tuple[RuleFile | None, list[str]]:
-        """The rule of a recorded family that no file declares but a table watches (a Triton kernel), and what
-        of that table does not fit the family (stale); (None, []) where nothing watches it."""
-        triton = next((file for file in self.files if file.triton is not None), None)
-        if triton is None or self.family(name) is not None:
-            return None, []
-        return triton.triton.family_rule(name, key_fields, triton.source)
-
-    @property
-    def compile_nets(self) -> list[CompileNet]:
-        return [net for file in self.files for net in file.compile_net]
-
-    @property
-    def jit_libraries(self) -> list[JitLibrary]:
-        """The JIT-compiling libraries the rule files name (`coverage` says how each is seen)."""
-        return [library for file in self.files for library in file.jit_library]
-
-    @property
-    def arch_env(self) -> list[str]:
-        """The environment variables some family's compiles take their target arch from."""
-        return list(dict.fromkeys(name for rule in self.families for name in rule.family.arch_env))
-
-    @property
-    def sm_count_env(self) -> list[str]:
-        """The environment variables some family's fake-device dispatch reads the target's SM count from."""
-        return list(dict.fromkeys(name for rule in self.families for name in rule.family.sm_count_env))
-
-    @property
-    def copy_prefixes_env(self) -> list[str]:
-        """The variables through which engines copy variables with the names' prefixes they list to their workers."""
-        return list(dict.fromkeys(engine.copy_prefixes_env for engine in self.engines if engine.copy_prefixes_env))
-
-    def family(self, name: str) -> RuleFile | None:
-        return next((rule for rule in self.families if rule.family.name == name), None)
-
-    def capture_config(self) -> dict:
-        """What an observed process needs, as JSON: the family files as the schema dumps them, the engine facts."""
-        return {
-            "families": [rule.model_dump(mode="json") for rule in self.families],
-            "phases": [phase.model_dump(mode="json") for phase in self.phases],
-            "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
-            "engines": [engine.model_dump(mode="json") for engine in self.engines],
-            "arch_env": self.arch_env,
-            "compile_nets": [net.model_dump(mode="json") for net in self.compile_nets],
-            "watchers": [
-                {"module": Triton.MODULE, "capture": Triton.CAPTURE, "rule": self.triton.model_dump(mode="json")}
-            ]
-            if self.triton
-            else [],
-        }
+_LOADED = ("RuleFile", "RuleSet", "Triton", "load_rule_file", "load_rules")
 
 
-def load_rules(path: Path | None = None) -> RuleSet:
-    """Load a rule file, or every *.toml in a folder; None loads the bundled rules."""
-    path = BUNDLED if path is None else path
-    if path.is_dir():
-        files = sorted(path.glob("*.toml"))
-        if not files:
-            raise MlacheckError(
-                f"{path}: no *.toml rule files in this folder; point --rules at a rule file or a folder of them"
-            )
-    elif path.is_file():
-        files = [path]
-    else:
-        raise MlacheckError(f"{path}: no such rule file or folder; check the --rules path")
-    rules = RuleSet([load_rule_file(file) for file in files])
-    names = [rule.family.name for rule in rules.families] + ["[triton]" for file in rules.files if file.triton]
-    duplicate = next((name for name in names if names.count(name) > 1), None)
-    if duplicate:
-        raise MlacheckError(f"{path}: family {duplicate!r} is declared by more than one rule file; keep one")
-    if not rules.families and rules.triton is None:
-        raise MlacheckError(
-            f"{path}: no rule file here declares a [family] or a [triton] table; add one (see mlacheck's bundled "
-            "rule files)"
-        )
-    return rules
+def __getattr__(name: str) -> object:
+    if name in _LOADED:
+        from mlacheck.rulefiles import loading
 
-
-def load_rule_file(file: Path) -> RuleFile:
-    """Parse and validate one rule file; any problem is one line naming the file and the key."""
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise MlacheckError(f"{file}: broken TOML: {exc}; fix the file's syntax") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MlacheckError(f"{file}: cannot read the rule file: {exc}") from None
-    try:
-        return RuleFile.model_validate({**data, "source": str(file)})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = (
-            "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
-            or "(rule file)"
-        )
-        what = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
-        raise MlacheckError(f"{file}: {where}: {what} (the README's 'Rule files' section gives the schema)") from None
+        return getattr(loading, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,8 +6,9 @@ arches its kernels exist for) and may add `[fields.NAME]`, `[context]`, `[[contr
 `[[serving_start]]` markers and `[[engine]]` names; a family file may declare those too. A `[triton]` table
 (`bundled/triton.toml`) watches Triton kernels, each a family found at run time: `Triton.family_rule` declares one.
 
-These models are the one declaration of a family: capture reads them (an observed process gets them as JSON,
-`model_dump`, and validates them back when the family's module is imported), analysis reads them. Which
+These models are the one declaration of a family: analysis reads them, and capture reads their validated dump (an
+observed process builds `plain.py`'s dataclasses from capture.json, with no validation); what a model derives from its
+fields is `plain.py`'s mixins, shared by both forms. Which
 `cache_kind`s exist, and what each needs of the `[family]` table, is capture's to say (`capture.caches`).
 """
 
@@ -18,11 +19,11 @@ import re
 from typing import ClassVar, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mlacheck import arch, qualnames
 from mlacheck.keys import value_text
+from mlacheck.rulefiles.plain import FamilyFacts, Named, TritonFacts
 
 Scalar = bool | int | float | str
 
@@ -83,7 +84,7 @@ class JitDir(_Strict):
         return value
 
 
-class Family(_Strict):
+class Family(_Strict, FamilyFacts):
     """Where a kernel family's compile cache lives and how its key reads."""
 
     name: str
@@ -167,31 +168,6 @@ class Family(_Strict):
             )
         return self
 
-    @property
-    def fingerprints(self) -> tuple[str, ...]:
-        """The fingerprints of the code the rule was checked against (none where the rule records none)."""
-        if self.fingerprint is None:
-            return ()
-        return (self.fingerprint,) if isinstance(self.fingerprint, str) else tuple(self.fingerprint)
-
-    @property
-    def version_ranges(self) -> tuple[str, ...]:
-        """The specifier sets of the versions the rule was checked against."""
-        return (self.checked_versions,) if isinstance(self.checked_versions, str) else tuple(self.checked_versions)
-
-    @property
-    def package(self) -> str:
-        """The top-level package the family's module belongs to."""
-        return self.module.partition(".")[0]
-
-    def checks_version(self, version: str | None) -> bool:
-        """True when the installed version lies inside one of the checked ranges."""
-        try:
-            parsed = Version(version) if version is not None else None
-        except InvalidVersion:
-            return False
-        return parsed is not None and any(parsed in SpecifierSet(text) for text in self.version_ranges)
-
 
 class FieldNote(_Strict):
     """What drives a key field, so that a diff on it says so."""
@@ -269,7 +245,7 @@ class Dry(_Strict):
         return [_function_path(entry) for entry in value]
 
 
-class _Function(_Strict):
+class _Function(_Strict, Named):
     """A rule entry that names a function as MODULE:QUALNAME."""
 
     function: str = Field(description="MODULE:QUALNAME of a function or method (Class.method)")
@@ -278,14 +254,6 @@ class _Function(_Strict):
     @classmethod
     def _function(cls, value: str) -> str:
         return _function_path(value)
-
-    @property
-    def module(self) -> str:
-        return qualnames.split(self.function)[0]
-
-    @property
-    def qualname(self) -> str:
-        return qualnames.split(self.function)[1]
 
 
 class CompileNet(_Function):
@@ -402,7 +370,7 @@ class TritonKernel(_Strict):
         return Triton.family_name(self.kernel)
 
 
-class Triton(_Strict):
+class Triton(_Strict, TritonFacts):
     """Triton kernels as kernel families, found at run time: every `@triton.jit` kernel a process compiles or
     launches is `triton:<module>.<qualname>`, keyed by its parameters as Triton specialized them and its launch
     options; an autotuned kernel's tunings are `triton:<module>.<qualname>:autotune`, keyed by its tuning key."""
@@ -441,13 +409,6 @@ class Triton(_Strict):
     def family_name(cls, kernel: str) -> str:
         """ "pkg.mod:kern" -> "triton:pkg.mod.kern" """
         return cls.PREFIX + kernel.replace(":", ".")
-
-    def watches(self, kernel: str) -> bool:
-        """Whether the kernel `MODULE:QUALNAME` is watched."""
-        module = kernel.partition(":")[0]
-        if any(kernel == skip or module == skip or module.startswith(skip + ".") for skip in self.skip):
-            return False
-        return self.watch == "all" or any(entry.kernel == kernel for entry in self.kernel)
 
     def family_rule(self, name: str, key_fields: list[str], source: str) -> tuple[RuleFile | None, list[str]]:
         """The rule of a recorded family `name` (None where it is not a Triton kernel's) and what of the

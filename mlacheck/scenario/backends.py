@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from mlacheck.capture.install import import_advice
 from mlacheck.errors import MlacheckError
 from mlacheck.rulefiles import RuleFile, RuleSet, load_rules
 
@@ -88,11 +89,12 @@ class FamilyBackend:
 
     def module(self, rules: RuleSet) -> object:
         """The module the family's cache lives in, imported."""
-        name = rules.family(self.family).family.module
+        family = rules.family(self.family).family
         try:
-            return importlib.import_module(name)
+            return importlib.import_module(family.module)
         except ImportError as exc:
-            raise MlacheckError(f"{name} cannot be imported ({exc}); install {self.family}'s library") from None
+            advice = import_advice(family.distribution)
+            raise MlacheckError(f"{family.module} cannot be imported ({exc}); {advice}") from None
 
 
 class Prefiller(Protocol):

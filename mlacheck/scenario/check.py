@@ -19,7 +19,17 @@ from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy
 from mlacheck.errors import MlacheckError
-from mlacheck.events import FORMAT_VERSION, CallbackSink, JsonlSink, MemorySink, TeeSink, run_clock, start_run_clock
+from mlacheck.events import (
+    CallbackSink,
+    JsonlSink,
+    MemorySink,
+    TeeSink,
+    exit_event,
+    run_clock,
+    run_event,
+    serving_start_event,
+    start_run_clock,
+)
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.scenario import startup
 from mlacheck.scenario.backends import Bound, TrafficStats
@@ -30,7 +40,7 @@ from mlacheck.scenario.interrupt import DeferredInterrupt
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.library_warnings import LibraryWarnings
 from mlacheck.scenario.measurements import Measurements
-from mlacheck.scenario.plan import DecodePart, Plan, PrefillPart, Step, make_plan
+from mlacheck.scenario.plan import TRAFFIC, DecodePart, Plan, PrefillPart, Step, make_plan
 from mlacheck.scenario.setup import CheckOptions, Setup, prepare
 from mlacheck.scenario.sites import SiteMap
 from mlacheck.scenario.warmup import WarmupSource, resolve_warmup
@@ -107,15 +117,7 @@ class Recorder:
         self.sink = sinks[0] if len(sinks) == 1 else TeeSink(*sinks)
         self.shown = watch.phase if watch is not None else lambda name: None
         self.current, self.phases = "start-up", []
-        self.sink.write(
-            {
-                "type": "run",
-                "format_version": FORMAT_VERSION,
-                "pid": os.getpid(),
-                "mlacheck_version": __version__,
-                "started": start_run_clock(),
-            }
-        )
+        self.sink.write(run_event(os.getpid(), start_run_clock()))
 
     def phase(self, name: str) -> None:
         """A phase starts: shown, and timed for the report's timeline (seconds since the run event)."""
@@ -126,25 +128,35 @@ class Recorder:
         if name != "analysis":
             self.phases.append({"name": name, "start": run_clock(), "end": None})
 
+    def serving_started(self, hooks: list) -> None:
+        """Serving starts now (the engine's traffic begins): said in the trace and to every capture, as a program's
+        process marks it (`mlacheck.serving_started()`); from here every compile is a serving-path compile."""
+        self.sink.write(serving_start_event("the scenario's traffic starts", None))
+        for hook in hooks:
+            hook.serving_started()
+
     def close(self, interrupted: str | None) -> None:
-        self.sink.write(
-            {"type": "exit", "rank": None, "how": "interrupted" if interrupted else "scenario", "t": run_clock()}
-        )
+        self.sink.write(exit_event(None, "interrupted" if interrupted else "scenario"))
         self.sink.close()
 
 
 def execute(
     plan: Plan, hooks: list, recorder: Recorder, environment: Environment, library: LibraryWarnings
 ) -> str | None:
-    """Run the plan's steps, phase by phase, the libraries' warnings held back but in a user's own step; a Ctrl-C is
-    held back to the end of the step under way. The phase it stopped in, or None."""
+    """Run the plan's steps, phase by phase, the libraries' warnings held back but in a user's own step, serving start
+    marked where the traffic begins; a Ctrl-C is held back to the end of the step under way. The phase it stopped in,
+    or None."""
     deferred = DeferredInterrupt(
         lambda: recorder.shown(f"Ctrl-C: stopping after the step under way ({recorder.current})")
     )
     try:
         with deferred:
+            marked = False
             for phase in plan.phases:
                 recorder.phase(phase)
+                if phase in TRAFFIC and not marked:
+                    recorder.serving_started(hooks)
+                    marked = True
                 actions = [lambda step=step: (_run(step, library), deferred.check()) for step in plan.steps_in(phase)]
                 startup.run_phase(phase, actions, hooks)
             deferred.check()

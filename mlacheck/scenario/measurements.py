@@ -10,7 +10,7 @@ report as extra columns of the variant tables.
 from __future__ import annotations
 
 from mlacheck.analysis.tables import worst
-from mlacheck.events import EventSink
+from mlacheck.events import EventSink, numerics_event
 from mlacheck.keys import key_identity
 
 COLUMNS = ["tokens", "FP8 cost"]
@@ -27,7 +27,7 @@ class Measurements:
         if key is None:
             return
         if kernel is not None:
-            self.sink.write({"type": "numerics", "family": family, "key": key, "kernel": kernel})
+            self.sink.write(numerics_event(family, key, kernel))
         entry = self._variants.setdefault((family, key_identity(key)), {"key": key, "tokens": 0, "fp8_cost": None})
         entry["tokens"] += tokens
         entry["fp8_cost"] = worst(entry["fp8_cost"], fp8_cost)

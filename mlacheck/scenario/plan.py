@@ -3,7 +3,8 @@ each with its phase, the action that makes its calls into the kernel library, an
 
 The start-up runs first: the prefill warm-up function, the engine's dummy prefills, its decode warm-up forwards, then
 CUDA-graph capture; the prefill traffic (one step per prefill call), then the decode traffic (one step per decode
-step; a replayed graph looks nothing up).
+step; a replayed graph looks nothing up). Serving starts where the traffic does (`TRAFFIC`): the run marks it there, as
+an engine's process marks it after its start-up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mlacheck.scenario.warmup import WarmupSource, run_warmup
 
 PREFILL_TRAFFIC = "prefill traffic"
 DECODE_TRAFFIC = "decode traffic"
+TRAFFIC = (PREFILL_TRAFFIC, DECODE_TRAFFIC)  # serving starts where the first of them does
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,24 @@ def test_a_rebound_reloaded_or_reimported_cache_never_passes(tmp_path, attack, e
         assert result.report["incomplete"] == []
 
 
+CLEAN = """
+import importlib
+import sys
+import mlacheck
+import tests.fixtures.toy.toyattn as t
+t.warmup()
+t.forward(1)
+{attack}
+t.warmup()
+mlacheck.serving_started()
+t.forward(1)
+t.forward(2, causal=False)
+"""
+"""The module runs again and is warmed again before serving starts (a warm-up after the mark is serving-path
+compiles: `capture.phase`), then serves only what was warmed."""
+
+
 @pytest.mark.parametrize("attack", ["reload", "reimport"])
 def test_clean_traffic_through_a_module_that_ran_again_passes(tmp_path, attack):
-    text = TEXT.format(attack=ATTACKS[attack]).replace("t.forward(5000)\n", "t.forward(2, causal=False)\n")
+    text = CLEAN.format(attack=ATTACKS[attack])
     assert_pass(observe(tmp_path, sys.executable, program(tmp_path, text), rules=rules(tmp_path, True)))

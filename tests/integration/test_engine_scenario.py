@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import mlacheck.rulefiles
+import mlacheck.rulefiles.loading
 from mlacheck.rulefiles import BUNDLED
 from mlacheck.scenario.parts import run_scenario
 from mlacheck.scenario.setup import CheckOptions
@@ -45,8 +45,10 @@ def test_a_release_no_rule_describes_is_one_line_and_never_checked_with_that_rul
 
 def test_a_scenario_run_reads_its_rules_once(monkeypatch):
     read: list[Path] = []
-    load_rule_file = mlacheck.rulefiles.load_rule_file
-    monkeypatch.setattr(mlacheck.rulefiles, "load_rule_file", lambda file: read.append(file) or load_rule_file(file))
+    load_rule_file = mlacheck.rulefiles.loading.load_rule_file  # where load_rules finds it (rulefiles/loading.py)
+    monkeypatch.setattr(
+        mlacheck.rulefiles.loading, "load_rule_file", lambda file: read.append(file) or load_rule_file(file)
+    )
     report = run_scenario(CheckOptions(kernel="decode", compile="skip", batch_sizes="1,3"))
     assert report.verdict == "pass" and [f.name for f in report.families] == ["tokenspeed_mla.decode"]
     assert read and len(read) == len(set(read)), sorted(str(file) for file in read)

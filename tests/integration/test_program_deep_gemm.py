@@ -122,11 +122,6 @@ def test_a_warmup_that_covers_every_served_m_passes(tmp_path, deep_gemm):
     assert result.report["verdict"] == "pass"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the phase of a warm-up frame entered after serving start is the capture core's to decide "
-    "(capture/phase.py, issue 28's DeepGEMM item): today a [[phase]] frame is warm-up wherever it runs",
-)
 def test_a_warmup_run_inside_serving_is_a_stall_not_a_warmup(tmp_path, deep_gemm):
     # SGLang runs _maybe_compile_deep_gemm_one_type_all inside the first GEMM of each new (kernel type, N, K): where
     # that first GEMM comes after serving start, the whole M-list compile is a serving-path stall

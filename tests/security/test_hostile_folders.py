@@ -165,3 +165,19 @@ def test_counts_of_the_wrong_types_are_a_bad_line(copy_of, tmp_path):
 def test_a_format_2_body_labelled_format_1_is_never_read_as_warm_up(copy_of, tmp_path):
     rewrite(copy_of, lambda event: {**event, "format_version": 1} if event["type"] == "run" else event)
     assert_incomplete_naming(report(str(copy_of), tmp_path=tmp_path), "trace-9.jsonl", "format 1")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "huge"])
+def test_a_hostile_counts_checkpoint_is_a_lost_record_never_waited_on(copy_of, tmp_path, kind):
+    """A process's counts checkpoint (trace-PID.counts.json) that is no regular file of a sane size: never read past
+    its limit nor waited on; the run cannot pass and says which file it could not read."""
+    checkpoint = copy_of / "trace-9.counts.json"
+    checkpoint.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(checkpoint)
+    elif kind == "huge":
+        with open(checkpoint, "wb") as file:
+            file.truncate(17 << 20)
+    else:
+        checkpoint.symlink_to("/dev/zero")
+    assert_incomplete_naming(report(str(copy_of), tmp_path=tmp_path), "trace-9.counts.json")

@@ -214,7 +214,7 @@ def test_counts_are_exact_and_a_long_trace_stays_as_small_as_its_variants(kind):
         total = sum(kind.dispatch(1, FP8, True) for _ in range(10_000))
     assert total == 20_000
     events = capture.sink.events
-    assert [e["type"] for e in events] == ["family", "compile", "dispatch", "counts"]
+    assert [e["type"] for e in events] == ["family", "compile_start", "compile_end", "compile", "dispatch", "counts"]
     [counts] = of_type(events, "counts")
     vid = of_type(events, "compile")[0]["vid"]
     assert counts["final"] and counts["dispatches"] == {f"{vid}:serving": 10_000}

@@ -41,3 +41,29 @@ def test_compiles_become_bars_from_their_end_and_seconds():
 def test_the_run_clock_counts_from_the_run_event():
     started = start_run_clock()
     assert abs(started - time.time()) < 1.0 and 0.0 <= run_clock() < 1.0
+
+
+def test_a_compile_its_process_died_in_is_a_bar_to_the_last_record():
+    events = [
+        {"type": "run", "pid": 3, "proc": 0},
+        {"type": "compile_start", "id": 0, "family": "f", "phase": "warmup", "t": 1.0, "proc": 0},
+        {"type": "compile_end", "id": 0, "seconds": 1.0, "outcome": "returned", "t": 2.0, "proc": 0},
+        {
+            "type": "compile",
+            "family": "f",
+            "key": {"a": 1},
+            "phase": "warmup",
+            "seconds": 1.0,
+            "origin": "compile",
+            "t": 2.0,
+            "proc": 0,
+        },
+        {"type": "compile_start", "id": 1, "family": "f", "key": {"a": 2}, "phase": "serving", "t": 4.0, "proc": 0},
+        {"type": "counts", "family": "f", "dispatches": {}, "calls": {}, "final": False, "t": 6.5, "proc": 0},
+    ]
+    [entry] = timelines(events, label)
+    assert [(c["label"], c["start"], c["seconds"], c["origin"]) for c in entry["compiles"]] == [
+        ("(a=1)", 1.0, 1.0, "compile"),
+        ("(a=2)", 4.0, 2.5, "unfinished"),
+    ]
+    assert entry["end"] == 6.5

@@ -8,7 +8,7 @@ through `hooks.CaptureHooks`; the capture never asks which kind it holds.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mlacheck.capture.caches.attribute_dict import AttributeDict
 from mlacheck.capture.caches.class_dict import ClassDict
@@ -18,8 +18,10 @@ from mlacheck.capture.caches.jit_dir import JitDir
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.install import Patches
 from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles import RuleFile, RuleSet
-from mlacheck.rulefiles.schema import Family
+from mlacheck.rulefiles.plain import Family
+
+if TYPE_CHECKING:  # check_rules runs where the rules are loaded (the supervisor), never in an observed process
+    from mlacheck.rulefiles import RuleFile, RuleSet
 
 
 class CacheAdapter(Protocol):

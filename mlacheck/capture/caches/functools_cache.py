@@ -27,7 +27,7 @@ from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.install import AlreadyRecorded, Patches
 from mlacheck.keys import key_text, typed
-from mlacheck.rulefiles.schema import Family
+from mlacheck.rulefiles.plain import Family
 
 _getframe = sys._getframe
 _ABSENT = object()
@@ -186,7 +186,7 @@ class FunctoolsCache:
                 self.skipped[key] = SkippedCompile()
                 capture.inserted(key, self.skipped[key], frame, seconds=None, origin="skip")
             return self.skipped[key]
-        with compile_timer.watched_compile():
+        with compile_timer.watched_compile(), capture.compiling(frame, key):
             started = perf_counter()
             value = self._function(*args, **kwargs)
             seconds = perf_counter() - started

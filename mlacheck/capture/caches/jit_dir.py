@@ -8,8 +8,10 @@ A variant's key is what Python passes: the operation's name (`kernel`), the proc
 (`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields
 name, a tensor as its dtype and shape. A compile is an entry that appears in the library's disk cache (the rule's
 `jit_dir`: its root from the environment as the library reads it, or its default) during a dispatch call; the call's
-time is its compile time. A call that compiled nothing made nothing on the serving path: its key is only dispatched
-(precompiled where a warm-up or capture frame called it: the kernel was loaded, or built under another key). A
+time is its compile time, and the first call of each key in a process is bracketed by `compile_start` and
+`compile_end` (a process that dies in it leaves it behind). A call that compiled nothing made nothing on the serving
+path: its key is only dispatched (precompiled where a warm-up or capture frame called it before serving start: the
+kernel was loaded, or built under another key; after serving start such a frame is serving, `capture.phase`). A
 variant already dispatched on the serving path is counted on the hot path without looking at the disk; any other
 call is watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only
 when they move.
@@ -27,12 +29,14 @@ import sys
 from collections.abc import Collection
 from time import perf_counter
 
+from mlacheck.capture import phase
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import FLUSH_EVERY
 from mlacheck.capture.install import Patches
-from mlacheck.rulefiles.schema import Family
+from mlacheck.rulefiles.plain import Family
 
 _getframe = sys._getframe
+STARTUP = (phase.WARMUP, phase.CAPTURE)
 
 
 class Observed:
@@ -59,6 +63,7 @@ class JitDir:
         self._fields = [name for name in family.key_fields[1:] if name not in self._settings]
         self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of its key fields, in argument order
         self._warmed: set = set()  # keys a warm-up or capture frame dispatched
+        self._called: set = set()  # keys called inside a dispatch (the first call of each may compile)
         self._root: str | None = None  # the cache root of the first observed call
         self._listing: tuple[tuple[int, int], set[str]] | None = None  # ((change time, links), entries) last listed
         self._reported: set[str] = set()
@@ -179,16 +184,24 @@ class JitDir:
             return operation(*args, **kwargs)
         folder = self._folder()
         before = self._entries(folder)
+        start = capture.compile_began(frame, key) if key not in self._called else None  # a first call may compile
+        self._called.add(key)
         started = perf_counter()
-        result = operation(*args, **kwargs)
+        try:
+            result = operation(*args, **kwargs)
+        except BaseException:
+            capture.compile_ended(start, perf_counter() - started, "raised")
+            raise
         seconds = perf_counter() - started
         after = self._entries(folder)
         made = sorted(after - before) if before is not None and after is not None else []
+        capture.compile_ended(start, seconds, "returned" if made else "cached")
+        starting = capture.phase_at(where) in STARTUP  # a warm-up or capture frame, before serving start
         if made:
             capture.inserted(key, made, frame, seconds=seconds, origin="compile")
-        elif where.phase is not None and key not in self._warmed:
+        elif starting and key not in self._warmed:
             capture.inserted(key, None, frame, seconds=None, origin="unknown")
-        if where.phase is not None:
+        if starting:
             self._warmed.add(key)
         capture.looked_up(key, None, frame, where)
         return result

@@ -21,19 +21,21 @@ from collections.abc import Callable, Collection
 from types import FrameType
 
 from mlacheck.capture import hotpath
+from mlacheck.capture.caches.retiring import RetiringDict
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.hooks import MISSING, CaptureHooks
 from mlacheck.capture.install import AlreadyRecorded, Patches
 from mlacheck.errors import MlacheckError
 from mlacheck.keys import key_text, typed
-from mlacheck.rulefiles.schema import Family
+from mlacheck.rulefiles.plain import Family
 
 _getframe = sys._getframe
 
 
-class RecordingDict:
-    """What both recording dicts add to the hot-path dict they extend: inserts reported to the capture, and what a
-    mutation touches retired from the fast table; a dict otherwise."""
+class RecordingDict(RetiringDict):
+    """What both recording dicts add to the hot-path dict they extend: inserts reported to the capture, the keys seen
+    entering kept (what no insert of its own brought in is `unseen`), and what a mutation touches retired from the fast
+    table (`RetiringDict`); a dict otherwise."""
 
     __slots__ = ()
 
@@ -43,31 +45,26 @@ class RecordingDict:
         self._entered = set(entries)  # the keys it saw enter (or held from the start)
 
     def __setitem__(self, key: object, value: object) -> None:
-        dict.__setitem__(self, key, value)
+        RetiringDict.__setitem__(self, key, value)
         self._entered.add(key)
-        self._fast.pop(key, None)
         self._capture.inserted(key, value, _getframe(1))
 
     def __delitem__(self, key: object) -> None:
-        dict.__delitem__(self, key)
+        RetiringDict.__delitem__(self, key)
         self._entered.discard(key)
-        self._fast.pop(key, None)
 
     def pop(self, key: object, *default: object) -> object:
-        self._fast.pop(key, None)
         self._entered.discard(key)
-        return dict.pop(self, key, *default)
+        return RetiringDict.pop(self, key, *default)
 
     def popitem(self) -> tuple[object, object]:
-        key, value = dict.popitem(self)
+        key, value = RetiringDict.popitem(self)
         self._entered.discard(key)
-        self._fast.pop(key, None)
         return key, value
 
     def clear(self) -> None:
-        dict.clear(self)
+        RetiringDict.clear(self)
         self._entered.clear()
-        self._fast.clear()
 
     def _entered_unseen(self, key: object) -> None:
         """A looked-up key no `__setitem__` of it saw enter: flush now, so that the audit says so before the lookup

@@ -2,7 +2,7 @@
 
 Compiles are seen through Triton's own hooks (`triton.knobs`, 3.6 to 3.9), chained onto whatever each slot held,
 never displacing it: `runtime.jit_cache_hook` before a compile (the phase and site are read from the launching
-thread's stack there), `runtime.jit_post_compile_hook` after it (its time; a compile the launch goes on to run
+thread's stack there, and its `compile_start` is written), `runtime.jit_post_compile_hook` after it (its time; a compile the launch goes on to run
 is also that launch's dispatch), and `compilation.listener`, a watchdog: a JIT compile that reached the compiler
 without passing mlacheck's hook means someone replaced the slot without chaining (the hooks go back on top, and
 the run cannot pass). Hits are counted by the dicts of `families.py`, put in place for kernels made from now on
@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlacheck import events
+from mlacheck.capture import ledger
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
@@ -29,7 +31,8 @@ from mlacheck.capture.triton import dry
 from mlacheck.capture.triton.families import CountingCache, KernelFamily, TuningCache, counting
 from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
 from mlacheck.events import EventSink
-from mlacheck.rulefiles.schema import PhaseRule, Triton
+from mlacheck.rulefiles import plain
+from mlacheck.rulefiles.plain import PhaseRule, Triton
 
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
 
@@ -45,6 +48,7 @@ class _Pending:
     launched: bool  # the launch goes on to run it (not JITFunction.warmup)
     started: float
     thread: int
+    start: int | None  # its compile_start
     listener_seconds: float | None = None
 
 
@@ -59,7 +63,7 @@ class TritonCapture:
         policy: CapturePolicy = CapturePolicy(),
         phases: tuple[PhaseRule, ...] = (),
     ) -> None:
-        self.rule = rule if isinstance(rule, Triton) else Triton.model_validate(rule)
+        self.rule = plain.triton(rule) if isinstance(rule, dict) else rule
         self.sink, self.policy = sink, policy
         self.families: dict[str, KernelFamily] = {}
         self.installed = False
@@ -79,6 +83,7 @@ class TritonCapture:
         self._patches = Patches("triton")
         self._flushed_at = time.monotonic()
         self._target_written = False
+        self._serving = False  # the process marked serving start
         self._triton: dict[str, object] = {}
 
     # -- install / remove -------------------------------------------------------------------------------
@@ -179,6 +184,8 @@ class TritonCapture:
 
     # -- the agent's calls --------------------------------------------------------------------------------
     def serving_started(self) -> None:
+        """Serving starts now: each family's serving so far was warm-up; every compile from now on is serving."""
+        self._serving = True
         for family in list(self.families.values()):
             self.safely("serving start", family.serving_started)
 
@@ -195,8 +202,7 @@ class TritonCapture:
         if final:
             for pending in list(self._pending.values()):
                 self._settle(pending)
-        for family in list(self.families.values()):
-            family.flush(final)
+        ledger.flush([family.ledger for family in list(self.families.values())], final)
 
     # -- families -------------------------------------------------------------------------------------------
     def watches(self, kernel: str) -> bool:
@@ -226,7 +232,14 @@ class TritonCapture:
                     fields = [param.name for param in params] + [OPTIONS]
                     describe_key = lambda key: describe(params, key, self._jit_names)
                 family = self.families[name] = KernelFamily(
-                    name, kernel, fields, describe_key, self._write, self._triton.get("version")
+                    name,
+                    kernel,
+                    fields,
+                    describe_key,
+                    self.sink,
+                    self._triton.get("version"),
+                    self.policy.flush_seconds,
+                    self._serving,
                 )
                 family.family_event(0)
         self._owners[id(owner)] = (owner, family)
@@ -294,8 +307,8 @@ class TritonCapture:
             self.safely("compile", lambda: self._compiling(kwargs, frame))
         previous = self._prev.get("jit_cache_hook")
         skip = previous(**kwargs) if previous is not None else None
-        if self.active and skip:
-            self._pending.pop(self._pending_key(kwargs), None)  # a hook below skipped the compile: nothing cached
+        if self.active and skip:  # a hook below skipped the compile: nothing cached
+            self.safely("compile", lambda: self._skipped(self._pending.pop(self._pending_key(kwargs), None)))
         elif self.active and self.policy.dry and self.policy.compile == "skip":
             self.safely("compile", lambda: self._dry_skipped(kwargs))
             return True
@@ -329,9 +342,16 @@ class TritonCapture:
                 self._jit_names.setdefault(value.cache_key, value.fn.__qualname__)
         where = self._reader.read(frame)
         launched = not (dry.LAUNCH_WARMUP.get() if self.policy.dry else kwargs["is_manual_warmup"])
-        phase = where.phase or ("serving" if launched else "warmup")
+        phase = family.ledger.phase(where.phase, launched)
         self._pending[self._pending_key(kwargs)] = _Pending(
-            family, kwargs["key"], phase, where, launched, time.perf_counter(), threading.get_ident()
+            family,
+            kwargs["key"],
+            phase,
+            where,
+            launched,
+            time.perf_counter(),
+            threading.get_ident(),
+            family.ledger.compile_began(phase, where.site, where.stack, kwargs["key"]),
         )
         if not self._target_written:
             target = jf.device_caches[info["device"]][2]
@@ -358,7 +378,12 @@ class TritonCapture:
         jf = kwargs["fn"].jit_function
         dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], dry.DryKernel())
 
+    def _skipped(self, pending: _Pending | None) -> None:
+        if pending is not None:
+            pending.family.ledger.compile_ended(pending.start, time.perf_counter() - pending.started, "skipped")
+
     def _record(self, pending: _Pending, seconds: float | None, origin: str) -> None:
+        pending.family.ledger.compile_ended(pending.start, seconds, "skipped" if origin == "skip" else "returned")
         pending.family.compiled(pending.key, pending.phase, seconds, origin, pending.where)
         if pending.launched:
             pending.family.dispatched(pending.key, pending.phase, pending.where)
@@ -413,7 +438,7 @@ class TritonCapture:
                     dry.LAUNCH_WARMUP.get() if self.policy.dry else getattr(frame, "f_locals", {}).get("warmup")
                 )
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, where.phase or ("serving" if launched else "warmup"), where)
+                counter = family.dispatched(key, family.ledger.phase(where.phase, launched), where)
                 if where.phase is None and launched:
                     cache._fast[key] = (counter, value)
                 self.maybe_flush()
@@ -428,7 +453,7 @@ class TritonCapture:
             try:
                 family = self._used(cache)
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, where.phase or "serving", where)
+                counter = family.dispatched(key, family.ledger.phase(where.phase, True), where)
                 if where.phase is None:
                     cache._fast[key] = counter
                 self.maybe_flush()
@@ -448,7 +473,7 @@ class TritonCapture:
             if family is None:
                 return
             where = self._reader.read(frame)
-            phase = where.phase or "serving"
+            phase = family.ledger.phase(where.phase, True)
             seconds = None if self.policy.dry else self._bench_seconds.pop(id(tuner), 0.0)
             family.compiled(key, phase, seconds, "skip" if self.policy.dry else "compile", where)
             family.dispatched(key, phase, where)
@@ -470,11 +495,8 @@ class TritonCapture:
     # -- events -----------------------------------------------------------------------------------------------
     def _write_target(self, arch: str) -> None:
         self._target_written = True
-        self._write({"type": "context", "values": {"target_arch": arch}})
-
-    def _write(self, event: dict) -> None:
         try:
-            self.sink.write(event)
+            self.sink.write(events.context_event({"target_arch": arch}))
         except Exception as exc:  # noqa: BLE001
             self.internal_error("write", exc)
 
@@ -486,16 +508,8 @@ class TritonCapture:
             self.internal_error(where, exc)
 
     def internal_error(self, where: str, error: object) -> None:
-        try:
-            self.sink.write(
-                {
-                    "type": "internal_error",
-                    "where": f"triton: {where}",
-                    "message": f"{type(error).__name__}: {error}" if isinstance(error, Exception) else str(error),
-                }
-            )
-        except Exception:  # noqa: BLE001
-            pass
+        """What capture could not see or do (the run then cannot pass); never raises."""
+        events.write_internal_error(self.sink, f"triton: {where}", error)
 
 
 def _guarded(serialize: Callable) -> Callable:

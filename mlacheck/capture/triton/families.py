@@ -4,8 +4,8 @@ its cache hits.
 Each `@triton.jit` kernel that compiles or launches is a family of its own, `triton:<module>.<qualname>`, keyed by
 its parameters as Triton specialized them (`keys.describe`); an `@triton.autotune` kernel's tuning cache is another,
 `triton:<module>.<qualname>:autotune`, keyed by its tuning key. A family writes the same events as a rule file's
-family (`mlacheck.events`): `family` once, `compile` when a variant enters the cache, `dispatch` at the first lookup
-of a variant in each phase, `counts` (cumulative) when flushed.
+family, through the same ledger (`ledger.Ledger`): `family` once, `compile` when a variant enters the cache, `dispatch`
+at the first lookup of a variant in each phase, the counts when flushed.
 
 Hits are counted where Triton looks its caches up: a kernel's `kernel_cache.get(key)` in `JITFunction.run`, an
 autotuner's `key not in self.cache` in `Autotuner.run`. The dicts below stand in for those caches; a variant seen
@@ -19,40 +19,25 @@ import sys
 from collections.abc import Callable
 
 from mlacheck.capture import hotpath
-from mlacheck.capture.counts import Counts
+from mlacheck.capture.caches.retiring import RetiringDict
 from mlacheck.capture.hotpath_py import FLUSH_EVERY
+from mlacheck.capture.ledger import Ledger
 from mlacheck.capture.stack import Where
-from mlacheck.keys import typed
+from mlacheck.events import EventSink
 
 _getframe = sys._getframe
 
 
-class CountingCache(hotpath.GetDict):
+class CountingCache(RetiringDict, hotpath.GetDict):
     """A kernel's `kernel_cache` on one device (the first item of `JITFunction.device_caches[device]`): a dict whose
     `get` of a cached key, `JITFunction.run`'s only lookup, is a counted hit (`hotpath.GetDict`: a variant seen in
     serving is served from the fast table, (counter, kernel), without a Python frame where the hot path is
-    compiled). A write to a key takes the key out of the fast table."""
+    compiled). A write to a key takes the key out of the fast table (`RetiringDict`)."""
 
     __slots__ = ("_owner",)
 
     def _missed(self, key: object, frame: object) -> object:
         return self._capture.looked_up(self, key, None, frame)
-
-    def __setitem__(self, key: object, value: object) -> None:
-        dict.__setitem__(self, key, value)
-        self._fast.pop(key, None)
-
-    def __delitem__(self, key: object) -> None:
-        dict.__delitem__(self, key)
-        self._fast.pop(key, None)
-
-    def pop(self, key: object, *default: object) -> object:
-        self._fast.pop(key, None)
-        return dict.pop(self, key, *default)
-
-    def clear(self) -> None:
-        dict.clear(self)
-        self._fast.clear()
 
 
 class TuningCache(dict):
@@ -83,7 +68,7 @@ def counting(kind: type, entries: dict, capture: object, owner: object) -> dict:
 
 
 class KernelFamily:
-    """One kernel (or one autotuner) of one process: its variant numbers, counters and events."""
+    """One kernel (or one autotuner) of one process: its ledger, and the counting dicts of its caches."""
 
     def __init__(
         self,
@@ -91,83 +76,38 @@ class KernelFamily:
         kernel: str,
         key_fields: list[str],
         describe: Callable[[object], dict],
-        write: Callable[[dict], None],
+        sink: EventSink,
         version: str | None,
+        flush_seconds: float,
+        serving: bool,
     ) -> None:
         self.name, self.kernel, self.key_fields, self.version = name, kernel, key_fields, version
-        self._describe, self._write = describe, write
-        self.vids: dict[object, int] = {}
-        self.described: list[dict] = []
-        self.counts = Counts()
+        self.ledger = Ledger(name, sink, lambda key: (describe(key), None), flush_seconds, serving)
         self.caches: dict[int, dict] = {}  # id -> the counting dicts of its caches (their fast tables)
         self.every_lookup_counted = True
-        self._first: set[tuple[int, str]] = set()
 
     def family_event(self, preexisting: int) -> None:
-        self._write(
-            {
-                "type": "family",
-                "family": self.name,
-                "distribution": "triton",
-                "version": self.version,
-                "providers": [],
-                "key_fields": list(self.key_fields),
-                "cache_kind": "triton",
-                "fingerprint": None,
-                "preexisting": preexisting,
-                "kernel": self.kernel,
-                "every_lookup_counted": self.every_lookup_counted,
-            }
+        self.ledger.announce(
+            preexisting,
+            distribution="triton",
+            version=self.version,
+            providers=[],
+            key_fields=list(self.key_fields),
+            cache_kind="triton",
+            fingerprint=None,
+            kernel=self.kernel,
+            every_lookup_counted=self.every_lookup_counted,
         )
-
-    def vid(self, key: object) -> int:
-        vid = self.vids.get(key)
-        if vid is None:
-            fields = {name: typed(value) for name, value in self._describe(key).items()}
-            vid = self.vids[key] = len(self.described)
-            self.described.append(fields)
-        return vid
 
     def compiled(self, key: object, phase: str, seconds: float | None, origin: str, where: Where | None) -> None:
         """A variant entered the cache."""
-        vid = self.vid(key)
-        self._write(
-            {
-                "type": "compile",
-                "family": self.name,
-                "vid": vid,
-                "key": self.described[vid],
-                "spelling": None,
-                "phase": phase,
-                "seconds": seconds,
-                "origin": origin,
-                "site": (where.site if where is not None else None) or "before mlacheck",
-                "stack": where.stack if where is not None else [],
-            }
-        )
+        site, stack = (where.site, where.stack) if where is not None else (None, [])
+        self.ledger.compiled(self.ledger.vid(key), phase, seconds, origin, site, stack)
 
     def dispatched(self, key: object, phase: str, where: Where) -> object:
         """A launch (or a lookup) of a variant in a phase: counted; the first of each (variant, phase) is an event.
         Returns the variant's counter of that phase."""
-        vid = self.vid(key)
-        counter = self.counts.dispatches(vid, phase)
-        next(counter)
-        if (vid, phase) not in self._first:
-            self._first.add((vid, phase))
-            self._write(
-                {
-                    "type": "dispatch",
-                    "family": self.name,
-                    "vid": vid,
-                    "key": self.described[vid],
-                    "spelling": None,
-                    "phase": phase,
-                    "site": where.site,
-                    "stack": where.stack,
-                    "call": {},
-                }
-            )
-        return counter
+        return self.ledger.dispatched(self.ledger.vid(key), phase, where.site, where.stack)
 
     def forget_fast(self) -> None:
         for cache in self.caches.values():
@@ -175,24 +115,11 @@ class KernelFamily:
 
     def serving_started(self) -> None:
         """Serving starts now: what was counted as serving so far was warm-up."""
-        self.flush()
-        self.counts.serving_as_warmup()
+        self.ledger.serving_started()
         self.forget_fast()
-        self._first = {first for first in self._first if first[1] != "serving"}
-        self.flush()
 
     def after_fork(self) -> None:
         """In a forked child: a fresh trace; what the child inherited is listed, counts start at zero."""
         self.forget_fast()
-        self.counts.restart()
-        self._first.clear()
-        self.family_event(0)
         cached = {key for cache in self.caches.values() for key in dict.keys(cache)}
-        for key in self.vids:
-            if key in cached:
-                self.compiled(key, "inherited", None, "compile", None)
-
-    def flush(self, final: bool = False) -> None:
-        totals = self.counts.to_write(final)
-        if totals is not None:
-            self._write({"type": "counts", "family": self.name, **totals, "final": final})
+        self.ledger.after_fork(vid for key, vid in self.ledger.vids.items() if key in cached)

@@ -1,0 +1,210 @@
+"""The rules as capture reads them: plain dataclasses, and what both forms derive from their fields.
+
+The supervisor validates the rule files once (`schema.py`, pydantic) and writes what an observed process needs to
+capture.json (`RuleSet.capture_config`: the validated models' JSON dump, stamped with its format version). An observed
+process builds these dataclasses from it (`rule_file`, `phase_rule`, `compile_net`, `triton`) with no validation and
+nothing of pydantic, typer or rich, so that importing a watched library stays cheap. Each class has the fields capture
+reads, named as the schema names them, so a validated model of this process (the scenario's, a test's) serves capture
+as well. The mixins (`FamilyFacts`, `Named`, `TritonFacts`) are what the schema's models and these share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+
+from mlacheck import qualnames, schemas
+
+
+class FamilyFacts:
+    """What a family's fields say beyond themselves (a `[family]` table: checked_versions, fingerprint, module)."""
+
+    @property
+    def fingerprints(self) -> tuple[str, ...]:
+        """The fingerprints of the code the rule was checked against (none where the rule records none)."""
+        if self.fingerprint is None:
+            return ()
+        return (self.fingerprint,) if isinstance(self.fingerprint, str) else tuple(self.fingerprint)
+
+    @property
+    def version_ranges(self) -> tuple[str, ...]:
+        """The specifier sets of the versions the rule was checked against."""
+        return (self.checked_versions,) if isinstance(self.checked_versions, str) else tuple(self.checked_versions)
+
+    @property
+    def package(self) -> str:
+        """The top-level package the family's module belongs to."""
+        return self.module.partition(".")[0]
+
+    def checks_version(self, version: str | None) -> bool:
+        """True when the installed version lies inside one of the checked ranges (a plain form may carry the answer
+        for a version already: `version_checked`)."""
+        known = getattr(self, "version_checked", {}).get(version)
+        if known is not None:
+            return known
+        from packaging.specifiers import SpecifierSet  # only a family's install asks
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            parsed = Version(version) if version is not None else None
+        except InvalidVersion:
+            return False
+        return parsed is not None and any(parsed in SpecifierSet(text) for text in self.version_ranges)
+
+
+class Named:
+    """A rule entry that names a function as MODULE:QUALNAME (its `function`)."""
+
+    @property
+    def module(self) -> str:
+        return qualnames.split(self.function)[0]
+
+    @property
+    def qualname(self) -> str:
+        return qualnames.split(self.function)[1]
+
+
+class TritonFacts:
+    """Which Triton kernels a `[triton]` table watches (its watch, skip and kernel entries)."""
+
+    def watches(self, kernel: str) -> bool:
+        """Whether the kernel `MODULE:QUALNAME` is watched."""
+        module = kernel.partition(":")[0]
+        if any(kernel == skip or module == skip or module.startswith(skip + ".") for skip in self.skip):
+            return False
+        return self.watch == "all" or any(entry.kernel == kernel for entry in self.kernel)
+
+
+@dataclass(eq=False)
+class JitDir:
+    default: str
+    entry: str
+    env: Sequence[str] = ()
+    entries: str = ""
+    settings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Family(FamilyFacts):
+    name: str
+    distribution: str
+    checked_versions: str | Sequence[str]
+    arches: Sequence[str]
+    module: str
+    cache: str
+    dispatch: Sequence[str]
+    key_fields: Sequence[str]
+    description: str = ""
+    arch_env: Sequence[str] = ()
+    sm_count_env: Sequence[str] = ()
+    cache_kind: str = "dict"
+    lookup: str = "getitem"
+    compile: str | None = None
+    compile_callers: Sequence[str] = ()
+    warmup: str | None = None
+    key_functions: Sequence[str] = ()
+    fingerprint: str | Sequence[str] | None = None
+    site_skip: Sequence[str] = ()
+    call_facts: Sequence[str] = ()
+    every_call_looks_up: bool = False
+    unbounded_after: int | None = None
+    jit_dir: JitDir | None = None
+    version_checked: Mapping[str, bool] = field(default_factory=dict)  # version -> checks_version(version)
+
+
+@dataclass(eq=False)
+class DryPatch:
+    target: str
+    action: str
+    methods: dict[str, str]
+
+
+@dataclass(eq=False)
+class Dry:
+    host_arguments: Sequence[str] = ()
+    patch: tuple[DryPatch, ...] = ()
+    entries: Sequence[str] = ()
+
+
+@dataclass(eq=False)
+class RuleFile:
+    """A family's rule file, as much of it as capture reads."""
+
+    family: Family
+    dry: Dry = Dry()
+    source: str = ""
+
+
+@dataclass(eq=False)
+class PhaseRule(Named):
+    function: str
+    phase: str
+    engine: str = ""
+    source: str = ""
+
+
+@dataclass(eq=False)
+class CompileNet(Named):
+    function: str
+    label: str
+    kernel: str = ""
+    site_skip: Sequence[str] = ()
+
+
+@dataclass(eq=False)
+class TritonKernel:
+    kernel: str
+
+
+@dataclass(eq=False)
+class Triton(TritonFacts):
+    checked_versions: str | Sequence[str]
+    arches: list[str]
+    description: str = ""
+    distribution: str = "triton"
+    watch: str = "all"
+    skip: Sequence[str] = ()
+    site_skip: Sequence[str] = ()
+    unbounded_after: int = 4
+    kernel: tuple[TritonKernel, ...] = ()
+
+
+def _plain(kind: type, data: dict) -> object:
+    """`kind` from the fields of `data` it has (a dump may hold more: what capture does not read)."""
+    names = {member.name for member in fields(kind)}
+    return kind(**{name: value for name, value in data.items() if name in names})
+
+
+def rule_file(data: dict) -> RuleFile:
+    """A family's rule file from its dump in capture.json."""
+    dry = data.get("dry") or {}
+    family = data["family"]
+    jit_dir = family.get("jit_dir")
+    return RuleFile(
+        _plain(Family, {**family, "jit_dir": _plain(JitDir, jit_dir) if jit_dir is not None else None}),
+        Dry(
+            dry.get("host_arguments", ()),
+            tuple(_plain(DryPatch, patch) for patch in dry.get("patch", ())),
+            dry.get("entries", ()),
+        ),
+        data.get("source", ""),
+    )
+
+
+def phase_rule(data: dict) -> PhaseRule:
+    return _plain(PhaseRule, data)
+
+
+def compile_net(data: dict) -> CompileNet:
+    return _plain(CompileNet, data)
+
+
+def triton(data: dict) -> Triton:
+    """The `[triton]` table from its dump in capture.json."""
+    entries = tuple(TritonKernel(entry["kernel"]) for entry in data.get("kernel", ()))
+    return _plain(Triton, {**data, "kernel": entries})
+
+
+def check_config(config: dict, source: str) -> None:
+    """Refuse, in one line, a capture.json of a format this mlacheck does not read (another mlacheck wrote it)."""
+    schemas.check("capture.json", config.get("format_version"), source)

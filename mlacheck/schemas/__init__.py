@@ -1,0 +1,132 @@
+"""The formats of the files mlacheck writes and reads back: each file's current version, the versions this mlacheck
+reads, and what changed in each (`FORMATS`), with the one reader check (`check`) that refuses, in one line that says
+what changed, a file it cannot read. The trace's events have a JSON Schema each, `events/KIND.json` (package data;
+`event_schema`).
+
+Every JSON file carries its version as "format_version" (a trace, in its first event); a rule file as a top-level
+`format_version = N`. A writer stamps it with `stamp`. Imported by observed processes: it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlacheck.errors import MlacheckError
+
+EVENTS = Path(__file__).resolve().parent / "events"
+
+
+@dataclass(frozen=True)
+class Format:
+    """One kind of file: the version written now, those read, what changed in each version, what to do with another."""
+
+    name: str
+    current: int
+    readable: tuple[int, ...]
+    changes: dict[int, str]  # version -> what it changed (0: the file carried no version)
+    advice: str  # what to do with a file of a version this mlacheck cannot read
+
+    def changed_since(self, version: int) -> str:
+        """What changed after `version`, up to the current one."""
+        return "; ".join(f"format {v}: {self.changes[v]}" for v in sorted(self.changes) if version < v <= self.current)
+
+
+FORMATS = {
+    f.name: f
+    for f in (
+        Format(
+            "trace",
+            3,
+            (1, 2, 3),
+            {
+                1: "one event per dispatch, keys as lists of strings",
+                2: "typed keys, the first dispatch per variant and phase plus cumulative counts",
+                3: "compile_start and compile_end around every compile; phase unknown (was unmarked); counts are "
+                "state: kept while the process runs in trace-PID.counts.json beside the trace (replaced, not "
+                "appended), and a final counts event at exit",
+            },
+            "record it again with this mlacheck, or read it with the mlacheck that wrote it",
+        ),
+        Format(
+            "counts checkpoint",
+            1,
+            (1,),
+            {1: '{"format_version": 1, "pid", "t", "families": {FAMILY: {"dispatches", "calls"}}}'},
+            "read the run folder with the mlacheck that wrote it",
+        ),
+        Format(
+            "capture.json",
+            1,
+            (1,),
+            {0: "the rule schema's dump, validated again in every observed process", 1: "the rules' plain form"},
+            "start the program with the mlacheck that made the run folder (capture.json is written by `mlacheck run`)",
+        ),
+        Format(
+            "meta.json",
+            1,
+            (0, 1),
+            {0: "no version", 1: "format_version"},
+            "report the run folder with the mlacheck that wrote it",
+        ),
+        Format(
+            "processes.json",
+            1,
+            (0, 1),
+            {0: "no version", 1: "format_version"},
+            "report the run folder with the mlacheck that wrote it",
+        ),
+        Format(
+            "baseline",
+            1,
+            (0, 1),
+            {0: "a fingerprints list without a version", 1: '{"format_version": 1, "fingerprints": [...]}'},
+            "write the baseline again with --output json:PATH",
+        ),
+        Format(
+            "rule file",
+            2,
+            (2,),
+            {
+                1: "mlacheck 0.2.0",
+                2: 'family.arches is required (the target arches the kernels exist for, e.g. arches = ["sm_100a"]), '
+                "[numerics] bounds are max = {METRIC = BOUND} and min = {...} (not max_rel_err, min_cosine, "
+                "lse_max_abs_err), [[dry.patch]] actions are the generic ones of the README",
+            },
+            "update the file as said and declare format_version = 2 at its top",
+        ),
+    )
+}
+"""Every versioned file mlacheck writes (the JSON report and the manifest keep their own, in `report/`)."""
+
+
+def stamp(name: str, data: dict) -> dict:
+    """`data` with the current format version of file kind `name` first."""
+    return {"format_version": FORMATS[name].current, **data}
+
+
+def check(name: str, version: object, source: object) -> None:
+    """Refuse, in one line naming `source` and what changed, a file of kind `name` whose format version this mlacheck
+    cannot read (None: the file carries none, version 0)."""
+    kind = FORMATS[name]
+    found = 0 if version is None else version
+    if isinstance(found, int) and not isinstance(found, bool) and found in kind.readable:
+        return
+    readable = " or ".join(map(str, kind.readable))
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise MlacheckError(f"{source}: format_version {found!r} is not a number; this mlacheck reads {readable}")
+    if found > kind.current:
+        raise MlacheckError(
+            f"{source}: a {name} of format {found}, newer than this mlacheck reads (format {readable}); upgrade mlacheck"
+        )
+    written = f" ({kind.changes[found]})" if found in kind.changes else ""
+    raise MlacheckError(
+        f"{source}: a {name} of format {found}{written}; this mlacheck reads format {readable}, where "
+        f"{kind.changed_since(found)}; {kind.advice}"
+    )
+
+
+def event_schema(kind: str) -> dict:
+    """The JSON Schema of one kind of trace event."""
+    return json.loads((EVENTS / f"{kind}.json").read_text(encoding="utf-8"))

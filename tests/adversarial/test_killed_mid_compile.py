@@ -1,0 +1,192 @@
+"""A process that dies in a serving-path compile leaves it behind (`compile_start`, written before every compile): the
+watchdog case of the README (a worker stalled in a compile, killed by its engine's watchdog), with SIGKILL and SIGTERM,
+a watchdog thread that os._exit()s, and a daemon thread still compiling when main returns. Each ends FAIL, never PASS;
+each control (nothing killed) ends as before: FAIL with the compile timed."""
+
+import shutil
+import signal
+import sys
+
+import pytest
+
+from mlacheck.rulefiles import BUNDLED
+from tests.adversarial.conftest import ROOT, assert_not_pass, observe, program
+
+SERVING = (
+    "from tests.fixtures import synthetic_kernels as k\n"
+    "import mlacheck\n"
+    "k.warmup(dtypes=('fp8',), causal=(True,))\n"
+    "mlacheck.serving_started()\n"
+    "for _ in range(100):\n"
+    "    k.dispatch(1)\n"
+    "k.COMPILE_SECONDS = 3.0\n"
+)
+"""A warmed-up worker serves its warm variant, then the next dispatch, (bf16, True), compiles for 3 s."""
+
+WATCHDOG = f"""
+import multiprocessing, os, signal, sys, time
+
+
+def worker(ready):
+{"".join("    " + line + chr(10) for line in SERVING.splitlines())}    ready.set()
+    k.dispatch(1, "bf16")
+
+
+if __name__ == "__main__":
+    multiprocessing.set_start_method("spawn")
+    ready = multiprocessing.Event()
+    stalled = multiprocessing.Process(target=worker, args=(ready,))
+    stalled.start()
+    assert ready.wait(120)
+    time.sleep(0.5)
+    if sys.argv[1] != "none":
+        os.kill(stalled.pid, getattr(signal, sys.argv[1]))  # the engine's watchdog: a worker stalled past its limit
+    stalled.join()
+    print("watchdog: worker exit code", stalled.exitcode)
+"""
+
+
+def serving_path_compiles(result) -> list[dict]:
+    return [f for f in result.report["findings"] if f["code"] == "MLA001" and f["family"] == "synthetic"]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+def test_a_worker_killed_by_its_watchdog_in_a_serving_path_compile_fails(tmp_path, signal_name):
+    result = observe(tmp_path, sys.executable, program(tmp_path, WATCHDOG), signal_name)
+    assert f"worker exit code -{getattr(signal, signal_name).value}" in result.stdout
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert "never ended" in finding["message"] and "at least" in finding["message"]
+    assert finding["site"].endswith("program.py:14")  # the worker's own dispatch call
+
+
+def test_the_watchdog_control_fails_with_the_compile_timed(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, WATCHDOG), "none")
+    assert "worker exit code 0" in result.stdout
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert finding["key"] == {"dtype": "bf16", "causal": True} and "a 3.0 s stall" in finding["message"]
+
+
+EXIT_THREAD = (
+    "import os, threading, time\n" + SERVING + "def watchdog():\n"
+    "    time.sleep(0.5)\n"
+    "    os._exit(0)  # a stall watchdog that ends the process itself\n"
+    "threading.Thread(target=watchdog, daemon=True).start()\n"
+    "k.dispatch(1, 'bf16')\n"
+)
+
+
+def test_a_watchdog_thread_that_os_exits_mid_compile_fails(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, EXIT_THREAD))
+    assert result.report["program"]["exit_code"] == 0
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert "the process died in it" in finding["message"]
+
+
+DAEMON = (
+    "import threading, time\n"
+    + SERVING
+    + "threading.Thread(target=k.dispatch, args=(1, 'bf16'), daemon=True).start()\n"
+    "time.sleep(0.5)  # main returns while the daemon thread still compiles\n"
+)
+
+
+def test_a_daemon_thread_still_compiling_when_main_returns_fails(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, DAEMON))
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert "the process was still in it when it exited" in finding["message"]
+
+
+def test_the_daemon_control_fails_with_the_compile_timed(tmp_path):
+    text = DAEMON.replace("daemon=True).start()", "daemon=True)\nthread.start()\nthread.join()").replace(
+        "threading.Thread(", "thread = threading.Thread("
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert "a 3.0 s stall" in finding["message"] and "never ended" not in finding["message"]
+
+
+WARM_UP_KILLED = (
+    "import os, signal, threading, time\n"
+    "from tests.fixtures import synthetic_kernels as k\n"
+    "k.COMPILE_SECONDS = 3.0\n"
+    "threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()\n"
+    "k.warmup(dtypes=('fp8',), causal=(True,))\n"
+)
+
+
+def test_a_process_killed_in_a_warm_up_compile_is_incomplete(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, WARM_UP_KILLED))
+    assert_not_pass(result, "incomplete")
+    assert any("synthetic (warmup)" in line and "never ended" in line for line in result.report["incomplete"])
+
+
+REAL_WATCHDOG = """
+import multiprocessing, os, signal, sys, time
+
+from tests.fixtures import watchdog_decode
+
+if __name__ == "__main__":
+    multiprocessing.set_start_method("spawn")
+    serving = multiprocessing.Event()
+    worker = multiprocessing.Process(target=watchdog_decode.serve, args=(serving,))
+    worker.start()
+    assert serving.wait(600)
+    if sys.argv[1] != "none":
+        time.sleep(float(sys.argv[1]))
+        os.kill(worker.pid, signal.SIGKILL)  # the watchdog: the worker stalled in its first eager batch
+    worker.join()
+    print("watchdog: worker exit code", worker.exitcode)
+"""
+
+
+@pytest.fixture
+def decode_rules(tmp_path):
+    """The bundled rules plus the worker's capture frame."""
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    for path in [*BUNDLED.glob("*.toml"), ROOT / "tests" / "fixtures" / "watchdog_decode.toml"]:
+        shutil.copy(path, folder)
+    return str(folder)
+
+
+@pytest.mark.compile
+def test_the_readmes_watchdog_case_on_the_real_tokenspeed_mla_decode_fails(tmp_path, decode_rules):
+    """A spawned worker captures batch 1, then is SIGKILLed 0.6 s into its eager batch 40's compile (real sm_100a
+    code, cross-compiled on the CPU under --dry): the compile it died in is the serving-path compile, named by its
+    key and the captured variant it differs from."""
+    result = observe(
+        tmp_path / "killed",
+        sys.executable,
+        program(tmp_path, REAL_WATCHDOG),
+        "0.6",
+        rules=decode_rules,
+        options=("--dry", "--context", "num_heads=128", "--context", "kv_cache_dtype=float8_e4m3fn"),
+    )
+    assert "worker exit code -9" in result.stdout
+    assert_not_pass(result, "fail")
+    [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
+    assert finding["family"] == "tokenspeed_mla.decode" and "never ended" in finding["message"]
+    assert set(finding["diff"]) <= {"is_workspace_size_zero", "reducer_d_tiles", "reducer_max_splits"}
+    assert finding["diff"] and finding["site"].endswith("watchdog_decode.py:15")
+
+
+@pytest.mark.compile
+def test_the_readmes_watchdog_control_fails_with_the_compile_timed(tmp_path, decode_rules):
+    result = observe(
+        tmp_path / "served",
+        sys.executable,
+        program(tmp_path, REAL_WATCHDOG),
+        "none",
+        rules=decode_rules,
+        options=("--dry", "--context", "num_heads=128", "--context", "kv_cache_dtype=float8_e4m3fn"),
+    )
+    assert "worker exit code 0" in result.stdout
+    assert_not_pass(result, "fail")
+    [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
+    assert finding["family"] == "tokenspeed_mla.decode" and "never ended" not in finding["message"]
+    assert set(finding["diff"]) <= {"is_workspace_size_zero", "reducer_d_tiles", "reducer_max_splits"}

@@ -1,0 +1,54 @@
+"""An observed process pays for nothing heavy: importing a watched library installs its capture from capture.json's
+plain form (`mlacheck.rulefiles.plain`), and loads nothing of pydantic, typer or rich that the program did not import
+itself (redteam section 3: +116 to +292 ms a process before)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pydantic", "typer", "rich", "mlacheck.rulefiles.schema", "mlacheck.rulefiles.loading")
+PROGRAM = f"""
+import json, sys
+from tests.fixtures import synthetic_kernels as k
+k.warmup(dtypes=("fp8",), causal=(True,))
+k.dispatch(1)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r} or m in {HEAVY!r})))
+"""
+
+
+def test_a_process_that_imports_a_watched_library_loads_no_pydantic_typer_or_rich(tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--", sys.executable, "-c", PROGRAM],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.splitlines()[0]) == []
+    assert list(run_dir.glob("trace-*.jsonl"))  # it was observed: its family was installed and recorded
+    compiles = [line for trace in run_dir.glob("trace-*.jsonl") for line in trace.read_text().splitlines()]
+    assert any('"type":"compile"' in line for line in compiles)
+
+
+def test_capture_json_of_another_format_is_refused_in_the_observed_process_in_one_line(tmp_path):
+    """A process whose capture.json another mlacheck wrote records why it could not watch: the run cannot pass."""
+    from mlacheck.program.agent import Agent
+    from mlacheck.rulefiles import load_rule_file
+
+    config = load_rule_file(ROOT / "tests" / "fixtures" / "synthetic.toml")
+    rules = {"families": [config.model_dump(mode="json")], "format_version": 99}
+    agent = Agent(str(tmp_path), rules)
+    from tests.fixtures import synthetic_kernels
+
+    agent._imported(synthetic_kernels)
+    agent.sink.close()
+    written = [json.loads(line) for line in next(tmp_path.glob("trace-*.jsonl")).read_text().splitlines()]
+    [error] = [event for event in written if event["type"] == "internal_error"]
+    assert "a capture.json of format 99, newer than" in error["message"] and "\n" not in error["message"]
+    assert not [event for event in written if event["type"] == "family"]
