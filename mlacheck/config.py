@@ -239,11 +239,6 @@ def _literal(value: object) -> str:
     return str(value) if isinstance(value, int) else repr(str(value))
 
 
-def named(key: str, path: Path | None) -> str:
-    """How an error names a `[tool.mlacheck]` key: "/p/pyproject.toml [tool.mlacheck] select"."""
-    return f"{path or 'pyproject.toml'} [{SECTION}] {key}"
-
-
 def find_pyproject(folder: Path | None = None) -> Path | None:
     """The nearest pyproject.toml from `folder` (default: the current folder) upwards."""
     start = (folder or Path.cwd()).resolve()

@@ -171,3 +171,12 @@ def test_no_library_error_starts_with_a_flag_the_pytest_plugin_takes():
         for text, _ in _raised(tree):
             first = (text or "").split(" ")[0].rstrip(":")
             assert first not in flags or (path.name, first) in OWN_FLAGS, (path, text)
+
+
+def test_the_readme_lists_every_pytest_option_and_every_pyproject_key():
+    readme = (ROOT / "README.md").read_text()
+    plugin = readme.split("### `pytest --mlacheck`")[1].split("###")[0]
+    table = readme.split("### Configuration: `[tool.mlacheck]` in pyproject.toml")[1].split("###")[0]
+    for setting in SETTINGS.values():
+        assert not setting.pytest or f"`{setting.option}" in plugin, setting.option
+        assert not setting.key or setting.name in table, setting.name
