@@ -4,7 +4,7 @@ coverage.py's `Coverage` is by its command line and by pytest-cov.
     observation = Observation(options, policy)
     observation.prepare()                # check the options against the rules, make the run folder
     observation.run(command)             # mlacheck run -- COMMAND: the program under supervision, to its end
-    # or: observation.start() ... observation.stop(exit_code)    pytest --mlacheck: this process and its children
+    # or, pytest --mlacheck (this process and its children): observation.start() ... observation.stop(command, code)
     report = observation.report()        # the run folder analysed with the rules it was recorded under
 
 `Observation.saved(sources, ...)` is the observation of run folders saved before (`mlacheck report`, `mlacheck
@@ -55,15 +55,15 @@ class Observation:
         return observation
 
     @property
-    def run_dir(self) -> Path:
-        """The run folder `prepare` made."""
-        return self._run().folder.path
+    def run_dir(self) -> Path | None:
+        """The run folder `prepare` made (None before)."""
+        return None if self._prepared is None else self._prepared.folder.path
 
     def prepare(self) -> Path:
         """Check the options against the rules and make the run folder (nothing runs yet); its path."""
         self._prepared = prepare_run(self.options)
         self.sources = [self._prepared.folder.path]
-        return self.run_dir
+        return self._prepared.folder.path
 
     def run(self, command: list[str], watch=None) -> None:
         """Run `command` to its end, observed (mlacheck run -- COMMAND): every Python process it starts, what is left
@@ -127,6 +127,7 @@ class Observation:
             raise
 
     def _run(self) -> PreparedRun:
+        """The prepared run (prepared now where `prepare` was not called)."""
         if self._prepared is None:
             self.prepare()
         return self._prepared
