@@ -8,10 +8,10 @@ wrote is read as rich markup.
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import re
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -21,7 +21,8 @@ import typer.core
 from rich.console import Console
 
 from mlacheck import __version__
-from mlacheck.errors import MlacheckError
+from mlacheck.config import SETTINGS, Settings
+from mlacheck.errors import MlacheckError, flag
 from mlacheck.report.common import printable
 from mlacheck.report.formats import OUTPUT_HELP
 from mlacheck.scenario.engines import ENGINES
@@ -49,7 +50,6 @@ class _Command(typer.core.TyperCommand):
         return re.sub(r"\{([A-Z]+)\}", r"\1", super().get_help(ctx))
 
 
-MAX_SMS = 1024  # more than any GPU has (a B200 has 148): a larger --num-sms is a typo, not a target
 LOG_WIDTH = 120
 """The report's width where it goes to a CI log or a file (no terminal, no COLUMNS): logs are read wide."""
 
@@ -61,104 +61,56 @@ def _console(stderr: bool = False) -> Console:
     return console
 
 
-JsonOption = Annotated[str | None, typer.Option("--json", metavar="PATH", help="Also write the JSON report here.")]
-StrictOption = Annotated[bool, typer.Option(help="Warnings fail the run too.")]
-OutputOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="FORMAT:PATH",
-        help=f"{OUTPUT_HELP} (the report then goes to stderr); repeatable.",
-    ),
-]
-BaselineOption = Annotated[
-    Path | None,
-    typer.Option(metavar="PATH", help="A saved JSON report or baseline: its findings show as known and do not fail."),
-]
-AllowIncompleteOption = Annotated[
-    bool,
-    typer.Option(
-        help="An incomplete check (nothing observed, dispatches that died before their lookup) does not exit 2."
-    ),
-]
-ContextOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="KEY=VALUE",
-        help="KEY=VALUE of the run context that contracts read (kv_cache_dtype, d_qk, d_v, num_heads, engine, ...); repeatable.",
-    ),
-]
-RulesOption = Annotated[
-    Path | None, typer.Option(metavar="PATH", help="A rule file or folder that replaces the bundled rules.")
-]
-SelectOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="CODES",
-        help="Finding codes that count (MLA001,MLA003; repeatable); the others are listed as ignored and never fail.",
-    ),
-]
-IgnoreOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="CODES", help="Finding codes listed as ignored, never failing (MLA002; comma-separated or repeatable)."
-    ),
-]
-QuietOption = Annotated[
-    bool,
-    typer.Option(
-        "--quiet",
-        "-q",
-        help="Print the findings, the incomplete reasons and the verdict line only; no progress display.",
-    ),
-]
-VerboseOption = Annotated[
-    bool,
-    typer.Option(
-        "--verbose", "-v", help="Print each finding's whole message, key and stack, and every shared key field."
-    ),
-]
+# each kind of setting as typer takes it (a path as given: Settings makes it a Path; a choice: an Enum of its choices)
+TYPES = {"text": str, "int": int, "path": str, "flag": bool, "list": list[str], "context": list[str]}
+CHOICES = {"profile": tuple(ENGINES)}  # the engines the scenario replays; the table holds the other choices
+CHOICE_TYPES = {
+    name: Enum(name.title().replace("_", ""), {choice: choice for choice in CHOICES.get(name, s.choices)}, type=str)
+    for name, s in SETTINGS.items()
+    if s.kind == "choice"
+}
+RUN = tuple(SETTINGS)  # run takes every setting; those of one mode are refused in the other
+REPORT = ("rules", "json", "strict", "allow_incomplete", "context", "output", "baseline", "select", "ignore")
+REPORT += ("quiet", "verbose")
 
 
-Profile = Enum("Profile", {name: name for name in ENGINES}, type=str)  # the engines the scenario replays
+def _option(name: str, help: str | None = None) -> typer.models.OptionInfo:
+    """Setting `name`'s option, from the settings table (a program-mode one says so in its help)."""
+    setting = SETTINGS[name]
+    text = help or setting.described(f"{OUTPUT_HELP} (the report then goes to stderr)")
+    if help is None and setting.mode == "program":
+        text = f"Program mode: {text[0].lower()}{text[1:]}"
+    return typer.Option(*setting.flags, metavar=setting.metavar, help=text)
 
 
-class Kernel(str, Enum):
-    prefill = "prefill"
-    decode = "decode"
-    all = "all"
+def _parameter(name: str, help: str | None = None) -> inspect.Parameter:
+    setting = SETTINGS[name]
+    kind = CHOICE_TYPES.get(name) or TYPES[setting.kind]
+    default = setting.default if setting.kind != "choice" or setting.default is None else kind(setting.default)
+    annotation = kind if default is not None else kind | None
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, _option(name, help)], default=default
+    )
 
 
-class PrefillBackend(str, Enum):
-    tokenspeed_mla = "tokenspeed_mla"
-    fa4 = "fa4"
+def _settings_command(*names: str, arguments: tuple[inspect.Parameter, ...] = (), help: dict | None = None):
+    """A command whose options are the settings `names` (typer reads the signature made here): it is called with
+    the typer context and each setting's value by name."""
+
+    def made(function):
+        context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+        options = [_parameter(name, (help or {}).get(name)) for name in names]
+        function.__signature__ = inspect.Signature([context, *arguments, *options])
+        return function
+
+    return made
 
 
-class Switch(str, Enum):
-    on = "on"
-    off = "off"
-
-
-class CompilePolicy(str, Enum):
-    real = "real"
-    skip = "skip"
-
-
-SCENARIO_ONLY = (
-    "model",
-    "tp",
-    "profile",
-    "prefill_backend",
-    "warmup",
-    "requests",
-    "seed",
-    "trace",
-    "kernel",
-    "cuda_graph",
-    "cuda_graph_max_bs",
-    "max_context_len",
-    "batch_sizes",
-)
-PROGRAM_ONLY = ("run_dir", "dry", "serving_start")
+def _argument(name: str, annotation, metavar: str, help: str, default=inspect.Parameter.empty) -> inspect.Parameter:
+    argument = typer.Argument(metavar=metavar, help=help)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, argument], default=default
+    )
 
 
 def _version_callback(value: bool) -> None:
@@ -177,141 +129,62 @@ def main_options(
     """Checks that a serving engine's kernel warm-up covers what its runtime dispatches."""
 
 
+COMMAND = _argument(
+    "command", list[str] | None, "COMMAND", "Program mode: after --, a command to run and observe.", None
+)
+SOURCES = _argument(
+    "sources", list[Path], "SOURCE", "Run folders of program-mode runs (e.g. one per node), or one saved JSON report."
+)
+
+
 @app.command(cls=_Command)
-def run(
-    ctx: typer.Context,
-    model: Annotated[str, typer.Option(metavar="NAME", help="Model preset: deepseek-v3 or kimi-k2.")] = "deepseek-v3",
-    tp: Annotated[int, typer.Option(metavar="N", help="Tensor-parallel size: divides the model's heads.")] = 1,
-    profile: Annotated[Profile, typer.Option(help="The engine whose start-up and traffic to replay.")] = Profile(
-        "tokenspeed"
-    ),
-    kernel: Annotated[Kernel, typer.Option(help="The kernel families to check.")] = Kernel.all,
-    prefill_backend: Annotated[
-        PrefillBackend | None,
-        typer.Option(help="The prefill kernel (default: the profile's own)."),
-    ] = None,
-    warmup: Annotated[
-        str,
-        typer.Option(
-            metavar="SOURCE",
-            help="Prefill compile path under test: engine (the profile's own), library, none, PATH.py:FUNC or pkg.module:FUNC.",
-        ),
-    ] = "engine",
-    cuda_graph: Annotated[
-        Switch,
-        typer.Option(help="off: the engine's enforce-eager / disable-cuda-graph start-up; decode then runs eagerly."),
-    ] = Switch.on,
-    cuda_graph_max_bs: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help="The largest captured decode batch (default: the engine's); larger batches decode eagerly.",
-        ),
-    ] = None,
-    max_context_len: Annotated[
-        int | None, typer.Option(metavar="TOKENS", help="The context length (default: the model's).")
-    ] = None,
-    batch_sizes: Annotated[
-        str | None, typer.Option(metavar="SIZES", help="Serving decode batch sizes, e.g. 1,8,64.")
-    ] = None,
-    arch: Annotated[
-        str,
-        typer.Option(
-            metavar="ARCH", help="Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...)."
-        ),
-    ] = "auto",
-    compile: Annotated[
-        CompilePolicy,
-        typer.Option("--compile", help="real: cute.compile and time every variant; skip: record keys only."),
-    ] = CompilePolicy.real,
-    rules: RulesOption = None,
-    requests: Annotated[int, typer.Option(metavar="N", help="Requests in the seeded workload.")] = 8,
-    seed: Annotated[int, typer.Option(metavar="N", help="Workload seed.")] = 0,
-    json_path: JsonOption = None,
-    trace: Annotated[Path | None, typer.Option(metavar="PATH", help="Also write the event trace (JSONL) here.")] = None,
-    strict: StrictOption = False,
-    allow_incomplete: AllowIncompleteOption = False,
-    context: ContextOption = None,
-    output: OutputOption = None,
-    baseline: BaselineOption = None,
-    run_dir: Annotated[
-        Path | None,
-        typer.Option(metavar="PATH", help="Program mode: the run folder (default mlacheck-runs/<time>-<pid>)."),
-    ] = None,
-    dry: Annotated[
-        bool,
-        typer.Option(
-            help="Program mode: the watched dispatches run past their lookup without the target GPU; nothing launches."
-        ),
-    ] = False,
-    serving_start: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="MODULE:QUALNAME[@return]",
-            help="Program mode: a function whose call (or, with @return, return) marks serving start; repeatable.",
-        ),
-    ] = None,
-    num_sms: Annotated[
-        int | None, typer.Option(metavar="N", help="The target GPU's SM count (default: the target arch's flagship).")
-    ] = None,
-    select: SelectOption = None,
-    ignore: IgnoreOption = None,
-    quiet: QuietOption = False,
-    verbose: VerboseOption = False,
-    command: Annotated[
-        list[str] | None,
-        typer.Argument(metavar="COMMAND", help="Program mode: after --, a command to run and observe."),
-    ] = None,
-) -> None:
+@_settings_command(*RUN, arguments=(COMMAND,))
+def run(ctx: typer.Context, **values: object) -> None:
     """Run the embedded scenario (warm-up, then traffic through the kernels' own dispatch), or with
     `-- COMMAND`, run a program and observe every Python process it starts; report mismatches."""
-    given = {name for name in ctx.params if ctx.get_parameter_source(name).name in ("COMMANDLINE", "ENVIRONMENT")}
-    refused = sorted(given & set(SCENARIO_ONLY if command else PROGRAM_ONLY))
+    command = values["command"]
+    given = _given(ctx, values)
+    other = "scenario" if command else "program"
+    refused = sorted(name for name in given if SETTINGS[name].mode == other)
     if refused:
         where = "a program (-- COMMAND)" if command else "the embedded scenario (they need -- COMMAND)"
-        _fail(f"{', '.join('--' + name.replace('_', '-') for name in refused)}: does not apply to {where}")
-    if num_sms is not None and num_sms > MAX_SMS:
-        _fail(
-            f"--num-sms {num_sms}: more SMs than any GPU has (148 on a B200, 132 on an H200); give the target's count"
-        )
-    inputs = _inputs(ctx)
-    specs, parsed_context, policy, rules = inputs.specs, inputs.context, inputs.policy, inputs.rules
-    detail = _detail(quiet, verbose)
-    if trace is not None:
+        _fail(f"{', '.join(map(flag, refused))}: does not apply to {where}")
+    detail = _detail(values["quiet"], values["verbose"])
+    settings, specs, policy = _inputs(given)
+    if settings["trace"] is not None:
         from mlacheck.report.formats import check_writable
 
-        _guard(lambda: check_writable(trace, f"--trace {trace}"))  # before the run: a trace it cannot write loses it
+        trace = settings["trace"]  # checked before the run: a trace it cannot write loses it
+        _guard(lambda: check_writable(trace, "trace", trace), settings)
     if command:
-        from mlacheck.program.session import ProgramOptions, observe_program
-
-        _check_startable(command)
-
-        options = ProgramOptions(
-            run_dir, rules, compile.value, dry, arch, num_sms, tuple(serving_start or ()), parsed_context
-        )
-        with _progress(detail, live=False) as watch:
-            report = _guard(
-                lambda: observe_program(
-                    command,
-                    options,
-                    policy,
-                    on_start=lambda path: _console(True).print(
-                        f"mlacheck: run folder {printable(str(path))}", markup=False, soft_wrap=True
-                    ),
-                    watch=watch,
-                )
-            )
+        report = _program(command, settings, policy, detail)
     else:
         with _progress(detail, live=True) as watch:
-            report = _scenario(ctx, inputs, watch, detail)
-        if _given(ctx, "warmup") and report.scenario is not None and report.scenario.get("warmup") is None:
+            report = _scenario(settings, policy, watch, detail)
+        if "warmup" in given and report.scenario is not None and report.scenario.get("warmup") is None:
+            said = settings.spell
             unused = (
-                f"--warmup {warmup}: never called: this run (--profile {_text(profile)}, --kernel {_text(kernel)}) "
-                "compiles no prefill kernel, so no prefill warm-up ran and the check above did not test yours; drop "
-                "--warmup, or check a profile whose prefill compiles (see --profile in mlacheck run --help)"
+                f"{said('warmup', settings['warmup'])}: never called: this run ({said('profile', settings['profile'])}"
+                f", {said('kernel', settings['kernel'])}) compiles no prefill kernel, so no prefill warm-up ran and the "
+                "check above did not test yours; drop --warmup, or check a profile whose prefill compiles (see "
+                "--profile in mlacheck run --help)"
             )
             _finish(report, specs, detail, unused)
-    _finish(report, specs, detail)
+    _finish(report, specs, detail, settings=settings)
+
+
+def _program(command: list[str], settings: Settings, policy, detail: str):
+    """`command` run and observed into a new run folder, and its report."""
+    from mlacheck.program.observation import Observation
+    from mlacheck.program.session import ProgramOptions
+
+    _check_startable(command)
+    observation = Observation(ProgramOptions(**settings.program()), policy)
+    path = _guard(observation.prepare, settings)
+    _console(True).print(f"mlacheck: run folder {printable(str(path))}", markup=False, soft_wrap=True)
+    with _progress(detail, live=False) as watch:
+        _guard(lambda: observation.run(command, watch), settings)
+    return _guard(observation.report, settings)
 
 
 def _check_startable(command: list[str]) -> None:
@@ -325,73 +198,32 @@ def _check_startable(command: list[str]) -> None:
         _fail(f"cannot start {program!r}: {reason}; check the command after --")
 
 
-def _scenario(ctx: typer.Context, inputs: Inputs, watch, detail: str):
-    """The embedded scenario of `run`'s options, its imports (torch, the kernel library) under the progress
-    display too."""
+def _scenario(settings: Settings, policy, watch, detail: str):
+    """The embedded scenario of the settings, its imports (torch, the kernel library) under the progress display
+    too."""
     if watch is not None:
         watch.phase("importing torch and the kernel library")
     from mlacheck.scenario.parts import run_scenario
     from mlacheck.scenario.setup import CheckOptions
 
-    configured, option = inputs.config, ctx.params.get
-    backend = option("prefill_backend")
-    options = CheckOptions(
-        model=option("model"),
-        tp=option("tp"),
-        profile=_setting(ctx, "profile", option("profile"), configured.profile, Profile),
-        warmup=option("warmup"),
-        arch=option("arch"),
-        compile=_text(option("compile")),
-        rules=inputs.rules,
-        trace=None if option("trace") is None else Path(option("trace")),
-        requests=option("requests"),
-        seed=option("seed"),
-        num_sms=option("num_sms"),
-        kernel=_setting(ctx, "kernel", option("kernel"), configured.kernel, Kernel),
-        cuda_graph=_text(option("cuda_graph")) == Switch.on.value,
-        cuda_graph_max_bs=option("cuda_graph_max_bs"),
-        max_context_len=option("max_context_len"),
-        batch_sizes=option("batch_sizes"),
-        context=inputs.context,
-        prefill_backend=_text(backend) if backend else None,
-        library_warnings_shown=detail == "verbose",
-    )
-    return _guard(lambda: run_scenario(options, inputs.policy, watch))
+    options = CheckOptions(**settings.scenario(), library_warnings_shown=detail == "verbose")
+    return _guard(lambda: run_scenario(options, policy, watch), settings)
 
 
 @app.command(cls=_Command)
-def report(
-    ctx: typer.Context,
-    sources: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="SOURCE", help="Run folders of program-mode runs (e.g. one per node), or one saved JSON report."
-        ),
-    ],
-    rules: Annotated[
-        Path | None,
-        typer.Option(metavar="PATH", help="Rules to analyse with (default: those saved in the run folders)."),
-    ] = None,
-    json_path: JsonOption = None,
-    strict: StrictOption = False,
-    allow_incomplete: AllowIncompleteOption = False,
-    context: ContextOption = None,
-    output: OutputOption = None,
-    baseline: BaselineOption = None,
-    select: SelectOption = None,
-    ignore: IgnoreOption = None,
-    quiet: QuietOption = False,
-    verbose: VerboseOption = False,
-) -> None:
+@_settings_command(
+    *REPORT, arguments=(SOURCES,), help={"rules": "Rules to analyse with (default: those saved in the run folders)."}
+)
+def report(ctx: typer.Context, **values: object) -> None:
     """Re-render and merge saved program-mode runs, or re-render a saved JSON report."""
-    from mlacheck.program.saved import report_from_sources
+    from mlacheck.program.observation import Observation
+    from mlacheck.program.session import ProgramOptions
 
-    inputs = _inputs(ctx)
-    _finish(
-        _guard(lambda: report_from_sources(sources, inputs.rules, inputs.context, inputs.policy)),
-        inputs.specs,
-        _detail(quiet, verbose),
-    )
+    detail = _detail(values["quiet"], values["verbose"])
+    settings, specs, policy = _inputs(_given(ctx, values))
+    options = ProgramOptions(rules=settings["rules"], context=settings.context())
+    observation = Observation.saved(values["sources"], options, policy)
+    _finish(_guard(observation.report, settings), specs, detail, settings=settings)
 
 
 @app.command(cls=_Command)
@@ -407,20 +239,21 @@ def manifest(
         ),
     ],
     rules: Annotated[
-        Path | None,
-        typer.Option(metavar="PATH", help="Rules (default: the run folders' saved rules, else the bundled rules)."),
+        Path | None, _option("rules", "Rules (default: the run folders' saved rules, else the bundled rules).")
     ] = None,
 ) -> None:
     """Write the variants a run dispatched as a warm-up manifest that a backend can precompile from."""
     output = _guard(lambda: _manifest_path(str(output)))
-    from mlacheck.program.saved import report_from_sources
+    from mlacheck.program.observation import Observation
+    from mlacheck.program.session import ProgramOptions
     from mlacheck.report.manifest import manifest as make_manifest
     from mlacheck.report.manifest import write_manifest
     from mlacheck.report.model import ReportPolicy
     from mlacheck.rulefiles import load_rules
 
     def build() -> dict:
-        saved = report_from_sources(sources, rules, policy=ReportPolicy(allow_incomplete=True))
+        observation = Observation.saved(sources, ProgramOptions(rules=rules), ReportPolicy(allow_incomplete=True))
+        saved = observation.report()
         rule_path = rules if rules is not None else (sources[0] / "rules" if sources[0].is_dir() else None)
         return make_manifest(saved, load_rules(rule_path))
 
@@ -432,7 +265,7 @@ def manifest(
 
 @app.command("rules", cls=_Command)
 def list_rules(
-    rules: RulesOption = None,
+    rules: Annotated[Path | None, _option("rules")] = None,
     fingerprints: Annotated[
         bool, typer.Option(help="Also print the fingerprint of each family's key functions as installed.")
     ] = False,
@@ -473,9 +306,7 @@ def rule(
 def env(
     run_dir: Annotated[
         Path | None,
-        typer.Option(
-            metavar="PATH", help="The run folder (default: $MLACHECK_RUN_DIR, set inside `mlacheck run -- ...`)."
-        ),
+        _option("run_dir", "The run folder (default: $MLACHECK_RUN_DIR, set inside `mlacheck run -- ...`)."),
     ] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Print a Ray runtime_env (JSON) instead of shell lines.")] = False,
 ) -> None:
@@ -545,104 +376,61 @@ def _detail(quiet: bool, verbose: bool) -> str:
     return "quiet" if quiet else "verbose" if verbose else "normal"
 
 
-def _finish(report, specs: list[tuple[str, Path | None]], detail: str = "normal", refused: str | None = None) -> None:
+def _finish(
+    report,
+    specs: list[tuple[str, Path | None]],
+    detail: str = "normal",
+    refused: str | None = None,
+    settings: Settings | None = None,
+) -> None:
     """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code;
     with `refused` (a setting that the run could not honour), that line and exit code 2 once the report is out."""
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
 
     render(report, _console(stderr=any(path is None for _, path in specs)), detail)
-    _guard(lambda: write_outputs(report, specs))
+    _guard(lambda: write_outputs(report, specs), settings)
     if refused is not None:
         _fail(refused)
     raise typer.Exit(report.exit_code)
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """What every reporting command takes from its options and [tool.mlacheck], checked before anything runs."""
-
-    specs: list
-    context: dict[str, str]
-    policy: object
-    rules: Path | None
-    config: object
+def _given(ctx: typer.Context, values: dict[str, object]) -> dict[str, object]:
+    """The settings given on the command line (or through the environment), by name."""
+    sources = ("COMMANDLINE", "ENVIRONMENT")
+    return {name: value for name, value in values.items() if name in SETTINGS and _source(ctx, name) in sources}
 
 
-def _given(ctx: typer.Context, name: str) -> bool:
-    return ctx.get_parameter_source(name).name in ("COMMANDLINE", "ENVIRONMENT")
+def _source(ctx: typer.Context, name: str) -> str | None:
+    source = ctx.get_parameter_source(name)
+    return None if source is None else source.name
 
 
-def _inputs(ctx: typer.Context) -> Inputs:
-    """The outputs, the run context, the verdict policy and the rules: each option given on the command line over
-    the pyproject.toml's [tool.mlacheck] setting (mlacheck/config.py states the precedence). An error names each
-    setting where the user wrote it: the flag, or the file's key."""
-    from mlacheck.config import load_config, named
-    from mlacheck.context import parse_context
+def _inputs(given: dict[str, object]) -> tuple[Settings, list, object]:
+    """The settings (the command line's over [tool.mlacheck]: mlacheck/config.py states the precedence), the outputs
+    and the verdict policy, checked before anything runs; an error names a setting where the user wrote it."""
     from mlacheck.report.formats import output_specs
     from mlacheck.report.model import ReportPolicy
 
-    config, pyproject = _guard(load_config)
-    params = ctx.params
+    settings = _guard(lambda: Settings("cli", given).read())
 
-    def from_file(name: str, configured: object) -> bool:
-        """Whether the file's value is used: the command line did not give it (typer gives [] for a list option that
-        was not) and the file did."""
-        return not _given(ctx, name) and configured is not None
+    def checked() -> tuple[list, ReportPolicy]:
+        settings.check()
+        specs = output_specs(settings.outputs())
+        settings.context()
+        return specs, ReportPolicy.of(**settings.policy())
 
-    def pick(name: str, configured: object) -> object:
-        return configured if from_file(name, configured) else params[name]
-
-    def name(option: str, configured: object) -> str:
-        return named(option, pyproject) if from_file(option, configured) else f"--{option}"
-
-    outputs = [(spec, f"{name('output', config.output)} {spec}") for spec in pick("output", config.output) or []]
-    json_path = params.get("json_path")
-    if json_path is not None:
-        if not json_path.strip():
-            _fail("--json: give a file path (it was given empty)")
-        outputs.append((f"json:{json_path}", f"--json {json_path}"))
-    specs = _guard(lambda: output_specs(outputs))
-    context = {**config.context, **_guard(lambda: parse_context(params.get("context")))}
-    selected = _given(ctx, "select") or config.select is not None
-    policy = _guard(
-        lambda: ReportPolicy.of(
-            bool(pick("strict", config.strict)),
-            params.get("allow_incomplete", False),
-            pick("baseline", config.baseline),
-            pick("select", config.select) if selected else None,
-            pick("ignore", config.ignore),
-            {option: name(option, getattr(config, option)) for option in ("baseline", "select", "ignore")},
-        )
-    )
-    rules = pick("rules", config.rules)
-    if rules is not None and from_file("rules", config.rules) and not Path(rules).exists():
-        _fail(f"{named('rules', pyproject)} = {str(config.rules)!r}: no such rule file or folder; fix the path")
-    return Inputs(specs, context, policy, None if rules is None else Path(rules), config)
+    specs, policy = _guard(checked, settings)
+    return settings, specs, policy
 
 
-def _text(choice: Enum | str) -> str:
-    """A choice's text: `ctx.params` holds the Enum member under some typer releases, click's string under others."""
-    return choice.value if isinstance(choice, Enum) else choice
-
-
-def _setting(ctx: typer.Context, name: str, value: Enum, configured: str | None, kind: type[Enum]) -> str:
-    """A choice given on the command line, else [tool.mlacheck]'s (checked against the choices), else the default."""
-    if _given(ctx, name) or configured is None:
-        return _text(value)
-    try:
-        return kind(configured).value
-    except ValueError:
-        choices = ", ".join(member.value for member in kind)
-        _fail(f"pyproject.toml [tool.mlacheck] {name} = {configured!r}: choose one of {choices}")
-
-
-def _guard(action):
-    """Run a library call; its MlacheckError becomes one line on stderr and exit code 2."""
+def _guard(action, settings: Settings | None = None):
+    """Run a library call; its MlacheckError becomes one line on stderr (naming a setting as `settings` says the user
+    wrote it) and exit code 2."""
     try:
         return action()
     except MlacheckError as exc:
-        _fail(str(exc))
+        _fail(exc.line() if settings is None else settings.line(exc))
 
 
 def _fail(message: str) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 
 
-def parse_context(items: list[str] | None, flag: str = "--context") -> dict[str, str]:
+def parse_context(items: list[str] | None) -> dict[str, str]:
     """["kv_cache_dtype=float8_e4m3fn", ...] -> {"kv_cache_dtype": "float8_e4m3fn"}; a malformed item is one line."""
     context = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise MlacheckError(f"{flag} {item}: write KEY=VALUE, e.g. {flag} kv_cache_dtype=float8_e4m3fn")
+            raise MlacheckError(f"{SETTING}: write KEY=VALUE, e.g. kv_cache_dtype=float8_e4m3fn", "context", item)
         context[name.strip()] = value.strip()
     return context

@@ -9,34 +9,27 @@ session the run folder is analysed into the same report model as `mlacheck run`;
 passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
 and the terminal summary gets an "mlacheck" section.
 
+The session is one `Observation` (program/observation.py): prepared and started when pytest is configured, stopped
+and reported when the session finishes. Its options are made from the settings table (mlacheck/config.py), read over
+[tool.mlacheck] as the CLI's are, and an error names the option (`--mlacheck-run-dir=PATH`) or the file's key.
+
 Registered through the `pytest11` entry point, so this module is imported by every pytest run: until --mlacheck is
-given it imports nothing of mlacheck but the output formats' registry (for the help; standard library only).
+given it imports nothing of mlacheck but the settings table and the output formats' registry (for the help; standard
+library only).
 """
 
 from __future__ import annotations
 
 import os
-import time
-from pathlib import Path
 
 import pytest
 
 PLUGIN_NAME = "mlacheck-session"
-FLAG_NAMES = {
-    "--run-dir ": "--mlacheck-run-dir=",
-    "--rules ": "--mlacheck-rules=",
-    "--output ": "--mlacheck-output=",
-    "--baseline ": "--mlacheck-baseline=",
-    "--context ": "--mlacheck-context=",
-    "--num-sms ": "--mlacheck-num-sms=",
-    "--arch ": "--mlacheck-arch=",
-    "--serving-start ": "--mlacheck-serving-start=",
-    "--select ": "--mlacheck-select=",
-    "--ignore ": "--mlacheck-ignore=",
-}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """--mlacheck, and an --mlacheck-NAME option per setting of mlacheck/config.py's table that the plugin takes."""
+    from mlacheck.config import SETTINGS
     from mlacheck.report.formats import OUTPUT_HELP
 
     group = parser.getgroup("mlacheck", "mlacheck: JIT-kernel warm-up vs runtime dispatch")
@@ -47,90 +40,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Observe the session's kernel compile caches (this process and its Python subprocesses); "
         "error findings, or a check that saw nothing, fail the session.",
     )
-    group.addoption(
-        "--mlacheck-rules", metavar="PATH", default=None, help="A rule file or folder that replaces the bundled rules."
-    )
-    group.addoption(
-        "--mlacheck-run-dir",
-        metavar="PATH",
-        default=None,
-        help="The run folder, new or empty (default mlacheck-runs/<time>-<pid>).",
-    )
-    group.addoption(
-        "--mlacheck-compile",
-        choices=("real", "skip"),
-        default="real",
-        help="real: compile and time every variant; skip: record keys only (kernels then cannot launch).",
-    )
-    group.addoption(
-        "--mlacheck-dry",
-        action="store_true",
-        default=False,
-        help="The watched dispatches run past their lookup without the target GPU; nothing launches.",
-    )
-    group.addoption(
-        "--mlacheck-arch",
-        metavar="ARCH",
-        default="auto",
-        help="With --mlacheck-dry: the target arch (sm_90a, sm_100a, ...; default: the one the families read, else "
-        "sm_100a).",
-    )
-    group.addoption(
-        "--mlacheck-num-sms",
-        metavar="N",
-        type=int,
-        default=None,
-        help="With --mlacheck-dry: the target GPU's SM count (default: the target arch's flagship).",
-    )
-    group.addoption(
-        "--mlacheck-context",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="A run-context value that contracts read (kv_cache_dtype, d_qk, ...); repeatable.",
-    )
-    group.addoption(
-        "--mlacheck-serving-start",
-        metavar="MODULE:QUALNAME[@return]",
-        action="append",
-        default=[],
-        help="A function whose call (or return) marks serving start; repeatable.",
-    )
-    group.addoption(
-        "--mlacheck-output",
-        metavar="FORMAT:PATH",
-        action="append",
-        default=[],
-        help=f"Also write the report: {OUTPUT_HELP}; repeatable.",
-    )
-    group.addoption("--mlacheck-json", metavar="PATH", default=None, help="Also write the JSON report here.")
-    group.addoption(
-        "--mlacheck-baseline",
-        metavar="PATH",
-        default=None,
-        help="A saved JSON report or baseline: its findings show as known and do not fail.",
-    )
-    group.addoption(
-        "--mlacheck-select",
-        metavar="CODES",
-        action="append",
-        default=None,
-        help="Finding codes that count (MLA001,MLA003); the others are listed as ignored and never fail.",
-    )
-    group.addoption(
-        "--mlacheck-ignore",
-        metavar="CODES",
-        action="append",
-        default=None,
-        help="Finding codes listed as ignored, never failing (MLA002).",
-    )
-    group.addoption("--mlacheck-strict", action="store_true", default=None, help="Warnings fail the session too.")
-    group.addoption(
-        "--mlacheck-allow-incomplete",
-        action="store_true",
-        default=False,
-        help="A check that saw nothing to compare does not fail the session.",
-    )
+    for setting in SETTINGS.values():
+        if setting.pytest:
+            group.addoption(setting.option, default=None, help=setting.described(OUTPUT_HELP), **_parsed(setting))
+
+
+def _parsed(setting) -> dict:
+    """How pytest parses a setting's option (None where it is not given: the file's setting, or the default)."""
+    if setting.kind == "flag":
+        return {"action": "store_true"}
+    if setting.kind == "choice":
+        return {"choices": setting.choices}
+    how = {"metavar": setting.metavar, "action": "append" if setting.repeated else "store"}
+    return how | ({"type": int} if setting.kind == "int" else {})
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -140,170 +62,53 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(MlacheckSession(config), PLUGIN_NAME)
 
 
-def _usage_error(message: str) -> pytest.UsageError:
-    """The library's one-line message, naming this plugin's options instead of the CLI's."""
-    from mlacheck.report.common import printable
-
-    for flag, option in FLAG_NAMES.items():
-        message = message.replace(flag, option)
-    return pytest.UsageError(f"mlacheck: {printable(message)}")
-
-
-def _start_watcher(run_dir: Path):
-    """The process that records the session's process tree (program/watch.py), once it has started; None where it
-    cannot start (the report then names no Python process that ran without mlacheck)."""
-    import subprocess
-    import sys
-
-    try:
-        watcher = subprocess.Popen(
-            [sys.executable, "-m", "mlacheck.program.watch", str(os.getpid()), str(run_dir)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-    except OSError:
-        return None
-    if watcher.stdout.readline().strip() != "ready":
-        watcher.kill()
-        watcher.wait()
-        return None
-    return watcher
-
-
 class MlacheckSession:
-    """The state of one observed session; registered on the plugin manager, so its hooks run too."""
+    """The observation of one session; registered on the plugin manager, so its hooks run too."""
 
     def __init__(self, config: pytest.Config) -> None:
+        from mlacheck.config import SETTINGS, Settings
         from mlacheck.errors import MlacheckError
-        from mlacheck.program import registry
-        from mlacheck.program.agent import ENV_RUN_DIR, Agent
-        from mlacheck.program.session import ProgramOptions, prepare_run
-        from mlacheck.program.supervisor import observed_environment
+        from mlacheck.program.layout import ENV_RUN_DIR
+        from mlacheck.program.observation import Observation
+        from mlacheck.program.session import ProgramOptions
+        from mlacheck.report.common import printable
+        from mlacheck.report.formats import output_specs
+        from mlacheck.report.model import ReportPolicy
 
-        self.config = config
-        option = config.getoption
-        self.compile_policy, self.dry = option("mlacheck_compile"), bool(option("mlacheck_dry"))
-        self.report = None
-        self.error: str | None = None
-        self.failed_session = False
+        self.config, self.report, self.error, self.failed_session = config, None, None, False
         if os.environ.get(ENV_RUN_DIR):
             raise pytest.UsageError(
                 f"--mlacheck: this pytest is already observed ({ENV_RUN_DIR}={os.environ[ENV_RUN_DIR]}, e.g. under "
                 "`mlacheck run -- pytest`); use one of the two"
             )
-        try:
-            from mlacheck.config import load_config, named
-            from mlacheck.context import parse_context
-            from mlacheck.report.formats import output_specs
-            from mlacheck.report.model import ReportPolicy
-
-            # [tool.mlacheck] of the nearest pyproject.toml where an option is not given (the CLI's precedence); an
-            # error names a value where the user wrote it (this plugin's option, or the file's key)
-            settings, pyproject = load_config(Path(str(config.rootpath)))
-            outputs = [(spec, f"--mlacheck-output={spec}") for spec in option("mlacheck_output")] or [
-                (spec, f"{named('output', pyproject)} {spec}") for spec in settings.output or []
-            ]
-            if option("mlacheck_json"):
-                outputs.append((f"json:{option('mlacheck_json')}", f"--mlacheck-json={option('mlacheck_json')}"))
-            self.specs = output_specs(outputs)
-            names = {
-                name: f"--mlacheck-{name}" if option(f"mlacheck_{name}") else named(name, pyproject)
-                for name in ("baseline", "select", "ignore")
-            }
-            self.policy = ReportPolicy.of(
-                bool(option("mlacheck_strict") if option("mlacheck_strict") is not None else settings.strict),
-                bool(option("mlacheck_allow_incomplete")),
-                Path(option("mlacheck_baseline")) if option("mlacheck_baseline") else settings.baseline,
-                option("mlacheck_select") or settings.select,
-                option("mlacheck_ignore") or settings.ignore,
-                names,
-            )
-            self.options = ProgramOptions(
-                Path(option("mlacheck_run_dir")) if option("mlacheck_run_dir") else None,
-                Path(option("mlacheck_rules")) if option("mlacheck_rules") else settings.rules,
-                self.compile_policy,
-                self.dry,
-                option("mlacheck_arch"),
-                option("mlacheck_num_sms"),
-                tuple(option("mlacheck_serving_start")),
-                {**settings.context, **parse_context(option("mlacheck_context"), "--mlacheck-context")},
-            )
-            prepared = prepare_run(self.options)
+        given = {name: config.getoption(setting.option) for name, setting in SETTINGS.items() if setting.pytest}
+        settings = Settings("pytest", {name: value for name, value in given.items() if value is not None})
+        try:  # the options over the [tool.mlacheck] of the nearest pyproject.toml (the CLI's precedence)
+            settings = settings.read(config.rootpath)
+            settings.check()
+            self.specs = output_specs(settings.outputs())
+            policy = ReportPolicy.of(**settings.policy())
+            self.observation = Observation(ProgramOptions(**settings.program()), policy)
+            self.observation.prepare()
         except MlacheckError as exc:
-            raise _usage_error(str(exc)) from None
-        self.run, self.rules = prepared.folder, prepared.rules
-        self.started = time.time()
-        self._watcher = _start_watcher(self.run.path)
-        self._saved_environment: dict[str, str | None] = {}
-        environment = {**prepared.environment, **observed_environment(self.run, dict(os.environ))}
-        for name, value in environment.items():
-            if os.environ.get(name) != value:
-                self._saved_environment[name] = os.environ.get(name)
-                os.environ[name] = value
-        self.agent = Agent(str(self.run.path), prepared.capture_config, found_by="plugin")
-        self.agent.start()
-        try:  # a subprocess started with a cleared environment finds the session through the registry
-            self._registered: str | None = registry.register(os.getpid(), str(self.run.path))
-        except OSError:
-            self._registered = None
-
-    def _restore_environment(self) -> None:
-        for name, value in self._saved_environment.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_environment = {}
-
-    def _finish_recording(self) -> None:
-        self._restore_environment()
-        if self._watcher is not None:  # it writes the process tree when its input closes
-            import subprocess
-
-            try:  # "done": else the watcher takes the session for killed, and ends what is left of it
-                self._watcher.stdin.write("done\n")
-                self._watcher.stdin.close()
-            except OSError:
-                pass
-            try:
-                self._watcher.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._watcher.kill()
-            self._watcher = None
-        if self._registered is not None:
-            from mlacheck.program import registry
-
-            registry.unregister(self._registered)
-            self._registered = None
-        self.agent.stop()
+            raise pytest.UsageError(f"mlacheck: {printable(settings.line(exc))}") from None
+        self.settings = settings
+        self.observation.start()
 
     def pytest_report_header(self, config: pytest.Config) -> str:
-        return f"mlacheck: recording into {self.run.path}"
+        return f"mlacheck: recording into {self.observation.run_dir}"
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from mlacheck.errors import MlacheckError
-        from mlacheck.program.saved import program_report
         from mlacheck.report.formats import write_outputs
 
-        self._finish_recording()
         try:
-            self.run.write_meta(
-                {
-                    "command": ["pytest", *self.config.invocation_params.args],
-                    "started": self.started,
-                    "ended": time.time(),
-                    "compile_policy": self.compile_policy,
-                    "dry": self.dry,
-                    "exit_code": int(session.exitstatus),
-                    "signal": None,
-                }
-            )
-            self.report = program_report([self.run.path], self.rules, self.options.context, self.policy)
+            self.observation.stop(["pytest", *self.config.invocation_params.args], int(session.exitstatus))
+            self.report = self.observation.report()
             write_outputs(self.report, self.specs)
         except MlacheckError as exc:
-            self.error = str(exc)
+            self.error = self.settings.line(exc)
         if session.exitstatus == pytest.ExitCode.OK:
             if self.error is not None:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -312,7 +117,7 @@ class MlacheckSession:
             self.failed_session = session.exitstatus != pytest.ExitCode.OK
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self._finish_recording()  # a session that ended before sessionfinish: still leave the environment as it was
+        self.observation.stop()  # a session that ended before sessionfinish: still leave the environment as it was
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         from mlacheck.report.common import printable
@@ -321,7 +126,7 @@ class MlacheckSession:
             terminalreporter.write_line(printable(line), **markup)
 
         terminalreporter.write_sep("=", "mlacheck")
-        write(f"run folder: {self.run.path}")
+        write(f"run folder: {self.observation.run_dir}")
         if self.error is not None:
             write(f"mlacheck error: {self.error}", red=True, bold=True)
             return
@@ -332,15 +137,8 @@ class MlacheckSession:
         verbose = self.config.getoption("verbose") > 0
         for finding in report.findings:
             error = finding.severity == "error"
-            known = "ignored: " if finding.ignored else "known: " if finding.baselined else ""
-            line = f"{known}{finding.code} {finding.name} [{finding.severity}] "
-            line += f"{finding.family} "
-            line += finding.summary or finding.message
-            if finding.process:
-                rank = finding.process.get("rank")
-                line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
             write(
-                line + (f" at {finding.site}" if finding.site else ""),
+                _finding_line(finding),
                 red=error and not finding.baselined and not finding.ignored,
                 yellow=not error,
             )
@@ -353,18 +151,12 @@ class MlacheckSession:
             needed = " ".join(f"{name}=..." for name in report.context_needed)
             write(
                 f"not checked: {len(report.not_checked)} contract(s) lack run context"
-                + (f": give --mlacheck-context {needed}" if needed else "")
+                + (f": give {self.settings.spell('context')} {needed}" if needed else "")
             )
         for message in report.internal_errors:
             write(f"internal error in capture (the program went on): {message}", purple=True)
-        variants = [v for family in report.families for v in family.variants]
         write(
-            f"verdict: {report.verdict.upper()}  {report.counts.errors} error(s), {report.counts.warnings} warning(s)"
-            + (f", {report.counts.baselined} known from the baseline" if report.counts.baselined else "")
-            + (f", {report.counts.ignored} ignored" if report.counts.ignored else "")
-            + (" (strict: warnings fail)" if report.strict else "")
-            + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
-            f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)",
+            _verdict_line(report),
             red=report.verdict == "fail",
             green=report.verdict == "pass",
             purple=report.verdict == "incomplete",
@@ -373,4 +165,28 @@ class MlacheckSession:
         if self.failed_session:
             write(f"the session fails on mlacheck's verdict ({report.exit_reason}), though its tests passed", red=True)
         if report.findings:
-            write(f"full report: mlacheck report {self.run.path}")
+            write(f"full report: mlacheck report {self.observation.run_dir}")
+
+
+def _finding_line(finding) -> str:
+    """A finding in one line: whether it is ignored or known, its code, family, summary, process and site."""
+    known = "ignored: " if finding.ignored else "known: " if finding.baselined else ""
+    line = f"{known}{finding.code} {finding.name} [{finding.severity}] {finding.family} "
+    line += finding.summary or finding.message
+    if finding.process:
+        rank = finding.process.get("rank")
+        line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
+    return line + (f" at {finding.site}" if finding.site else "")
+
+
+def _verdict_line(report) -> str:
+    counts = report.counts
+    variants = [v for family in report.families for v in family.variants]
+    return (
+        f"verdict: {report.verdict.upper()}  {counts.errors} error(s), {counts.warnings} warning(s)"
+        + (f", {counts.baselined} known from the baseline" if counts.baselined else "")
+        + (f", {counts.ignored} ignored" if counts.ignored else "")
+        + (" (strict: warnings fail)" if report.strict else "")
+        + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
+        f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)"
+    )

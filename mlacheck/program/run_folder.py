@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck import schemas
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.files import read_json, read_note, regular_files
 from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB
 from mlacheck.program.trust import check_folder, write_new
@@ -42,21 +42,27 @@ class RunFolder:
         """A new folder: the given one (new, or empty), or mlacheck-runs/<UTC time>-<pid> (mlacheck-runs made private
         where it is new, and refused where someone else could write it)."""
         if path is None:
-            _make(DEFAULT_PARENT, f"{DEFAULT_PARENT} (where run folders go)", "give --run-dir a folder")
+            with about("run_dir"):
+                _make(DEFAULT_PARENT, f"{DEFAULT_PARENT} (where run folders go)", f"give {SETTING} a folder")
             path = DEFAULT_PARENT / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
         if path.is_file():
-            raise MlacheckError(f"--run-dir {path}: is a file; give a new folder (it will hold a trace per process)")
-        made = _make(path, f"--run-dir {path}", "give a new folder, or an empty one")
+            raise MlacheckError(
+                f"{SETTING}: is a file; give a new folder (it will hold a trace per process)", "run_dir", path
+            )
+        with about("run_dir", path):
+            made = _make(path, SETTING, "give a new folder, or an empty one")
         if not made and any(os.scandir(path)):
-            raise MlacheckError(f"--run-dir {path}: not empty; give a new folder so that runs do not mix")
+            raise MlacheckError(f"{SETTING}: not empty; give a new folder so that runs do not mix", "run_dir", path)
         try:
             os.mkdir(path / "rules", 0o700)
         except FileExistsError:
             raise MlacheckError(
-                f"--run-dir {path}: another run took it at the same time; give a new folder so that runs do not mix"
+                f"{SETTING}: another run took it at the same time; give a new folder so that runs do not mix",
+                "run_dir",
+                path,
             ) from None
         except OSError as exc:
-            raise MlacheckError(f"--run-dir {path}: cannot create it: {exc}") from None
+            raise MlacheckError(f"{SETTING}: cannot create it: {exc}", "run_dir", path) from None
         return cls(path.resolve())
 
     def save(self, rule_sources: list[str], capture_config: dict) -> None:

@@ -18,12 +18,12 @@ from pydantic import ValidationError
 from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
-from mlacheck.report.model import Report, ReportPolicy, build_report, decide
+from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, read_trace
 from mlacheck_startup import refusal
@@ -281,7 +281,8 @@ def program_report(
     for event in loaded.events:
         for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
             observed.setdefault(name, []).append(value)
-    check_context(context, rules, observed=observed)
+    with about("context"):
+        check_context(context, rules, observed=observed, flag=SETTING)
     refused = {line.partition(": ")[0] for line in loaded.lost}
     lost = (
         loaded.lost
@@ -362,20 +363,3 @@ def load_report(path: Path) -> Report:
         raise MlacheckError(
             f"{path}: not an mlacheck JSON report: {'.'.join(map(str, error['loc']))}: {error['msg']}"
         ) from None
-
-
-def report_from_sources(
-    sources: list[Path],
-    rules: Path | None = None,
-    context: dict[str, str] | None = None,
-    policy: ReportPolicy = ReportPolicy(),
-) -> Report:
-    """Run folders are analysed (merged, with `rules` where given); a single JSON file is read back and decided again."""
-    files = [source for source in sources if source.is_file()]
-    if files:
-        if len(sources) > 1:
-            raise MlacheckError(
-                f"{files[0]}: give one saved JSON report, or run folders only (not both, not several reports)"
-            )
-        return decide(load_report(files[0]), policy)
-    return program_report(sources, load_rules(rules) if rules is not None else None, context, policy)

@@ -1,11 +1,9 @@
-"""Program mode end to end: a run folder, the program run under observation, and its report."""
+"""Program mode's options, and a run folder made for them (`prepare_run`: Observation.prepare); what a process the run
+did not start needs to join it (`worker_environment`)."""
 
 from __future__ import annotations
 
-import gc
 import os
-import shlex
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -13,20 +11,16 @@ from mlacheck import arch, qualnames
 from mlacheck.analysis.context_check import check_context
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
-from mlacheck.errors import MlacheckError
-from mlacheck.program.follow import TraceFollower
+from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR
 from mlacheck.program.run_folder import RunFolder
-from mlacheck.program.saved import program_report
-from mlacheck.program.supervisor import run_program
 from mlacheck.program.trust import check_folder
-from mlacheck.report.model import Report, ReportPolicy
 from mlacheck.rulefiles import RuleSet, load_rules
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProgramOptions:
-    """What program mode is asked to do (`mlacheck run -- COMMAND`, `pytest --mlacheck`)."""
+    """What program mode is asked to do (`mlacheck run -- COMMAND`, `pytest --mlacheck`, `mlacheck report`)."""
 
     run_dir: Path | None = None
     rules: Path | None = None
@@ -51,21 +45,7 @@ class PreparedRun:
 
 def prepare_run(options: ProgramOptions) -> PreparedRun:
     """Check the options against the rules, then make the run folder."""
-    for item in options.serving_start:
-        if qualnames.serving_start(item) is None:
-            raise MlacheckError(f"--serving-start {item}: write MODULE:QUALNAME or MODULE:QUALNAME@return")
-    if options.num_sms is not None and options.num_sms < 1:
-        raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
-    rules = load_rules(options.rules)
-    check_rules(rules)
-    check_context(options.context, rules)
-    if options.arch != "auto" and options.arch not in rules.arches:
-        raise MlacheckError(
-            f"--arch {options.arch}: no loaded family has kernels for it; choose auto or one of "
-            f"{', '.join(rules.arches)}"
-        )
-    declared = next((os.environ[name] for name in rules.arch_env if os.environ.get(name)), None)
-    target = options.arch if options.arch != "auto" else declared or arch.DEFAULT_ARCH
+    rules, target = _checked(options)
     policy = CapturePolicy(
         compile=options.compile,
         replace_launch=options.dry,
@@ -98,37 +78,25 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
     return PreparedRun(folder, rules, config, environment)
 
 
-def observe_program(
-    command: list[str],
-    options: ProgramOptions,
-    policy: ReportPolicy = ReportPolicy(),
-    on_start: Callable[[Path], None] | None = None,
-    watch=None,
-) -> Report:
-    """Run `command` observed, into a new run folder, and analyse it with the rules it was recorded under.
-    `watch` (a progress display: `phase(name)`, `event(event)`) follows the traces as the program writes them."""
-    run = prepare_run(options)
-    if on_start is not None:
-        on_start(run.folder.path)
-    gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
-    on_tick = None
-    if watch is not None:
-        watch.phase(f"running {shlex.join(command)}")
-        follower = TraceFollower(run.folder.path)
-        on_tick = lambda: [watch.event(event) for event in follower.poll()]
-    supervised = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
-    if on_tick is not None:
-        on_tick()
-        watch.phase("analysing the run folder")
-    supervised.meta.update(compile_policy=options.compile, dry=options.dry)
-    try:
-        run.folder.write_meta(supervised.meta)
-    except MlacheckError as exc:  # the folder vanished or is full: the report says so, from what is left
-        supervised.problems.append(str(exc))
-    try:
-        return program_report([run.folder.path], run.rules, options.context, policy, supervised)
-    except MlacheckError as exc:  # e.g. a --context value the run's keys show to be of another kind
-        raise MlacheckError(f"{exc}; the run is kept: mlacheck report {run.folder.path} reports it again") from None
+def _checked(options: ProgramOptions) -> tuple[RuleSet, str]:
+    """The rules, and the target arch, of options checked against them (a bad one: a line naming its setting)."""
+    for item in options.serving_start:
+        if qualnames.serving_start(item) is None:
+            raise MlacheckError(f"{SETTING}: write MODULE:QUALNAME or MODULE:QUALNAME@return", "serving_start", item)
+    if options.num_sms is not None and options.num_sms < 1:
+        raise MlacheckError(f"{SETTING}: an SM count is a positive number (148 on a B200)", "num_sms", options.num_sms)
+    rules = load_rules(options.rules)
+    check_rules(rules)
+    with about("context"):
+        check_context(options.context, rules, flag=SETTING)
+    if options.arch != "auto" and options.arch not in rules.arches:
+        raise MlacheckError(
+            f"{SETTING}: no loaded family has kernels for it; choose auto or one of {', '.join(rules.arches)}",
+            "arch",
+            options.arch,
+        )
+    declared = next((os.environ[name] for name in rules.arch_env if os.environ.get(name)), None)
+    return rules, options.arch if options.arch != "auto" else declared or arch.DEFAULT_ARCH
 
 
 def worker_environment(run_dir: Path | None) -> tuple[dict[str, str], str | None]:
@@ -142,7 +110,9 @@ def worker_environment(run_dir: Path | None) -> tuple[dict[str, str], str | None
     path = Path(given).resolve()
     note = None
     if path.exists() and not path.is_dir():
-        raise MlacheckError(f"--run-dir {path}: is a file; give the run folder of the `mlacheck run` the workers join")
+        raise MlacheckError(
+            f"{SETTING}: is a file; give the run folder of the `mlacheck run` the workers join", "run_dir", path
+        )
     if path.exists():
         check_folder(path)  # the workers would refuse it: say so now
     if not path.exists() or not (path / CAPTURE_CONFIG).is_file():

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from mlacheck import schemas
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.files import DOCUMENT_LIMIT, read_json
 from mlacheck.keys import key_identity
 
@@ -51,37 +51,40 @@ def report_fingerprints(findings: list[dict]) -> list[str]:
     return result
 
 
-def baseline_fingerprints(baseline: dict, source: str | None = None, written: str | None = None) -> set[str]:
-    """The fingerprints a baseline holds: a report's findings, or a {"fingerprints": [...]} list."""
+def baseline_fingerprints(baseline: dict, source: str | None = None) -> set[str]:
+    """The fingerprints a baseline holds: a report's findings, or a {"fingerprints": [...]} list (else a line about
+    the baseline setting; `source`: its path)."""
     if isinstance(baseline, dict) and isinstance(baseline.get("fingerprints"), list):
-        schemas.check("baseline", baseline.get("format_version"), written or f"--baseline {source or ''}".strip())
+        with about("baseline", source):
+            schemas.check("baseline", baseline.get("format_version"), SETTING)
         if all(isinstance(item, str) for item in baseline["fingerprints"]):
             return set(baseline["fingerprints"])
     elif isinstance(baseline, dict) and isinstance(baseline.get("findings"), list):
         if all(isinstance(item, dict) and "code" in item and "family" in item for item in baseline["findings"]):
             return set(report_fingerprints(baseline["findings"]))
     raise MlacheckError(
-        f"{written or ('--baseline' + (' ' + source if source else ''))}: neither an mlacheck JSON report nor a "
-        '{"fingerprints": [...]} file; write one with --output json:PATH'
+        f"{SETTING}: neither an mlacheck JSON report nor a "
+        '{"fingerprints": [...]} file; write one with --output json:PATH',
+        "baseline",
+        source,
     )
 
 
-def load_baseline(path: Path, written: str | None = None) -> dict:
-    """Read and check a baseline file; a missing, unreadable or malformed one is a one-line MlacheckError naming the
-    setting as the user wrote it (`written`, default `--baseline PATH`)."""
-    written = written or f"--baseline {path}"
+def load_baseline(path: Path) -> dict:
+    """Read and check a baseline file; a missing, unreadable or malformed one is a one-line MlacheckError about the
+    baseline setting."""
     try:
         data = read_json(path, DOCUMENT_LIMIT, "JSON", follow=True)
     except FileNotFoundError:
-        raise MlacheckError(f"{written}: cannot read it: No such file or directory") from None
+        raise MlacheckError(f"{SETTING}: cannot read it: No such file or directory", "baseline", path) from None
     except MlacheckError as exc:  # "PATH: what is wrong"
-        raise MlacheckError(f"{written}: {str(exc).removeprefix(f'{path}: ')}") from None
-    baseline_fingerprints(data, str(path), written)
+        raise MlacheckError(f"{SETTING}: {str(exc).removeprefix(f'{path}: ')}", "baseline", path) from None
+    baseline_fingerprints(data, str(path))
     return data
 
 
-def known_findings(path: Path | None, written: str | None = None) -> tuple[set[str] | None, str | None]:
+def known_findings(path: Path | None) -> tuple[set[str] | None, str | None]:
     """The fingerprints of a --baseline file and its name for the report; (None, None) without one."""
     if path is None:
         return None, None
-    return baseline_fingerprints(load_baseline(path, written), str(path), written), str(path)
+    return baseline_fingerprints(load_baseline(path), str(path)), str(path)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 
 
 @dataclass(frozen=True)
@@ -63,51 +63,54 @@ def render(report: dict, fmt: str, options: Options = Options()) -> str:
     return renderer(fmt).render(report, options)
 
 
-def check_writable(path: Path, written: str | None = None) -> None:
+def check_writable(path: Path, setting: str = "output", value: object = None) -> None:
     """Refuse, before the run, a path that cannot be written: the file is opened for appending (made, then removed,
     where it did not exist), so a folder, a missing folder, a read-only file system or /proc are all found now.
-    `written` names the setting and its value as the user wrote them (default `--output PATH`)."""
-    written = written or f"--output {path}"
+    `setting` and `value` (default: the path) name the setting it came from."""
+    value = path if value is None else value
     if not str(path) or path.is_dir():
-        raise MlacheckError(f"{written}: cannot write it (is a folder or empty); give a file path")
+        raise MlacheckError(f"{SETTING}: cannot write it (is a folder or empty); give a file path", setting, value)
     folder = path.parent
     if not folder.is_dir():
         reason = "its folder is a file" if folder.exists() else "its folder does not exist"
-        raise MlacheckError(f"{written}: cannot write it ({reason}); give a file path in an existing folder")
+        raise MlacheckError(
+            f"{SETTING}: cannot write it ({reason}); give a file path in an existing folder", setting, value
+        )
     existed = path.exists()
     try:
         with path.open("a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise MlacheckError(f"{written}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
+        raise MlacheckError(
+            f"{SETTING}: cannot write it ({exc.strerror or exc}); give a writable file path", setting, value
+        ) from None
     if not existed:
         path.unlink(missing_ok=True)
 
 
-def parse_output(spec: str, written: str | None = None) -> tuple[str, Path | None]:
-    """ "FORMAT:PATH" -> (format, path); path None means stdout ("-"). Bad specs are one-line MlacheckErrors naming
-    the setting as the user wrote it (`written`, default `--output SPEC`)."""
-    written = written or f"--output {spec}"
+def parse_output(spec: str, setting: str = "output", value: object = None) -> tuple[str, Path | None]:
+    """ "FORMAT:PATH" -> (format, path); path None means stdout ("-"). A bad spec is one MlacheckError line about
+    `setting` and `value` (default: the spec)."""
+    value = spec if value is None else value
     fmt, sep, path = spec.partition(":")
     if not sep or not path:
-        raise MlacheckError(f"{written}: write {OUTPUT_HELP}")
+        raise MlacheckError(f"{SETTING}: write {OUTPUT_HELP}", setting, value)
     if fmt not in FORMATS:
-        raise MlacheckError(f"{written}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        raise MlacheckError(f"{SETTING}: unknown format {fmt!r}: choose one of {', '.join(FORMATS)}", setting, value)
     return fmt, None if path == "-" else Path(path)
 
 
-def output_specs(outputs: Iterable[str | tuple[str, str]]) -> list[tuple[str, Path | None]]:
+def output_specs(outputs: Iterable[str | tuple[str, str, object]]) -> list[tuple[str, Path | None]]:
     """Parse and check every output before anything runs; at most one may go to stdout. An item is a spec, or
-    (spec, how the user wrote it: `--json PATH`, `--mlacheck-output=SPEC`, `[tool.mlacheck] output = SPEC (in
-    pyproject.toml)`)."""
-    given = [(item, None) if isinstance(item, str) else item for item in outputs]
-    specs = [(parse_output(spec, written), written) for spec, written in given]
-    if sum(path is None for (_, path), _ in specs) > 1:
-        raise MlacheckError("--output: only one document can go to stdout (PATH -)")
-    for (_, path), written in specs:
+    (spec, the setting it came from, its value as given: `("json:r.json", "json", "r.json")`)."""
+    given = [(item, "output", item) if isinstance(item, str) else item for item in outputs]
+    specs = [(parse_output(spec, setting, value), setting, value) for spec, setting, value in given]
+    if sum(path is None for (_, path), _, _ in specs) > 1:
+        raise MlacheckError(f"{SETTING}: only one document can go to stdout (PATH -)", "output")
+    for (_, path), setting, value in specs:
         if path is not None:
-            check_writable(path, written)
-    return [spec for spec, _ in specs]
+            check_writable(path, setting, value)
+    return [spec for spec, _, _ in specs]
 
 
 def write_outputs(
@@ -132,7 +135,7 @@ def write_outputs(
                 path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise MlacheckError(
-                f"--output {fmt}:{path or '-'}: cannot write {path or 'stdout'}: {exc.strerror or exc}"
+                f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
             ) from None
         publish = getattr(module, "publish", None)
         if publish is not None:

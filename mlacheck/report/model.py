@@ -15,7 +15,6 @@ report of what it ran.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -24,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mlacheck.analysis import Analysis, Variant
 from mlacheck.codes import CODES
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 from mlacheck.keys import JsonValue
 from mlacheck.report.baseline import known_findings, report_fingerprints
 
@@ -40,7 +39,7 @@ row may hold a third item, its detail.
 run folder); no other field changed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReportPolicy:
     """How findings become a verdict and an exit code (--strict, --allow-incomplete, --baseline); only `decide`
     reads it, everything between the command line and it passes it on whole."""
@@ -55,25 +54,23 @@ class ReportPolicy:
     @classmethod
     def of(
         cls,
+        *,
         strict: bool = False,
         allow_incomplete: bool = False,
         baseline: Path | None = None,
         select: list[str] | None = None,
         ignore: list[str] | None = None,
-        names: Mapping[str, str] | None = None,
     ) -> ReportPolicy:
-        """The policy of the options; a --baseline file is read and checked now, and the codes of --select and
-        --ignore (a bad one is one MlacheckError line). `names` says where the user wrote "baseline", "select" and
-        "ignore" ("--select", "--mlacheck-select", "PATH [tool.mlacheck] select"); the default is the CLI's flag."""
-        names = {name: f"--{name}" for name in ("baseline", "select", "ignore")} | dict(names or {})
-        known, source = known_findings(baseline, f"{names['baseline']} {baseline}")
+        """The policy of the settings; a baseline file is read and checked now, and the codes of select and ignore (a
+        bad one is one MlacheckError line about its setting)."""
+        known, source = known_findings(baseline)
         return cls(
-            strict,
-            allow_incomplete,
-            frozenset(known) if known is not None else None,
-            source,
-            _selected(select, names["select"]),
-            frozenset(_codes(names["ignore"], ignore or [])),
+            strict=strict,
+            allow_incomplete=allow_incomplete,
+            known=frozenset(known) if known is not None else None,
+            baseline=source,
+            select=_selected(select),
+            ignore=frozenset(_codes("ignore", ignore or [])),
         )
 
     def ignores(self, code: str) -> bool:
@@ -81,28 +78,29 @@ class ReportPolicy:
         return code in self.ignore or (self.select is not None and code not in self.select)
 
 
-def _codes(name: str, items: list[str]) -> list[str]:
-    """Finding codes from repeated or comma-separated items ("MLA001,MLA003"); an unknown one is one line naming the
-    setting (`name`) where the user wrote it."""
+def _codes(setting: str, items: list[str]) -> list[str]:
+    """Finding codes from repeated or comma-separated items ("MLA001,MLA003"); an unknown one is one line about the
+    setting ("select" or "ignore")."""
     codes = [code.strip().upper() for item in items for code in item.split(",") if code.strip()]
     unknown = next((code for code in codes if code not in CODES), None)
     if unknown is not None:
         raise MlacheckError(
-            f"{name} {unknown}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)"
+            f"{SETTING}: no such finding code; choose from {', '.join(CODES)} (mlacheck rule --all)", setting, unknown
         )
     return codes
 
 
-def _selected(select: list[str] | None, name: str = "--select") -> frozenset[str] | None:
-    """The codes --select (or `select`) keeps; None where it is not given. One that selects nothing is refused: an
-    empty CI variable would otherwise turn every finding into an ignored one, and a failing run into exit 0."""
+def _selected(select: list[str] | None) -> frozenset[str] | None:
+    """The codes select keeps; None where it is not given. One that selects nothing is refused: an empty CI variable
+    would otherwise turn every finding into an ignored one, and a failing run into exit 0."""
     if select is None:
         return None
-    codes = frozenset(_codes(name, select))
+    codes = frozenset(_codes("select", select))
     if not codes:
         raise MlacheckError(
-            f"{name} selects no finding code (it was given empty); name the codes to keep, e.g. {name} MLA001, "
-            "or leave it out to keep them all"
+            f"{SETTING} selects no finding code (it was given empty); name the codes to keep, e.g. {SETTING} MLA001, "
+            "or leave it out to keep them all",
+            "select",
         )
     return codes
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from mlacheck import arch
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,9 @@ def detect_environment(requested: str, kernel_arches: list[str], arch_env: list[
     the families read their target from (`arch_env`, e.g. CUTE_DSL_ARCH) so that every compile targets it."""
     if requested != "auto" and requested not in kernel_arches:
         raise MlacheckError(
-            f"--arch {requested}: the scenario's families have kernels for {', '.join(kernel_arches)} only; "
-            "pick one or auto"
+            f"{SETTING}: the scenario's families have kernels for {', '.join(kernel_arches)} only; pick one or auto",
+            "arch",
+            requested,
         )
     device = device_arch = None
     capability = device_capability()
@@ -79,6 +80,8 @@ def import_flashinfer_mla(profile: str):
         return importlib.import_module("flashinfer.mla")
     except ImportError as exc:
         raise MlacheckError(
-            f"--profile {profile} decodes through FlashInfer's CuTe DSL MLA decode, and flashinfer cannot be imported "
-            f"({exc}); install it: pip install 'mlacheck[flashinfer]'"
+            f"{SETTING} decodes through FlashInfer's CuTe DSL MLA decode, and flashinfer cannot be imported ({exc}); "
+            "install it: pip install 'mlacheck[flashinfer]'",
+            "profile",
+            profile,
         ) from None

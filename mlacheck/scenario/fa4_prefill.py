@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 from mlacheck.rulefiles import RuleFile, RuleSet
 from mlacheck.scenario.activations import compare_outputs
 from mlacheck.scenario.backends import Bound, Loaded, TrafficStats
@@ -196,7 +196,9 @@ class FA4Backend:
                 continue
             return Loaded(interface, interface, label)
         raise MlacheckError(
-            f"--profile {engine.name} prefills with FlashAttention-4, which is not installed; install mlacheck[fa4]"
+            f"{SETTING} prefills with FlashAttention-4, which is not installed; install mlacheck[fa4]",
+            "profile",
+            engine.name,
         )
 
     def runner(self, loaded: Loaded, bound: Bound, family: str) -> FA4Prefill:

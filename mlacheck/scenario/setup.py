@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mlacheck import arch
 from mlacheck.capture.caches import check_rules
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 from mlacheck.rulefiles import RuleFile, RuleSet, load_rules
 from mlacheck.scenario.backends import Backend
 from mlacheck.scenario.decode_run import FlashInferDecodeBackend, TokenspeedMLADecodeBackend
@@ -96,10 +96,14 @@ class Setup:
         environment = detect_environment(self.options.arch, _common_arches(self.groups), arch_env)
         if environment.mode == "execute" and self.options.compile == "skip":
             raise MlacheckError(
-                "--compile skip is refused in execute mode: kernels launch there, so they must be compiled"
+                f"{SETTING} is refused in execute mode: kernels launch there, so they must be compiled",
+                "compile",
+                "skip",
             )
         if environment.mode == "execute" and self.options.num_sms is not None:
-            raise MlacheckError("--num-sms is refused in execute mode: the dispatch reads the device's own SM count")
+            raise MlacheckError(
+                f"{SETTING} is refused in execute mode: the dispatch reads the device's own SM count", "num_sms"
+            )
         if environment.mode != "execute":  # a fake or replaced device: the families read the target's SM count
             for name in dict.fromkeys(name for family in families for name in family.sm_count_env):
                 os.environ.setdefault(name, str(self.num_sms(environment)))
@@ -139,15 +143,15 @@ class Setup:
 def prepare(options: CheckOptions) -> Setup:
     """The run the options drive; a bad option is one line."""
     if options.compile not in ("real", "skip"):
-        raise MlacheckError(f"--compile {options.compile}: choose real or skip")
+        raise MlacheckError(f"{SETTING}: choose real or skip", "compile", options.compile)
     if options.kernel not in KERNELS:
-        raise MlacheckError(f"--kernel {options.kernel}: choose one of {', '.join(KERNELS)}")
+        raise MlacheckError(f"{SETTING}: choose one of {', '.join(KERNELS)}", "kernel", options.kernel)
     if options.num_sms is not None and options.num_sms < 1:
-        raise MlacheckError(f"--num-sms {options.num_sms}: an SM count is a positive number (148 on a B200)")
+        raise MlacheckError(f"{SETTING}: an SM count is a positive number (148 on a B200)", "num_sms", options.num_sms)
     the_engine = engine(options.profile)
     prefill = options.prefill_backend or the_engine.prefill_backend
     if options.prefill_backend is not None and prefill not in PREFILL_BACKENDS:
-        raise MlacheckError(f"--prefill-backend {prefill}: choose one of {', '.join(PREFILL_BACKENDS)}")
+        raise MlacheckError(f"{SETTING}: choose one of {', '.join(PREFILL_BACKENDS)}", "prefill_backend", prefill)
     rules = load_rules(options.rules)
     check_rules(rules)
     backends = _driven(the_engine, prefill, options, rules)
@@ -170,8 +174,10 @@ def _driven(the_engine: Engine, prefill: str, options: CheckOptions, rules: Rule
     declare."""
     if options.kernel == "prefill" and prefill == "none":
         raise MlacheckError(
-            f"--kernel prefill: {the_engine.name}'s prefill runs precompiled kernels (no JIT compile to check); choose "
-            "decode or all, or name a JIT prefill with --prefill-backend"
+            f"{SETTING}: {the_engine.name}'s prefill runs precompiled kernels (no JIT compile to check); choose "
+            "decode or all, or name a JIT prefill with --prefill-backend",
+            "kernel",
+            "prefill",
         )
     kinds = ("prefill", "decode") if options.kernel == "all" else (options.kernel,)
     backends = {"prefill": PREFILL_BACKENDS.get(prefill), "decode": DECODE_BACKENDS[the_engine.decode_backend]}

@@ -59,8 +59,8 @@ def test_strict_and_select_from_the_file(tmp_path):
 def test_a_bad_setting_is_one_line_before_anything_runs(tmp_path):
     folder = project(tmp_path, "kernel = 'nope'\n")
     result = run_cli("run", "--compile", "skip", cwd=folder)
-    assert result.code == 2 and result.stderr.strip() == (
-        "mlacheck: error: pyproject.toml [tool.mlacheck] kernel = 'nope': choose one of prefill, decode, all"
+    assert result.code == 2 and result.stderr.strip() == (  # the file by its path, as every other setting of it
+        f"mlacheck: error: {folder / 'pyproject.toml'} [tool.mlacheck] kernel = 'nope': choose one of prefill, decode, all"
     )
     (folder / "pyproject.toml").write_text("[tool.mlacheck]\nselect = ['MLA404']\n")
     result = run_cli("report", str(folder), cwd=folder)

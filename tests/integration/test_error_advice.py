@@ -27,7 +27,7 @@ def project(tmp_path, table: str):
     [
         ('strict = "yes"\n', "[tool.mlacheck] strict: Input should be a valid boolean"),
         ("output = ['xml:x.xml']\n", "[tool.mlacheck] output xml:{folder}/x.xml: unknown format 'xml'"),
-        ("baseline = 'nope.json'\n", "[tool.mlacheck] baseline {folder}/nope.json: cannot read it"),
+        ("baseline = 'nope.json'\n", "[tool.mlacheck] baseline = '{folder}/nope.json': cannot read it"),
         ("rules = 'nope'\n", "[tool.mlacheck] rules = '{folder}/nope': no such rule file or folder"),
         ("ignore = ['MLA999']\n", "[tool.mlacheck] ignore MLA999: no such finding code"),
     ],

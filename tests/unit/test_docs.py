@@ -1,5 +1,6 @@
 """The documentation site builds with `mkdocs build --strict` (a broken link or a missing page fails), with a page per
-finding code generated from codes.py and the output formats from the renderer registry."""
+finding code generated from codes.py, the output formats from the renderer registry and the settings from the
+settings table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mlacheck.codes import CODES
+from mlacheck.config import SETTINGS
 from mlacheck.report.formats import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,4 +30,6 @@ def test_the_site_builds_strict_with_a_page_per_code(tmp_path):
         assert f"{code.name} ({code.code})" in page and "How to silence it" in page
     outputs = (tmp_path / "site" / "outputs" / "index.html").read_text()
     assert all(f"<code>{name}</code>" in outputs for name in FORMATS)
+    settings = (tmp_path / "site" / "settings" / "index.html").read_text()
+    assert all(f"<code>{s.option}</code>" in settings for s in SETTINGS.values() if s.pytest)
     assert "fonts.googleapis" not in (tmp_path / "site" / "index.html").read_text()  # nothing fetched

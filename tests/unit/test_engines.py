@@ -27,7 +27,7 @@ def test_every_engine_module_is_found_and_the_command_line_offers_each():
     modules = [module.name for module in pkgutil.iter_modules(engines.__path__)]
     found = {e.name for m in modules for e in importlib.import_module(f"{engines.__name__}.{m}").ENGINES}
     assert found == set(ENGINES) and {"tokenspeed", "sglang", "sglang@0.5.13", "vllm"} <= found
-    assert [member.value for member in cli.Profile] == list(ENGINES)
+    assert [member.value for member in cli.CHOICE_TYPES["profile"]] == list(ENGINES)
 
 
 def test_a_new_engine_module_is_found_without_a_registry_edit(tmp_path, monkeypatch):

@@ -150,7 +150,7 @@ def repository(tmp_path):
 
 def apply_baseline(report: dict, baseline: dict) -> dict:
     """The report decided again with the baseline's findings known, as `mlacheck report --baseline` does."""
-    policy = ReportPolicy(report.get("strict", False), known=frozenset(baseline_fingerprints(baseline)))
+    policy = ReportPolicy(strict=report.get("strict", False), known=frozenset(baseline_fingerprints(baseline)))
     decided = decide(Report.model_validate(report), policy)
     return decided.model_dump(mode="json")
 
@@ -479,7 +479,7 @@ def test_every_spec_is_checked_before_anything_is_written(tmp_path, real):
     missing = tmp_path / "missing" / "r.sarif"
     with pytest.raises(MlacheckError) as caught:
         output_specs([f"sarif:{missing}"])
-    assert str(caught.value).startswith(f"--output {missing}: cannot write") and "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"--output sarif:{missing}: cannot write") and "\n" not in str(caught.value)
     with pytest.raises(MlacheckError, match="only one document can go to stdout"):
         output_specs(["json:-", "sarif:-"])
 

@@ -11,7 +11,7 @@ def test_report_analysis_and_program_runs_import_no_torch_or_kernel_library():
         "import sys\n"
         "import mlacheck.report.model, mlacheck.report.formats, mlacheck.report.terminal, mlacheck.program.saved\n"
         "import mlacheck.analysis, mlacheck.report.manifest, mlacheck.commands.rules_table, mlacheck.rulefiles, mlacheck.trace\n"
-        "import mlacheck.capture, mlacheck.events, mlacheck.program.agent\n"
+        "import mlacheck.capture, mlacheck.events, mlacheck.program.agent, mlacheck.program.observation, mlacheck.config\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'tokenspeed_mla', 'cutlass', 'flash_attn', 'numpy'))\n"
         "print(heavy)\n"
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from mlacheck.errors import MlacheckError
+from mlacheck.errors import SETTING, MlacheckError
 from mlacheck.scenario.engine import Engine, PrefillPath
 
 
@@ -26,7 +26,7 @@ def engine(name: str) -> Engine:
     try:
         return ENGINES[name]
     except KeyError:
-        raise MlacheckError(f"--profile {name}: choose one of {', '.join(ENGINES)}") from None
+        raise MlacheckError(f"{SETTING}: choose one of {', '.join(ENGINES)}", "profile", name) from None
 
 
 def prefill_path(engine: Engine, backend: str) -> PrefillPath:
