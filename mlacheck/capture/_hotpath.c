@@ -12,7 +12,7 @@
 
 #define FLUSH_EVERY 1023 /* a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches */
 
-static PyObject *str_missed, *str_maybe_flush;
+static PyObject *str_missed, *str_maybe_flush, *str_shape, *str_dtype;
 
 /* -- Counter: what the hot path steps, without making an int each time ------------------------------------ */
 
@@ -680,6 +680,236 @@ static PyTypeObject FastTableType = {
     .tp_methods = fasttable_methods,
 };
 
+/* -- ObservedCall: a native operation's stand-in, keyed in Python at each call ------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *operation, *head, *state, *kinds, *fast, *ticks, *flush, *slow;
+    Py_ssize_t fields;     /* how many arguments the key holds */
+    Py_ssize_t *positions; /* where each is among the call's positional arguments */
+    vectorcallfunc vectorcall;
+} ObservedCall;
+
+/* An argument as the key holds it (a new reference): an exact None, bool, int, float or str itself; any other value
+ * by its type's kind: None, itself; a marker, (marker, dtype, shape), or itself where its shape is None. NULL without
+ * an error where its type has no kind, NULL with one where reading it failed. */
+static PyObject *
+key_field(ObservedCall *self, PyObject *value)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    if (value == Py_None || type == &PyLong_Type || type == &PyBool_Type || type == &PyFloat_Type ||
+        type == &PyUnicode_Type)
+        return Py_NewRef(value);
+    PyObject *kind = PyDict_GetItemWithError(self->kinds, (PyObject *)type);
+    if (kind == NULL)
+        return NULL;
+    if (kind == Py_None)
+        return Py_NewRef(value);
+    PyObject *field = PyTuple_New(3);
+    if (field == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(field, 0, Py_NewRef(kind)); /* held before the reads: they may run code that changes kinds */
+    PyObject *shape = PyObject_GetAttr(value, str_shape);
+    if (shape == NULL || shape == Py_None) {
+        Py_DECREF(field);
+        if (shape == NULL)
+            return NULL;
+        Py_DECREF(shape);
+        return Py_NewRef(value);
+    }
+    PyTuple_SET_ITEM(field, 2, shape);
+    PyObject *dtype = PyObject_GetAttr(value, str_dtype);
+    if (dtype == NULL) {
+        Py_DECREF(field);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(field, 1, dtype);
+    return field;
+}
+
+/* A call's key, (head, state[0], each chosen argument as key_field holds it, None for one the call left out); NULL
+ * as key_field says. */
+static PyObject *
+observed_key(ObservedCall *self, PyObject *const *args, Py_ssize_t count)
+{
+    if (PyList_GET_SIZE(self->state) < 1) {
+        PyErr_SetString(PyExc_IndexError, "mlacheck: an observed call's state is empty");
+        return NULL;
+    }
+    PyObject *key = PyTuple_New(2 + self->fields);
+    if (key == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(self->head));
+    PyTuple_SET_ITEM(key, 1, Py_NewRef(PyList_GET_ITEM(self->state, 0)));
+    for (Py_ssize_t field = 0; field < self->fields; field++) {
+        Py_ssize_t at = self->positions[field];
+        PyObject *value = key_field(self, at < count ? args[at] : Py_None);
+        if (value == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(key, 2 + field, value);
+    }
+    return key;
+}
+
+/* The slow path: `slow(key, args, kwargs, frame)`, key None where the hot path could not build it. */
+static PyObject *
+observed_slow(ObservedCall *self, PyObject *key, PyObject *const *args, Py_ssize_t count, PyObject *kwnames)
+{
+    PyObject *positional = PyTuple_New(count), *keywords = PyDict_New(), *result = NULL;
+    if (positional == NULL || keywords == NULL)
+        goto done;
+    for (Py_ssize_t at = 0; at < count; at++)
+        PyTuple_SET_ITEM(positional, at, Py_NewRef(args[at]));
+    Py_ssize_t named = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t at = 0; at < named; at++) {
+        if (PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, at), args[count + at]) < 0)
+            goto done;
+    }
+    PyObject *call[] = {key != NULL ? key : Py_None, positional, keywords, caller_frame()};
+    result = PyObject_Vectorcall(self->slow, call, 4, NULL);
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(positional);
+    Py_XDECREF(keywords);
+    return result;
+}
+
+static PyObject *
+observed_vectorcall(ObservedCall *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t count = PyVectorcall_NARGS(nargsf);
+    PyObject *key = NULL;
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        key = observed_key(self, args, count);
+        PyObject *entry = key != NULL ? fasttable_entry((FastTable *)self->fast, key) : NULL;
+        if (entry != NULL) {
+            Py_DECREF(key);
+            int counted = count_dispatch(PyTuple_GET_ITEM(entry, 0), self->ticks, self->flush, NULL);
+            Py_DECREF(entry);
+            return counted < 0 ? NULL : PyObject_Vectorcall(self->operation, args, nargsf, NULL);
+        }
+        if (PyErr_Occurred()) { /* an argument that cannot be read or a key that cannot be hashed: the slow path's */
+            Py_CLEAR(key);
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    return observed_slow(self, key, args, count, kwnames);
+}
+
+static PyObject *
+observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"operation", "head", "state", "positions", "kinds", "fast", "ticks", "flush", "slow",
+                            NULL};
+    PyObject *operation, *head, *state, *positions, *kinds, *fast, *ticks, *flush, *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!OO!O!OOO:ObservedCall", names, &operation, &head,
+                                     &PyList_Type, &state, &positions, &PyDict_Type, &kinds, &FastTableType, &fast,
+                                     &ticks, &flush, &slow))
+        return NULL;
+    if (check_counter(ticks, "ticks") < 0)
+        return NULL;
+    PyObject *sequence = PySequence_Fast(positions, "positions must be a sequence of argument positions");
+    if (sequence == NULL)
+        return NULL;
+    ObservedCall *self = (ObservedCall *)type->tp_alloc(type, 0);
+    Py_ssize_t fields = PySequence_Fast_GET_SIZE(sequence);
+    if (self == NULL || (self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL) {
+        Py_DECREF(sequence);
+        Py_XDECREF(self);
+        return self == NULL ? NULL : PyErr_NoMemory();
+    }
+    self->fields = fields;
+    for (Py_ssize_t field = 0; field < fields; field++) {
+        Py_ssize_t at = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(sequence, field), PyExc_OverflowError);
+        if (at == -1 && PyErr_Occurred()) {
+            Py_DECREF(sequence);
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (at < 0) {
+            Py_DECREF(sequence);
+            Py_DECREF(self);
+            PyErr_SetString(PyExc_ValueError, "an argument position is not negative");
+            return NULL;
+        }
+        self->positions[field] = at;
+    }
+    Py_DECREF(sequence);
+    self->operation = Py_NewRef(operation);
+    self->head = Py_NewRef(head);
+    self->state = Py_NewRef(state);
+    self->kinds = Py_NewRef(kinds);
+    self->fast = Py_NewRef(fast);
+    self->ticks = Py_NewRef(ticks);
+    self->flush = Py_NewRef(flush);
+    self->slow = Py_NewRef(slow);
+    self->vectorcall = (vectorcallfunc)observed_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+observed_traverse(ObservedCall *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->operation);
+    Py_VISIT(self->head);
+    Py_VISIT(self->state);
+    Py_VISIT(self->kinds);
+    Py_VISIT(self->fast);
+    Py_VISIT(self->ticks);
+    Py_VISIT(self->flush);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int
+observed_clear(ObservedCall *self)
+{
+    Py_CLEAR(self->operation);
+    Py_CLEAR(self->head);
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->kinds);
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->ticks);
+    Py_CLEAR(self->flush);
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+static void
+observed_dealloc(ObservedCall *self)
+{
+    PyObject_GC_UnTrack(self);
+    observed_clear(self);
+    PyMem_Free(self->positions);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+observed_repr(ObservedCall *self)
+{
+    return PyUnicode_FromFormat("<mlacheck observed call of %R>", self->operation);
+}
+
+static PyTypeObject ObservedCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.ObservedCall",
+    .tp_doc = "ObservedCall(operation, head, state, positions, kinds, fast, ticks, flush, slow): "
+              "hotpath_py.observed_call, compiled.",
+    .tp_basicsize = sizeof(ObservedCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = observed_new,
+    .tp_traverse = (traverseproc)observed_traverse,
+    .tp_clear = (inquiry)observed_clear,
+    .tp_dealloc = (destructor)observed_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ObservedCall, vectorcall),
+    .tp_repr = (reprfunc)observed_repr,
+};
+
 /* -- GetitemDict, ContainsDict, GetDict: a dict family's lookup -------------------------------------------- */
 
 typedef struct {
@@ -855,7 +1085,9 @@ PyInit__hotpath(void)
 {
     str_missed = PyUnicode_InternFromString("_missed");
     str_maybe_flush = PyUnicode_InternFromString("maybe_flush");
-    if (str_missed == NULL || str_maybe_flush == NULL)
+    str_shape = PyUnicode_InternFromString("shape");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    if (str_missed == NULL || str_maybe_flush == NULL || str_shape == NULL || str_dtype == NULL)
         return NULL;
     if (pthread_key_create(&thread_ticks_key, free_thread_ticks) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "mlacheck: cannot make the threads' ticks key");
@@ -866,7 +1098,7 @@ PyInit__hotpath(void)
         return NULL;
     if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &TicksType, NULL) < 0 ||
         add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
-        add_type(module, &FastTableType, NULL) < 0 ||
+        add_type(module, &FastTableType, NULL) < 0 || add_type(module, &ObservedCallType, NULL) < 0 ||
         add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
         add_type(module, &GetDictType, &PyDict_Type) < 0 ||
         PyModule_AddIntConstant(module, "FLUSH_EVERY", FLUSH_EVERY) < 0) {
