@@ -473,6 +473,7 @@ typedef struct {
     int next;                         /* the memo slot the next new key takes */
     PyObject *key[MEMO_SLOTS];        /* a key served lately (the lookup's own object) */
     PyObject *entry[MEMO_SLOTS];      /* its (counter, value) */
+    unsigned long long changes;       /* how many times it changed: what a memo of its entries is valid for */
 } FastTable;
 
 static PyTypeObject FastTableType;
@@ -480,6 +481,7 @@ static PyTypeObject FastTableType;
 static void
 forget_memo(FastTable *self)
 {
+    self->changes++;
     for (int slot = 0; slot < MEMO_SLOTS; slot++) {
         Py_CLEAR(self->key[slot]);
         Py_CLEAR(self->entry[slot]);
@@ -682,122 +684,229 @@ static PyTypeObject FastTableType = {
 
 /* -- ObservedCall: a native operation's stand-in, keyed in Python at each call ------------------------------ */
 
+#define PROBES 32 /* the arguments read on the stack (a call that keys more reads them into the heap) */
+
 typedef struct {
     PyObject_HEAD
     PyObject *operation, *head, *state, *kinds, *fast, *ticks, *flush, *slow;
     Py_ssize_t fields;     /* how many arguments the key holds */
     Py_ssize_t *positions; /* where each is among the call's positional arguments */
-    vectorcallfunc vectorcall;
+    int next;                            /* the memo slot the next key served takes */
+    PyObject *key[MEMO_SLOTS];           /* a key served lately */
+    PyObject *entry[MEMO_SLOTS];         /* its (counter, value) */
+    unsigned long long seen[MEMO_SLOTS]; /* the fast table's changes when it was served */
 } ObservedCall;
 
-/* An argument as the key holds it (a new reference): an exact None, bool, int, float or str itself; any other value
- * by its type's kind: None, itself; a marker, (marker, dtype, shape), or itself where its shape is None. NULL without
- * an error where its type has no kind, NULL with one where reading it failed. */
-static PyObject *
-key_field(ObservedCall *self, PyObject *value)
+/* One argument as the key holds it: `value` itself (borrowed), or where its type's kind is a marker and its shape is
+ * not None, (kind, dtype, shape) (new references). */
+typedef struct {
+    PyObject *value, *kind, *shape, *dtype;
+} Probe;
+
+static void
+release_probes(Probe *probes, Py_ssize_t count)
 {
+    for (Py_ssize_t at = 0; at < count; at++) {
+        Py_XDECREF(probes[at].kind);
+        Py_XDECREF(probes[at].shape);
+        Py_XDECREF(probes[at].dtype);
+    }
+}
+
+/* Read an argument for the key: an exact None, bool, int, float or str is itself; any other value goes by its type's
+ * kind: None, itself; a marker, its shape then its dtype (itself where the shape is None). 1 where read, 0 where its
+ * type has no kind, -1 with an error where reading it failed. */
+static int
+read_probe(ObservedCall *self, PyObject *value, Probe *probe)
+{
+    *probe = (Probe){value, NULL, NULL, NULL};
     PyTypeObject *type = Py_TYPE(value);
     if (value == Py_None || type == &PyLong_Type || type == &PyBool_Type || type == &PyFloat_Type ||
         type == &PyUnicode_Type)
-        return Py_NewRef(value);
+        return 1;
     PyObject *kind = PyDict_GetItemWithError(self->kinds, (PyObject *)type);
     if (kind == NULL)
-        return NULL;
+        return PyErr_Occurred() ? -1 : 0;
     if (kind == Py_None)
-        return Py_NewRef(value);
-    PyObject *field = PyTuple_New(3);
-    if (field == NULL)
-        return NULL;
-    PyTuple_SET_ITEM(field, 0, Py_NewRef(kind)); /* held before the reads: they may run code that changes kinds */
-    PyObject *shape = PyObject_GetAttr(value, str_shape);
-    if (shape == NULL || shape == Py_None) {
-        Py_DECREF(field);
-        if (shape == NULL)
-            return NULL;
-        Py_DECREF(shape);
-        return Py_NewRef(value);
+        return 1;
+    probe->kind = Py_NewRef(kind); /* held before the reads: they may run code that changes kinds */
+    probe->shape = PyObject_GetAttr(value, str_shape);
+    if (probe->shape == NULL)
+        return -1;
+    if (probe->shape == Py_None) {
+        Py_CLEAR(probe->kind);
+        Py_CLEAR(probe->shape);
+        return 1;
     }
-    PyTuple_SET_ITEM(field, 2, shape);
-    PyObject *dtype = PyObject_GetAttr(value, str_dtype);
-    if (dtype == NULL) {
-        Py_DECREF(field);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(field, 1, dtype);
-    return field;
+    probe->dtype = PyObject_GetAttr(value, str_dtype);
+    return probe->dtype == NULL ? -1 : 1;
 }
 
-/* A call's key, (head, state[0], each chosen argument as key_field holds it, None for one the call left out); NULL
- * as key_field says. */
+/* The field a probe makes (a new reference). */
 static PyObject *
-observed_key(ObservedCall *self, PyObject *const *args, Py_ssize_t count)
+probe_field(Probe *probe)
+{
+    if (probe->kind == NULL)
+        return Py_NewRef(probe->value);
+    return PyTuple_Pack(3, probe->kind, probe->dtype, probe->shape);
+}
+
+/* Equal as a dict finds a key, decided without running any Python code: the same object, exact ints of one value,
+ * or tuples (a subclass that keeps tuple's equality and hash: torch.Size) of such items. */
+static int
+same_field(PyObject *known, PyObject *now)
+{
+    if (known == now)
+        return 1;
+    if (PyLong_CheckExact(known) && PyLong_CheckExact(now))
+        return PyObject_RichCompareBool(known, now, Py_EQ) == 1;
+    PyTypeObject *a = Py_TYPE(known), *b = Py_TYPE(now);
+    if (!PyTuple_Check(known) || !PyTuple_Check(now) || a->tp_richcompare != PyTuple_Type.tp_richcompare ||
+        b->tp_richcompare != PyTuple_Type.tp_richcompare || a->tp_hash != PyTuple_Type.tp_hash ||
+        b->tp_hash != PyTuple_Type.tp_hash || PyTuple_GET_SIZE(known) != PyTuple_GET_SIZE(now))
+        return 0;
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(now); at++) {
+        PyObject *x = PyTuple_GET_ITEM(known, at), *y = PyTuple_GET_ITEM(now, at);
+        if (x != y && !(PyLong_CheckExact(x) && PyLong_CheckExact(y) && PyObject_RichCompareBool(x, y, Py_EQ) == 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* The (counter, value) of a key served lately whose fields are the probes' (a new reference), or NULL: compared
+ * field by field, neither built nor hashed; forgotten once the fast table changed. */
+static PyObject *
+memo_entry(ObservedCall *self, PyObject *setting, Probe *probes)
+{
+    unsigned long long changes = ((FastTable *)self->fast)->changes;
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        PyObject *key = self->key[slot];
+        if (key == NULL || self->seen[slot] != changes || PyTuple_GET_ITEM(key, 1) != setting)
+            continue;
+        Py_ssize_t field = 0;
+        for (; field < self->fields; field++) {
+            Probe *probe = &probes[field];
+            PyObject *known = PyTuple_GET_ITEM(key, 2 + field);
+            if (probe->kind == NULL ? !same_field(known, probe->value)
+                                    : !(PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 3 &&
+                                        PyTuple_GET_ITEM(known, 0) == probe->kind &&
+                                        PyTuple_GET_ITEM(known, 1) == probe->dtype &&
+                                        same_field(PyTuple_GET_ITEM(known, 2), probe->shape)))
+                break;
+        }
+        if (field == self->fields)
+            return Py_NewRef(self->entry[slot]);
+    }
+    return NULL;
+}
+
+static void
+remember(ObservedCall *self, PyObject *key, PyObject *entry)
+{
+    int slot = self->next;
+    PyObject *old_key = self->key[slot], *old_entry = self->entry[slot];
+    self->next = (slot + 1) % MEMO_SLOTS;
+    self->key[slot] = Py_NewRef(key);
+    self->entry[slot] = Py_NewRef(entry);
+    self->seen[slot] = ((FastTable *)self->fast)->changes;
+    Py_XDECREF(old_key); /* last: what this may run finds the memo as it is now */
+    Py_XDECREF(old_entry);
+}
+
+/* The slow path: `slow(key, args, kwargs, frame)`, key None where the hot path could not build it. */
+static PyObject *
+observed_slow(ObservedCall *self, PyObject *key, PyObject *args, PyObject *kwargs)
+{
+    PyObject *keywords = kwargs != NULL ? Py_NewRef(kwargs) : PyDict_New();
+    if (keywords == NULL)
+        return NULL;
+    PyObject *call[] = {key != NULL ? key : Py_None, args, keywords, caller_frame()};
+    PyObject *result = PyObject_Vectorcall(self->slow, call, 4, NULL);
+    Py_DECREF(keywords);
+    return result;
+}
+
+/* A call's (counter, value) in the fast table (a new reference), NULL where it has none; its key, where one could
+ * be built, in *made (a new reference). Errors, only an Exception: the slow path's to key the call. */
+static PyObject *
+observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Probe *probes, PyObject **made)
 {
     if (PyList_GET_SIZE(self->state) < 1) {
         PyErr_SetString(PyExc_IndexError, "mlacheck: an observed call's state is empty");
         return NULL;
     }
-    PyObject *key = PyTuple_New(2 + self->fields);
-    if (key == NULL)
-        return NULL;
+    PyObject *setting = Py_NewRef(PyList_GET_ITEM(self->state, 0)), *entry = NULL, *key = NULL;
+    Py_ssize_t read = 0;
+    for (; read < self->fields; read++) {
+        Py_ssize_t at = self->positions[read];
+        if (read_probe(self, at < count ? args[at] : Py_None, &probes[read]) <= 0) {
+            read++; /* what it holds is released with the rest */
+            goto done;
+        }
+    }
+    entry = memo_entry(self, setting, probes);
+    if (entry != NULL)
+        goto done;
+    if ((key = PyTuple_New(2 + self->fields)) == NULL)
+        goto done;
     PyTuple_SET_ITEM(key, 0, Py_NewRef(self->head));
-    PyTuple_SET_ITEM(key, 1, Py_NewRef(PyList_GET_ITEM(self->state, 0)));
+    PyTuple_SET_ITEM(key, 1, Py_NewRef(setting));
     for (Py_ssize_t field = 0; field < self->fields; field++) {
-        Py_ssize_t at = self->positions[field];
-        PyObject *value = key_field(self, at < count ? args[at] : Py_None);
+        PyObject *value = probe_field(&probes[field]);
         if (value == NULL) {
-            Py_DECREF(key);
-            return NULL;
+            Py_CLEAR(key);
+            goto done;
         }
         PyTuple_SET_ITEM(key, 2 + field, value);
     }
-    return key;
-}
-
-/* The slow path: `slow(key, args, kwargs, frame)`, key None where the hot path could not build it. */
-static PyObject *
-observed_slow(ObservedCall *self, PyObject *key, PyObject *const *args, Py_ssize_t count, PyObject *kwnames)
-{
-    PyObject *positional = PyTuple_New(count), *keywords = PyDict_New(), *result = NULL;
-    if (positional == NULL || keywords == NULL)
-        goto done;
-    for (Py_ssize_t at = 0; at < count; at++)
-        PyTuple_SET_ITEM(positional, at, Py_NewRef(args[at]));
-    Py_ssize_t named = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t at = 0; at < named; at++) {
-        if (PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, at), args[count + at]) < 0)
-            goto done;
-    }
-    PyObject *call[] = {key != NULL ? key : Py_None, positional, keywords, caller_frame()};
-    result = PyObject_Vectorcall(self->slow, call, 4, NULL);
+    entry = fasttable_entry((FastTable *)self->fast, key);
+    if (entry != NULL)
+        remember(self, key, entry);
 done:
-    Py_XDECREF(key);
-    Py_XDECREF(positional);
-    Py_XDECREF(keywords);
-    return result;
+    release_probes(probes, read);
+    Py_DECREF(setting);
+    *made = key;
+    return entry;
 }
 
+/* A call: its tuple goes on to the operation as it came (an operation that takes a tuple, as torch's operators and
+ * pybind11's functions do, gets the same object; a vectorcall would be packed again). */
 static PyObject *
-observed_vectorcall(ObservedCall *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+observed_call(ObservedCall *self, PyObject *args, PyObject *kwargs)
 {
-    Py_ssize_t count = PyVectorcall_NARGS(nargsf);
     PyObject *key = NULL;
-    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
-        key = observed_key(self, args, count);
-        PyObject *entry = key != NULL ? fasttable_entry((FastTable *)self->fast, key) : NULL;
+    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) {
+        Probe stack[PROBES], *probes = self->fields <= PROBES ? stack : PyMem_New(Probe, self->fields);
+        if (probes == NULL)
+            return PyErr_NoMemory();
+        PyObject *entry = observed_entry(self, ((PyTupleObject *)args)->ob_item, PyTuple_GET_SIZE(args), probes, &key);
+        if (probes != stack)
+            PyMem_Free(probes);
         if (entry != NULL) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             int counted = count_dispatch(PyTuple_GET_ITEM(entry, 0), self->ticks, self->flush, NULL);
             Py_DECREF(entry);
-            return counted < 0 ? NULL : PyObject_Vectorcall(self->operation, args, nargsf, NULL);
+            return counted < 0 ? NULL : PyObject_Call(self->operation, args, NULL);
         }
-        if (PyErr_Occurred()) { /* an argument that cannot be read or a key that cannot be hashed: the slow path's */
+        if (PyErr_Occurred()) { /* an argument that cannot be read, a key that cannot be hashed: the slow path's */
             Py_CLEAR(key);
             if (!PyErr_ExceptionMatches(PyExc_Exception))
                 return NULL;
             PyErr_Clear();
         }
     }
-    return observed_slow(self, key, args, count, kwnames);
+    PyObject *result = observed_slow(self, key, args, kwargs);
+    Py_XDECREF(key);
+    return result;
+}
+
+static void
+forget_served(ObservedCall *self)
+{
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        Py_CLEAR(self->key[slot]);
+        Py_CLEAR(self->entry[slot]);
+    }
 }
 
 static PyObject *
@@ -815,30 +924,22 @@ observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *sequence = PySequence_Fast(positions, "positions must be a sequence of argument positions");
     if (sequence == NULL)
         return NULL;
-    ObservedCall *self = (ObservedCall *)type->tp_alloc(type, 0);
     Py_ssize_t fields = PySequence_Fast_GET_SIZE(sequence);
-    if (self == NULL || (self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL) {
-        Py_DECREF(sequence);
-        Py_XDECREF(self);
-        return self == NULL ? NULL : PyErr_NoMemory();
-    }
-    self->fields = fields;
-    for (Py_ssize_t field = 0; field < fields; field++) {
+    ObservedCall *self = (ObservedCall *)type->tp_alloc(type, 0);
+    if (self != NULL && (self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t field = 0; !PyErr_Occurred() && field < fields; field++) {
         Py_ssize_t at = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(sequence, field), PyExc_OverflowError);
-        if (at == -1 && PyErr_Occurred()) {
-            Py_DECREF(sequence);
-            Py_DECREF(self);
-            return NULL;
-        }
-        if (at < 0) {
-            Py_DECREF(sequence);
-            Py_DECREF(self);
-            PyErr_SetString(PyExc_ValueError, "an argument position is not negative");
-            return NULL;
-        }
+        if (at < 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "argument positions cannot be negative");
         self->positions[field] = at;
     }
     Py_DECREF(sequence);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(self);
+        return NULL;
+    }
+    self->fields = fields;
     self->operation = Py_NewRef(operation);
     self->head = Py_NewRef(head);
     self->state = Py_NewRef(state);
@@ -847,7 +948,6 @@ observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->ticks = Py_NewRef(ticks);
     self->flush = Py_NewRef(flush);
     self->slow = Py_NewRef(slow);
-    self->vectorcall = (vectorcallfunc)observed_vectorcall;
     return (PyObject *)self;
 }
 
@@ -862,6 +962,10 @@ observed_traverse(ObservedCall *self, visitproc visit, void *arg)
     Py_VISIT(self->ticks);
     Py_VISIT(self->flush);
     Py_VISIT(self->slow);
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        Py_VISIT(self->key[slot]);
+        Py_VISIT(self->entry[slot]);
+    }
     return 0;
 }
 
@@ -876,6 +980,7 @@ observed_clear(ObservedCall *self)
     Py_CLEAR(self->ticks);
     Py_CLEAR(self->flush);
     Py_CLEAR(self->slow);
+    forget_served(self);
     return 0;
 }
 
@@ -900,13 +1005,12 @@ static PyTypeObject ObservedCallType = {
     .tp_doc = "ObservedCall(operation, head, state, positions, kinds, fast, ticks, flush, slow): "
               "hotpath_py.observed_call, compiled.",
     .tp_basicsize = sizeof(ObservedCall),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = observed_new,
     .tp_traverse = (traverseproc)observed_traverse,
     .tp_clear = (inquiry)observed_clear,
     .tp_dealloc = (destructor)observed_dealloc,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(ObservedCall, vectorcall),
+    .tp_call = (ternaryfunc)observed_call,
     .tp_repr = (reprfunc)observed_repr,
 };
 

@@ -165,6 +165,53 @@ def test_a_key_the_fast_table_forgot_is_not_served_however_lately_it_was(hot, ch
     assert len(observed.slow_calls) == (0 if change == "set" else 1)
 
 
+class Field:
+    """A dtype or dimension that counts how often it is hashed."""
+
+    hashed = 0
+
+    def __init__(self, name):
+        self.name = name
+
+    def __hash__(self):
+        Field.hashed += 1
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Field) and other.name == self.name
+
+
+class Shaped:
+    """A tensor-like argument whose shape is a new tuple of the same dimension objects at each read."""
+
+    def __init__(self, dtype, *dims):
+        self.dtype, self.dims = dtype, dims
+
+    @property
+    def shape(self):
+        return tuple(self.dims)
+
+
+def test_a_key_served_lately_is_matched_without_building_or_hashing_it_and_each_counts_to_its_own_variant(hot):
+    """The compiled one compares a call's fields with the keys it served last (a tensor's shape item by item);
+    more variants than it remembers take turns; each call counts to its own variant either way."""
+    observed = Observed(hot, positions=(0, 1), kinds={Shaped: MARK})
+    dims = [Field(f"m{number}") for number in range(6)]
+    fp8, n = Field("fp8"), Field("n")
+    counters = [observed.serve(("gemm", ("num_sms", None), (MARK, fp8, (dim, n)), 7)) for dim in dims]
+    Field.hashed = 0
+    for _ in range(100):
+        library_call(observed, Shaped(fp8, dims[0], n), 7)
+    assert Field.hashed == (3 if hot is COMPILED else 300)  # a lookup hashes the dtype and the shape's two dims
+    for _ in range(10):
+        for dim in dims:
+            library_call(observed, Shaped(fp8, dim, n), 7)
+    assert [count_of(counter) for counter in counters] == [110, 10, 10, 10, 10, 10] and observed.slow_calls == []
+    library_call(observed, Shaped(Field("fp8"), Field("m1"), Field("n")), 7)  # equal, other objects: by hashing
+    library_call(observed, Shaped(fp8, dims[1], n), 8)
+    assert count_of(counters[1]) == 11 and [key[-1] for key, *_ in observed.slow_calls] == [8]
+
+
 def test_calls_the_hot_path_cannot_key_go_to_the_slow_path_without_a_key(hot):
     class Shaped:  # a type whose kind is not known yet
         shape, dtype = (4,), "fp8"
