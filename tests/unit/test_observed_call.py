@@ -109,7 +109,15 @@ def test_a_tensor_resized_in_place_is_another_key_not_a_hit(hot):
 
 @pytest.mark.parametrize(
     "change",
-    ["dtype", "shape of another argument", "a scalar argument", "a tuple argument", "an argument left out", "setting"],
+    [
+        "dtype",
+        "data replaced",
+        "shape of another argument",
+        "a scalar argument",
+        "a tuple argument",
+        "an argument left out",
+        "setting",
+    ],
 )
 def test_a_call_whose_key_differs_in_any_field_is_never_served_as_a_hit(hot, change):
     observed = Observed(hot)
@@ -120,6 +128,10 @@ def test_a_call_whose_key_differs_in_any_field_is_never_served_as_a_hit(hot, cha
     args = list(served)
     if change == "dtype":
         args[0] = a.view(torch.int8)
+    elif change == "data replaced":  # the same object, its shape and dtype changed without moving its _version
+        version = a._version
+        a.data = torch.empty(300, 16, dtype=torch.bfloat16)
+        assert a._version == version and args[0] is a
     elif change == "shape of another argument":
         args[2] = b[:16]
     elif change == "a scalar argument":
