@@ -12,7 +12,7 @@
 
 #define FLUSH_EVERY 1023 /* a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches */
 
-static PyObject *str_missed, *str_maybe_flush;
+static PyObject *str_missed, *str_maybe_flush, *str_shape, *str_dtype;
 
 /* -- Counter: what the hot path steps, without making an int each time ------------------------------------ */
 
@@ -473,6 +473,7 @@ typedef struct {
     int next;                         /* the memo slot the next new key takes */
     PyObject *key[MEMO_SLOTS];        /* a key served lately (the lookup's own object) */
     PyObject *entry[MEMO_SLOTS];      /* its (counter, value) */
+    unsigned long long changes;       /* how many times it changed: what a memo of its entries is valid for */
 } FastTable;
 
 static PyTypeObject FastTableType;
@@ -480,6 +481,7 @@ static PyTypeObject FastTableType;
 static void
 forget_memo(FastTable *self)
 {
+    self->changes++;
     for (int slot = 0; slot < MEMO_SLOTS; slot++) {
         Py_CLEAR(self->key[slot]);
         Py_CLEAR(self->entry[slot]);
@@ -680,6 +682,338 @@ static PyTypeObject FastTableType = {
     .tp_methods = fasttable_methods,
 };
 
+/* -- ObservedCall: a native operation's stand-in, keyed in Python at each call ------------------------------ */
+
+#define PROBES 32 /* the arguments read on the stack (a call that keys more reads them into the heap) */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *operation, *head, *state, *kinds, *fast, *ticks, *flush, *slow;
+    Py_ssize_t fields;     /* how many arguments the key holds */
+    Py_ssize_t *positions; /* where each is among the call's positional arguments */
+    int next;                            /* the memo slot the next key served takes */
+    PyObject *key[MEMO_SLOTS];           /* a key served lately */
+    PyObject *entry[MEMO_SLOTS];         /* its (counter, value) */
+    unsigned long long seen[MEMO_SLOTS]; /* the fast table's changes when it was served */
+} ObservedCall;
+
+/* One argument as the key holds it: `value` itself (borrowed), or where its type's kind is a marker and its shape is
+ * not None, (kind, dtype, shape) (new references). */
+typedef struct {
+    PyObject *value, *kind, *shape, *dtype;
+} Probe;
+
+static void
+release_probes(Probe *probes, Py_ssize_t count)
+{
+    for (Py_ssize_t at = 0; at < count; at++) {
+        Py_XDECREF(probes[at].kind);
+        Py_XDECREF(probes[at].shape);
+        Py_XDECREF(probes[at].dtype);
+    }
+}
+
+/* Read an argument for the key: an exact None, bool, int, float or str is itself; any other value goes by its type's
+ * kind: None, itself; a marker, its shape then its dtype (itself where the shape is None). 1 where read, 0 where its
+ * type has no kind, -1 with an error where reading it failed. */
+static int
+read_probe(ObservedCall *self, PyObject *value, Probe *probe)
+{
+    *probe = (Probe){value, NULL, NULL, NULL};
+    PyTypeObject *type = Py_TYPE(value);
+    if (value == Py_None || type == &PyLong_Type || type == &PyBool_Type || type == &PyFloat_Type ||
+        type == &PyUnicode_Type)
+        return 1;
+    PyObject *kind = PyDict_GetItemWithError(self->kinds, (PyObject *)type);
+    if (kind == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (kind == Py_None)
+        return 1;
+    probe->kind = Py_NewRef(kind); /* held before the reads: they may run code that changes kinds */
+    probe->shape = PyObject_GetAttr(value, str_shape);
+    if (probe->shape == NULL)
+        return -1;
+    if (probe->shape == Py_None) {
+        Py_CLEAR(probe->kind);
+        Py_CLEAR(probe->shape);
+        return 1;
+    }
+    probe->dtype = PyObject_GetAttr(value, str_dtype);
+    return probe->dtype == NULL ? -1 : 1;
+}
+
+/* The field a probe makes (a new reference). */
+static PyObject *
+probe_field(Probe *probe)
+{
+    if (probe->kind == NULL)
+        return Py_NewRef(probe->value);
+    return PyTuple_Pack(3, probe->kind, probe->dtype, probe->shape);
+}
+
+/* Equal as a dict finds a key, decided without running any Python code: the same object, exact ints of one value,
+ * or tuples (a subclass that keeps tuple's equality and hash: torch.Size) of such items. */
+static int
+same_field(PyObject *known, PyObject *now)
+{
+    if (known == now)
+        return 1;
+    if (PyLong_CheckExact(known) && PyLong_CheckExact(now))
+        return PyObject_RichCompareBool(known, now, Py_EQ) == 1;
+    PyTypeObject *a = Py_TYPE(known), *b = Py_TYPE(now);
+    if (!PyTuple_Check(known) || !PyTuple_Check(now) || a->tp_richcompare != PyTuple_Type.tp_richcompare ||
+        b->tp_richcompare != PyTuple_Type.tp_richcompare || a->tp_hash != PyTuple_Type.tp_hash ||
+        b->tp_hash != PyTuple_Type.tp_hash || PyTuple_GET_SIZE(known) != PyTuple_GET_SIZE(now))
+        return 0;
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(now); at++) {
+        PyObject *x = PyTuple_GET_ITEM(known, at), *y = PyTuple_GET_ITEM(now, at);
+        if (x != y && !(PyLong_CheckExact(x) && PyLong_CheckExact(y) && PyObject_RichCompareBool(x, y, Py_EQ) == 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* The (counter, value) of a key served lately whose fields are the probes' (a new reference), or NULL: compared
+ * field by field, neither built nor hashed; forgotten once the fast table changed. */
+static PyObject *
+memo_entry(ObservedCall *self, PyObject *setting, Probe *probes)
+{
+    unsigned long long changes = ((FastTable *)self->fast)->changes;
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        PyObject *key = self->key[slot];
+        if (key == NULL || self->seen[slot] != changes || PyTuple_GET_ITEM(key, 1) != setting)
+            continue;
+        Py_ssize_t field = 0;
+        for (; field < self->fields; field++) {
+            Probe *probe = &probes[field];
+            PyObject *known = PyTuple_GET_ITEM(key, 2 + field);
+            if (probe->kind == NULL ? !same_field(known, probe->value)
+                                    : !(PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 3 &&
+                                        PyTuple_GET_ITEM(known, 0) == probe->kind &&
+                                        PyTuple_GET_ITEM(known, 1) == probe->dtype &&
+                                        same_field(PyTuple_GET_ITEM(known, 2), probe->shape)))
+                break;
+        }
+        if (field == self->fields)
+            return Py_NewRef(self->entry[slot]);
+    }
+    return NULL;
+}
+
+static void
+remember(ObservedCall *self, PyObject *key, PyObject *entry)
+{
+    int slot = self->next;
+    PyObject *old_key = self->key[slot], *old_entry = self->entry[slot];
+    self->next = (slot + 1) % MEMO_SLOTS;
+    self->key[slot] = Py_NewRef(key);
+    self->entry[slot] = Py_NewRef(entry);
+    self->seen[slot] = ((FastTable *)self->fast)->changes;
+    Py_XDECREF(old_key); /* last: what this may run finds the memo as it is now */
+    Py_XDECREF(old_entry);
+}
+
+/* The slow path: `slow(key, args, kwargs, frame)`, key None where the hot path could not build it. */
+static PyObject *
+observed_slow(ObservedCall *self, PyObject *key, PyObject *args, PyObject *kwargs)
+{
+    PyObject *keywords = kwargs != NULL ? Py_NewRef(kwargs) : PyDict_New();
+    if (keywords == NULL)
+        return NULL;
+    PyObject *call[] = {key != NULL ? key : Py_None, args, keywords, caller_frame()};
+    PyObject *result = PyObject_Vectorcall(self->slow, call, 4, NULL);
+    Py_DECREF(keywords);
+    return result;
+}
+
+/* A call's (counter, value) in the fast table (a new reference), NULL where it has none; its key, where one could
+ * be built, in *made (a new reference). Errors, only an Exception: the slow path's to key the call. */
+static PyObject *
+observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Probe *probes, PyObject **made)
+{
+    if (PyList_GET_SIZE(self->state) < 1) {
+        PyErr_SetString(PyExc_IndexError, "mlacheck: an observed call's state is empty");
+        return NULL;
+    }
+    PyObject *setting = Py_NewRef(PyList_GET_ITEM(self->state, 0)), *entry = NULL, *key = NULL;
+    Py_ssize_t read = 0;
+    for (; read < self->fields; read++) {
+        Py_ssize_t at = self->positions[read];
+        if (read_probe(self, at < count ? args[at] : Py_None, &probes[read]) <= 0) {
+            read++; /* what it holds is released with the rest */
+            goto done;
+        }
+    }
+    entry = memo_entry(self, setting, probes);
+    if (entry != NULL)
+        goto done;
+    if ((key = PyTuple_New(2 + self->fields)) == NULL)
+        goto done;
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(self->head));
+    PyTuple_SET_ITEM(key, 1, Py_NewRef(setting));
+    for (Py_ssize_t field = 0; field < self->fields; field++) {
+        PyObject *value = probe_field(&probes[field]);
+        if (value == NULL) {
+            Py_CLEAR(key);
+            goto done;
+        }
+        PyTuple_SET_ITEM(key, 2 + field, value);
+    }
+    entry = fasttable_entry((FastTable *)self->fast, key);
+    if (entry != NULL)
+        remember(self, key, entry);
+done:
+    release_probes(probes, read);
+    Py_DECREF(setting);
+    *made = key;
+    return entry;
+}
+
+/* A call: its tuple goes on to the operation as it came (an operation that takes a tuple, as torch's operators and
+ * pybind11's functions do, gets the same object; a vectorcall would be packed again). */
+static PyObject *
+observed_call(ObservedCall *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *key = NULL;
+    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) {
+        Probe stack[PROBES], *probes = self->fields <= PROBES ? stack : PyMem_New(Probe, self->fields);
+        if (probes == NULL)
+            return PyErr_NoMemory();
+        PyObject *entry = observed_entry(self, ((PyTupleObject *)args)->ob_item, PyTuple_GET_SIZE(args), probes, &key);
+        if (probes != stack)
+            PyMem_Free(probes);
+        if (entry != NULL) {
+            Py_XDECREF(key);
+            int counted = count_dispatch(PyTuple_GET_ITEM(entry, 0), self->ticks, self->flush, NULL);
+            Py_DECREF(entry);
+            return counted < 0 ? NULL : PyObject_Call(self->operation, args, NULL);
+        }
+        if (PyErr_Occurred()) { /* an argument that cannot be read, a key that cannot be hashed: the slow path's */
+            Py_CLEAR(key);
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    PyObject *result = observed_slow(self, key, args, kwargs);
+    Py_XDECREF(key);
+    return result;
+}
+
+static void
+forget_served(ObservedCall *self)
+{
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        Py_CLEAR(self->key[slot]);
+        Py_CLEAR(self->entry[slot]);
+    }
+}
+
+static PyObject *
+observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"operation", "head", "state", "positions", "kinds", "fast", "ticks", "flush", "slow",
+                            NULL};
+    PyObject *operation, *head, *state, *positions, *kinds, *fast, *ticks, *flush, *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!OO!O!OOO:ObservedCall", names, &operation, &head,
+                                     &PyList_Type, &state, &positions, &PyDict_Type, &kinds, &FastTableType, &fast,
+                                     &ticks, &flush, &slow))
+        return NULL;
+    if (check_counter(ticks, "ticks") < 0)
+        return NULL;
+    PyObject *sequence = PySequence_Fast(positions, "positions must be a sequence of argument positions");
+    if (sequence == NULL)
+        return NULL;
+    Py_ssize_t fields = PySequence_Fast_GET_SIZE(sequence);
+    ObservedCall *self = (ObservedCall *)type->tp_alloc(type, 0);
+    if (self != NULL && (self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t field = 0; !PyErr_Occurred() && field < fields; field++) {
+        Py_ssize_t at = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(sequence, field), PyExc_OverflowError);
+        if (at < 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "argument positions cannot be negative");
+        self->positions[field] = at;
+    }
+    Py_DECREF(sequence);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(self);
+        return NULL;
+    }
+    self->fields = fields;
+    self->operation = Py_NewRef(operation);
+    self->head = Py_NewRef(head);
+    self->state = Py_NewRef(state);
+    self->kinds = Py_NewRef(kinds);
+    self->fast = Py_NewRef(fast);
+    self->ticks = Py_NewRef(ticks);
+    self->flush = Py_NewRef(flush);
+    self->slow = Py_NewRef(slow);
+    return (PyObject *)self;
+}
+
+static int
+observed_traverse(ObservedCall *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->operation);
+    Py_VISIT(self->head);
+    Py_VISIT(self->state);
+    Py_VISIT(self->kinds);
+    Py_VISIT(self->fast);
+    Py_VISIT(self->ticks);
+    Py_VISIT(self->flush);
+    Py_VISIT(self->slow);
+    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+        Py_VISIT(self->key[slot]);
+        Py_VISIT(self->entry[slot]);
+    }
+    return 0;
+}
+
+static int
+observed_clear(ObservedCall *self)
+{
+    Py_CLEAR(self->operation);
+    Py_CLEAR(self->head);
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->kinds);
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->ticks);
+    Py_CLEAR(self->flush);
+    Py_CLEAR(self->slow);
+    forget_served(self);
+    return 0;
+}
+
+static void
+observed_dealloc(ObservedCall *self)
+{
+    PyObject_GC_UnTrack(self);
+    observed_clear(self);
+    PyMem_Free(self->positions);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+observed_repr(ObservedCall *self)
+{
+    return PyUnicode_FromFormat("<mlacheck observed call of %R>", self->operation);
+}
+
+static PyTypeObject ObservedCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mlacheck.capture._hotpath.ObservedCall",
+    .tp_doc = "ObservedCall(operation, head, state, positions, kinds, fast, ticks, flush, slow): "
+              "hotpath_py.observed_call, compiled.",
+    .tp_basicsize = sizeof(ObservedCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = observed_new,
+    .tp_traverse = (traverseproc)observed_traverse,
+    .tp_clear = (inquiry)observed_clear,
+    .tp_dealloc = (destructor)observed_dealloc,
+    .tp_call = (ternaryfunc)observed_call,
+    .tp_repr = (reprfunc)observed_repr,
+};
+
 /* -- GetitemDict, ContainsDict, GetDict: a dict family's lookup -------------------------------------------- */
 
 typedef struct {
@@ -855,7 +1189,9 @@ PyInit__hotpath(void)
 {
     str_missed = PyUnicode_InternFromString("_missed");
     str_maybe_flush = PyUnicode_InternFromString("maybe_flush");
-    if (str_missed == NULL || str_maybe_flush == NULL)
+    str_shape = PyUnicode_InternFromString("shape");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    if (str_missed == NULL || str_maybe_flush == NULL || str_shape == NULL || str_dtype == NULL)
         return NULL;
     if (pthread_key_create(&thread_ticks_key, free_thread_ticks) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "mlacheck: cannot make the threads' ticks key");
@@ -866,7 +1202,7 @@ PyInit__hotpath(void)
         return NULL;
     if (add_type(module, &CounterType, NULL) < 0 || add_type(module, &TicksType, NULL) < 0 ||
         add_type(module, &ForwarderType, NULL) < 0 || add_type(module, &LauncherType, NULL) < 0 ||
-        add_type(module, &FastTableType, NULL) < 0 ||
+        add_type(module, &FastTableType, NULL) < 0 || add_type(module, &ObservedCallType, NULL) < 0 ||
         add_type(module, &GetitemDictType, &PyDict_Type) < 0 || add_type(module, &ContainsDictType, &PyDict_Type) < 0 ||
         add_type(module, &GetDictType, &PyDict_Type) < 0 ||
         PyModule_AddIntConstant(module, "FLUSH_EVERY", FLUSH_EVERY) < 0) {

@@ -15,6 +15,7 @@ try:
     from mlacheck.capture._hotpath import Counter as counter
     from mlacheck.capture._hotpath import Forwarder as forwarder
     from mlacheck.capture._hotpath import Launcher as launcher
+    from mlacheck.capture._hotpath import ObservedCall as observed_call
     from mlacheck.capture._hotpath import Ticks as ticks
 
     IMPLEMENTATION = "c"
@@ -27,6 +28,7 @@ except ImportError:
         counter,
         forwarder,
         launcher,
+        observed_call,
         ticks,
     )
 
@@ -42,5 +44,6 @@ __all__ = [
     "counter",
     "forwarder",
     "launcher",
+    "observed_call",
     "ticks",
 ]

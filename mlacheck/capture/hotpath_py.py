@@ -17,6 +17,17 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 - `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
+- `observed_call(operation, head, state, positions, kinds, fast, ticks, flush, slow)`: what a native operation
+  becomes where its key is what Python passes it (a `jit_dir` family's operations). A call with positional
+  arguments only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument
+  there (None where the call has fewer), an exact None, bool, int, float or str as itself, any other value by
+  `kinds[type(value)]`: None, itself; a marker, `(marker, value.dtype, value.shape)` (read in that order: shape,
+  then dtype), itself where its shape is None. A key in `fast` is served as a launcher's call is (its counter
+  steps, calling `flush()` every FLUSH_EVERY + 1 steps, then the ticks) and the operation is called; any other
+  call goes to `slow(key, args, kwargs, caller's frame)`, key None where the call has keywords, an argument's
+  type is not in `kinds` or reading one raised (an Exception; anything else propagates). (The compiled one reads
+  each argument once and compares the fields with the few keys it served last, a shape item by item, before it
+  builds and hashes a key; it forgets them whenever the fast table changes. It does not bind as a method.)
 - `FastTable()`: the capture's table of variants seen in serving, key -> (counter, value), a mapping with
   `get`, `pop`, `clear`, `[]`, `in` and `len` (a dict here; the compiled one also remembers the few keys it
   served last and finds a key whose fields are the same objects as one of those without hashing it, and it
@@ -163,6 +174,40 @@ def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Cal
         return kernel(*args, **kwargs)
 
     return launch
+
+
+_ITSELF = frozenset({type(None), bool, int, float, str})
+
+
+def observed_call(operation: Callable, head, state: list, positions, kinds: dict, fast, ticks, flush, slow) -> Callable:
+    positions = tuple(positions)
+
+    def observe(*args: object, **kwargs: object) -> object:
+        if kwargs:
+            return slow(None, args, kwargs, _getframe(1))
+        try:
+            fields, count = [head, state[0]], len(args)
+            for index in positions:
+                value = args[index] if index < count else None
+                cls = type(value)
+                kind = None if cls in _ITSELF else kinds[cls]
+                if kind is None:
+                    fields.append(value)
+                else:
+                    shape = value.shape
+                    fields.append(value if shape is None else (kind, value.dtype, shape))
+            key = tuple(fields)
+            entry = fast.get(key)
+        except Exception:  # noqa: BLE001 - the slow path keys it, or says why it cannot
+            return slow(None, args, kwargs, _getframe(1))
+        if entry is None:
+            return slow(key, args, kwargs, _getframe(1))
+        if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+            flush()
+        next(ticks)
+        return operation(*args)
+
+    return observe
 
 
 class GetitemDict(dict):

@@ -262,6 +262,7 @@ def test_the_capture_tests_pass_on_the_pure_python_hot_path():
             "no:cacheprovider",
             "tests/unit/test_capture_hooks.py",
             "tests/unit/test_dispatch_wrapper.py",
+            "tests/unit/test_jit_dir.py",
         ],
         cwd=ROOT,
         env=env,

@@ -97,3 +97,58 @@ def test_a_call_of_the_native_library_outside_any_dispatch_is_not_a_dispatch_and
     assert not of_type(capture.sink.events, "compile") and not of_type(capture.sink.events, "dispatch")
     capture.remove()
     assert synthetic_jit_dir._native is native
+
+
+def serving_dispatches(capture):
+    """Each serving variant's key fields a, num_sms and block, and its dispatch count."""
+    capture.flush(final=True)
+    counts = of_type(capture.sink.events, "counts")[-1]["dispatches"]
+    keys = {e["vid"]: e["key"] for e in of_type(capture.sink.events, "dispatch") if e["phase"] == "serving"}
+    return {(key["a"], key["num_sms"], key["block"]): counts[f"{vid}:serving"] for vid, key in keys.items()}
+
+
+@pytest.mark.parametrize("change", ["resized in place", "another dtype", "a setting"])
+def test_a_serving_call_whose_key_changed_is_never_counted_as_the_variant_served_before(capture, change):
+    """The hot path's false pass: the same argument object, changed after its variant was served, must be a variant
+    of its own (its first dispatch read from the stack, its compile looked for)."""
+    mark_serving_start(capture)
+    a, b = Array(300, 64), Array(8, 64)
+    for _ in range(3):
+        synthetic_jit_dir.matmul(a, b, None)  # served: from the second call on, a hit
+    if change == "resized in place":
+        a.shape = (48, 64)
+    elif change == "another dtype":
+        a.dtype = "bf16"
+    else:
+        synthetic_jit_dir.set_num_sms(66)
+    synthetic_jit_dir.matmul(a, b, None)
+    changed = {"resized in place": ("fp8[48, 64]", None), "another dtype": ("bf16[300, 64]", None)}
+    assert serving_dispatches(capture) == {
+        ("fp8[300, 64]", None, None): 3,
+        (*changed.get(change, ("fp8[300, 64]", 66)), None): 1,
+    }
+    assert not of_type(capture.sink.events, "internal_error")
+
+
+def test_calls_the_hot_path_cannot_key_are_keyed_and_counted_by_the_slow_path(capture):
+    """A keyword, a list (DeepGEMM's `ks`) or a type not seen yet: keyed in Python, served from the fast table once
+    seen in serving, a changed list a variant of its own."""
+    mark_serving_start(capture)
+    a, b = Array(300, 64), Array(8, 64)
+    for _ in range(3):
+        synthetic_jit_dir.matmul_spelled(a, b, [1, 2], 64)
+    synthetic_jit_dir.matmul_spelled(a, b, [1, 3], 64)
+    capture.flush(final=True)
+    keys = {e["vid"]: (*e["key"]["out"], e["key"]["block"]) for e in of_type(capture.sink.events, "dispatch")}
+    counts = of_type(capture.sink.events, "counts")[-1]["dispatches"]
+    assert {keys[int(vid.split(":")[0])]: count for vid, count in counts.items()} == {(1, 2, 64): 3, (1, 3, 64): 1}
+    assert not of_type(capture.sink.events, "internal_error")
+
+
+def test_a_call_that_cannot_be_keyed_is_an_internal_error_and_still_runs(capture):
+    mark_serving_start(capture)
+    native = synthetic_jit_dir._native._library
+    synthetic_jit_dir.matmul_spelled(Array(300, 64), Array(8, 64), [[1], {"unhashable": 2}], 64)
+    assert native.loaded  # the library ran the call
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert "cannot key a call of gemm" in error["message"]

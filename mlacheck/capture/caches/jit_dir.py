@@ -25,17 +25,15 @@ from __future__ import annotations
 import inspect
 import os
 import re
-import sys
 from collections.abc import Collection
 from time import perf_counter
 
-from mlacheck.capture import phase
+from mlacheck.capture import hotpath, phase
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import FLUSH_EVERY
 from mlacheck.capture.install import Patches
 from mlacheck.rulefiles.plain import Family
 
-_getframe = sys._getframe
 STARTUP = (phase.WARMUP, phase.CAPTURE)
 
 
@@ -128,39 +126,26 @@ class JitDir:
 
     # -- the observed operation and settings ----------------------------------------------------------------
     def _observed(self, name: str, operation: object) -> object:
+        """The operation as the run sees it: a call keyed on the hot path (`hotpath.observed_call`), else here."""
         parameters = _parameters(operation)
         chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in self._fields]
-        positions = tuple(index for index, _ in chosen)
         self._names[name] = tuple(parameter for _, parameter in chosen)
-        capture, slow, state = self.capture, self._slow, self._state
-        fast, ticks, shaped = capture.fast, capture.ticks, _SHAPED
+        capture = self.capture
 
-        def observed(*args: object, **kwargs: object) -> object:
-            if kwargs:
-                arguments = dict(zip(parameters, args)) | kwargs
-                key = (name, state[0], *[_raw(arguments.get(p)) for p in self._names[name]])
-                return slow(operation, key, args, kwargs, _getframe(1))
-            key, count = [name, state[0]], len(args)
-            for index in positions:  # _raw, inlined: this runs at every call
-                value = args[index] if index < count else None  # a parameter left to its default
-                kind = shaped.get(type(value))
-                if kind:
-                    key.append((_TENSOR, value.dtype, value.shape))
-                elif kind is None:
-                    key.append(_raw(value))
-                else:
-                    key.append(value)
-            key = tuple(key)
-            entry = fast.get(key)
-            if entry is None:
-                return slow(operation, key, args, kwargs, _getframe(1))
-            if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
-                capture.maybe_flush()
-            next(ticks)
-            return operation(*args)
+        def slow(key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
+            return self._slow(name, operation, parameters, key, args, kwargs, frame)
 
-        observed.__name__ = observed.__qualname__ = name
-        return observed
+        return hotpath.observed_call(
+            operation,
+            name,
+            self._state,
+            [index for index, _ in chosen],
+            _KINDS,
+            capture.fast,
+            capture.ticks,
+            capture.maybe_flush,
+            slow,
+        )
 
     def _setting(self, index: int, setter: object) -> object:
         state = self._state
@@ -176,9 +161,24 @@ class JitDir:
         set_value.__wrapped__ = setter
         return set_value
 
-    def _slow(self, operation, key: tuple, args: tuple, kwargs: dict, frame) -> object:
-        """A call the fast table did not serve: inside a dispatch, time it and look for new entries on the disk."""
+    def _slow(self, name, operation, parameters, key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
+        """A call the hot path did not serve: keyed here where it could not be (keywords, a list, a type not seen
+        yet), served from the fast table where it is there, else, inside a dispatch, timed, looking for new entries
+        on the disk."""
         capture = self.capture
+        if key is None:
+            try:
+                arguments = dict(zip(parameters, args)) | kwargs
+                key = (name, self._state[0], *[_raw(arguments.get(p)) for p in self._names[name]])
+                entry = capture.fast.get(key)
+            except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+                self._report("key", f"cannot key a call of {name}: {type(exc).__name__}: {exc}")
+                return operation(*args, **kwargs)
+            if entry is not None:
+                if next(entry[0]) & FLUSH_EVERY == FLUSH_EVERY:
+                    capture.maybe_flush()
+                next(capture.ticks)
+                return operation(*args, **kwargs)
         where = capture.where(frame)
         if where is None or where.dispatch_depth is None:
             return operation(*args, **kwargs)
@@ -278,8 +278,9 @@ def _parameters(operation: object) -> list[str]:
 
 
 _TENSOR = object()  # marks a tensor's (dtype, shape) in a key
-_SHAPED: dict[type, bool] = {type(None): False, bool: False, int: False, float: False, str: False}
-"""Argument types seen: True where an argument of the type is keyed by its dtype and shape, False where by itself."""
+_KINDS: dict[type, object] = {}
+"""How the hot path keys an argument of a type seen (hotpath.observed_call's kinds): _TENSOR, by its dtype and shape;
+None, as itself (only a type that cannot hold a shape: no `shape` on the type, no instance dict)."""
 
 
 def _raw(value: object) -> object:
@@ -287,11 +288,12 @@ def _raw(value: object) -> object:
     which of these its type takes, noted for the hot path)."""
     shape = getattr(value, "shape", None)
     if shape is not None:
-        _SHAPED[type(value)] = True
+        _KINDS[type(value)] = _TENSOR
         return (_TENSOR, value.dtype, shape)
     if isinstance(value, list):
         return tuple(value)
-    _SHAPED[type(value)] = False
+    if not hasattr(type(value), "shape") and not hasattr(value, "__dict__"):
+        _KINDS.setdefault(type(value), None)
     return value
 
 

@@ -1,0 +1,415 @@
+"""The observed call (hotpath `observed_call`, a jit_dir family's operation), compiled and pure Python: a call is a
+hit only where its key, built from the arguments as they are at the call, is in the fast table; a call whose key
+differs (a tensor resized in place, another dtype, another setting, another value anywhere the key holds) goes to the
+slow path with that key. Both hot paths keep the same contract (hotpath_py.py's docstring)."""
+
+import gc
+import threading
+import weakref
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mlacheck.capture.hotpath import count_of
+from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
+
+MARK = object()  # what a key field of a tensor starts with
+
+
+@pytest.fixture(params=HOTPATHS, ids=lambda hot: hot.__name__)
+def hot(request):
+    return request.param
+
+
+def reference_key(head, setting, positions, args):
+    """The key as the contract states it, computed apart from either implementation."""
+    fields = [head, setting]
+    for index in positions:
+        value = args[index] if index < len(args) else None
+        fields.append((MARK, value.dtype, tuple(value.shape)) if isinstance(value, torch.Tensor) else value)
+    return tuple(fields)
+
+
+class Observed:
+    """An observed operation over a recording native operation, its fast table and counters."""
+
+    def __init__(self, hot, head="gemm", positions=(0, 1, 2, 3), kinds=None, fast=None, state=None):
+        self.hot, self.head, self.positions = hot, head, positions
+        self.state = state if state is not None else [("num_sms", None)]
+        self.kinds = kinds if kinds is not None else {torch.Tensor: MARK, tuple: None}
+        self.fast = fast if fast is not None else hot.FastTable()
+        self.ticks, self.flushes, self.calls, self.slow_calls = self.counter(), [], [], []
+        make = hot.observed_call if hot is PYTHON else hot.ObservedCall
+        self.call = make(
+            self.operation,
+            head,
+            self.state,
+            positions,
+            self.kinds,
+            self.fast,
+            self.ticks,
+            lambda: self.flushes.append(1),
+            self.slow,
+        )
+
+    def counter(self, start=0):
+        return self.hot.counter(start) if self.hot is PYTHON else self.hot.Counter(start)
+
+    def operation(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return len(self.calls)
+
+    def slow(self, key, args, kwargs, frame):
+        self.slow_calls.append((key, args, kwargs, frame.f_code.co_name))
+        return self.operation(*args, **kwargs)
+
+    def serve(self, key):
+        """Make `key` a variant seen in serving: its counter."""
+        counter = self.counter()
+        self.fast[key] = (counter, None)
+        return counter
+
+
+def library_call(observed, *args, **kwargs):
+    """The library's own Python code calling its native operation."""
+    return observed.call(*args, **kwargs)
+
+
+def tensors():
+    return torch.empty(64, 16, dtype=torch.float8_e4m3fn), torch.ones(64, 1), torch.empty(32, 16, dtype=torch.bfloat16)
+
+
+def test_a_served_variant_is_counted_and_called_and_the_first_call_of_one_goes_to_the_slow_path(hot):
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    assert library_call(observed, a, sfa, b, (1, 128), "extra") == 1
+    key = reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b, (1, 128)))
+    assert observed.slow_calls == [(key, (a, sfa, b, (1, 128), "extra"), {}, "library_call")]
+    counter = observed.serve(key)
+    for number in range(2, 2050):
+        assert library_call(observed, a, sfa, b, (1, 128), "extra") == number
+    assert count_of(counter) == count_of(observed.ticks) == 2048 and len(observed.flushes) == 2
+    assert observed.calls[-1] == ((a, sfa, b, (1, 128), "extra"), {}) and len(observed.slow_calls) == 1
+
+
+def test_a_tensor_resized_in_place_is_another_key_not_a_hit(hot):
+    """The false pass a per-object memo would make: the same tensor object, resized after it was served."""
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b, None)))
+    library_call(observed, a, sfa, b)
+    assert observed.slow_calls == []
+    a.resize_(300, 16)
+    library_call(observed, a, sfa, b)
+    [(key, *_)] = observed.slow_calls
+    assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([300, 16]))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "dtype",
+        "data replaced",
+        "shape of another argument",
+        "a scalar argument",
+        "a tuple argument",
+        "an argument left out",
+        "setting",
+    ],
+)
+def test_a_call_whose_key_differs_in_any_field_is_never_served_as_a_hit(hot, change):
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    served = (a, sfa, b, (1, 128))
+    observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), served))
+    library_call(observed, *served)  # served: a hit
+    args = list(served)
+    if change == "dtype":
+        args[0] = a.view(torch.int8)
+    elif change == "data replaced":  # the same object, its shape and dtype changed without moving its _version
+        version = a._version
+        a.data = torch.empty(300, 16, dtype=torch.bfloat16)
+        assert a._version == version and args[0] is a
+    elif change == "shape of another argument":
+        args[2] = b[:16]
+    elif change == "a scalar argument":
+        args[1] = 7
+    elif change == "a tuple argument":
+        args[3] = (1, 64)
+    elif change == "an argument left out":
+        args = args[:3]
+    else:
+        observed.state[0] = ("num_sms", 66)
+    library_call(observed, *args)
+    [(key, called, _, _)] = observed.slow_calls
+    assert key == reference_key("gemm", observed.state[0], (0, 1, 2, 3), tuple(args)) and called == tuple(args)
+
+
+def test_two_operations_sharing_a_fast_table_never_serve_each_other(hot):
+    first = Observed(hot, head="fp8_gemm_nt")
+    second = Observed(hot, head="fp8_gemm_nn", fast=first.fast, state=first.state)
+    a, sfa, b = tensors()
+    first.serve(reference_key("fp8_gemm_nt", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b)))
+    library_call(first, a, sfa, b)
+    library_call(second, a, sfa, b)
+    assert first.slow_calls == [] and [key[0] for key, *_ in second.slow_calls] == ["fp8_gemm_nn"]
+
+
+@pytest.mark.parametrize("change", ["pop", "clear", "set", "delete"])
+def test_a_key_the_fast_table_forgot_is_not_served_however_lately_it_was(hot, change):
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    key = reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b))
+    counter = observed.serve(key)
+    library_call(observed, a, sfa, b)
+    if change == "pop":
+        observed.fast.pop(key)
+    elif change == "clear":
+        observed.fast.clear()
+    elif change == "set":
+        observed.fast[key] = (observed.counter(), None)
+    else:
+        del observed.fast[key]
+    library_call(observed, a, sfa, b)
+    assert count_of(counter) == 1
+    assert len(observed.slow_calls) == (0 if change == "set" else 1)
+
+
+class Field:
+    """A dtype or dimension that counts how often it is hashed."""
+
+    hashed = 0
+
+    def __init__(self, name):
+        self.name = name
+
+    def __hash__(self):
+        Field.hashed += 1
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Field) and other.name == self.name
+
+
+class Shaped:
+    """A tensor-like argument whose shape is a new tuple of the same dimension objects at each read."""
+
+    def __init__(self, dtype, *dims):
+        self.dtype, self.dims = dtype, dims
+
+    @property
+    def shape(self):
+        return tuple(self.dims)
+
+
+def test_a_key_served_lately_is_matched_without_building_or_hashing_it_and_each_counts_to_its_own_variant(hot):
+    """The compiled one compares a call's fields with the keys it served last (a tensor's shape item by item);
+    more variants than it remembers take turns; each call counts to its own variant either way."""
+    observed = Observed(hot, positions=(0, 1), kinds={Shaped: MARK})
+    dims = [Field(f"m{number}") for number in range(6)]
+    fp8, n = Field("fp8"), Field("n")
+    counters = [observed.serve(("gemm", ("num_sms", None), (MARK, fp8, (dim, n)), 7)) for dim in dims]
+    Field.hashed = 0
+    for _ in range(100):
+        library_call(observed, Shaped(fp8, dims[0], n), 7)
+    assert Field.hashed == (3 if hot is COMPILED else 300)  # a lookup hashes the dtype and the shape's two dims
+    for _ in range(10):
+        for dim in dims:
+            library_call(observed, Shaped(fp8, dim, n), 7)
+    assert [count_of(counter) for counter in counters] == [110, 10, 10, 10, 10, 10] and observed.slow_calls == []
+    library_call(observed, Shaped(Field("fp8"), Field("m1"), Field("n")), 7)  # equal, other objects: by hashing
+    library_call(observed, Shaped(fp8, dims[1], n), 8)
+    assert count_of(counters[1]) == 11 and [key[-1] for key, *_ in observed.slow_calls] == [8]
+
+
+def test_calls_the_hot_path_cannot_key_go_to_the_slow_path_without_a_key(hot):
+    class Shaped:  # a type whose kind is not known yet
+        shape, dtype = (4,), "fp8"
+
+    class Unreadable:
+        @property
+        def shape(self):
+            raise RuntimeError("no shape here")
+
+    observed = Observed(hot, kinds={torch.Tensor: MARK, Unreadable: MARK})
+    a, sfa, b = tensors()
+    observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b)))
+    library_call(observed, a, sfa, b=b)  # keywords
+    library_call(observed, a, Shaped(), b)
+    library_call(observed, a, Unreadable(), b)
+    library_call(observed, a, sfa, b, [1, 128])  # a list: its key is the slow path's to make
+    library_call(observed, a, sfa, b, {"unhashable": 1})  # not in kinds either
+    assert [(key, kwargs) for key, _, kwargs, _ in observed.slow_calls] == [
+        (None, {"b": b}),
+        (None, {}),
+        (None, {}),
+        (None, {}),
+        (None, {}),
+    ]
+    assert {caller for *_, caller in observed.slow_calls} == {"library_call"}
+
+
+def test_an_unhashable_field_of_a_known_kind_goes_to_the_slow_path_without_a_key(hot):
+    observed = Observed(hot, kinds={torch.Tensor: MARK, tuple: None})
+    a, sfa, b = tensors()
+    library_call(observed, a, sfa, b, ([1], 128))
+    assert [key for key, *_ in observed.slow_calls] == [None]
+
+
+def test_an_interrupt_while_reading_an_argument_is_not_swallowed(hot):
+    class Interrupting:
+        @property
+        def shape(self):
+            raise KeyboardInterrupt
+
+    observed = Observed(hot, kinds={Interrupting: MARK})
+    with pytest.raises(KeyboardInterrupt):
+        library_call(observed, Interrupting())
+    assert observed.calls == [] and observed.slow_calls == []
+
+
+def test_a_shape_of_none_keys_the_value_itself(hot):
+    class Unshaped:
+        shape, dtype = None, "fp8"
+
+    value = Unshaped()
+    observed = Observed(hot, positions=(0,), kinds={Unshaped: MARK})
+    observed.serve(("gemm", ("num_sms", None), value))
+    library_call(observed, value)
+    assert observed.slow_calls == [] and len(observed.calls) == 1
+
+
+def test_an_operation_that_raises_on_a_hit_is_counted_and_its_error_propagates(hot):
+    observed = Observed(hot, positions=(0,))
+
+    def failing(*args):
+        raise RuntimeError("cudaErrorLaunchFailure")
+
+    observed.operation = failing
+    observed.call = (PYTHON.observed_call if hot is PYTHON else hot.ObservedCall)(
+        failing, "gemm", observed.state, (0,), observed.kinds, observed.fast, observed.ticks, lambda: None, None
+    )
+    counter = observed.serve(("gemm", ("num_sms", None), 5))
+    with pytest.raises(RuntimeError, match="LaunchFailure"):
+        library_call(observed, 5)
+    assert count_of(counter) == 1
+
+
+def test_the_compiled_one_refuses_what_it_cannot_use():
+    if COMPILED is None:
+        pytest.skip("no compiled hot path in this build")
+    table, ticks = COMPILED.FastTable(), COMPILED.Counter()
+    good = dict(operation=print, head="x", state=[None], positions=(0,), kinds={}, fast=table, ticks=ticks)
+    good.update(flush=print, slow=print)
+    COMPILED.ObservedCall(**good)
+    for name, bad in [("state", (None,)), ("kinds", []), ("fast", {}), ("positions", (-1,)), ("ticks", 5)]:
+        with pytest.raises((TypeError, ValueError)):
+            COMPILED.ObservedCall(**{**good, name: bad})
+
+
+def test_counts_are_exact_under_threads(hot):
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    counter = observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b)))
+
+    def work():
+        for _ in range(5_000):
+            observed.call(a, sfa, b)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert count_of(counter) == 20_000 and observed.slow_calls == []
+
+
+def test_a_cycle_through_an_observed_call_is_collected(hot):
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.observed = Observed(hot)
+    holder.observed.holder = holder
+    gone = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert gone() is None
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 300),
+    st.sampled_from(["", "mn", "nk"]),
+    st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    st.tuples(st.sampled_from([torch.float8_e4m3fn, torch.bfloat16, torch.float32]), st.integers(0, 2)),
+    st.integers(0, 2).map(lambda index: ("tensor", index)),
+)
+"""An argument: a scalar, a text, a tuple, one of a few tensors reused across calls (("tensor", index)), or a view of
+one in another dtype ((dtype, index))."""
+
+
+def argument(pool, value):
+    if isinstance(value, tuple) and value[0] == "tensor":
+        return pool[value[1]]
+    if isinstance(value, tuple) and isinstance(value[0], torch.dtype):
+        return pool[value[1]].view(value[0])
+    return value
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.lists(VALUES, min_size=0, max_size=5),
+            st.sampled_from(["call", "resize", "setting", "forget", "serve"]),
+            st.integers(1, 4),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_hit_is_exactly_a_call_whose_key_as_it_is_now_was_served(hot, calls):
+    """Any calls, tensors resized between them, settings changed, the table forgotten: a call is counted on the
+    hot path exactly where its key (as the contract builds it now) is in the table; the slow path gets that key."""
+    observed = Observed(hot, positions=(0, 2, 3, 4))
+    pool = [torch.empty(2, 2) for _ in range(3)]
+    served: dict[tuple, object] = {}
+    for values, action, size in calls:
+        args = tuple(argument(pool, value) for value in values)
+        if action == "resize":
+            pool[size % 3].resize_(size, 2)
+        elif action == "setting":
+            observed.state[0] = ("num_sms", size)
+        elif action == "forget":
+            observed.fast.clear()
+            served.clear()
+        key = reference_key("gemm", observed.state[0], (0, 2, 3, 4), args)
+        if action == "serve":
+            served[key] = observed.serve(key)
+        hits = {k: count_of(counter) for k, counter in served.items()}
+        slow_before = len(observed.slow_calls)
+        library_call(observed, *args)
+        if key in served:
+            assert count_of(served[key]) == hits[key] + 1 and len(observed.slow_calls) == slow_before
+        else:
+            assert observed.slow_calls[-1][0] == key and all(count_of(c) == hits[k] for k, c in served.items())
+
+
+def test_an_observed_call_keeps_no_argument_alive(hot):
+    """The key holds a tensor's dtype and shape, never the tensor (an activation must be freed when the program
+    drops it)."""
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b)))
+    library_call(observed, a, sfa, b)  # a hit
+    library_call(observed, a, b, sfa)  # a miss
+    gone = weakref.ref(a)
+    observed.slow_calls.clear()
+    observed.calls.clear()
+    del a
+    gc.collect()
+    assert gone() is None
