@@ -33,7 +33,7 @@ TABLES = (
     ("[family]", schema.Family, "one kernel family: where its cache lives and how its key reads"),
     ("[family.jit_dir]", schema.JitDir, "cache kind `jit_dir`: the library's disk cache"),
     ("[fields.NAME]", schema.FieldNote, "what drives a key field, so that a diff on it says so"),
-    ("[context]", None, "defaults of the run context (`NAME = \"value\"`), which `--context` overrides"),
+    ("[context]", None, 'defaults of the run context (`NAME = "value"`), which `--context` overrides'),
     ("[[contract]]", schema.Contract, "a constraint on a key field (MLA003 when broken)"),
     ("[dry]", schema.Dry, "what lets a dispatch run past its lookup without the target GPU (`--dry`)"),
     ("[[dry.patch]]", schema.DryPatch, "one stand-in, in place for each dispatch call"),
