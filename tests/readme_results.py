@@ -1,5 +1,6 @@
-"""The README's results table, made from the runs themselves: `python -m tests.readme_results` rewrites it,
-`--check` says whether the README still matches (tests/integration/test_readme_results.py runs that).
+"""The embedded scenario's results table (docs/scenario.md, which the README points to), made from the runs
+themselves: `python -m tests.readme_results` rewrites it, `--check` says whether the page still matches
+(tests/integration/test_readme_results.py runs that).
 
 Each case is an `mlacheck run` command with --compile skip (the keys, not the stalls: the table names variants
 and fields, which compiling does not change); its result column is written from the run's JSON report, the
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "scenario.md"
 START = "<!-- results: python -m tests.readme_results -->"
 END = "<!-- end of results -->"
 
@@ -159,25 +160,26 @@ def table(reports: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def rewritten(readme: str, made: str) -> str:
-    head, start, rest = readme.partition(START)
+def rewritten(page: str, made: str) -> str:
+    head, start, rest = page.partition(START)
     _, end, tail = rest.partition(END)
     if not start or not end:
-        raise SystemExit(f"{README}: the markers {START!r} and {END!r} are missing; put them around the table")
+        raise SystemExit(f"{PAGE}: the markers {START!r} and {END!r} are missing; put them around the table")
     return f"{head}{START}\n{made}\n{END}{tail}"
 
 
 def main(argv: list[str]) -> int:
-    readme = README.read_text()
-    updated = rewritten(readme, table([run_case(case) for case in CASES]))
+    page = PAGE.read_text()
+    updated = rewritten(page, table([run_case(case) for case in CASES]))
     if "--check" in argv:
-        if updated != readme:
-            diff = difflib.unified_diff(readme.splitlines(), updated.splitlines(), "README.md", "the runs", lineterm="")
+        if updated != page:
+            name = str(PAGE.relative_to(ROOT))
+            diff = difflib.unified_diff(page.splitlines(), updated.splitlines(), name, "the runs", lineterm="")
             print("\n".join(diff))
-            print("README.md's results table differs from the runs; run: python -m tests.readme_results")
+            print(f"{name}'s results table differs from the runs; run: python -m tests.readme_results")
             return 1
         return 0
-    README.write_text(updated)
+    PAGE.write_text(updated)
     return 0
 
 

@@ -73,6 +73,6 @@ def test_manifest_from_a_program_run_folder(tmp_path):
     assert sorted(v["causal"] for v in family["variants"]) == [False, True]
 
 
-def test_readme_shows_the_loader_that_the_test_runs():
-    readme = (ROOT / "README.md").read_text()
-    assert LOADER.read_text().strip() in readme
+def test_the_ci_page_shows_the_loader_that_the_test_runs():
+    page = (ROOT / "docs" / "ci.md").read_text()
+    assert LOADER.read_text().strip() in page

@@ -1,4 +1,4 @@
-"""The README's results table is what the runs give today (marker `network`: the sglang rows run FlashInfer,
+"""The embedded scenario's results table (docs/scenario.md) is what the runs give today (marker `network`: the sglang rows run FlashInfer,
 flashinfer-python 0.7.2 from PyPI)."""
 
 import os
@@ -14,7 +14,7 @@ from tests.integration.test_published_flashinfer import FLASHINFER
 pytestmark = pytest.mark.network
 
 
-def test_the_readme_results_table_matches_the_runs(tmp_path_factory):
+def test_the_scenario_results_table_matches_the_runs(tmp_path_factory):
     flashinfer = installed(tmp_path_factory.mktemp("flashinfer"), *FLASHINFER)
     done = subprocess.run(
         [sys.executable, "-m", "tests.readme_results", "--check"],
