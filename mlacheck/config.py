@@ -269,7 +269,7 @@ def load_config(folder: Path | None = None):
     if table is None:
         return model(), path
     if not isinstance(table, dict):
-        raise MlacheckError(f"{path}: [{SECTION}] must be a table of run options; see mlacheck's README")
+        raise MlacheckError(f"{path}: [{SECTION}] must be a table of run options; see docs/ci.md (Configuration)")
     try:
         config = model.model_validate(table)
     except ValidationError as exc:

@@ -183,7 +183,7 @@ def load_rule_file(file: Path) -> RuleFile:
             or "(rule file)"
         )
         what = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
-        raise MlacheckError(f"{file}: {where}: {what} (the README's 'Rule files' section gives the schema)") from None
+        raise MlacheckError(f"{file}: {where}: {what} (docs/rule-file-schema.md gives the schema)") from None
 
 
 FORMAT_1_NUMERICS = ("max_rel_err", "min_cosine", "lse_max_abs_err")

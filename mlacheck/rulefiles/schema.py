@@ -1,4 +1,4 @@
-"""The rule-file schema: pydantic models, strict (an unknown key or a wrong type is refused). The README gives it.
+"""The rule-file schema: pydantic models, strict (an unknown key or a wrong type is refused). docs/rule-file-schema.md is made from it.
 
 A family file has a `[family]` table (where the cache lives, how its key reads, what the key depends on, the
 arches its kernels exist for) and may add `[fields.NAME]`, `[context]`, `[[contract]]`, `[dry]` and

@@ -92,7 +92,7 @@ FORMATS = {
                 1: "mlacheck 0.2.0",
                 2: 'family.arches is required (the target arches the kernels exist for, e.g. arches = ["sm_100a"]), '
                 "[numerics] bounds are max = {METRIC = BOUND} and min = {...} (not max_rel_err, min_cosine, "
-                "lse_max_abs_err), [[dry.patch]] actions are the generic ones of the README",
+                "lse_max_abs_err), [[dry.patch]] actions are the generic ones of docs/rule-file-schema.md",
             },
             "update the file as said and declare format_version = 2 at its top",
         ),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine (README: Development), after stash.sh ran with half a, one device call per line:
+# On the GPU machine (docs/development.md), after stash.sh ran with half a, one device call per line:
 #   bash tests/gpu/device_run.sh install measure   # install, the hot path, the overhead benchmarks, execute mode's run
 #   bash tests/gpu/device_run.sh tests             # tests/gpu, the trace-mode runs (the machine still warm)
 # Each step is time-boxed so that one slow step does not cost the rest. Output: $OUT/log-PART.txt and JSON reports.

@@ -80,7 +80,7 @@ def check_rules(rules: RuleSet) -> None:
         problem = _problem(rule)
         if problem is not None:
             raise MlacheckError(
-                f"{rule.source}: family.cache_kind: {problem} (the README's 'Rule files' section gives the schema)"
+                f"{rule.source}: family.cache_kind: {problem} (docs/rule-file-schema.md gives the schema)"
             )
 
 
