@@ -43,6 +43,7 @@ TABLES = (
     ("[numerics]", schema.Numerics, "bounds on a launched kernel's output against the reference (MLA005)"),
     ("[[phase]]", schema.PhaseRule, "an engine function under which a compile is warm-up or capture"),
     ("[[serving_start]]", schema.ServingStartRule, "an engine function whose call or return marks serving start"),
+    ("[[step]]", schema.StepRule, "an engine's step function: a step far slower than its usual is recorded"),
     ("[[engine]]", schema.EngineRule, "an engine, recognised by a module it imports"),
     ("[[compile_net]]", schema.CompileNet, "a compile entry point every build of a JIT compiler goes through"),
     ("[[jit_library]]", schema.JitLibrary, "a JIT library the engines use: watched, or named with the reason"),

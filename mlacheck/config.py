@@ -114,6 +114,9 @@ SETTINGS = _settings(
             False, mode="program", pytest=True),
     Setting("serving_start", "list", "A function whose call (or, with @return, return) marks serving start; "
             "repeatable.", None, "MODULE:QUALNAME[@return]", mode="program", pytest=True),
+    Setting("step", "list", "An engine's step function: a step far slower than the process's usual one is recorded "
+            "(a stall, or a rank's wait for another's compile); repeatable.", None, "MODULE:QUALNAME",
+            mode="program", pytest=True),
     Setting("num_sms", "int", "The target GPU's SM count (default: the target arch's flagship).", None, "N",
             pytest=True),
     Setting("select", "list", "Finding codes that count (MLA001,MLA003; repeatable); the others are listed as "
@@ -125,7 +128,7 @@ SETTINGS = _settings(
     Setting("verbose", "flag", "Print each finding's whole message, key and stack, and every shared key field.",
             False, cli=("--verbose", "-v")),
 )  # fmt: skip
-PROGRAM = ("run_dir", "rules", "compile", "dry", "arch", "num_sms", "serving_start")  # ProgramOptions' fields
+PROGRAM = ("run_dir", "rules", "compile", "dry", "arch", "num_sms", "serving_start", "step")  # ProgramOptions' fields
 SCENARIO = ("model", "tp", "profile", "kernel", "prefill_backend", "warmup", "cuda_graph_max_bs", "max_context_len")
 SCENARIO += ("batch_sizes", "arch", "compile", "rules", "requests", "seed", "trace", "num_sms")  # CheckOptions' fields
 POLICY = ("strict", "allow_incomplete", "baseline", "select", "ignore")  # ReportPolicy.of's keywords
@@ -178,7 +181,8 @@ class Settings:
 
     def program(self) -> dict[str, object]:
         """ProgramOptions' keywords."""
-        return self.of(PROGRAM) | {"serving_start": tuple(self["serving_start"] or ()), "context": self.context()}
+        lists = {name: tuple(self[name] or ()) for name in ("serving_start", "step")}
+        return self.of(PROGRAM) | lists | {"context": self.context()}
 
     def scenario(self) -> dict[str, object]:
         """CheckOptions' keywords (but library_warnings_shown, which the front end's display decides)."""

@@ -22,6 +22,7 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - counts: a family's cumulative dispatches per "vid:phase" and calls per function (final: at exit)
 - dispatch_error / no_lookup: the first dispatch call of a kind that raised, or returned without a lookup
 - serving_start: serving starts here (`mlacheck.capture.phase`)
+- slow_step: a call of an engine's step function far slower than the process's usual step (`program/steps.py`)
 - context: what the process itself showed (target_arch, engine)
 - numerics: a launched kernel's output against the reference (execute mode)
 - unwatched / unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
@@ -232,6 +233,20 @@ def no_lookup_event(family: str, function: str, site: str | None) -> dict:
 def serving_start_event(how: str, site: str | None) -> dict:
     """Serving starts here, now."""
     return {"type": "serving_start", "how": how, "site": site, "t": run_clock()}
+
+
+def slow_step_event(function: str, seconds: float, usual: float, step: int, serving: bool, t: float) -> dict:
+    """Step `step` of an engine's step function took `seconds`, far over the process's `usual` (the median of its
+    recent steps); it began `t` seconds after the run event (a stall here, or a wait for another rank's)."""
+    return {
+        "type": "slow_step",
+        "function": function,
+        "seconds": round(seconds, 4),
+        "usual": round(usual, 4),
+        "step": step,
+        "serving": serving,
+        "t": round(t, 3),
+    }
 
 
 def context_event(values: dict[str, object]) -> dict:

@@ -261,6 +261,7 @@ REQUIRED = {
     "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
     "compile_end": {"id": int},
     "unseen": {"family": str, "what": str},
+    "slow_step": {"function": str, "seconds": (int, float), "usual": (int, float), "t": (int, float)},
 }
 OPTIONAL = {
     "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
@@ -275,6 +276,7 @@ OPTIONAL = {
     "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list, "t": (int, float)},
     "internal_error": {"where": str, "message": str},
     "exit": {"rank": int, "how": str, "t": (int, float)},
+    "slow_step": {"step": int, "serving": bool},
     "lost": {"errors": dict},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
     "compile_start": {

@@ -24,6 +24,7 @@ from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.timeline import timelines
 from mlacheck.analysis.unfinished import unfinished_compiles
 from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
+from mlacheck.analysis.waits import waits
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
 from mlacheck.keys import key_identity, value_text, varying_fields
@@ -61,6 +62,7 @@ class Analysis:
     contexts: dict[int | None, dict[str, str]] = field(default_factory=dict)
     unwatched_compiles: list[UnwatchedCompile] = field(default_factory=list)
     lookups: dict[int | None, int] = field(default_factory=dict)  # per process: dispatches that reached a lookup
+    waits: list[dict] = field(default_factory=list)  # slow engine steps and the other processes' compiles they overlap
 
     def failed(self, strict: bool = False) -> bool:
         """True when an error finding exists (or, with strict, a warning too; a note never fails)."""
@@ -180,6 +182,9 @@ def analyse(
             lookups[table.proc] = lookups.get(table.proc, 0) + table.lookups
     fields = {family.name: (family.key_fields, varying_fields([v.key for v in family.variants])) for family in families}
     label = lambda name, key: telling(key, *fields.get(name, ([], [])))
+    timeline = timelines(events, label)
+    waited = waits(timeline)
+    _held(findings, waited)
     return Analysis(
         families,
         findings,
@@ -187,11 +192,27 @@ def analyse(
         incomplete,
         sorted(not_checked) + layouts_not_checked,
         sorted(needed),
-        timelines(events, label),
+        timeline,
         contexts,
         compiles,
         lookups,
+        waited,
     )
+
+
+def _held(findings: list[Finding], waited: list[dict]) -> None:
+    """An MLA001 says which other processes waited in a slow step while it compiled (`waits`)."""
+    for finding in findings:
+        if finding.code != "MLA001" or finding.proc is None:
+            continue
+        held = [
+            (f"pid {wait['pid']}" if wait["rank"] is None else f"rank {wait['rank']} (pid {wait['pid']})")
+            + f" waited in a {wait['seconds']:.1f} s step (usually {wait['usual']:.2f} s)"
+            for wait in waited
+            if any(c["proc"] == finding.proc and c["family"] == finding.family for c in wait["during"])
+        ]
+        if held:
+            finding.message += f"; meanwhile {', '.join(held)}"
 
 
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}

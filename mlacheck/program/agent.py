@@ -96,6 +96,7 @@ class Agent:
         starts = config.get("serving_starts", []) + _from_environment(os.environ.get(ENV_SERVING_START, ""))
         self.serving_starts = [(*qualnames.split(start["function"]), start.get("at", "call")) for start in starts]
         self.frames = [qualnames.split(phase["function"]) for phase in config.get("phases", [])]
+        self.steps = [qualnames.split(step["function"]) for step in config.get("steps", [])]
         self.engines = [(engine["name"], engine["module"]) for engine in config.get("engines", [])]
         self.arch_env = list(config.get("arch_env", []))
         self.nets: dict[str, list[dict]] = {}  # module -> the compile nets whose entry point it holds
@@ -108,7 +109,7 @@ class Agent:
                     self.entries.setdefault(qualnames.split(entry)[0], []).append(data)
         self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
         watched = set(self.families) | set(self.nets) | set(self.entries) | set(self.watchers)
-        watched |= {module for module, *_ in self.serving_starts + self.frames}
+        watched |= {module for module, *_ in self.serving_starts + self.frames + self.steps}
         self._finder = _PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
         self._serving = False
@@ -250,6 +251,9 @@ class Agent:
         ) in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
             if module_name == name != "__main__":
                 self._safely(functools.partial(self._wrap, module, qualname, self._phase_changed, "both"))
+        for module_name, qualname in self.steps:  # a script's own (__main__) functions cannot be timed
+            if module_name == name != "__main__":
+                self._safely(functools.partial(self._time_steps, module, qualname))
         if name in self.captures:
             self._safely(self._write_context)
 
@@ -323,28 +327,44 @@ class Agent:
 
     def _wrap(self, module, qualname: str, hook, at: str) -> None:
         """Call `hook` when `module:qualname` is called ("call"), returns ("return") or both (undone at stop)."""
+
+        def around(function):
+            def marked(*args, **kwargs):
+                if at != "return":
+                    hook()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    if at != "call":
+                        hook()
+
+            marked.__wrapped__ = function
+            marked.__name__ = getattr(function, "__name__", qualname.rpartition(".")[2])
+            marked.__qualname__ = getattr(function, "__qualname__", qualname)
+            return marked
+
+        self._replace(module, qualname, around)
+
+    def _time_steps(self, module, qualname: str) -> None:
+        """Time each call of an engine's step function `module:qualname` (`program/steps.py`; undone at stop)."""
+        from mlacheck.program.steps import StepClock
+
+        clock = StepClock(
+            f"{module.__name__}:{qualname}", lambda event: self._safely(lambda: self.sink.write(event)), self._marked
+        )
+        self._replace(module, qualname, clock.timed)
+
+    def _marked(self) -> bool:
+        return self._serving
+
+    def _replace(self, module, qualname: str, around) -> None:
+        """Put `around(function)` in place of `module:qualname` (undone at stop)."""
         from mlacheck.capture.install import Patches
 
         if self._patches is None:
             self._patches = Patches("agent")
         owner, attribute = self._patches.function(qualname, module)
-        function = getattr(owner, attribute)
-
-        def marked(*args, **kwargs):
-            if at != "return":
-                hook()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                if at != "call":
-                    hook()
-
-        marked.__wrapped__ = function
-        marked.__name__, marked.__qualname__ = (
-            getattr(function, "__name__", attribute),
-            getattr(function, "__qualname__", qualname),
-        )
-        self._patches.replace(owner, attribute, marked)
+        self._patches.replace(owner, attribute, around(getattr(owner, attribute)))
 
     def _after_fork(self) -> None:
         if self._finder not in sys.meta_path:  # stopped: a later fork is not observed

@@ -1,5 +1,7 @@
 """The per-rank view of a run (one run folder per node, merged): for each run folder, host and rank, its processes,
-what they dispatched, the serving-path compiles found in them, and the processes of it that ran unobserved.
+what they dispatched, the serving-path compiles found in them, the processes of it that ran unobserved, and its
+slowest engine step where one was far over its usual (`slow_step`) with the pids whose serving-path compile it
+overlapped: a rank that waited at a collective while another rank compiled.
 
 A rank's status is the worst of: `serving-path compile` (an MLA001 finding in one of its processes), `unobserved`
 (a Python process of it that nothing of mlacheck observed: what it did is unknown), `never dispatched` (observed,
@@ -15,7 +17,11 @@ STATUSES = ("serving-path compile", "unobserved", "never dispatched", "ok")
 
 
 def rank_summaries(
-    processes: list[dict], unobserved: list[dict], findings: list[Finding], lookups: dict[int | None, int]
+    processes: list[dict],
+    unobserved: list[dict],
+    findings: list[Finding],
+    lookups: dict[int | None, int],
+    waits: list[dict] = (),
 ) -> list[dict]:
     """One row per (run folder, host, rank) of the observed processes (`processes`, by index) and the unobserved."""
     rows: dict[tuple, dict] = {}
@@ -33,6 +39,8 @@ def rank_summaries(
                 "dispatches": 0,
                 "serving_path_compiles": 0,
                 "findings": {},
+                "slowest_step_s": None,
+                "waited_for_pids": [],
             },
         )
 
@@ -48,6 +56,12 @@ def rank_summaries(
         entry = row(processes[finding.proc])
         entry["findings"][finding.code] = entry["findings"].get(finding.code, 0) + 1
         entry["serving_path_compiles"] += finding.code == "MLA001"
+    for wait in waits:
+        if wait["proc"] is None or wait["proc"] >= len(processes):
+            continue
+        entry = row(processes[wait["proc"]])
+        entry["slowest_step_s"] = max(entry["slowest_step_s"] or 0.0, wait["seconds"])
+        entry["waited_for_pids"] = sorted({*entry["waited_for_pids"], *(c["pid"] for c in wait["during"])})
     for entry in rows.values():
         entry["status"] = (
             "serving-path compile"

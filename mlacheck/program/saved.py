@@ -304,7 +304,9 @@ def program_report(
         lost=lost,
         dry=any(program.get("dry") for program in loaded.programs),
     )
-    ranks = rank_summaries(loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups)
+    ranks = rank_summaries(
+        loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
+    )
     analysed = {family.name for family in analysis.families}
     recorded = sorted(
         {e["family"] for e in loaded.events if "family" in e and e["type"] != "internal_error"} - analysed

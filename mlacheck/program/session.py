@@ -29,6 +29,7 @@ class ProgramOptions:
     arch: str = "auto"
     num_sms: int | None = None
     serving_start: tuple[str, ...] = ()  # MODULE:QUALNAME[@return]
+    step: tuple[str, ...] = ()  # MODULE:QUALNAME of an engine's step function
     context: dict[str, str] | None = None
 
 
@@ -74,6 +75,7 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
         {"function": f"{module}:{qualname}", "at": at}
         for module, qualname, at in map(qualnames.serving_start, options.serving_start)
     ]
+    config["steps"] += [{"function": item} for item in options.step]
     folder.save([file.source for file in rules.files], config)
     return PreparedRun(folder, rules, config, environment)
 
@@ -83,6 +85,9 @@ def _checked(options: ProgramOptions) -> tuple[RuleSet, str]:
     for item in options.serving_start:
         if qualnames.serving_start(item) is None:
             raise MlacheckError(f"{SETTING}: write MODULE:QUALNAME or MODULE:QUALNAME@return", "serving_start", item)
+    for item in options.step:
+        if qualnames.split(item) is None:
+            raise MlacheckError(f"{SETTING}: write MODULE:QUALNAME (the engine's step function)", "step", item)
     if options.num_sms is not None and options.num_sms < 1:
         raise MlacheckError(f"{SETTING}: an SM count is a positive number (148 on a B200)", "num_sms", options.num_sms)
     rules = load_rules(options.rules)

@@ -196,3 +196,16 @@ def compile_text(report: dict) -> str:
     if timed:
         return "skip in some runs, real in others (the seconds given are of those that compiled)"
     return "skip (keys only, nothing compiled)"
+
+
+def slowest_step(row: dict, ranks: list[dict]) -> str:
+    """ "4.3 s, waited for rank 0" where a rank's engine step was far over its usual (and overlapped the serving-path
+    compile of another rank, found among `ranks` by its pid)."""
+    if row.get("slowest_step_s") is None:
+        return "—"
+    rank_of = {pid: other.get("rank") for other in ranks for pid in other.get("pids") or []}
+    waited = [
+        f"rank {rank_of[pid]}" if rank_of.get(pid) is not None else f"pid {pid}"
+        for pid in row.get("waited_for_pids") or []
+    ]
+    return f"{row['slowest_step_s']:.1f} s" + (f", waited for {', '.join(waited)}" if waited else "")

@@ -37,10 +37,11 @@ td, th { padding: 2px 12px 2px 0; text-align: left; vertical-align: top; } th { 
 svg text { font: 11px system-ui, sans-serif; fill: #333; }
 svg .warmup { fill: #dce9f7; } svg .capture { fill: #dcf1e0; } svg .serving { fill: #fbe9d7; }
 svg .compile { fill: #4a78b5; } svg .compile.serving-path { fill: #c62828; } svg .axis { stroke: #999; }
+svg .step { fill: #8d8d8d; }
 .legend { font-size: 12px; }
 .key { display: inline-block; width: 12px; height: 10px; margin: 0 4px 0 10px; vertical-align: middle; }
 .key.warmup { background: #dce9f7; } .key.capture { background: #dcf1e0; } .key.serving { background: #fbe9d7; }
-.key.compile { background: #4a78b5; } .key.serving-path { background: #c62828; }
+.key.compile { background: #4a78b5; } .key.serving-path { background: #c62828; } .key.step { background: #8d8d8d; }
 """
 
 
@@ -103,10 +104,11 @@ def _header(report: dict) -> list:
 
 
 def _timeline(timeline: dict, report: dict, phases: list[dict] | None) -> str:
-    """One process's SVG: phase bands on top, then one lane per compile."""
+    """One process's SVG: phase bands on top, then one lane per compile, then one per slow engine step."""
     end = max(float(timeline.get("end") or 0.0), 0.001)
     compiles = sorted(timeline.get("compiles") or [], key=lambda c: c["start"])
-    height = TOP + BAND + 8 + LANE * len(compiles) + 24
+    steps = sorted(timeline.get("steps") or [], key=lambda s: s["start"])
+    height = TOP + BAND + 8 + LANE * (len(compiles) + len(steps)) + 24
     scale = (WIDTH - LEFT - RIGHT) / end
     x = lambda seconds: LEFT + seconds * scale  # noqa: E731
     parts = [f'<svg class="timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img">']
@@ -137,7 +139,17 @@ def _timeline(timeline: dict, report: dict, phases: list[dict] | None) -> str:
         )
         label = f"{item['family']} {item.get('label') or ''}" + (f" {seconds:.1f} s" if item.get("seconds") else "")
         parts.append(_label(label, x(item["start"]), x(item["start"]) + width, top + LANE - 5))
-    axis = TOP + BAND + 8 + LANE * len(compiles) + 6
+    for lane, step in enumerate(steps, start=len(compiles)):
+        top = TOP + BAND + 8 + lane * LANE
+        label = f"slow step {step['seconds']:.1f} s (usually {step['usual']:.2f} s)"
+        what = f"{step['function']}: {label}, at {step['start']:.1f} s"
+        width = max(step["seconds"] * scale, 2.0)
+        parts.append(
+            f'<rect class="step" x="{x(step["start"]):.1f}" y="{top}" width="{width:.1f}" height="{LANE - 4}">'
+            f"<title>{escape(what)}</title></rect>"
+        )
+        parts.append(_label(label, x(step["start"]), x(step["start"]) + width, top + LANE - 5))
+    axis = TOP + BAND + 8 + LANE * (len(compiles) + len(steps)) + 6
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{axis}" x2="{WIDTH - RIGHT}" y2="{axis}"/>')
     step = _tick(end)
     tick = 0.0
@@ -171,7 +183,8 @@ def _cut(label: str, room: float) -> str:
 LEGEND = (
     '<p class="legend muted"><span class="key warmup"></span>warm-up <span class="key capture"></span>CUDA-graph '
     'capture <span class="key serving"></span>serving <span class="key compile"></span>a compile, as long as its '
-    'seconds <span class="key serving-path"></span>a serving-path compile</p>'
+    'seconds <span class="key serving-path"></span>a serving-path compile <span class="key step"></span>an engine step '
+    "far slower than its usual (--step): a stall, or a wait for another rank's compile</p>"
 )
 
 

@@ -19,6 +19,7 @@ from mlacheck.report.common import (
     process_text,
     program_runs,
     severity,
+    slowest_step,
     summary_line,
     versions_text,
 )
@@ -170,11 +171,13 @@ def _ranks(ranks: list[dict]) -> list[str]:
             row.get("dispatches", 0),
             row.get("serving_path_compiles", 0),
             ", ".join(map(str, row.get("unobserved_pids") or [])),
+            slowest_step(row, ranks),
             row.get("status"),
         ]
         for row in ranks
     ]
-    header = ["run", "host", "rank", "processes", "dispatches", "serving-path compiles", "unobserved", "status"]
+    header = ["run", "host", "rank", "processes", "dispatches", "serving-path compiles", "unobserved", "slowest step"]
+    header.append("status")
     return ["### Per rank", "", *_table(header, rows), ""]
 
 

@@ -176,6 +176,8 @@ class RankSummary(_Model):
     dispatches: int = 0
     serving_path_compiles: int = 0
     findings: dict[str, int] = {}
+    slowest_step_s: float | None = None  # its slowest engine step far over its usual (--step, [[step]])
+    waited_for_pids: list[int | None] = []  # the processes whose serving-path compile that step overlapped
     status: Literal["serving-path compile", "unobserved", "never dispatched", "ok"] = "ok"
 
 

@@ -25,6 +25,7 @@ from mlacheck.report.common import (
     printable_report,
     program_runs,
     short_site,
+    slowest_step,
     versions_text,
 )
 from mlacheck.report.findings_text import findings_lines
@@ -276,6 +277,7 @@ def _ranks(ranks: list[dict], width: int) -> list[Text]:
         column("dispatches", [str(row.get("dispatches", 0)) for row in ranks], right=True, whole=True),
         column("serving-path compiles", [str(row.get("serving_path_compiles", 0)) for row in ranks], right=True),
         column("unobserved", [listed(row, "unobserved_pids") for row in ranks]),
+        column("slowest step", [slowest_step(row, ranks) for row in ranks]),
         Column(
             "status",
             [Text(row.get("status", ""), style=RANK_STYLES.get(row.get("status"), "")) for row in ranks],

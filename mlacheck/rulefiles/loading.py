@@ -18,6 +18,7 @@ from mlacheck.rulefiles.schema import (
     PhaseRule,
     RuleFile,
     ServingStartRule,
+    StepRule,
     Triton,
 )
 
@@ -47,6 +48,10 @@ class RuleSet:
     @property
     def serving_starts(self) -> list[ServingStartRule]:
         return [start for file in self.files for start in file.serving_start]
+
+    @property
+    def steps(self) -> list[StepRule]:
+        return [step for file in self.files for step in file.step]
 
     @property
     def engines(self) -> list[EngineRule]:
@@ -109,6 +114,7 @@ class RuleSet:
                 "families": [_with_version_checked(rule) for rule in self.families],
                 "phases": [phase.model_dump(mode="json") for phase in self.phases],
                 "serving_starts": [start.model_dump(mode="json") for start in self.serving_starts],
+                "steps": [step.model_dump(mode="json") for step in self.steps],
                 "engines": [engine.model_dump(mode="json") for engine in self.engines],
                 "arch_env": self.arch_env,
                 "compile_nets": [net.model_dump(mode="json") for net in self.compile_nets],

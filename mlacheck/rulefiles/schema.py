@@ -340,6 +340,11 @@ class ServingStartRule(_EngineFunction):
     at: Literal["call", "return"] = "call"
 
 
+class StepRule(_EngineFunction):
+    """An engine's step function: each call is one step of its serving loop (a step far slower than the process's
+    usual one is recorded: a stall, or a wait at a collective for another rank's)."""
+
+
 class EngineRule(_Strict):
     """An engine, recognised in a process by a module it imported (the run context's `engine`)."""
 
@@ -457,6 +462,7 @@ class RuleFile(_Strict):
     numerics: Numerics | None = None
     phase: list[PhaseRule] = []
     serving_start: list[ServingStartRule] = []
+    step: list[StepRule] = []
     engine: list[EngineRule] = []
     compile_net: list[CompileNet] = []
     jit_library: list[JitLibrary] = []
@@ -468,10 +474,16 @@ class RuleFile(_Strict):
             if self.fields or self.context or self.contract or self.numerics or self.dry != Dry():
                 raise ValueError("fields, context, contract, dry and numerics belong to a file with a [family] table")
             if not (
-                self.triton or self.phase or self.serving_start or self.engine or self.compile_net or self.jit_library
+                self.triton
+                or self.phase
+                or self.serving_start
+                or self.step
+                or self.engine
+                or self.compile_net
+                or self.jit_library
             ):
                 raise ValueError(
-                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[engine]], "
+                    "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[step]], [[engine]], "
                     "[[compile_net]] or [[jit_library]] entry"
                 )
             return self

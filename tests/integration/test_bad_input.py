@@ -322,3 +322,11 @@ def test_run_dir_that_is_a_file_says_so(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
     assert_one_line_error(run_cli("run", "--run-dir", afile, "--", "true"), f"--run-dir {afile}: is a file")
+
+
+def test_a_step_function_not_written_module_colon_qualname_is_one_line():
+    assert_one_line_error(
+        run_cli("run", "--step", "tp2_runner.execute_step", "--", sys.executable, "-c", "pass"),
+        "--step tp2_runner.execute_step",
+        "MODULE:QUALNAME",
+    )

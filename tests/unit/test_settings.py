@@ -44,6 +44,7 @@ def test_every_value_given_reaches_the_option_objects(tmp_path):
         "arch": "sm_90a",
         "num_sms": 132,
         "serving_start": ["engine:serve"],
+        "step": ["engine:Runner.step"],
         "context": ["kv_cache_dtype=bfloat16"],
         "strict": True,
         "allow_incomplete": True,
@@ -61,6 +62,7 @@ def test_every_value_given_reaches_the_option_objects(tmp_path):
         "arch": "sm_90a",
         "num_sms": 132,
         "serving_start": ("engine:serve",),
+        "step": ("engine:Runner.step",),
         "context": {"kv_cache_dtype": "bfloat16"},
     }
     policy = ReportPolicy.of(**settings.policy())
