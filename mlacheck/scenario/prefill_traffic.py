@@ -4,7 +4,7 @@ module picks its pattern and names the upstream code it follows).
 Both patterns chunk a cached prefix the same way, as TokenSpeed's `runtime/layers/attention/chunk.py`
 does: a chunk capacity is split evenly among the batch's requests and every request's prefix is cut at
 the same offsets (a request whose prefix is shorter gets empty chunks). An engine that chunks otherwise makes its own
-calls (vLLM's cover some of the batch's requests: `PrefillCall.first`).
+calls, each of which may cover only some of the batch's requests (`PrefillCall.first`).
 """
 
 from __future__ import annotations
