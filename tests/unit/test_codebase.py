@@ -30,3 +30,12 @@ def test_no_module_imports_a_layer_above_its_own_and_no_import_circle():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_an_engine_is_named_in_its_own_modules_only():
+    """Issue 30: the scenario and the CLI name vLLM and SGLang in at most two files each (the engine's module, and the
+    backend only that engine drives), so that an engine's facts live in one place."""
+    files = [*(ROOT / "mlacheck" / "scenario").rglob("*.py"), ROOT / "mlacheck" / "cli.py"]
+    for engine in ("vllm", "sglang"):
+        naming = sorted(str(path.relative_to(ROOT)) for path in files if engine in path.read_text().lower())
+        assert len(naming) <= 2, (engine, naming)
