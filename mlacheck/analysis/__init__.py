@@ -151,7 +151,7 @@ def analyse(
     unfinished, never_ended = unfinished_compiles(facts)
     findings += unwatched_findings + unfinished
     findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
-    watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
+    watched = [rule.family.module for rule in rules.families] + [f"{module} kernels" for module in rules.tritons]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(
         {

@@ -40,9 +40,9 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
             lines += _pairs(_family(rule, width, fingerprints, verbose), width)
     else:
         lines += _families(rules.families, width)
-    triton = next((file for file in rules.files if file.triton is not None), None)
-    if triton is not None:
-        lines += _pairs(_triton(triton), width)
+    for file in rules.files:
+        if file.triton is not None:
+            lines += _pairs(_triton(file), width)
     rows = [(phase.engine, phase.phase, phase.function) for phase in rules.phases]
     rows += [
         (start.engine, f"serving ({start.at})", f"{start.module}:{start.qualname}") for start in rules.serving_starts
@@ -118,7 +118,7 @@ def _triton(file: RuleFile) -> list[tuple[str, str]]:
     table = file.triton
     versions = [table.checked_versions] if isinstance(table.checked_versions, str) else table.checked_versions
     rows = [
-        (f"{table.PREFIX}<module>.<kernel>", f"{table.distribution} {' or '.join(versions)}"),
+        (f"{table.prefix}<module>.<kernel>", f"{table.distribution} {' or '.join(versions)}"),
         ("  cache", "JITFunction.device_caches[device] (found at run time)"),
         ("  key", "the kernel's parameters, options"),
         ("  watch", table.watch + (f", {len(table.kernel)} listed" if table.kernel else "")),

@@ -44,7 +44,7 @@ class Run:
 
     def __init__(self, policy=DRY):
         self.sink = MemorySink()
-        self.capture = TritonCapture(RULES.triton, self.sink, policy)
+        self.capture = TritonCapture(RULES.tritons["triton"], self.sink, policy)
 
     def serving(self):
         self.sink.write({"type": "serving_start", "how": "test"})
@@ -250,10 +250,10 @@ def test_uninstall_under_a_hook_chained_on_top_leaves_mlacheck_as_a_pass_through
 
 
 def test_triton_version_is_one_the_rule_was_checked_against():
-    assert RULES.triton is not None and os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") in ("0", "1")
+    assert RULES.tritons["triton"] is not None and os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") in ("0", "1")
     from packaging.specifiers import SpecifierSet
 
-    assert triton.__version__ in SpecifierSet(RULES.triton.checked_versions)
+    assert triton.__version__ in SpecifierSet(RULES.tritons["triton"].checked_versions)
 
 
 def warm_up_in_a_thread(kernel):
@@ -269,7 +269,7 @@ def test_a_compile_under_a_warm_up_frame_of_another_thread_is_warm_up():
 
     frame = PhaseRule(function=f"{__name__}:warm_up_in_a_thread", phase="warmup")
     run = Run()
-    run.capture = TritonCapture(RULES.triton, run.sink, DRY, (frame,))
+    run.capture = TritonCapture(RULES.tritons["triton"], run.sink, DRY, (frame,))
     run.capture.install()
     spec = make_kernels()
     thread = threading.Thread(target=warm_up_in_a_thread, args=(spec,))
