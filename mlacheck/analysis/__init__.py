@@ -23,7 +23,12 @@ from mlacheck.analysis.findings import (
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.timeline import timelines
 from mlacheck.analysis.unfinished import unfinished_compiles
-from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
+from mlacheck.analysis.unwatched import (
+    UnwatchedCompile,
+    interpreted_tritons,
+    unwatched_compiles,
+    unwatched_layouts,
+)
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
 from mlacheck.keys import key_identity, value_text, varying_fields
@@ -185,7 +190,7 @@ def analyse(
         findings,
         internal,
         incomplete,
-        sorted(not_checked) + layouts_not_checked,
+        sorted(not_checked) + layouts_not_checked + interpreted_tritons(contexts),
         sorted(needed),
         timelines(events, label),
         contexts,

@@ -351,3 +351,78 @@ def test_a_bad_triton_table_is_refused_in_one_line(tmp_path, table, error):
     with pytest.raises(MlacheckError, match="^" + re.escape(f"{path}: ")) as raised:
         load_rules(path)
     assert error in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_interpreted_kernels_and_their_autotuners_compile_nothing_and_are_named(monkeypatch):
+    """TRITON_INTERPRET=1: `@triton.jit` makes InterpretedFunctions, an autotuner's `fn` is one over a plain function.
+    Autotuners made before and after install are no internal error; the kernels run as the interpreter runs them
+    (their outputs are the program's), and the report names the interpreted Triton: no compile to check."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
+
+    def add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+    before = triton.autotune(configs=configs, key=["n"])(triton.jit(add_one))
+    run = Run()
+    run.capture.install()
+    after = triton.autotune(configs=configs, key=["n"])(triton.jit(add_one))
+    plain = triton.jit(add_one)
+    x, y = torch.ones(128), torch.zeros(128)
+    for kernel in (before, after, plain):
+        y.zero_()
+        kernel[(1,)](x, y, 100, **({"BLOCK": 128} if kernel is plain else {}))
+        assert y[:100].tolist() == [2.0] * 100 and y[100:].tolist() == [0.0] * 28  # the interpreter ran it
+    analysis = run.analysis()
+    assert analysis.internal_errors == [] and analysis.findings == []
+    assert [line for line in analysis.not_checked if "interpreted" in line] == [
+        "triton: the program ran its Triton kernels interpreted (TRITON_INTERPRET=1): they compile nothing, so there "
+        "is no compile to check; run it without TRITON_INTERPRET (with --dry on a CPU) to check their keys"
+    ]
+    assert analysis.families == []
+
+
+def test_a_fork_of_triton_gets_the_same_capture_and_its_families_name_it():
+    """tokenspeed_triton (TokenSpeed's fork, its own JITFunction, knobs and driver) beside stock Triton in one process:
+    each Triton has a capture of its own, from its [triton] table; the same kernel compiled by both is two families,
+    each named by the Triton that compiled it, each with its distribution's version."""
+    from importlib import metadata
+
+    import tokenspeed_triton
+    import tokenspeed_triton.language as ttl
+
+    def twin(x_ptr, y_ptr, n, USE_PDL: tl.constexpr, BLOCK: ttl.constexpr):
+        pass  # --compile skip: the key is the binder's, nothing is compiled
+
+    twin.__qualname__ = f"twin_{next(NUMBERS)}"
+    stock, fork = Run(), Run()
+    fork.capture = TritonCapture(RULES.tritons["tokenspeed_triton"], stock.sink, DRY)
+    for started in (stock, fork):
+        started.capture.install()
+    try:
+        kernels = {"triton": triton.jit(twin), "tokenspeed_triton": tokenspeed_triton.jit(twin)}
+        for kernel in kernels.values():
+            kernel[(1,)](X, Y, 4096, USE_PDL=True, BLOCK=128)
+        stock.serving()
+        fork.capture.serving_started()
+        kernels["tokenspeed_triton"][(1,)](X, Y, 4096, USE_PDL=False, BLOCK=128)
+        kernels["triton"][(1,)](X, Y, 4096, USE_PDL=True, BLOCK=128)
+    finally:
+        fork.capture.remove()
+    analysis = stock.analysis()
+    name = f"{__name__}.{twin.__qualname__}"
+    [served, dead] = analysis.findings
+    assert (served.code, served.family, dead.code, dead.family) == (
+        "MLA001",
+        f"tokenspeed_triton:{name}",
+        "MLA002",
+        served.family,
+    )
+    assert served.diff == {"USE_PDL": ["constexpr True", "constexpr False"]}
+    versions = {family.name: family.versions for family in analysis.families}
+    assert versions == {
+        f"triton:{name}": [triton.__version__],
+        f"tokenspeed_triton:{name}": [metadata.version("tokenspeed-triton")],
+    }
+    assert analysis.incomplete == [] and analysis.internal_errors == []
