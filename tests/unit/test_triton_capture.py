@@ -426,3 +426,23 @@ def test_a_fork_of_triton_gets_the_same_capture_and_its_families_name_it():
         f"tokenspeed_triton:{name}": [metadata.version("tokenspeed-triton")],
     }
     assert analysis.incomplete == [] and analysis.internal_errors == []
+
+
+def test_a_variant_put_in_a_counting_dict_past_the_capture_is_unseen_at_the_next_flush(run):
+    """An insert past the counting dict's own methods (as from C, `dict.__setitem__`) compiles nothing the hooks see:
+    the audit at the next counts flush names the variant, once, and the run cannot pass."""
+    spec = make_kernels()
+    spec[(1,)](X, Y, **WARM)
+    [(_, entry)] = spec.device_caches.items()
+    [key] = list(dict.keys(entry[0]))
+    assert "128)" in key
+    dict.__setitem__(entry[0], key.replace("128)", "256)"), entry[0][key])
+    run.capture.flush()
+    run.capture.flush()
+    run.serving()
+    spec[(1,)](X, Y, **{**WARM, "BLOCK": 256})  # served by what went past: no compile
+    analysis = run.analysis()
+    [unseen] = [e for e in run.sink.events if e["type"] == "unseen"]
+    assert unseen["family"] == family_of(analysis, spec).name
+    assert "1 variant(s) entered" in unseen["what"] and "BLOCK=constexpr 256" in unseen["what"]
+    assert analysis.findings == [] and any("BLOCK=constexpr 256" in line for line in analysis.incomplete)

@@ -173,8 +173,17 @@ class Kernels:
         unseen = [key for key in list(dict.keys(cache)) if key not in ledger.vids]
         if not unseen:
             return []
-        keys = [key_text(ledger.described[ledger.vid(key)][0]) for key in unseen]
+        keys = [self._key_text(ledger, key) for key in unseen]
         return [
             f"{len(unseen)} variant(s) entered {where} past mlacheck (no compile or tuning of it was seen): "
             f"{'; '.join(keys)}; whether they compiled on the serving path is unknown"
         ]
+
+    @staticmethod
+    def _key_text(ledger: object, key: object) -> str:
+        """A key as its fields read (it is a variant of the family from now on), or as it is where it does not read
+        as one (not a key Triton made)."""
+        try:
+            return key_text(ledger.described[ledger.vid(key)][0])
+        except Exception:  # noqa: BLE001 - a key of the program's own making
+            return repr(key)[:200]
