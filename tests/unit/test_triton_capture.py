@@ -380,7 +380,7 @@ def test_interpreted_kernels_and_their_autotuners_compile_nothing_and_are_named(
         "triton: the program ran its Triton kernels interpreted (TRITON_INTERPRET=1): they compile nothing, so there "
         "is no compile to check; run it without TRITON_INTERPRET (with --dry on a CPU) to check their keys"
     ]
-    assert analysis.families == []
+    assert not [family for family in analysis.families if "add_one" in family.name]  # earlier tests' are preexisting
 
 
 def test_a_fork_of_triton_gets_the_same_capture_and_its_families_name_it():
@@ -420,7 +420,7 @@ def test_a_fork_of_triton_gets_the_same_capture_and_its_families_name_it():
         served.family,
     )
     assert served.diff == {"USE_PDL": ["constexpr True", "constexpr False"]}
-    versions = {family.name: family.versions for family in analysis.families}
+    versions = {family.name: family.versions for family in analysis.families if family.name.endswith(name)}
     assert versions == {
         f"triton:{name}": [triton.__version__],
         f"tokenspeed_triton:{name}": [metadata.version("tokenspeed-triton")],
