@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 
 from mlacheck.capture.stack import Where
 from mlacheck.capture.triton import dry
@@ -70,7 +71,7 @@ class CompileHooks:
     # -- the hooks ----------------------------------------------------------------------------------------------
     def _cache_hook(self, **kwargs: object) -> object:
         if self.active:
-            frame = sys._getframe(1)
+            frame = self._triton_frame(sys._getframe(1))
             self.safely("compile", lambda: self._compiling(kwargs, frame))
         previous = self._prev.get("jit_cache_hook")
         skip = previous(**kwargs) if previous is not None else None
@@ -93,6 +94,15 @@ class CompileHooks:
         previous = self._prev.get("listener")
         if previous is not None:
             previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+
+    def _triton_frame(self, frame: FrameType) -> FrameType:
+        """The innermost frame of this Triton's own code (the `_call_hook` that called the slot), above the hooks that
+        others chained on top of mlacheck's (TokenSpeed's compile monitor, vLLM's jit_monitor): the stack is read
+        from there outward, so that a hook is never the site."""
+        package, found = self.rule.module, frame
+        while found is not None and (found.f_globals.get("__name__") or "").partition(".")[0] != package:
+            found = found.f_back
+        return found if found is not None else frame
 
     # -- what they record ---------------------------------------------------------------------------------------
     def _pending_key(self, kwargs: dict) -> tuple[int, str]:
