@@ -155,3 +155,16 @@ def test_under_the_interpreter_nothing_compiles_and_each_triton_is_named_never_a
     assert named == ["tokenspeed_triton", "triton"]
     assert report["findings"] == [] and report["verdict"] == "incomplete" and result.code == 2
     assert "not checked: tokenspeed_triton: the program ran its Triton kernels interpreted" in result.stdout
+
+
+def test_real_compiles_through_the_fork_on_the_cpu_time_its_stalls(tmp_path):
+    """tokenspeed_triton compiles for sm_100a on this CPU with its own ptxas: the fork's serving-path stall is timed."""
+    result = run_cli(
+        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM,
+        tmp_path=tmp_path, env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and report["internal_errors"] == [], result.stdout + result.stderr
+    [pack] = [f for f in report["findings"] if f["family"] == "tokenspeed_triton:__main__.pack"]
+    assert pack["code"] == "MLA001" and "s stall" in pack["message"] and "not measured" not in pack["message"]
+    assert any(path.name.endswith(".cubin") for path in (tmp_path / "cache").rglob("*"))  # the fork's own compile
