@@ -341,6 +341,11 @@ def test_a_kernel_entry_of_the_rules_adds_drivers_and_contracts_and_a_stale_name
         ('checked_versions = ">=3.6"\narches = ["hopper"]', "triton.arches: Value error, not a target arch: 'hopper'"),
         ('checked_versions = ">=3.6"\narches = ["sm_90a"]\nwatch = "some"', "triton.watch: Input should be"),
         ('checked_versions = ">=3.6"\narches = ["sm_90a"]\n[[triton.kernel]]\nkernel = "k"', "write MODULE:QUALNAME"),
+        (
+            'module = "tokenspeed-triton"\nchecked_versions = ">=3.6"\narches = ["sm_90a"]',
+            "triton.module: Value error, write the import name of a Triton (triton, tokenspeed_triton), not "
+            "'tokenspeed-triton'",
+        ),
     ],
 )
 def test_a_bad_triton_table_is_refused_in_one_line(tmp_path, table, error):
@@ -446,3 +451,24 @@ def test_a_variant_put_in_a_counting_dict_past_the_capture_is_unseen_at_the_next
     assert unseen["family"] == family_of(analysis, spec).name
     assert "1 variant(s) entered" in unseen["what"] and "BLOCK=constexpr 256" in unseen["what"]
     assert analysis.findings == [] and any("BLOCK=constexpr 256" in line for line in analysis.incomplete)
+
+
+def test_two_tables_for_one_triton_are_refused_and_a_fork_is_one_more_table(tmp_path):
+    """A fork of Triton is one [triton] table with its module and distribution; two tables for one module is one line."""
+    from mlacheck.errors import MlacheckError
+
+    table = 'checked_versions = ">=3.6"\narches = ["sm_90a"]\n'
+    (tmp_path / "a.toml").write_text(f"[triton]\n{table}")
+    (tmp_path / "b.toml").write_text(f'[triton]\nmodule = "my_triton"\ndistribution = "my-triton"\n{table}')
+    rules = load_rules(tmp_path)
+    assert {module: table.distribution for module, table in rules.tritons.items()} == {
+        "triton": "triton",
+        "my_triton": "my-triton",
+    }
+    watchers = rules.capture_config()["watchers"]
+    assert sorted(watcher["module"] for watcher in watchers) == ["my_triton", "triton"]
+    rule, _ = rules.discovered("my_triton:pkg.mod.kern", ["x_ptr", "options"])
+    assert rule.family.distribution == "my-triton" and rule.family.module == "pkg.mod.kern"
+    (tmp_path / "c.toml").write_text(f'[triton]\nmodule = "my_triton"\n{table}')
+    with pytest.raises(MlacheckError, match="\\[triton\\] table of 'my_triton' is declared by more than one"):
+        load_rules(tmp_path)
