@@ -114,7 +114,7 @@ FORK_PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_fork_kerne
 
 def fork_run(tmp_path, env_extra=None):
     return run_cli(
-        "run", "--dry", "--compile", "skip", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM,
+        "run", "--dry", "--compile", "skip", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM, "--cpu",
         tmp_path=tmp_path, env_extra={**ENV, **(env_extra or {})},
     )  # fmt: skip
 
@@ -160,7 +160,7 @@ def test_under_the_interpreter_nothing_compiles_and_each_triton_is_named_never_a
 def test_real_compiles_through_the_fork_on_the_cpu_time_its_stalls(tmp_path):
     """tokenspeed_triton compiles for sm_100a on this CPU with its own ptxas: the fork's serving-path stall is timed."""
     result = run_cli(
-        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM,
+        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM, "--cpu",
         tmp_path=tmp_path, env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
     )  # fmt: skip
     report = result.report
