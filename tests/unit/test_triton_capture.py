@@ -472,3 +472,19 @@ def test_two_tables_for_one_triton_are_refused_and_a_fork_is_one_more_table(tmp_
     (tmp_path / "c.toml").write_text(f'[triton]\nmodule = "my_triton"\n{table}')
     with pytest.raises(MlacheckError, match="\\[triton\\] table of 'my_triton' is declared by more than one"):
         load_rules(tmp_path)
+
+
+def test_a_kernel_never_launched_is_no_family_after_the_audit(run):
+    """The audit at each flush looks at every counting dict, but a kernel or autotuner never launched makes no family
+    (an engine defines hundreds of kernels it never launches)."""
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    @triton.jit
+    def untouched_tuner(x_ptr, n, BLOCK: tl.constexpr):
+        pass
+
+    spec = make_kernels()
+    spec[(1,)](X, Y, **WARM)
+    run.capture.flush()
+    names = [name for name in run.capture.families if "untouched_tuner" in name or name.endswith(spec.fn.__qualname__)]
+    assert names == [f"triton:{spec.fn.__module__}.{spec.fn.__qualname__}"]

@@ -166,11 +166,12 @@ class Kernels:
     def _unseen_keys(self, owner: object, cache: dict, where: str) -> list[str]:
         """The keys in a counting dict that capture never recorded (an insert past it, as from C); each becomes a
         variant of the family from now on, so it is said once."""
-        family = self._family_of(owner)
+        keys = list(dict.keys(cache))
+        family = self._family_of(owner) if keys else None  # a kernel not used yet has no family to make
         if family is None:
             return []
         ledger = family.ledger
-        unseen = [key for key in list(dict.keys(cache)) if key not in ledger.vids]
+        unseen = [key for key in keys if key not in ledger.vids]
         if not unseen:
             return []
         keys = [self._key_text(ledger, key) for key in unseen]
