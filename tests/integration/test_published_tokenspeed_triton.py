@@ -98,9 +98,11 @@ def test_under_triton_s_interpreter_tokenspeed_s_kernels_are_named_never_an_inte
     assert not [family for family in report["families"] if family["name"].startswith("tokenspeed_triton:")]
 
 
-def test_the_fork_is_watched_without_the_interpreter_too(tmp_path, published):
-    """The control of the test above: the same imports, compiled Triton, name no interpreted Triton."""
+def test_without_the_interpreter_the_same_imports_name_nothing_and_make_no_family(tmp_path, published):
+    """The control of the test above: the same imports, compiled Triton, name no interpreted Triton; the fork's kernels
+    and autotuners are watched, and those never launched make no family."""
     result = run(tmp_path, published, "imports")
     report = result.report
     assert report is not None and report["internal_errors"] == [], result.stdout + result.stderr
     assert not [line for line in report["not_checked"] if "interpreted" in line]
+    assert not [family for family in report["families"] if family["name"].startswith("tokenspeed_triton:")]
