@@ -23,7 +23,12 @@ from mlacheck.analysis.findings import (
 from mlacheck.analysis.tables import ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.timeline import timelines
 from mlacheck.analysis.unfinished import unfinished_compiles
-from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
+from mlacheck.analysis.unwatched import (
+    UnwatchedCompile,
+    interpreted_tritons,
+    unwatched_compiles,
+    unwatched_layouts,
+)
 from mlacheck.analysis.waits import waits
 from mlacheck.arch import capability
 from mlacheck.codes import Severity
@@ -153,7 +158,7 @@ def analyse(
     unfinished, never_ended = unfinished_compiles(facts)
     findings += unwatched_findings + unfinished
     findings.sort(key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
-    watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
+    watched = [rule.family.module for rule in rules.families] + [f"{module} kernels" for module in rules.tritons]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(
         {
@@ -190,7 +195,7 @@ def analyse(
         findings,
         internal,
         incomplete,
-        sorted(not_checked) + layouts_not_checked,
+        sorted(not_checked) + layouts_not_checked + interpreted_tritons(contexts),
         sorted(needed),
         timeline,
         contexts,

@@ -370,23 +370,22 @@ class TritonKernel(_Strict):
     def _kernel(cls, value: str) -> str:
         return _function_path(value)
 
-    @property
-    def family_name(self) -> str:
-        return Triton.family_name(self.kernel)
-
 
 class Triton(_Strict, TritonFacts):
     """Triton kernels as kernel families, found at run time: every `@triton.jit` kernel a process compiles or
-    launches is `triton:<module>.<qualname>`, keyed by its parameters as Triton specialized them and its launch
-    options; an autotuned kernel's tunings are `triton:<module>.<qualname>:autotune`, keyed by its tuning key."""
+    launches is `<triton>:<module>.<qualname>` (`<triton>`: the import name of the Triton that compiled it, `triton`
+    or a fork's), keyed by its parameters as Triton specialized them and its launch options; an autotuned kernel's
+    tunings are `<triton>:<module>.<qualname>:autotune`, keyed by its tuning key. A fork of Triton that keeps its
+    runtime (JITFunction, Autotuner, knobs) is one more table, with its own `module` and `distribution`."""
 
-    MODULE: ClassVar[str] = "triton"
     CAPTURE: ClassVar[str] = "mlacheck.capture.triton:TritonCapture"
-    PREFIX: ClassVar[str] = "triton:"
     AUTOTUNE: ClassVar[str] = ":autotune"
 
+    module: str = Field(
+        default="triton", description="the import name of this Triton (a fork installs its own: tokenspeed_triton)"
+    )
     description: str = ""
-    distribution: str = "triton"
+    distribution: str = Field(default="triton", description="the distribution that installs the module")
     checked_versions: str | list[str] = Field(description="PEP 440 specifier set(s) of the Triton versions checked")
     arches: list[str] = Field(min_length=1, description="the target arches --arch may name for Triton kernels")
     watch: Literal["all", "listed"] = Field(
@@ -402,6 +401,13 @@ class Triton(_Strict, TritonFacts):
     _checked_versions = field_validator("checked_versions")(Family._specifiers.__func__)
     _checked_arches = field_validator("arches")(Family._arches.__func__)
 
+    @field_validator("module")
+    @classmethod
+    def _module(cls, value: str) -> str:
+        if not all(part.isidentifier() for part in value.split(".")):
+            raise ValueError(f"write the import name of a Triton (triton, tokenspeed_triton), not {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _one_entry_per_kernel(self) -> Triton:
         names = [entry.kernel for entry in self.kernel]
@@ -410,18 +416,13 @@ class Triton(_Strict, TritonFacts):
             raise ValueError(f"kernel {twice!r} has more than one [[triton.kernel]] entry; keep one")
         return self
 
-    @classmethod
-    def family_name(cls, kernel: str) -> str:
-        """ "pkg.mod:kern" -> "triton:pkg.mod.kern" """
-        return cls.PREFIX + kernel.replace(":", ".")
-
     def family_rule(self, name: str, key_fields: list[str], source: str) -> tuple[RuleFile | None, list[str]]:
-        """The rule of a recorded family `name` (None where it is not a Triton kernel's) and what of the
+        """The rule of a recorded family `name` (None where it is not a kernel of this Triton) and what of the
         [[triton.kernel]] entry does not fit the kernel's parameters (a stale rule)."""
-        if not name.startswith(self.PREFIX) or not key_fields:
+        if not name.startswith(self.prefix) or not key_fields:
             return None, []
-        kernel = name.removeprefix(self.PREFIX).removesuffix(self.AUTOTUNE)
-        entry = next((e for e in self.kernel if e.family_name == self.PREFIX + kernel), None)
+        kernel = name.removeprefix(self.prefix).removesuffix(self.AUTOTUNE)
+        entry = next((e for e in self.kernel if self.family_name(e.kernel) == self.prefix + kernel), None)
         fields, contracts, stale = {}, [], []
         if entry is not None and not name.endswith(self.AUTOTUNE):
             fields = {field: note for field, note in entry.fields.items() if field in key_fields}
@@ -434,7 +435,7 @@ class Triton(_Strict, TritonFacts):
             ]
         family = Family(
             name=name,
-            description=f"Triton kernel {kernel}"
+            description=f"Triton kernel {kernel}, compiled by {self.module}"
             + (" (its autotuner's tunings)" if name.endswith(self.AUTOTUNE) else ""),
             distribution=self.distribution,
             checked_versions=self.checked_versions,
