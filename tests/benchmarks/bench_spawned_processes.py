@@ -1,0 +1,143 @@
+"""64 spawned processes that each import a watched library (issue 29; target: observed wall time <= 1.2x plain),
+measured in one run: `mlacheck run --rules R -- python spawned_workers.py 64 AT_ONCE 10000 [triton]` (the whole
+command a person waits for: the CLI's start, the program under the supervisor, the report) against the plain
+`python spawned_workers.py ...`, in A B B A turns. Each worker is a multiprocessing spawn-context process, as engines
+start theirs; it imports the library, warms up 8 variants of the synthetic family, makes 10 000 dispatches and one
+compile on the serving path (tests/fixtures/programs/spawned_workers.py). Settings:
+- `triton`: each worker imports Triton too (a real watched library: its watcher installs in every worker; Triton
+  imports what real libraries import: dataclasses, inspect, importlib.metadata), 8 workers alive at a time, as a
+  pool starts them, and all 64 at once;
+- `bare`: the synthetic family alone (it imports nothing, so every module mlacheck loads counts: the worst case), all
+  64 at once, as the red-team probe ran it (0.2.0: 17-23 s observed against 1.8-5.5 s plain).
+Each turn's ratio is its two observed runs over its two plain ones; the figure is their median, the spread their
+range. Every observed run must hold the evidence: every worker observed and its serving-path compile found (64
+MLA001, one a rank), every dispatch counted exactly, nothing incomplete.
+Python's bytecode caches are kept in a temporary folder for both arms (PYTHONPYCACHEPREFIX; an installed mlacheck has
+its .pyc files), warmed by one run of each arm first.
+Usage (from the repository root): python tests/benchmarks/bench_spawned_processes.py [TURNS] [SETTING,...]
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / "tests" / "fixtures" / "programs" / "spawned_workers.py"
+RULES = {"synthetic": ROOT / "tests" / "fixtures" / "synthetic.toml"}
+TRITON_RULES = ROOT / "mlacheck" / "rulefiles" / "bundled" / "triton.toml"
+TARGET = 1.2
+PROCESSES, DISPATCHES = 64, 10_000
+SETTINGS = {  # name -> (workers alive at once, import Triton too)
+    "triton-8": (8, True),
+    "triton-64": (64, True),
+    "bare-64": (64, False),
+}
+
+
+def program(at_once: int, triton: bool) -> list[str]:
+    return [sys.executable, str(PROGRAM), str(PROCESSES), str(at_once), str(DISPATCHES)] + (["triton"] * triton)
+
+
+def timed(command: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    return time.perf_counter() - started, done
+
+
+def plain(at_once: int, triton: bool, env: dict) -> tuple[float, float]:
+    seconds, done = timed(program(at_once, triton), env)
+    assert done.returncode == 0 and f"clean_workers {PROCESSES}" in done.stdout, done.stdout + done.stderr
+    return seconds, program_seconds(done.stdout)
+
+
+def observed(at_once: int, triton: bool, env: dict, folder: Path, rules: Path) -> tuple[float, float]:
+    run_dir, report = folder / f"run-{time.monotonic_ns()}", folder / "report.json"
+    command = [sys.executable, "-m", "mlacheck", "run", "--rules", str(rules), "--run-dir", str(run_dir)]
+    command += ["--json", str(report), "--"] + program(at_once, triton)
+    seconds, done = timed(command, env)
+    check_evidence(json.loads(report.read_text()), done)
+    return seconds, program_seconds(done.stdout)
+
+
+def check_evidence(report: dict, done: subprocess.CompletedProcess) -> None:
+    """Every worker observed, its serving-path compile found, every dispatch counted exactly, nothing incomplete."""
+    assert done.returncode == 1 and report["verdict"] == "fail", done.stdout[-2000:] + done.stderr[-2000:]
+    assert report["program"]["exit_code"] == 0 and f"clean_workers {PROCESSES}" in done.stdout
+    workers = [p for p in report["processes"] if "--multiprocessing-fork" in p["argv"]]
+    assert len(workers) == PROCESSES and all(p["exited"] and not p["truncated"] for p in workers), workers
+    assert report["incomplete"] == [] and report["internal_errors"] == [] and report["bad_lines"] == []
+    stalls = [f for f in report["findings"] if f["code"] == "MLA001" and f["family"] == "synthetic"]
+    assert len(stalls) == PROCESSES and len({f["process"]["rank"] for f in stalls}) == PROCESSES, report["findings"]
+    [family] = [f for f in report["families"] if f["name"] == "synthetic"]
+    counted = {(v["key"]["dtype"], v["key"]["causal"]): v for v in family["variants"]}
+    assert not any(v["dispatches_at_least"] for v in counted.values())
+    assert counted["int8", True]["dispatches"] == PROCESSES
+    assert sum(v["dispatches"] for v in counted.values()) == PROCESSES * (DISPATCHES + 1)
+
+
+def program_seconds(stdout: str) -> float:
+    line = next(line for line in stdout.splitlines() if line.startswith("program_seconds"))
+    return float(line.split()[1])
+
+
+def rules_folder(folder: Path, triton: bool) -> Path:
+    rules = folder / ("rules-triton" if triton else "rules")
+    rules.mkdir(exist_ok=True)
+    for path in [RULES["synthetic"]] + [TRITON_RULES] * triton:
+        (rules / path.name).write_bytes(path.read_bytes())
+    return rules
+
+
+def measure(name: str, turns: int, env: dict, folder: Path) -> None:
+    at_once, triton = SETTINGS[name]
+    rules = rules_folder(folder, triton)
+    arms = {
+        "plain": lambda: plain(at_once, triton, env),
+        "observed": lambda: observed(at_once, triton, env, folder, rules),
+    }
+    arms["plain"](), arms["observed"]()  # the bytecode caches, the page cache
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "observed": []}
+    ratios, program_ratios = [], []
+    for _ in range(turns):
+        turn = {"plain": [], "observed": []}
+        for arm in ("plain", "observed", "observed", "plain"):  # A B B A
+            turn[arm].append(arms[arm]())
+        for arm, rows in turn.items():
+            runs[arm] += rows
+        ratios.append(sum(s for s, _ in turn["observed"]) / sum(s for s, _ in turn["plain"]))
+        program_ratios.append(sum(p for _, p in turn["observed"]) / sum(p for _, p in turn["plain"]))
+    wall = {arm: statistics.median(s for s, _ in rows) for arm, rows in runs.items()}
+    ratio = statistics.median(ratios)
+    print(
+        f"{name}: {PROCESSES} spawned processes, {at_once} at a time, {'Triton and ' * triton}the synthetic family: "
+        f"plain {wall['plain']:.2f} s, observed {wall['observed']:.2f} s (medians of {2 * turns}); ratio "
+        f"{ratio:.3f} (turns {min(ratios):.3f} .. {max(ratios):.3f}; target <= {TARGET}: "
+        f"{'met' if ratio <= TARGET else 'NOT met'}); the program alone {statistics.median(program_ratios):.3f} "
+        f"({min(program_ratios):.3f} .. {max(program_ratios):.3f}); evidence checked in every observed run",
+        flush=True,
+    )
+
+
+def main() -> None:
+    turns = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(SETTINGS)
+    unknown = [name for name in names if name not in SETTINGS]
+    if unknown:
+        sys.exit(f"unknown setting {unknown[0]!r}: choose from {', '.join(SETTINGS)}")
+    with tempfile.TemporaryDirectory() as folder:
+        env = {name: value for name, value in os.environ.items() if not name.startswith("MLACHECK_")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(Path(folder) / "pycache"))
+        print(f"load average {os.getloadavg()[0]:.1f} at the start", flush=True)
+        for name in names:
+            measure(name, turns, env, Path(folder))
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
