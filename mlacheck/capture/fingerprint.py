@@ -3,11 +3,11 @@ and which distributions install the family's package (a fork can install the sam
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 
 from mlacheck.capture.install import Patches
+from mlacheck.capture.installed import answer
 from mlacheck.errors import MlacheckError
 
 
@@ -51,6 +51,11 @@ def unreadable_key_function(module: object, key_functions: list[str]) -> str | N
 
 
 def installed_version(distribution: str) -> str | None:
+    """The installed version of `distribution` (None where it is not installed); asked once (installed.py)."""
+    return answer(f"version {distribution}", lambda: _version(distribution))
+
+
+def _version(distribution: str) -> str | None:
     from importlib import metadata  # slow to import; only a family's install needs it
 
     try:
@@ -61,17 +66,21 @@ def installed_version(distribution: str) -> str | None:
 
 def providers(package: str) -> list[str]:
     """ "name version" of each installed distribution that provides the top-level `package`."""
-    from importlib import metadata
+    named = answer(
+        f"providers {package}", lambda: [f"{name} {installed_version(name)}" for name in distributions_of(package)]
+    )
+    return list(named)
 
-    return [f"{name} {metadata.version(name)}" for name in distributions_of(package)]
 
-
-@functools.cache
 def distributions_of(package: str) -> tuple[str, ...]:
     """The installed distributions that provide the top-level `package`, by the names their top_level.txt lists, else
     by their RECORD (what `importlib.metadata.packages_distributions` reads, for one package: it parses every
     distribution's metadata and files, several times slower, in every observed process that imports a watched
-    library); once per package and process."""
+    library); asked once (installed.py)."""
+    return tuple(answer(f"distributions {package}", lambda: _distributions_of(package)))
+
+
+def _distributions_of(package: str) -> list[str]:
     from importlib import metadata
 
     names = []
@@ -84,4 +93,4 @@ def distributions_of(package: str) -> tuple[str, ...]:
             provides = f"\n{package}/" in record or f"\n{package}.py," in record
         if provides:
             names.append(dist.metadata["Name"])
-    return tuple(dict.fromkeys(names))
+    return list(dict.fromkeys(names))

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from mlacheck.capture.fingerprint import distributions_of, fingerprint, installed_version
+from mlacheck.capture.installed import answer, file_question
 from mlacheck.rulefiles.plain import RuleFile
 
 
@@ -36,11 +37,24 @@ class Provider:
 
 def provider(module: object) -> Provider:
     """The distribution whose RECORD lists the module's file with its current hash; where none can be checked (an
-    editable install), the one distribution that claims the package."""
+    editable install), the one distribution that claims the package. Asked once per file (installed.py)."""
+    path = os.path.realpath(getattr(module, "__file__", "") or "")
+    package = module.__name__.partition(".")[0]
+    question = file_question(path)
+    if question is None:
+        return _provider(path, package)
+
+    def found() -> list:
+        known = _provider(path, package)
+        return [known.distribution, known.version, known.verified]
+
+    return Provider(*answer(f"{question} {package}", found))
+
+
+def _provider(path: str, package: str) -> Provider:
     from importlib import metadata
 
-    path = os.path.realpath(getattr(module, "__file__", "") or "")
-    claims = distributions_of(module.__name__.partition(".")[0])
+    claims = distributions_of(package)
     for name in dict.fromkeys(claims):
         try:
             distribution = metadata.distribution(name)

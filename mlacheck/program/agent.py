@@ -19,6 +19,7 @@ import signal
 import sys
 
 from mlacheck import arch, qualnames, schemas
+from mlacheck.capture import installed
 from mlacheck.errors import MlacheckError
 from mlacheck.events import (
     JsonlSink,
@@ -32,7 +33,7 @@ from mlacheck.events import (
     write_internal_error,
 )
 from mlacheck.files import read_json
-from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, trace_path
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.trust import check_folder
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
@@ -88,6 +89,7 @@ class Agent:
         # a process on another host than the run's (a folder shared between nodes) names its trace by host too
         self._host = None if config.get("host") in (None, os.uname().nodename) else os.uname().nodename
         self.sink = JsonlSink(trace_path(run_dir, os.getpid(), self._host))
+        installed.share(functools.partial(installed_path, run_dir))  # the processes of the run ask the metadata once
         self.captures: dict[str, list] = {}  # module -> its families' FamilyCapture, made when the module is imported
         self.families: dict[str, list[dict]] = {}  # module -> its rule files, as the schema dumped them
         for data in config["families"]:

@@ -18,3 +18,9 @@ def trace_path(run_dir: str, pid: int, host: str | None = None) -> str:
 def unobserved_path(run_dir: str, pid: int) -> str:
     """The note of a Python process whose agent could not start."""
     return os.path.join(run_dir, f"unobserved-{pid}.txt")
+
+
+def installed_path(run_dir: str, installation: str) -> str:
+    """The answers of the installed distributions that the run's processes share, for one installation
+    (capture/installed.py)."""
+    return os.path.join(run_dir, f"installed-{installation}.json")

@@ -64,6 +64,16 @@ FORMATS = {
             "start the program with the mlacheck that made the run folder (capture.json is written by `mlacheck run`)",
         ),
         Format(
+            "installed answers",
+            1,
+            (1,),
+            {
+                1: '{"format_version": 1, "installation": [[[ENTRY, [[INFO, INODE, MTIME], ...]], ...], [FINDER, ...]], '
+                '"answers": {QUESTION: ANSWER}}'
+            },
+            "nothing: a file of another format is asked again, and written over",
+        ),
+        Format(
             "meta.json",
             1,
             (0, 1),

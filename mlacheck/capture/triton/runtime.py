@@ -50,14 +50,11 @@ def load(module: str, distribution: str) -> TritonRuntime:
     """The Triton installed under the import name `module` (imported already: the agent installs its watcher when it
     is); its version is the distribution's where that is the module's (a fork's `__version__` drops the build: 3.9.10
     for 3.9.10.post20261028), else the module's own."""
-    from importlib import metadata
+    from mlacheck.capture.fingerprint import installed_version
 
     top = importlib.import_module(module)
     version = getattr(top, "__version__", None)
-    try:
-        installed = metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        installed = None
+    installed = installed_version(distribution)
     if installed is not None and (version is None or installed.startswith(version)):
         version = installed
     part = lambda name: importlib.import_module(f"{module}.{name}")

@@ -1,0 +1,107 @@
+"""What the installed distributions answer is asked once a run, not once a process (capture/installed.py), and never
+from another installation: a fork installed over a library between two processes of the run is seen by the second
+(a rule written for the library would otherwise watch the fork's cache), and an answers file that is not what
+mlacheck wrote is asked again."""
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ASK = """
+import json, sys
+from mlacheck.capture import installed
+from mlacheck.capture.fingerprint import installed_version, providers
+from mlacheck.capture.layouts import provider
+
+installed.share(lambda digest: f"{sys.argv[1]}/installed-{digest}.json")
+import mlafake
+
+found = provider(mlafake)
+print(json.dumps({
+    "provider": [found.distribution, found.version, found.verified],
+    "version": installed_version("mlafake"),
+    "providers": providers("mlafake"),
+    "asked": "importlib.metadata" in sys.modules,
+}))
+"""
+
+
+def install(site: Path, name: str, version: str) -> None:
+    """`name` version `version` installs the package mlafake (its file, hashed in the RECORD), as pip would."""
+    package = site / "mlafake"
+    package.mkdir(exist_ok=True)
+    source = package / "__init__.py"
+    if not source.exists():
+        source.write_text("VALUE = 1\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(source.read_bytes()).digest()).rstrip(b"=").decode()
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "top_level.txt").write_text("mlafake\n")
+    (info / "RECORD").write_text(
+        f"mlafake/__init__.py,sha256={digest},{source.stat().st_size}\n{info.name}/RECORD,,\n"
+    )
+
+
+def ask(site: Path, run_dir: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", ASK, str(run_dir)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_the_second_process_of_a_run_asks_nothing(tmp_path):
+    site, run_dir = tmp_path / "site", tmp_path / "run"
+    site.mkdir(), run_dir.mkdir()
+    install(site, "mlafake", "1.0")
+    first, second = ask(site, run_dir), ask(site, run_dir)
+    assert first["provider"] == ["mlafake", "1.0", True] and first["version"] == "1.0" and first["asked"]
+    assert first["providers"] == ["mlafake 1.0"]
+    assert {**second, "asked": True} == first and not second["asked"]  # the same answers, importlib.metadata unloaded
+    [shared] = run_dir.glob("installed-*.json")
+    assert json.loads(shared.read_text())["format_version"] == 1
+
+
+def test_a_fork_installed_between_two_processes_is_seen(tmp_path):
+    site, run_dir = tmp_path / "site", tmp_path / "run"
+    site.mkdir(), run_dir.mkdir()
+    install(site, "mlafake", "1.0")
+    assert ask(site, run_dir)["provider"] == ["mlafake", "1.0", True]
+    module = site / "mlafake" / "__init__.py"
+    before = module.stat()
+    shutil.rmtree(site / "mlafake-1.0.dist-info")
+    install(site, "mlafork", "1.0")  # the same file, now the fork's; the same version
+    assert module.stat().st_mtime_ns == before.st_mtime_ns and module.stat().st_ino == before.st_ino
+    after = ask(site, run_dir)
+    assert after["asked"] and after["provider"] == ["mlafork", "1.0", True] and after["version"] is None
+    assert after["providers"] == ["mlafork 1.0"]
+    assert len(list(run_dir.glob("installed-*.json"))) == 2  # one file an installation
+
+
+def test_an_answers_file_mlacheck_did_not_write_is_asked_again(tmp_path):
+    site, run_dir = tmp_path / "site", tmp_path / "run"
+    site.mkdir(), run_dir.mkdir()
+    install(site, "mlafake", "1.0")
+    ask(site, run_dir)
+    [shared] = run_dir.glob("installed-*.json")
+    document = json.loads(shared.read_text())
+    answers = document["answers"]
+    for question in answers:  # every answer of the wrong shape, or wrong
+        answers[question] = {"version": 7}.get(question.partition(" ")[0], [["not", "a", "name"]])
+    shared.write_text(json.dumps(document))
+    assert ask(site, run_dir)["provider"] == ["mlafake", "1.0", True]
+    for broken in ("[", json.dumps({**document, "format_version": 99}), json.dumps({**document, "installation": []})):
+        shared.write_text(broken)
+        again = ask(site, run_dir)
+        assert again["asked"] and again["provider"] == ["mlafake", "1.0", True] and again["version"] == "1.0"
