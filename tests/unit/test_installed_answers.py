@@ -44,9 +44,7 @@ def install(site: Path, name: str, version: str) -> None:
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (info / "top_level.txt").write_text("mlafake\n")
-    (info / "RECORD").write_text(
-        f"mlafake/__init__.py,sha256={digest},{source.stat().st_size}\n{info.name}/RECORD,,\n"
-    )
+    (info / "RECORD").write_text(f"mlafake/__init__.py,sha256={digest},{source.stat().st_size}\n{info.name}/RECORD,,\n")
 
 
 def ask(site: Path, run_dir: Path) -> dict:
