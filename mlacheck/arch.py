@@ -3,7 +3,7 @@ the device (its SM count, its L2) and no device of that arch is there to ask."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 
 
 def capability(arch: str) -> tuple[int, int] | None:
@@ -18,13 +18,10 @@ def of_capability(major: int, minor: int) -> str:
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
-@dataclass(frozen=True)
-class Flagship:
+class Flagship(namedtuple("Flagship", "name sms l2_bytes")):  # not a dataclass: observed processes import this
     """The GPU an arch's keys are predicted for: its name, SM count and L2 size."""
 
-    name: str
-    sms: int
-    l2_bytes: int
+    __slots__ = ()
 
 
 DEFAULT_ARCH = "sm_100a"

@@ -5,11 +5,11 @@ that names the file and says what to do."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 from mlacheck.errors import MlacheckError
 
@@ -28,7 +28,7 @@ KINDS = {
 }
 
 
-def open_regular(path: str | os.PathLike, follow: bool = False) -> BinaryIO:
+def open_regular(path: str | os.PathLike, follow: bool = False) -> io.BufferedReader:
     """`path` opened for reading, if it is a regular file (`follow`: a symbolic link to one will do too).
     FileNotFoundError where there is nothing; MlacheckError for anything else that is not a readable regular file."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))

@@ -4,13 +4,14 @@ what changed, a file it cannot read. The trace's events have a JSON Schema each,
 `event_schema`).
 
 Every JSON file carries its version as "format_version" (a trace, in its first event); a rule file as a top-level
-`format_version = N`. A writer stamps it with `stamp`. Imported by observed processes: it imports nothing heavy.
+`format_version = N`. A writer stamps it with `stamp`. Imported by every observed process as it starts: it imports
+nothing heavy (no dataclasses, which loads inspect and ast).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
@@ -18,15 +19,12 @@ from mlacheck.errors import MlacheckError
 EVENTS = Path(__file__).resolve().parent / "events"
 
 
-@dataclass(frozen=True)
-class Format:
-    """One kind of file: the version written now, those read, what changed in each version, what to do with another."""
+class Format(namedtuple("Format", "name current readable changes advice")):  # not a dataclass: see above
+    """One kind of file: the version written now (`current`), those read (`readable`), what changed in each version
+    (`changes`: version -> what it changed, 0 where the file carried no version), and what to do with a file of a
+    version this mlacheck cannot read (`advice`)."""
 
-    name: str
-    current: int
-    readable: tuple[int, ...]
-    changes: dict[int, str]  # version -> what it changed (0: the file carried no version)
-    advice: str  # what to do with a file of a version this mlacheck cannot read
+    __slots__ = ()
 
     def changed_since(self, version: int) -> str:
         """What changed after `version`, up to the current one."""

@@ -52,3 +52,26 @@ def test_capture_json_of_another_format_is_refused_in_the_observed_process_in_on
     [error] = [event for event in written if event["type"] == "internal_error"]
     assert "a capture.json of format 99, newer than" in error["message"] and "\n" not in error["message"]
     assert not [event for event in written if event["type"] == "family"]
+
+
+def test_the_agent_starts_without_dataclasses_typing_or_importlib_metadata(tmp_path):
+    """What the agent adds to a process of the run that imports no watched library (its main script, a resource
+    tracker, a tokenizer worker): its own modules, json, zlib and signal, nothing that costs milliseconds."""
+    run_dir = tmp_path / "run"
+    subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", "pass"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        check=True,
+    )
+    loaded = "import json, sys; print(json.dumps(sorted(sys.modules)))"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    plain = json.loads(subprocess.run([sys.executable, "-c", loaded], env=env, capture_output=True).stdout)
+    observed = subprocess.run(
+        [sys.executable, "-c", loaded], env={**env, "MLACHECK_RUN_DIR": str(run_dir)}, capture_output=True
+    )
+    added = set(json.loads(observed.stdout)) - set(plain)
+    assert "mlacheck.program.agent" in added  # it was observed
+    assert not added & {"dataclasses", "typing", "inspect", "importlib.metadata", "email", "hashlib"}, sorted(added)
