@@ -22,7 +22,7 @@ from pathlib import Path
 from mkdocs.structure.files import File
 from pydantic import BaseModel
 
-from mlacheck.capture.caches import KINDS
+from mlacheck.capture.caches import KINDS, kind_class
 from mlacheck.codes import CODES
 from mlacheck.commands.rule_page import page
 from mlacheck.config import SETTINGS
@@ -155,7 +155,7 @@ def rule_file_schema() -> str:
     parts.append(
         "## Cache kinds\n\n`[family] cache_kind` names how the library holds its cache; each kind is one module of "
         "`mlacheck/capture/caches/` and one line of its `KINDS`.\n\n| kind | the cache |\n| --- | --- |\n"
-        + "".join(f"| `{name}` | {kind_text(kind)} |\n" for name, kind in KINDS.items())
+        + "".join(f"| `{name}` | {kind_text(kind_class(name))} |\n" for name in KINDS)
     )
     return "\n".join(parts)
 

@@ -1,27 +1,24 @@
 """Cache adapters: how capture sits in a family's cache, one module per way a library holds its cache.
 
-A rule file's `cache_kind` names the adapter; `KINDS` maps each name to its class. A new kind is one module here and
-one line in `KINDS`. Every adapter keeps the `CacheAdapter` protocol and reports what it sees to the capture
-through `hooks.CaptureHooks`; the capture never asks which kind it holds.
+A rule file's `cache_kind` names the adapter; `KINDS` maps each name to its class, imported when a family of that kind
+is installed (an observed process loads only the adapters it uses). A new kind is one module here and one line in
+`KINDS`. Every adapter keeps the `CacheAdapter` protocol and reports what it sees to the capture through
+`hooks.CaptureHooks`; the capture never asks which kind it holds.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Protocol
 
-from mlacheck.capture.caches.attribute_dict import AttributeDict
-from mlacheck.capture.caches.class_dict import ClassDict
-from mlacheck.capture.caches.closure_dict import ClosureDict
-from mlacheck.capture.caches.functools_cache import FunctoolsCache
-from mlacheck.capture.caches.jit_dir import JitDir
-from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.install import Patches
 from mlacheck.errors import MlacheckError
-from mlacheck.rulefiles.plain import Family
 
-if TYPE_CHECKING:  # check_rules runs where the rules are loaded (the supervisor), never in an observed process
+if TYPE_CHECKING:  # for the annotations only (check_rules runs in the supervisor, never in an observed process)
+    from mlacheck.capture.hooks import CaptureHooks
+    from mlacheck.capture.install import Patches
     from mlacheck.rulefiles import RuleFile, RuleSet
+    from mlacheck.rulefiles.plain import Family
 
 
 class CacheAdapter(Protocol):
@@ -56,18 +53,26 @@ class CacheAdapter(Protocol):
         program looks), one line each, each said once; asked at each counts flush."""
 
 
-KINDS: dict[str, type[CacheAdapter]] = {
-    "dict": AttributeDict,
-    "class_dict": ClassDict,
-    "closure_dict": ClosureDict,
-    "functools": FunctoolsCache,
-    "jit_dir": JitDir,
+KINDS: dict[str, str] = {  # each kind's class, MODULE:CLASS here, imported when a family of that kind is installed
+    "dict": "attribute_dict:AttributeDict",
+    "class_dict": "class_dict:ClassDict",
+    "closure_dict": "closure_dict:ClosureDict",
+    "functools": "functools_cache:FunctoolsCache",
+    "jit_dir": "jit_dir:JitDir",
 }
+
+
+def kind_class(name: str) -> type[CacheAdapter] | None:
+    """The adapter class of cache_kind `name` (None for a kind no adapter has)."""
+    if name not in KINDS:
+        return None
+    module, _, attribute = KINDS[name].partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
 
 
 def adapter(family: Family, module: object, capture: CaptureHooks, patches: Patches) -> CacheAdapter:
     """The adapter of the family's cache_kind (the rules were checked: `check_rules`)."""
-    kind = KINDS.get(family.cache_kind)
+    kind = kind_class(family.cache_kind)
     if kind is None:
         raise patches.stale(f"unknown cache_kind {family.cache_kind!r}")
     return kind(family, module, capture, patches)
@@ -85,7 +90,7 @@ def check_rules(rules: RuleSet) -> None:
 
 
 def _problem(rule: RuleFile) -> str | None:
-    kind = KINDS.get(rule.family.cache_kind)
+    kind = kind_class(rule.family.cache_kind)
     if kind is None:
         return f"unknown kind {rule.family.cache_kind!r}: choose one of {', '.join(KINDS)}"
     return kind.check(rule.family)

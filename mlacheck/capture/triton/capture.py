@@ -14,6 +14,7 @@ pass-through. Nothing here raises into the program: a failure is an `internal_er
 from __future__ import annotations
 
 import gc
+import itertools
 import time
 from collections.abc import Callable
 
@@ -115,14 +116,16 @@ class TritonCapture(CompileHooks, Lookups, Kernels):
         self._write_target(self.policy.target_arch)
 
     def _adopt_existing(self, create_binder: Callable) -> None:
-        """The kernels and autotuners made before install (one walk of the objects; issubclass, since isinstance
-        reads __class__)."""
-        JITFunction, Autotuner = self.runtime.jit.JITFunction, self.runtime.autotuner.Autotuner
-        for thing in gc.get_objects():
-            kind = type(thing)
-            if issubclass(kind, JITFunction):
+        """The kernels and autotuners made before install: one walk of the objects, each matched by its type (not
+        isinstance, which reads __class__) among the classes and every subclass of theirs, the walk in C (a process
+        holds hundreds of thousands of objects)."""
+        kernels = _subclasses(self.runtime.jit.JITFunction)
+        either = kernels | _subclasses(self.runtime.autotuner.Autotuner)
+        objects = gc.get_objects()
+        for thing in itertools.compress(objects, map(either.__contains__, map(type, objects))):
+            if type(thing) in kernels:
                 self.safely("install", lambda jf=thing: self._adopt_kernel(jf, create_binder))
-            elif issubclass(kind, Autotuner):
+            else:
                 self.safely("install", lambda tuner=thing: self._adopt_tuner(tuner))
 
     def _deactivate(self) -> None:
@@ -228,3 +231,14 @@ class TritonCapture(CompileHooks, Lookups, Kernels):
     def internal_error(self, where: str, error: object) -> None:
         """What capture could not see or do (the run then cannot pass); never raises."""
         events.write_internal_error(self.sink, f"{self.rule.module}: {where}", error)
+
+
+def _subclasses(cls: type) -> set[type]:
+    """`cls` and every class that has it in its MRO (what issubclass tests for a class of an ordinary metaclass)."""
+    found, stack = {cls}, [cls]
+    while stack:
+        for subclass in type.__subclasses__(stack.pop()):
+            if subclass not in found:
+                found.add(subclass)
+                stack.append(subclass)
+    return found
