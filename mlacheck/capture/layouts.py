@@ -14,20 +14,18 @@ import base64
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 
 from mlacheck.capture.fingerprint import distributions_of, fingerprint, installed_version
 from mlacheck.capture.installed import answer, file_question
 from mlacheck.rulefiles.plain import RuleFile
 
 
-@dataclass(frozen=True)
-class Provider:
-    """The distribution that installed a module's file, as far as the installed metadata tells."""
+class Provider(namedtuple("Provider", "distribution version verified")):
+    """The distribution that installed a module's file, as far as the installed metadata tells (`verified`: the
+    file's hash is the one its RECORD lists). A named tuple: a frozen dataclass takes a millisecond to make."""
 
-    distribution: str | None
-    version: str | None
-    verified: bool  # the file's hash is the one its RECORD lists
+    __slots__ = ()
 
     def __str__(self) -> str:
         if self.distribution is None:
@@ -44,11 +42,7 @@ def provider(module: object) -> Provider:
     if question is None:
         return _provider(path, package)
 
-    def found() -> list:
-        known = _provider(path, package)
-        return [known.distribution, known.version, known.verified]
-
-    return Provider(*answer(f"{question} {package}", found))
+    return Provider(*answer(f"{question} {package}", lambda: list(_provider(path, package))))
 
 
 def _provider(path: str, package: str) -> Provider:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
+
+FIELDS = {
+    "compile": "real",  # "real" or "skip"
+    "replace_launch": False,
+    "dry": False,
+    "target_arch": "sm_100a",
+    "num_sms": None,  # --dry and the scenario: the target's SM count (default: its flagship's)
+    "flush_seconds": 5.0,  # counts are written at least this often while dispatches happen
+}
 
 
-@dataclass(frozen=True)
-class CapturePolicy:
-    """What capture does with what it watches (JSON in capture.json, as `dataclasses.asdict` writes it)."""
+class CapturePolicy(namedtuple("CapturePolicy", FIELDS, defaults=FIELDS.values())):
+    """What capture does with what it watches (JSON in capture.json, as `_asdict` writes it). A named tuple, not a
+    dataclass: every observed process that installs a capture makes this class, and a frozen dataclass takes a
+    millisecond to make."""
 
-    compile: str = "real"  # "real" or "skip"
-    replace_launch: bool = False
-    dry: bool = False
-    target_arch: str = "sm_100a"
-    num_sms: int | None = None  # --dry and the scenario: the target's SM count (default: its flagship's)
-    flush_seconds: float = 5.0  # counts are written at least this often while dispatches happen
+    __slots__ = ()

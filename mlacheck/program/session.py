@@ -4,7 +4,7 @@ did not start needs to join it (`worker_environment`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck import arch, qualnames
@@ -66,7 +66,7 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
             environment[name] = ",".join([*prefixes, ENV_PREFIX])
     config = {
         **rules.capture_config(),
-        "policy": asdict(policy),
+        "policy": policy._asdict(),
         "host": os.uname().nodename,
         # what a process that did not inherit the program's environment (found through the registry) still needs
         "environment": {name: value for name, value in environment.items() if name in read_by_families},

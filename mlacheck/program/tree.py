@@ -4,9 +4,11 @@ and ended at the end by the ids recorded.
 The supervisor is made a child subreaper, so a process whose parent ended (a daemon's double fork, Ray's
 processes after their driver) is reparented to it and stays its descendant, in whatever session or process group
 it put itself; it is reaped here. Of each process the tree keeps its pid and start time (the two tell it from a
-later process that reuses the pid), parent, session, process group, executable and command line (read again at
-every poll: an exec or a process title changes them), RANK or LOCAL_RANK where its environment is readable, and
-whether it is a Python interpreter: its executable is named python* or pypy*, or it maps a libpython. A process
+later process that reuses the pid), parent, session, process group, executable and command line (the executable
+read again at every poll; the command line where the start of the stack moved, which an exec does, and every few
+polls for a process title: reading another process's command line waits on its memory map, which a process that
+imports modules holds often), RANK or LOCAL_RANK where its environment is readable, and whether it is a Python
+interpreter: its executable is named python* or pypy*, or it maps a libpython. A process
 showing its parent's executable and command line is a fork of it (or one between its fork and exec): what runs in
 it is its parent's to observe. Each image a process runs is kept too (`images`): an exec gives the process a new
 stack (its start address changes; the executable, where that cannot be read), which a process title does not.
@@ -24,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 POLL_SECONDS = 0.05  # between two polls, or ten times what the last poll took where that is longer (many processes)
+TITLE_POLLS = 8  # an image's command line is read again every this many polls (a process title); an exec, at once
 PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?$")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -135,10 +138,14 @@ class ProcessTree:
             exe = os.readlink(f"/proc/{record.pid}/exe")
         except OSError:
             exe = None
-        argv = _read_argv(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
         stack = table[record.pid][5]
+        same = bool(record.images) and stack != 0 and stack == record.stack and exe == record.exe
+        if same and record.images[-1]["polls"] % TITLE_POLLS:
+            argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
+        else:
+            argv = _read_argv(record.pid)
         execed = record.stack is not None and (stack != record.stack if stack and record.stack else exe != record.exe)
         if execed and record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv):
             execed = False  # an image seen first during its exec, before its stack was set up: the same image

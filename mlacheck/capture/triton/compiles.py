@@ -24,7 +24,7 @@ from mlacheck.capture.triton.runtime import kernel_name
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity (`is`); no __eq__ to make in every process that imports Triton
 class _Pending:
     """A compile between mlacheck's two hooks."""
 
