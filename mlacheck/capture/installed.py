@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import zlib
 from collections.abc import Callable
 
 from mlacheck import schemas
@@ -113,6 +112,8 @@ def _name(finder: object) -> str:
 def _load() -> None:
     if _shared["path_for"] is None:
         return
+    import zlib  # here: a process that installs no capture never asks
+
     state = installation()
     digest = zlib.crc32(json.dumps(state, separators=(",", ":")).encode())
     _shared.update(installation=state, path=_shared["path_for"](f"{digest:08x}"))
