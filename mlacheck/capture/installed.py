@@ -71,11 +71,14 @@ def file_question(path: str) -> str | None:
 
 def installation() -> list:
     """What importlib.metadata reads the installation from: the distributions' metadata folders (*.dist-info,
-    *.egg-info) in each sys.path entry, each by name, inode and modification time (a reinstall makes a new folder;
-    files written beside them, a log in the working folder, change nothing), a zip or an egg by its modification time;
-    and the finders that list distributions."""
+    *.egg-info) in each sys.path entry that holds any, in order, each by name, inode and modification time (a
+    reinstall makes a new folder; files written beside them, a log in the working folder, change nothing), a zip or an
+    egg by its modification time; and the finders that list distributions. An entry that holds no distribution (a
+    script's folder, mlacheck's bootstrap, one that does not exist) or comes again lists none, so the supervisor, whose
+    sys.path differs from its program's in such entries only, can answer for the program's processes ahead
+    (`watch.ask_ahead`); an entry that gains one is named from then on."""
     entries = []
-    for entry in map(str, sys.path):
+    for entry in dict.fromkeys(map(str, sys.path)):  # an entry twice lists nothing more (the first one answers)
         try:
             if entry.endswith(".egg"):  # its metadata is inside it (EGG-INFO)
                 raise NotADirectoryError
@@ -85,7 +88,8 @@ def installation() -> list:
             found = _modified(entry)
         except (OSError, ValueError):
             found = None
-        entries.append([entry, found])
+        if found:
+            entries.append([entry, found])
     finders = [_name(finder) for finder in sys.meta_path if hasattr(finder, "find_distributions")]
     return [entries, finders]
 

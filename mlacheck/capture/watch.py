@@ -4,13 +4,19 @@ layout that says so; and the compile nets whose entry point the module holds."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from types import SimpleNamespace
+
 from mlacheck.capture.compile_net import CompileNetCapture
 from mlacheck.capture.family import FamilyCapture
+from mlacheck.capture.fingerprint import installed_version, providers
 from mlacheck.capture.hooks import LaunchPolicy
 from mlacheck.capture.layouts import choose, provider
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.unwatched import UnwatchedLayout
 from mlacheck.events import EventSink
+from mlacheck.rulefiles import plain
 from mlacheck.rulefiles.plain import CompileNet, PhaseRule, RuleFile
 
 
@@ -41,3 +47,37 @@ def compile_nets(
     nets: list[CompileNet], sink: EventSink, phases: tuple[PhaseRule, ...] = (), replace_launch: bool = False
 ) -> list:
     return [CompileNetCapture(net, sink, phases, replace_launch) for net in nets]
+
+
+def ask_ahead(config: dict) -> None:
+    """Ask the installed distributions now what installing capture.json's families and watchers will ask in each
+    process that imports them (the provider of each family's module file, found without importing it; the versions
+    and providers of its distribution): answers shared through capture/installed.py, which the program's processes
+    then find ready, even a burst of workers started at once. A question asked here that a process does not ask, or
+    one this misses, costs only time."""
+    for data in config.get("families", []):
+        family = plain.rule_file(data).family
+        path = _module_file(family.module)
+        if path is not None:
+            provider(SimpleNamespace(__name__=family.module, __file__=path))
+        installed_version(family.distribution)
+        providers(family.package)
+    for watcher in config.get("watchers", []):
+        installed_version(watcher["rule"]["distribution"])
+
+
+def _module_file(name: str) -> str | None:
+    """The file that importing the module `name` would run, found without importing anything: its top-level package
+    by the import system, the rest by the usual layout (None where that file is not there)."""
+    top, _, rest = name.partition(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        return None
+    if not rest:
+        return spec.origin if spec.origin and os.path.isfile(spec.origin) else None
+    for folder in spec.submodule_search_locations or ():
+        base = os.path.join(folder, *rest.split("."))
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(path):
+                return path
+    return None

@@ -3,16 +3,19 @@ did not start needs to join it (`worker_environment`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck import arch, qualnames
 from mlacheck.analysis.context_check import check_context
+from mlacheck.capture import installed
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
+from mlacheck.capture.watch import ask_ahead
 from mlacheck.errors import SETTING, MlacheckError, about
-from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.trust import check_folder
 from mlacheck.rulefiles import RuleSet, load_rules
@@ -77,7 +80,19 @@ def prepare_run(options: ProgramOptions) -> PreparedRun:
     ]
     config["steps"] += [{"function": item} for item in options.step]
     folder.save([file.source for file in rules.files], config)
+    _ask_ahead(str(folder.path), config)
     return PreparedRun(folder, rules, config, environment)
+
+
+def _ask_ahead(run_dir: str, config: dict) -> None:
+    """What the program's processes will ask the installed distributions, answered once now (capture/installed.py):
+    a burst of workers that import a watched library at once finds the answers ready. Where it fails, each process
+    asks for itself."""
+    installed.share(functools.partial(installed_path, run_dir))
+    try:
+        ask_ahead(config)
+    except Exception:  # noqa: BLE001 - only time is lost
+        pass
 
 
 def _checked(options: ProgramOptions) -> tuple[RuleSet, str]:

@@ -103,3 +103,57 @@ def test_an_answers_file_mlacheck_did_not_write_is_asked_again(tmp_path):
         shared.write_text(broken)
         again = ask(site, run_dir)
         assert again["asked"] and again["provider"] == ["mlafake", "1.0", True] and again["version"] == "1.0"
+
+
+def test_the_supervisor_answers_ahead_for_a_burst_of_workers(tmp_path):
+    """`mlacheck run` asks before the program starts what its processes will ask: 16 workers that import a watched
+    family at once ask nothing of importlib.metadata, and the family's distribution and version are still recorded."""
+    program = """
+import json, multiprocessing, sys
+
+def worker(queue):
+    from tests.fixtures import synthetic_kernels
+    synthetic_kernels.warmup(dtypes=("fp8",), causal=(True,))
+    queue.put("importlib.metadata" in sys.modules)
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=worker, args=(queue,)) for _ in range(16)]
+    for process in workers:
+        process.start()
+    print(json.dumps([queue.get() for _ in workers]))
+    for process in workers:
+        process.join()
+"""
+    (tmp_path / "burst.py").write_text(program)
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--allow-incomplete", "--run-dir", str(run_dir)]
+        + [
+            "--rules",
+            str(ROOT / "tests" / "fixtures" / "synthetic.toml"),
+            "--",
+            sys.executable,
+            str(tmp_path / "burst.py"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(done.stdout.splitlines()[0]) == [False] * 16, done.stdout + done.stderr
+    families = [
+        json.loads(line)
+        for trace in run_dir.glob("trace-*.jsonl")
+        for line in trace.read_text().splitlines()
+        if '"type":"family"' in line
+    ]
+    assert len(families) == 16
+    assert {(event["distribution"], event["version"]) for event in families} == {("mlacheck", installed_version())}
+
+
+def installed_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("mlacheck")
