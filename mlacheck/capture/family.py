@@ -88,10 +88,8 @@ class FamilyCapture:
             self.phases,
             (family.package, *family.site_skip),
         )
-        code, unreadable = (
-            fingerprint(module, family.key_functions),
-            unreadable_key_function(module, family.key_functions),
-        )
+        code = fingerprint(module, family.key_functions)  # reads and tokenizes each key function's source: once
+        unreadable = unreadable_key_function(module, family.key_functions) if code is None else None
         adapter.install()
         existing, count = adapter.preexisting()
         if family.compile:

@@ -74,15 +74,15 @@ def installation() -> list:
     *.egg-info) in each sys.path entry that holds any, in order, each by name, inode and modification time (a
     reinstall makes a new folder; files written beside them, a log in the working folder, change nothing), a zip or an
     egg by its modification time; and the finders that list distributions. An entry that holds no distribution (a
-    script's folder, mlacheck's bootstrap, one that does not exist) or comes again lists none, so the supervisor, whose
-    sys.path differs from its program's in such entries only, can answer for the program's processes ahead
-    (`watch.ask_ahead`); an entry that gains one is named from then on."""
+    script's folder, mlacheck's bootstrap, one that does not exist) or comes again (by its absolute path) lists none,
+    so the supervisor, whose sys.path differs from its program's in such entries only, can answer for the program's
+    processes ahead (`watch.ask_ahead`); an entry that gains one is named from then on."""
     entries = []
-    for entry in dict.fromkeys(map(str, sys.path)):  # an entry twice lists nothing more (the first one answers)
+    for entry in dict.fromkeys(os.path.abspath(str(entry) or ".") for entry in sys.path):  # "" is the working folder
         try:
             if entry.endswith(".egg"):  # its metadata is inside it (EGG-INFO)
                 raise NotADirectoryError
-            with os.scandir(entry or ".") as children:
+            with os.scandir(entry) as children:
                 found = sorted(_folder(child) for child in children if child.name.lower().endswith(INFO))
         except NotADirectoryError:
             found = _modified(entry)
