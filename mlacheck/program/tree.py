@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 POLL_SECONDS = 0.05  # between two polls, or ten times what the last poll took where that is longer (many processes)
 TITLE_POLLS = 8  # an image's command line is read again every this many polls (a process title); an exec, at once
+FULL_POLLS = 20  # every this many polls, the stat of every process is read, not only of those that may be the run's
 PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?$")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -73,13 +74,21 @@ class ProcessTree:
         self.seen: dict[tuple[int, int], Seen] = {}
         self.available = os.path.isdir("/proc/self")
         self.interval = POLL_SECONDS  # how long to wait before the next poll: at most a tenth of the time polling
+        self._others: set[int] = set()  # pids seen not to descend from root (see poll)
+        self._polls = 0
 
     def poll(self) -> None:
-        """Record every live descendant, and whether each recorded one is still alive."""
+        """Record every live descendant, and whether each recorded one is still alive.
+
+        A process seen not to descend from root never does later (an orphan is reparented to an ancestor of its own:
+        its nearest subreaper, or init), so its stat is read again only every FULL_POLLS polls, which bounds the time
+        a later process of the run that took its pid could go unseen; reading every process's stat is what a poll on a
+        busy machine spends most on."""
         if not self.available:
             return
         now, started = time.time(), time.perf_counter()
-        table = _process_table()
+        full, self._polls = self._polls % FULL_POLLS == 0, self._polls + 1
+        listed, table = _process_table(frozenset() if full else self._others)
         children: dict[int, list[int]] = {}
         for pid, row in table.items():
             children.setdefault(row[1], []).append(pid)
@@ -100,6 +109,8 @@ class ProcessTree:
                 continue
             live.add(key)
             self._read_image(record, table)
+        ours = {key[0] for key in live} | {record.pid for record in self.seen.values()} | self.exclude | {self.root}
+        self._others = (set(table) | (self._others & listed)) - ours
         for key, record in self.seen.items():
             record.alive = key in live
         self.interval = max(POLL_SECONDS, 10 * (time.perf_counter() - started))
@@ -174,11 +185,15 @@ class ProcessTree:
             image.update(exe=exe, argv=argv, python=record.python, forked=image["forked"] and forked)
 
 
-def _process_table() -> dict[int, tuple[str, int, int, int, int, int]]:
-    """pid -> (state, ppid, pgid, sid, start, start of stack) of every process in /proc."""
-    table = {}
+def _process_table(skip: frozenset[int] | set[int]) -> tuple[set[int], dict[int, tuple[str, int, int, int, int, int]]]:
+    """The pids in /proc, and pid -> (state, ppid, pgid, sid, start, start of stack) of each but those in `skip`."""
+    listed, table = set(), {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
+            continue
+        pid = int(entry)
+        listed.add(pid)
+        if pid in skip:
             continue
         try:
             fd = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
@@ -187,7 +202,7 @@ def _process_table() -> dict[int, tuple[str, int, int, int, int, int]]:
             finally:
                 os.close(fd)
             fields = data.rsplit(b")", 1)[1].split()
-            table[int(entry)] = (
+            table[pid] = (
                 fields[0].decode(),
                 int(fields[1]),
                 int(fields[2]),
@@ -197,7 +212,7 @@ def _process_table() -> dict[int, tuple[str, int, int, int, int, int]]:
             )
         except (OSError, IndexError, ValueError):
             continue
-    return table
+    return listed, table
 
 
 def _start_of(pid: int) -> int | None:

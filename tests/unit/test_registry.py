@@ -13,7 +13,7 @@ import pytest
 
 import mlacheck_startup
 from mlacheck.program import registry
-from mlacheck.program.tree import ProcessTree
+from mlacheck.program.tree import FULL_POLLS, ProcessTree
 
 ROOT = Path(__file__).resolve().parents[2]
 FIND = "from mlacheck.program import registry; print(registry.find_run())"
@@ -135,5 +135,41 @@ def test_the_tree_records_every_descendant_whatever_its_session_and_ends_them_by
             time.sleep(0.05)
         assert tree.live() == []
     finally:
+        for seen in tree.live():
+            os.kill(seen.pid, signal.SIGKILL)
+
+
+LATE = """
+import subprocess, sys, time
+sys.stdin.readline()  # the test says when
+late = subprocess.Popen(["sleep", "30"])
+print(late.pid, flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_process_of_the_run_started_later_is_found_at_the_next_poll_whatever_the_others():
+    """The stat of a process seen not to be the run's is read again only every few polls (a process never becomes a
+    descendant later); a new process of the run is found at the very next poll."""
+    root = subprocess.Popen(
+        [sys.executable, "-S", "-c", LATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    other = subprocess.Popen(["sleep", "30"])  # this test's child, not the root's
+    tree = ProcessTree(root=root.pid)
+    try:
+        for _ in range(3):
+            tree.poll()
+        assert other.pid in tree._others and root.pid not in tree._others and tree.live() == []
+        root.stdin.write("go\n")
+        root.stdin.flush()
+        late = int(root.stdout.readline())
+        tree.poll()  # not a full poll (the first was): only the others' stat is skipped
+        assert (tree._polls - 1) % FULL_POLLS != 0
+        assert [seen.pid for seen in tree.live()] == [late]
+        assert late not in tree._others
+    finally:
+        for process in (root, other):
+            process.kill()
+            process.wait()
         for seen in tree.live():
             os.kill(seen.pid, signal.SIGKILL)
