@@ -157,7 +157,8 @@ class ProcessTree:
             argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
         else:
             argv = _read_argv(record.pid)
-        execed = record.stack is not None and (stack != record.stack if stack and record.stack else exe != record.exe)
+        execed = record.stack is not None and bool(record.images)  # an image never read has none to leave (d38966e)
+        execed = execed and (stack != record.stack if stack and record.stack else exe != record.exe)
         if execed and record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv):
             execed = False  # an image seen first during its exec, before its stack was set up: the same image
         record.stack = stack
