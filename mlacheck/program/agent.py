@@ -21,7 +21,6 @@ import sys
 from mlacheck import arch, qualnames, schemas
 from mlacheck.errors import MlacheckError
 from mlacheck.events import (
-    JsonlSink,
     context_event,
     exec_event,
     exit_event,
@@ -29,11 +28,11 @@ from mlacheck.events import (
     run_event,
     serving_start_event,
     start_run_clock,
-    write_internal_error,
 )
 from mlacheck.files import read_json
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, trace_path
 from mlacheck.program.trust import check_folder
+from mlacheck.sinks import JsonlSink, write_internal_error
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
 NEVER_PREFIXES = ("LD_", "DYLD_", "PYTHON")  # what the dynamic loader and the interpreter load and run
