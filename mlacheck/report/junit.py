@@ -27,10 +27,31 @@ PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_vers
 def to_junit(report: dict) -> str:
     """The report as a JUnit XML document (UTF-8 text with an XML declaration)."""
     report = printable_report(report)
+    cases, keys = _cases(report)
+    suites = ET.Element("testsuites", name="mlacheck")
+    suite = ET.SubElement(suites, "testsuite", name="mlacheck")
+    properties = _properties(suite, report)
+    failed = sum(
+        _testcase(suite, classname, name, findings, keys.get((classname, name))) for classname, name, findings in cases
+    )
+    unseen = _unseen(suite, report)
+    for element in (suites, suite):
+        element.set("tests", str(len(cases) + unseen))
+        element.set("failures", str(failed))
+        element.set("errors", str(unseen))
+    suite.set("skipped", "0")
+    ET.SubElement(properties, "property", name="summary", value=summary_line(report))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[tuple[str, str], str]]:
+    """The testcases, (classname, name, the findings on it): one per variant of each family, then one per finding that
+    matches no variant; and the whole key of each variant's testcase, by (family, testcase name)."""
     fields = family_key_fields(report)
     cases: list[tuple[str, str, list[dict]]] = []
     by_variant: dict[tuple, list[dict]] = {}
-    keys: dict[tuple[str, str], str] = {}  # (family, testcase name) -> the variant's whole key
+    keys: dict[tuple[str, str], str] = {}
     for family in report.get("families") or []:
         variants = family.get("variants") or []
         names = _names(variants, fields.get(family["name"]))
@@ -44,16 +65,13 @@ def to_junit(report: dict) -> str:
         if home is not None:
             home.append(finding)
         else:
-            cases.append(
-                (
-                    finding.get("family") or "mlacheck",
-                    f"{finding.get('code')} {finding.get('name', '')}".strip(),
-                    [finding],
-                )
-            )
+            name = f"{finding.get('code')} {finding.get('name', '')}".strip()
+            cases.append((finding.get("family") or "mlacheck", name, [finding]))
+    return cases, keys
 
-    suites = ET.Element("testsuites", name="mlacheck")
-    suite = ET.SubElement(suites, "testsuite", name="mlacheck")
+
+def _properties(suite: ET.Element, report: dict) -> ET.Element:
+    """The suite's <properties>: the run's facts, each family's version, the program's command."""
     properties = ET.SubElement(suite, "properties")
     for name in PROPERTIES:
         if report.get(name) is not None:
@@ -63,18 +81,26 @@ def to_junit(report: dict) -> str:
     program = report.get("program")
     if program:
         ET.SubElement(properties, "property", name="program", value=" ".join(program.get("command") or []))
-    failed = 0
-    for classname, name, findings in cases:
-        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
-        failures = [f for f in findings if is_new(f) and severity(f) == "error"]
-        for finding in failures:
-            failure = ET.SubElement(case, "failure", message=finding.get("message", ""), type=finding.get("code", ""))
-            failure.text = _details(finding)
-        notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
-        key = keys.get((classname, name))
-        if key is not None or notes:
-            ET.SubElement(case, "system-out").text = "\n".join([*([f"key: {key}"] if key is not None else []), *notes])
-        failed += bool(failures)
+    return properties
+
+
+def _testcase(suite: ET.Element, classname: str, name: str, findings: list[dict], key: str | None) -> bool:
+    """A variant's (or a lone finding's) testcase: a <failure> per new error finding, the key and every other finding
+    in its <system-out>; whether it failed."""
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+    failures = [f for f in findings if is_new(f) and severity(f) == "error"]
+    for finding in failures:
+        failure = ET.SubElement(case, "failure", message=finding.get("message", ""), type=finding.get("code", ""))
+        failure.text = _details(finding)
+    notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
+    if key is not None or notes:
+        ET.SubElement(case, "system-out").text = "\n".join([*([f"key: {key}"] if key is not None else []), *notes])
+    return bool(failures)
+
+
+def _unseen(suite: ET.Element, report: dict) -> int:
+    """A testcase with an <error> for each reason the run is incomplete and each internal capture error (those also in
+    the suite's <system-err>); how many."""
     errors = report.get("internal_errors") or []
     unseen = [("incomplete", reason) for reason in report.get("incomplete") or []]
     unseen += [("internal error in capture", error) for error in errors]
@@ -83,14 +109,7 @@ def to_junit(report: dict) -> str:
         ET.SubElement(case, "error", message=text, type=name).text = text
     if errors:
         ET.SubElement(suite, "system-err").text = "\n".join(f"internal error in capture: {e}" for e in errors)
-    for element in (suites, suite):
-        element.set("tests", str(len(cases) + len(unseen)))
-        element.set("failures", str(failed))
-        element.set("errors", str(len(unseen)))
-    suite.set("skipped", "0")
-    ET.SubElement(properties, "property", name="summary", value=summary_line(report))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return len(unseen)
 
 
 def _names(variants: list[dict], fields: list[str] | None) -> list[str]:

@@ -16,8 +16,8 @@ from mlacheck.analysis import analyse
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.triton import TritonCapture
 from mlacheck.capture.triton.families import CountingCache
-from mlacheck.events import MemorySink
 from mlacheck.rulefiles import BUNDLED, load_rules
+from mlacheck.sinks import MemorySink
 
 RULES = load_rules()
 DRY = CapturePolicy(compile="skip", replace_launch=True, dry=True, target_arch="sm_90a")
