@@ -165,8 +165,9 @@ class ProcessTree:
 
 def _execed(record: Seen, exe: str | None, argv: list[str], stack: int) -> bool:
     """Whether the process exec'd since the last poll: its stack moved (its executable changed, where a stack cannot be
-    read). An image seen first during its exec, before its stack was set up, is the same image."""
-    if record.stack is None:
+    read). An image seen first during its exec, before its stack was set up, is the same image; a process whose image
+    was never read has none to leave."""
+    if record.stack is None or not record.images:
         return False
     moved = stack != record.stack if stack and record.stack else exe != record.exe
     return moved and not (record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv))
