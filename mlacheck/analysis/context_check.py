@@ -10,6 +10,7 @@ whose kind nothing shows, pass as given.
 
 from __future__ import annotations
 
+from mlacheck.analysis.checks.mla003_field_contract import needs
 from mlacheck.errors import MlacheckError
 from mlacheck.keys import JsonValue, value_text
 from mlacheck.rulefiles import RuleSet
@@ -33,7 +34,7 @@ def check_context(
     """Refuse, in one line, a context value of another kind than what the contracts compare it with.
 
     `examples`: the run's own context (name -> value); `observed`: field -> the values its variants had."""
-    names = {name for rule in rules.families for contract in rule.contract for name in contract.needs()}
+    names = {name for rule in rules.families for contract in rule.contract for name in needs(contract)}
     for name, value in (context or {}).items():
         if name not in names:
             continue

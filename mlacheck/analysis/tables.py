@@ -17,16 +17,18 @@ serving-path compile of that variant as long as it took; else an `unfinished` co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from mlacheck.capture.phase import SERVING, settled
-from mlacheck.keys import Key, key_identity
+from mlacheck.keys import JsonValue, Key, key_identity
 
 INHERITED_PHASES = ("preexisting", "inherited")
 
 
 @dataclass
 class Variant:
-    """One cache entry of a family, as one process (or, merged, the whole run) saw it."""
+    """One cache entry of a family, as one process (or, merged, the whole run) saw it. The report says of it what
+    `REPORTED` names, fields and properties (report/model.py builds the JSON report's variant from them)."""
 
     key: Key
     spelling: dict | None = None
@@ -40,7 +42,7 @@ class Variant:
     capture_dispatches: int = 0
     at_least: bool = False  # counts from a process that did not exit normally
     first_dispatch_site: str | None = None
-    first_call: dict = field(default_factory=dict)  # the call facts of the first serving dispatch
+    first_call: dict[str, JsonValue] = field(default_factory=dict)  # the call facts of the first serving dispatch
     serving_path_compile: bool = False
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
@@ -48,14 +50,39 @@ class Variant:
     serving_path_origin: str | None = None  # compile, skip, or unknown (no watched compile made the entry)
     unfinished: str | None = None  # how its serving-path compile never ended ("the process died in it", ...)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
-    numerics: dict[str, float] | None = None  # the launched kernel against the reference, worst of its launches
+    numerics: dict[str, float | None] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
     first_phases: set[str] = field(default_factory=set)
+
+    REPORTED: ClassVar[tuple[str, ...]] = (
+        "key",
+        "spelling",
+        "precompiled",
+        "compile_phase",
+        "compile_s",
+        "compiled_by",
+        "captured",
+        "dispatches",
+        "dispatches_at_least",
+        "warmup_dispatches",
+        "capture_dispatches",
+        "serving_path_compile_s",
+        "serving_path_site",
+        "first_dispatch_site",
+        "first_call",
+        "status",
+        "numerics",
+    )  # what the report says of it, in order
 
     @property
     def identity(self) -> tuple:
         spelling = self.spelling or {}
         return key_identity(self.key), tuple(spelling.get("positional") or ()), tuple(spelling.get("keywords") or ())
+
+    @property
+    def dispatches_at_least(self) -> bool:
+        """Its serving dispatches are a lower bound (a process that counted them did not exit normally)."""
+        return self.at_least and self.dispatches > 0
 
     @property
     def status(self) -> str:

@@ -14,14 +14,16 @@ report of what it ran.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mlacheck.analysis import Analysis, Variant
+from mlacheck.analysis import Analysis, FamilyResult, Variant
 from mlacheck.codes import CODES
 from mlacheck.errors import SETTING, MlacheckError
 from mlacheck.keys import JsonValue
@@ -109,39 +111,38 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class VariantReport(_Model):
-    key: dict[str, JsonValue]
-    spelling: dict | None = None
-    precompiled: bool = False
-    compile_phase: str | None = None
-    compile_s: float | None = None
-    compiled_by: str | None = None
-    captured: bool = False
-    dispatches: int = 0
-    dispatches_at_least: bool = False
-    warmup_dispatches: int = 0
-    capture_dispatches: int = 0
-    serving_path_compile_s: float | None = None
-    serving_path_site: str | None = None
-    first_dispatch_site: str | None = None
-    first_call: dict[str, JsonValue] = {}
-    status: str = "ok"
-    numerics: dict[str, float | None] | None = None
+def _reported(name: str, source: type, sample: object, **own: tuple) -> type[BaseModel]:
+    """A report model of the fields and properties an analysis dataclass reports (its `REPORTED`, in order), with their
+    types and defaults (a property's: what `sample`, an otherwise empty one, says); `own`: fields of the report's own,
+    or the report's own type of one (the variants of a family are `VariantReport`s).
+    The analysis declares each field once; the report model is made from it."""
+    hints = typing.get_type_hints(source)
+    defaults = {member.name: member for member in dataclasses.fields(source)}
+    definitions = {}
+    for field_name in source.REPORTED:
+        member = defaults.get(field_name)
+        if member is None:  # a property
+            annotation = typing.get_type_hints(getattr(source, field_name).fget)["return"]
+            definitions[field_name] = (annotation, getattr(sample, field_name))
+        elif member.default_factory is not dataclasses.MISSING:
+            definitions[field_name] = (hints[field_name], Field(default_factory=member.default_factory))
+        else:
+            definitions[field_name] = (
+                hints[field_name],
+                member.default if member.default is not dataclasses.MISSING else ...,
+            )
+    return create_model(name, __base__=_Model, __doc__=source.__doc__, **{**definitions, **own})
 
 
-class FamilyReport(_Model):
-    name: str
-    version: str | None = None
-    versions: list[str | None] = []
-    key_fields: list[str] = []
-    variants: list[VariantReport] = []
-    dispatch_calls: int = 0
-    died_before_lookup: int = 0
-    notes: list[str] = []
-    field_drivers: dict[str, list[str]] = {}
-    discovered: bool = False
-    mode: str | None = None  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
-    target_arch: str | None = None
+VariantReport = _reported("VariantReport", Variant, Variant({}))
+FamilyReport = _reported(
+    "FamilyReport",
+    FamilyResult,
+    FamilyResult(""),
+    variants=(list[VariantReport], []),
+    mode=(str | None, None),  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
+    target_arch=(str | None, None),
+)
 
 
 class FindingReport(_Model):
@@ -223,14 +224,9 @@ class Report(_Model):
     bad_lines: list[str] = []
 
 
-def variant_report(variant: Variant) -> VariantReport:
-    return VariantReport.model_validate(
-        {
-            **asdict(variant),
-            "status": variant.status,
-            "dispatches_at_least": variant.at_least and variant.dispatches > 0,
-        }
-    )
+def reported(item: object) -> dict:
+    """What the report says of an analysis dataclass (a variant, a family): its `REPORTED` fields and properties."""
+    return {name: getattr(item, name) for name in item.REPORTED}
 
 
 def build_report(
@@ -252,9 +248,7 @@ def build_report(
             )
         )
     families = [
-        FamilyReport.model_validate(
-            {**asdict(family), "version": family.version, "variants": [variant_report(v) for v in family.variants]}
-        )
+        FamilyReport.model_validate({**reported(family), "variants": [reported(v) for v in family.variants]})
         for family in analysis.families
     ]
     report = Report(
