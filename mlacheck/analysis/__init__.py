@@ -15,7 +15,12 @@ from mlacheck.analysis.findings import Finding, telling
 from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant, build_tables, merge
 from mlacheck.analysis.timeline import timelines
 from mlacheck.analysis.unfinished import unfinished_reasons
-from mlacheck.analysis.unwatched import UnwatchedCompile, unwatched_compiles, unwatched_layouts
+from mlacheck.analysis.unwatched import (
+    UnwatchedCompile,
+    interpreted_tritons,
+    unwatched_compiles,
+    unwatched_layouts,
+)
 from mlacheck.analysis.view import FamilyView, RunView
 from mlacheck.analysis.waits import waits
 from mlacheck.arch import capability
@@ -109,7 +114,7 @@ def analyse(
     compiles, unknown_phases = unwatched_compiles(events)
     judged = run_checks(views, RunView(facts, compiles, waited))
     findings = sorted(judged.findings, key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
-    watched = [rule.family.module for rule in rules.families] + (["triton kernels"] if rules.triton else [])
+    watched = [rule.family.module for rule in rules.families] + [f"{module} kernels" for module in rules.tritons]
     internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
     incomplete = incomplete_reasons(
         {view.name: view.tables for view in views if view.name not in judged.stopped},
@@ -122,6 +127,7 @@ def analyse(
     )
     incomplete += judged.incomplete + layouts_dispatched + unknown_phases + unfinished_reasons(facts)
     incomplete += unseen_reasons(events)
+    contexts = {proc: fact.context for proc, fact in facts.items()}
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
     return Analysis(
@@ -129,10 +135,10 @@ def analyse(
         findings,
         internal,
         incomplete,
-        sorted(judged.not_checked) + layouts_not_checked,
+        sorted(judged.not_checked) + layouts_not_checked + interpreted_tritons(contexts),
         sorted(judged.needed),
         timeline,
-        {proc: fact.context for proc, fact in facts.items()},
+        contexts,
         compiles,
         _lookups(views),
         waited,

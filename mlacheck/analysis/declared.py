@@ -1,5 +1,6 @@
-"""The rule of each recorded family: a rule file's `[family]`, or, for a family found at run time (a Triton kernel), the
-rule its `[triton]` table makes for it, with what of its `[[triton.kernel]]` entry does not fit the kernel."""
+"""The rule of each recorded family: a rule file's `[family]`, or, for a family found at run time (a kernel of a Triton),
+the rule the `[triton]` table of that Triton makes for it, with what of its `[[triton.kernel]]` entry does not fit the
+kernel."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from mlacheck.rulefiles.schema import Family
 def declared(rules: RuleSet, recorded: dict[str, list[str]]) -> dict[str, tuple[RuleFile, list[str]]]:
     """name -> (its rule, what of its [[triton.kernel]] entry is stale): the declared families in rule-file order, then
     those a table of the rules watches among the `recorded` ones (name -> the key fields it was recorded with), by
-    name."""
+    name: a kernel of the Triton its name begins with (`triton:`, `tokenspeed_triton:`)."""
     rules_of = {rule.family.name: (rule, []) for rule in rules.families}
-    watching = next((file for file in rules.files if file.triton is not None), None)
+    tables = [file for file in rules.files if file.triton is not None]
     for name in sorted(set(recorded) - set(rules_of)):
+        watching = next((file for file in tables if name.startswith(file.triton.prefix)), None)
         if watching is None:
-            break
+            continue
         rule, stale = triton_rule(watching.triton, name, recorded[name], watching.source)
         if rule is not None:
             rules_of[name] = (rule, stale)
@@ -23,12 +25,12 @@ def declared(rules: RuleSet, recorded: dict[str, list[str]]) -> dict[str, tuple[
 
 
 def triton_rule(table: Triton, name: str, key_fields: list[str], source: str) -> tuple[RuleFile | None, list[str]]:
-    """The rule of a recorded family `name` (None where it is not a Triton kernel's) and what of the [[triton.kernel]]
-    entry does not fit the kernel's parameters (a stale rule)."""
-    if not name.startswith(table.PREFIX) or not key_fields:
+    """The rule of a recorded family `name` (None where it is not a kernel of this Triton) and what of the
+    [[triton.kernel]] entry does not fit the kernel's parameters (a stale rule)."""
+    if not name.startswith(table.prefix) or not key_fields:
         return None, []
-    kernel = name.removeprefix(table.PREFIX).removesuffix(table.AUTOTUNE)
-    entry = next((e for e in table.kernel if e.kernel.replace(":", ".") == kernel), None)
+    kernel = name.removeprefix(table.prefix).removesuffix(table.AUTOTUNE)
+    entry = next((e for e in table.kernel if table.family_name(e.kernel) == table.prefix + kernel), None)
     fields, contracts, stale = {}, [], []
     if entry is not None and not name.endswith(table.AUTOTUNE):
         fields = {field: note for field, note in entry.fields.items() if field in key_fields}
@@ -41,7 +43,8 @@ def triton_rule(table: Triton, name: str, key_fields: list[str], source: str) ->
         ]
     family = Family(
         name=name,
-        description=f"Triton kernel {kernel}" + (" (its autotuner's tunings)" if name.endswith(table.AUTOTUNE) else ""),
+        description=f"Triton kernel {kernel}, compiled by {table.module}"
+        + (" (its autotuner's tunings)" if name.endswith(table.AUTOTUNE) else ""),
         distribution=table.distribution,
         checked_versions=table.checked_versions,
         arches=table.arches,

@@ -1,9 +1,10 @@
-"""What the watched families do not cover: caches whose installed layout no rule describes, and compiles that no
-watched family accounts for (a compile net's `unwatched_compile` events).
+"""What the watched families do not cover: caches whose installed layout no rule describes, compiles that no
+watched family accounts for (a compile net's `unwatched_compile` events), and a Triton run interpreted.
 
 An unwatched layout is one line of what was not checked; a dispatch through it makes the run incomplete. An
-unwatched compile on the serving path is MLA007 (`checks/`); one whose phase is unknown (`capture.phase`: before any serving start,
-under no warm-up frame) in a process that never marked serving start makes the run incomplete; the others are listed.
+unwatched compile on the serving path is MLA007 (`checks/`); one whose phase is unknown (`capture.phase`: before any
+serving start, under no warm-up frame) in a process that never marked serving start makes the run incomplete; the
+others are listed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlacheck.capture.phase import HOW_TO_MARK, UNKNOWN, settled
+from mlacheck.capture.triton.runtime import INTERPRETED
 
 
 def unwatched_layouts(events: list[dict]) -> tuple[list[str], list[str]]:
@@ -31,6 +33,17 @@ def unwatched_layouts(events: list[dict]) -> tuple[list[str], list[str]]:
         for (module, function), site in called.items()
     ]
     return not_checked, incomplete
+
+
+def interpreted_tritons(contexts: dict[int | None, dict[str, str]]) -> list[str]:
+    """One not-checked line per Triton that a process ran interpreted (its context says `MODULE: interpreted`):
+    its kernels compile nothing, so they have no compile to check."""
+    modules = sorted({name for context in contexts.values() for name, value in context.items() if value == INTERPRETED})
+    return [
+        f"{module}: the program ran its Triton kernels interpreted (TRITON_INTERPRET=1): they compile nothing, so "
+        "there is no compile to check; run it without TRITON_INTERPRET (with --dry on a CPU) to check their keys"
+        for module in modules
+    ]
 
 
 @dataclass

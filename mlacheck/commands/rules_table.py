@@ -40,9 +40,9 @@ def print_rules(console: Console, path: Path | None = None, fingerprints: bool =
             lines += _pairs(_family(rule, width, fingerprints, verbose), width)
     else:
         lines += _families(rules.families, width)
-    triton = next((file for file in rules.files if file.triton is not None), None)
-    if triton is not None:
-        lines += _pairs(_triton(triton), width)
+    tritons = [file for file in rules.files if file.triton is not None]
+    if tritons:
+        lines += _tritons(tritons, width)
     rows = [(phase.engine, phase.phase, phase.function) for phase in rules.phases]
     rows += [
         (start.engine, f"serving ({start.at})", f"{start.module}:{start.qualname}") for start in rules.serving_starts
@@ -113,21 +113,31 @@ def _family(rule: RuleFile, width: int, fingerprints: bool, verbose: bool) -> li
     return rows
 
 
-def _triton(file: RuleFile) -> list[tuple[str, str]]:
-    """The [triton] table: Triton kernels found at run time, each a family of its own."""
-    table = file.triton
-    versions = [table.checked_versions] if isinstance(table.checked_versions, str) else table.checked_versions
+def _tritons(files: list[RuleFile], width: int) -> list[Text]:
+    """The [triton] tables: a line per Triton (stock, a fork) whose kernels are found at run time, each a family of
+    its own; then what the tables share."""
+    lines = []
+    for file in files:
+        table = file.triton
+        versions = [table.checked_versions] if isinstance(table.checked_versions, str) else table.checked_versions
+        watch = table.watch + (f", {len(table.kernel)} listed" if table.kernel else "")
+        watch += f", skip {', '.join(table.skip)}" if table.skip else ""
+        title = Text(f"{table.prefix}<module>.<kernel>", style="bold")
+        lines += wrap(title + Text(f"  {table.distribution} {' or '.join(versions)}; watch {watch}"), width, 0, 4)
     rows = [
-        (f"{table.PREFIX}<module>.<kernel>", f"{table.distribution} {' or '.join(versions)}"),
-        ("  cache", "JITFunction.device_caches[device] (found at run time)"),
+        ("  cache", "each kernel's JITFunction.device_caches[device] (found at run time)"),
         ("  key", "the kernel's parameters, options"),
-        ("  watch", table.watch + (f", {len(table.kernel)} listed" if table.kernel else "")),
-        ("  contracts", str(sum(len(entry.contract) for entry in table.kernel))),
-        ("  file", f"bundled {Path(file.source).name}" if Path(file.source).parent == BUNDLED else file.source),
+        ("  contracts", str(sum(len(entry.contract) for file in files for entry in file.triton.kernel))),
+        ("  files", ", ".join(_source_name(file.source) for file in files)),
     ]
-    if table.skip:
-        rows.insert(4, ("  skip", ", ".join(table.skip)))
-    return rows
+    names = max(len(name) for name, _ in rows) + 2
+    for name, value in rows:
+        lines += wrap(Text(f"{name:<{names}}", style="bold") + Text(value), width, 0, names, NAMES)
+    return lines
+
+
+def _source_name(source: str) -> str:
+    return f"bundled {Path(source).name}" if Path(source).parent == BUNDLED else source
 
 
 def _short(dotted: str, width: int, verbose: bool) -> str:

@@ -304,14 +304,16 @@ def _unseen(data: dict, detail: str) -> list[Text]:
     one each), lost lines, errors."""
     lines = [Text(f"incomplete: {reason}", style="magenta") for reason in data.get("incomplete") or []]
     unchecked = data.get("not_checked") or []
-    if detail == "verbose":
-        lines += [Text(f"not checked: {line}", style="dim") for line in unchecked]
-    elif unchecked:
+    contracts = [line for line in unchecked if " contract needs " in line]  # one line each only with --verbose
+    lines += [
+        Text(f"not checked: {line}", style="dim") for line in unchecked if detail == "verbose" or line not in contracts
+    ]
+    if detail != "verbose" and contracts:
         needed = data.get("context_needed") or []
         give = f": give --context {' '.join(f'{name}=...' for name in needed)}" if needed else ""
         lines.append(
             Text(
-                f"not checked: {len(unchecked)} contract(s) lack run context{give} (--verbose lists them)", style="dim"
+                f"not checked: {len(contracts)} contract(s) lack run context{give} (--verbose lists them)", style="dim"
             )
         )
     lines += [

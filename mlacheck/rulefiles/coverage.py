@@ -5,7 +5,7 @@ watcher's module lies inside it."""
 from __future__ import annotations
 
 from mlacheck import qualnames
-from mlacheck.rulefiles import RuleSet, Triton
+from mlacheck.rulefiles import RuleSet
 from mlacheck.rulefiles.schema import JitLibrary
 
 
@@ -15,8 +15,7 @@ def watchers(rules: RuleSet) -> list[tuple[str, str]]:
     found += [
         (qualnames.split(net.function)[0], f"compile net {net.function} ({net.label})") for net in rules.compile_nets
     ]
-    if rules.triton is not None:
-        found.append((Triton.MODULE, "[triton]: every Triton kernel"))
+    found += [(module, f"[triton] of {module}: every kernel it compiles") for module in rules.tritons]
     return found
 
 

@@ -59,14 +59,15 @@ class RuleSet:
         return [engine for file in self.files for engine in file.engine]
 
     @property
-    def triton(self) -> Triton | None:
-        """The [triton] table, where a loaded file has one (Triton kernels are then watched)."""
-        return next((file.triton for file in self.files if file.triton is not None), None)
+    def tritons(self) -> dict[str, Triton]:
+        """The [triton] tables by the Triton each watches (its import name: `triton`, a fork's); the kernels of each
+        are then watched."""
+        return {file.triton.module: file.triton for file in self.files if file.triton is not None}
 
     @property
     def arches(self) -> list[str]:
         """The target arches some family's kernels exist for (Triton's too), in the order the rule files name them."""
-        tables = [rule.family.arches for rule in self.families] + ([self.triton.arches] if self.triton else [])
+        tables = [rule.family.arches for rule in self.families] + [table.arches for table in self.tritons.values()]
         return list(dict.fromkeys(name for arches in tables for name in arches))
 
     @property
@@ -112,10 +113,9 @@ class RuleSet:
                 "arch_env": self.arch_env,
                 "compile_nets": [net.model_dump(mode="json") for net in self.compile_nets],
                 "watchers": [
-                    {"module": Triton.MODULE, "capture": Triton.CAPTURE, "rule": self.triton.model_dump(mode="json")}
-                ]
-                if self.triton
-                else [],
+                    {"module": module, "capture": Triton.CAPTURE, "rule": table.model_dump(mode="json")}
+                    for module, table in self.tritons.items()
+                ],
             },
         )
 
@@ -146,11 +146,12 @@ def load_rules(path: Path | None = None) -> RuleSet:
     else:
         raise MlacheckError(f"{path}: no such rule file or folder; check the --rules path")
     rules = RuleSet([load_rule_file(file) for file in files])
-    names = [rule.family.name for rule in rules.families] + ["[triton]" for file in rules.files if file.triton]
+    names = [f"family {rule.family.name!r}" for rule in rules.families]
+    names += [f"[triton] table of {file.triton.module!r}" for file in rules.files if file.triton]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate:
-        raise MlacheckError(f"{path}: family {duplicate!r} is declared by more than one rule file; keep one")
-    if not rules.families and rules.triton is None:
+        raise MlacheckError(f"{path}: {duplicate} is declared by more than one rule file; keep one")
+    if not rules.families and not rules.tritons:
         raise MlacheckError(
             f"{path}: no rule file here declares a [family] or a [triton] table; add one (see mlacheck's bundled "
             "rule files)"

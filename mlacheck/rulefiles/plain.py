@@ -50,7 +50,17 @@ class Named:
 
 
 class TritonFacts:
-    """Which Triton kernels a `[triton]` table watches (its watch, skip and kernel entries)."""
+    """Which Triton kernels a `[triton]` table watches (its watch, skip and kernel entries), and how their families
+    are named (by the Triton that compiles them: `triton:`, `tokenspeed_triton:`)."""
+
+    @property
+    def prefix(self) -> str:
+        """The start of the family name of every kernel this Triton compiles: "triton:", "tokenspeed_triton:"."""
+        return self.module + ":"
+
+    def family_name(self, kernel: str) -> str:
+        """ "pkg.mod:kern" -> "triton:pkg.mod.kern" (the table's module first)"""
+        return self.prefix + kernel.replace(":", ".")
 
     def watches(self, kernel: str) -> bool:
         """Whether the kernel `MODULE:QUALNAME` is watched."""
@@ -145,6 +155,7 @@ class TritonKernel:
 class Triton(TritonFacts):
     checked_versions: str | Sequence[str]
     arches: list[str]
+    module: str = "triton"
     description: str = ""
     distribution: str = "triton"
     watch: str = "all"

@@ -345,16 +345,19 @@ class TritonKernel(_Strict):
 
 class Triton(_Strict, TritonFacts):
     """Triton kernels as kernel families, found at run time: every `@triton.jit` kernel a process compiles or
-    launches is `triton:<module>.<qualname>`, keyed by its parameters as Triton specialized them and its launch
-    options; an autotuned kernel's tunings are `triton:<module>.<qualname>:autotune`, keyed by its tuning key."""
+    launches is `<triton>:<module>.<qualname>` (`<triton>`: the import name of the Triton that compiled it, `triton`
+    or a fork's), keyed by its parameters as Triton specialized them and its launch options; an autotuned kernel's
+    tunings are `<triton>:<module>.<qualname>:autotune`, keyed by its tuning key. A fork of Triton that keeps its
+    runtime (JITFunction, Autotuner, knobs) is one more table, with its own `module` and `distribution`."""
 
-    MODULE: ClassVar[str] = "triton"
     CAPTURE: ClassVar[str] = "mlacheck.capture.triton:TritonCapture"
-    PREFIX: ClassVar[str] = "triton:"
     AUTOTUNE: ClassVar[str] = ":autotune"
 
+    module: str = Field(
+        default="triton", description="the import name of this Triton (a fork installs its own: tokenspeed_triton)"
+    )
     description: str = ""
-    distribution: str = "triton"
+    distribution: str = Field(default="triton", description="the distribution that installs the module")
     checked_versions: str | list[str] = Field(description="PEP 440 specifier set(s) of the Triton versions checked")
     arches: list[str] = Field(min_length=1, description="the target arches --arch may name for Triton kernels")
     watch: Literal["all", "listed"] = Field(
@@ -369,6 +372,13 @@ class Triton(_Strict, TritonFacts):
 
     _checked_versions = field_validator("checked_versions")(Family._specifiers.__func__)
     _checked_arches = field_validator("arches")(Family._arches.__func__)
+
+    @field_validator("module")
+    @classmethod
+    def _module(cls, value: str) -> str:
+        if not all(part.isidentifier() for part in value.split(".")):
+            raise ValueError(f"write the import name of a Triton (triton, tokenspeed_triton), not {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _one_entry_per_kernel(self) -> Triton:

@@ -38,7 +38,7 @@ from mlacheck.rulefiles import load_rules  # noqa: E402
 
 GPU = torch.cuda.is_available()
 TARGET = 1.02
-RULE = load_rules().triton
+RULE = load_rules().tritons["triton"]
 
 
 @triton.jit

@@ -47,3 +47,20 @@ def test_a_triton_program_on_the_device_reports_its_real_serving_path_stalls(tmp
     [clean] = families["clean"]["variants"]
     assert (clean["status"], clean["dispatches"]) == ("ok", 3)
     assert "hook raised: JIT compile while serving: quantize" in result.stdout
+
+
+def test_kernels_compiled_through_tokenspeed_triton_stall_for_real_on_the_device(tmp_path):
+    """TokenSpeed's Triton fork on the device (tests/fixtures/programs/triton_fork_kernels.py): its kernels compile and
+    run; the serving launch in a block-size bucket the warm-up missed is a timed MLA001 of the fork's family."""
+    program = str(ROOT / "tests" / "fixtures" / "programs" / "triton_fork_kernels.py")
+    result = run_cli(
+        "run", "--", sys.executable, program, tmp_path=tmp_path,
+        env_extra={"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and report["program"]["exit_code"] == 0, result.stdout + result.stderr
+    assert report["incomplete"] == [] and report["internal_errors"] == []
+    [pack] = [f for f in report["findings"] if f["family"] == "tokenspeed_triton:__main__.pack"]
+    assert pack["code"] == "MLA001" and pack["diff"]["BLOCK_S"] == ["constexpr 1", "constexpr 4"]
+    assert "s stall" in pack["message"]

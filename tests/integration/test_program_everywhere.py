@@ -270,7 +270,7 @@ def test_run_folders_of_two_nodes_merge_into_one_per_rank_report(tmp_path):
     assert sorted(f["process"]["rank"] for f in report["findings"] if f["code"] == "MLA001") == [0, 1]
     markdown = merged.stdout
     assert "### Per rank" in markdown
-    assert f"| {runs[1]} | {report['ranks'][-1]['host']} | 2 | — | 0 | 0 | {unobserved} | unobserved |" in markdown
+    assert f"| {runs[1]} | {report['ranks'][-1]['host']} | 2 | — | 0 | 0 | {unobserved} | — | unobserved |" in markdown
     terminal = run_cli("report", *runs)
     assert "per rank" in terminal.stdout and "never dispatched" in terminal.stdout
 

@@ -107,3 +107,64 @@ def test_an_arch_triton_has_no_kernels_for_is_refused_in_one_line(tmp_path):
     result = run_cli("run", "--dry", "--arch", "sm_75", "--", sys.executable, PROGRAM, tmp_path=tmp_path, env_extra=ENV)
     assert result.code == 2 and result.stderr.startswith("mlacheck: error: --arch sm_75:")
     assert "sm_90a" in result.stderr and "Traceback" not in result.stderr
+
+
+FORK_PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_fork_kernels.py")
+
+
+def fork_run(tmp_path, env_extra=None):
+    return run_cli(
+        "run", "--dry", "--compile", "skip", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM, "--cpu",
+        tmp_path=tmp_path, env_extra={**ENV, **(env_extra or {})},
+    )  # fmt: skip
+
+
+def test_kernels_compiled_through_tokenspeed_triton_are_watched_as_stock_triton_kernels_are(tmp_path):
+    """TokenSpeed's Triton fork, found by the bundled tokenspeed_triton.toml ([triton] module = "tokenspeed_triton"):
+    its kernels have their keys, a serving launch the warm-up missed is MLA001 naming the parameters that differ,
+    its tunings are watched too; stock Triton's kernels in the same process are watched beside them."""
+    from importlib import metadata
+
+    result = fork_run(tmp_path)
+    report = result.report
+    assert report is not None and report["internal_errors"] == [], result.stdout + result.stderr
+    serving = {(f["family"], f["code"]): f for f in report["findings"]}
+    pack = serving[("tokenspeed_triton:__main__.pack", "MLA001")]
+    assert pack["diff"] == {
+        "BLOCK_S": ["constexpr 1", "constexpr 4"],
+        "options": ["num_warps=1, num_stages=2", "num_warps=2, num_stages=3"],
+    }
+    assert serving[("tokenspeed_triton:__main__.tuned:autotune", "MLA001")]["diff"] == {"n": [4096, 1000]}
+    families = {family["name"]: family for family in report["families"]}
+    assert report["versions"]["tokenspeed_triton:__main__.pack"] == metadata.version("tokenspeed-triton")
+    for name in ("triton:tests.fixtures.triton_copy.copy", "tokenspeed_triton:__main__.copy"):
+        [variant] = families[name]["variants"]
+        assert (variant["status"], variant["dispatches"]) == ("ok", 1), name
+    assert result.code == 1 and report["verdict"] == "fail" and report["incomplete"] == []
+
+
+def test_under_the_interpreter_nothing_compiles_and_each_triton_is_named_never_an_internal_error(tmp_path):
+    """TRITON_INTERPRET=1 (Triton's CPU interpreter) for both Tritons: autotuners over interpreted kernels are no
+    internal error (they were: 'function' object has no attribute 'fn'), the program runs, and the report names each
+    Triton it ran interpreted; with nothing else watched, nothing was checked: not a pass."""
+    result = fork_run(tmp_path, {"TRITON_INTERPRET": "1"})
+    report = result.report
+    assert report is not None and report["internal_errors"] == [], result.stdout + result.stderr
+    assert report["program"]["exit_code"] == 0 and "done" in result.stdout
+    named = [line.partition(":")[0] for line in report["not_checked"] if "ran its Triton kernels interpreted" in line]
+    assert named == ["tokenspeed_triton", "triton"]
+    assert report["findings"] == [] and report["verdict"] == "incomplete" and result.code == 2
+    assert "not checked: tokenspeed_triton: the program ran its Triton kernels interpreted" in result.stdout
+
+
+def test_real_compiles_through_the_fork_on_the_cpu_time_its_stalls(tmp_path):
+    """tokenspeed_triton compiles for sm_100a on this CPU with its own ptxas: the fork's serving-path stall is timed."""
+    result = run_cli(
+        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, FORK_PROGRAM, "--cpu",
+        tmp_path=tmp_path, env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and report["internal_errors"] == [], result.stdout + result.stderr
+    [pack] = [f for f in report["findings"] if f["family"] == "tokenspeed_triton:__main__.pack"]
+    assert pack["code"] == "MLA001" and "s stall" in pack["message"] and "not measured" not in pack["message"]
+    assert any(path.name.endswith(".cubin") for path in (tmp_path / "cache").rglob("*"))  # the fork's own compile

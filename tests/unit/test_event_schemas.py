@@ -98,7 +98,7 @@ def test_what_triton_writes_fits_the_schemas():
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
     sink = events.MemorySink()
-    capture = TritonCapture(load_rules(BUNDLED).triton, sink, CapturePolicy("skip", True, True, "sm_90a"))
+    capture = TritonCapture(load_rules(BUNDLED).tritons["triton"], sink, CapturePolicy("skip", True, True, "sm_90a"))
     capture.install()
     try:
         x = torch.zeros(256)

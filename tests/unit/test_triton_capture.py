@@ -44,7 +44,7 @@ class Run:
 
     def __init__(self, policy=DRY):
         self.sink = MemorySink()
-        self.capture = TritonCapture(RULES.triton, self.sink, policy)
+        self.capture = TritonCapture(RULES.tritons["triton"], self.sink, policy)
 
     def serving(self):
         self.sink.write({"type": "serving_start", "how": "test"})
@@ -250,10 +250,10 @@ def test_uninstall_under_a_hook_chained_on_top_leaves_mlacheck_as_a_pass_through
 
 
 def test_triton_version_is_one_the_rule_was_checked_against():
-    assert RULES.triton is not None and os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") in ("0", "1")
+    assert RULES.tritons["triton"] is not None and os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") in ("0", "1")
     from packaging.specifiers import SpecifierSet
 
-    assert triton.__version__ in SpecifierSet(RULES.triton.checked_versions)
+    assert triton.__version__ in SpecifierSet(RULES.tritons["triton"].checked_versions)
 
 
 def warm_up_in_a_thread(kernel):
@@ -269,7 +269,7 @@ def test_a_compile_under_a_warm_up_frame_of_another_thread_is_warm_up():
 
     frame = PhaseRule(function=f"{__name__}:warm_up_in_a_thread", phase="warmup")
     run = Run()
-    run.capture = TritonCapture(RULES.triton, run.sink, DRY, (frame,))
+    run.capture = TritonCapture(RULES.tritons["triton"], run.sink, DRY, (frame,))
     run.capture.install()
     spec = make_kernels()
     thread = threading.Thread(target=warm_up_in_a_thread, args=(spec,))
@@ -341,6 +341,11 @@ def test_a_kernel_entry_of_the_rules_adds_drivers_and_contracts_and_a_stale_name
         ('checked_versions = ">=3.6"\narches = ["hopper"]', "triton.arches: Value error, not a target arch: 'hopper'"),
         ('checked_versions = ">=3.6"\narches = ["sm_90a"]\nwatch = "some"', "triton.watch: Input should be"),
         ('checked_versions = ">=3.6"\narches = ["sm_90a"]\n[[triton.kernel]]\nkernel = "k"', "write MODULE:QUALNAME"),
+        (
+            'module = "tokenspeed-triton"\nchecked_versions = ">=3.6"\narches = ["sm_90a"]',
+            "triton.module: Value error, write the import name of a Triton (triton, tokenspeed_triton), not "
+            "'tokenspeed-triton'",
+        ),
     ],
 )
 def test_a_bad_triton_table_is_refused_in_one_line(tmp_path, table, error):
@@ -351,3 +356,136 @@ def test_a_bad_triton_table_is_refused_in_one_line(tmp_path, table, error):
     with pytest.raises(MlacheckError, match="^" + re.escape(f"{path}: ")) as raised:
         load_rules(path)
     assert error in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_interpreted_kernels_and_their_autotuners_compile_nothing_and_are_named(monkeypatch):
+    """TRITON_INTERPRET=1: `@triton.jit` makes InterpretedFunctions, an autotuner's `fn` is one over a plain function.
+    Autotuners made before and after install are no internal error; the kernels run as the interpreter runs them
+    (their outputs are the program's), and the report names the interpreted Triton: no compile to check."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
+
+    def add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+    before = triton.autotune(configs=configs, key=["n"])(triton.jit(add_one))
+    run = Run()
+    run.capture.install()
+    after = triton.autotune(configs=configs, key=["n"])(triton.jit(add_one))
+    plain = triton.jit(add_one)
+    x, y = torch.ones(128), torch.zeros(128)
+    for kernel in (before, after, plain):
+        y.zero_()
+        kernel[(1,)](x, y, 100, **({"BLOCK": 128} if kernel is plain else {}))
+        assert y[:100].tolist() == [2.0] * 100 and y[100:].tolist() == [0.0] * 28  # the interpreter ran it
+    analysis = run.analysis()
+    assert analysis.internal_errors == [] and analysis.findings == []
+    assert [line for line in analysis.not_checked if "interpreted" in line] == [
+        "triton: the program ran its Triton kernels interpreted (TRITON_INTERPRET=1): they compile nothing, so there "
+        "is no compile to check; run it without TRITON_INTERPRET (with --dry on a CPU) to check their keys"
+    ]
+    assert not [family for family in analysis.families if "add_one" in family.name]  # earlier tests' are preexisting
+
+
+def test_a_fork_of_triton_gets_the_same_capture_and_its_families_name_it():
+    """tokenspeed_triton (TokenSpeed's fork, its own JITFunction, knobs and driver) beside stock Triton in one process:
+    each Triton has a capture of its own, from its [triton] table; the same kernel compiled by both is two families,
+    each named by the Triton that compiled it, each with its distribution's version."""
+    from importlib import metadata
+
+    import tokenspeed_triton
+    import tokenspeed_triton.language as ttl
+
+    def twin(x_ptr, y_ptr, n, USE_PDL: tl.constexpr, BLOCK: ttl.constexpr):
+        pass  # --compile skip: the key is the binder's, nothing is compiled
+
+    twin.__qualname__ = f"twin_{next(NUMBERS)}"
+    stock, fork = Run(), Run()
+    fork.capture = TritonCapture(RULES.tritons["tokenspeed_triton"], stock.sink, DRY)
+    for started in (stock, fork):
+        started.capture.install()
+    try:
+        kernels = {"triton": triton.jit(twin), "tokenspeed_triton": tokenspeed_triton.jit(twin)}
+        for kernel in kernels.values():
+            kernel[(1,)](X, Y, 4096, USE_PDL=True, BLOCK=128)
+        stock.serving()
+        fork.capture.serving_started()
+        kernels["tokenspeed_triton"][(1,)](X, Y, 4096, USE_PDL=False, BLOCK=128)
+        kernels["triton"][(1,)](X, Y, 4096, USE_PDL=True, BLOCK=128)
+    finally:
+        fork.capture.remove()
+    analysis = stock.analysis()
+    name = f"{__name__}.{twin.__qualname__}"
+    [served, dead] = analysis.findings
+    assert (served.code, served.family, dead.code, dead.family) == (
+        "MLA001",
+        f"tokenspeed_triton:{name}",
+        "MLA002",
+        served.family,
+    )
+    assert served.diff == {"USE_PDL": ["constexpr True", "constexpr False"]}
+    versions = {family.name: family.versions for family in analysis.families if family.name.endswith(name)}
+    assert versions == {
+        f"triton:{name}": [triton.__version__],
+        f"tokenspeed_triton:{name}": [metadata.version("tokenspeed-triton")],
+    }
+    assert analysis.incomplete == [] and analysis.internal_errors == []
+
+
+def test_a_variant_put_in_a_counting_dict_past_the_capture_is_unseen_at_the_next_flush(run):
+    """An insert past the counting dict's own methods (as from C, `dict.__setitem__`) compiles nothing the hooks see:
+    the audit at the next counts flush names the variant, once, and the run cannot pass."""
+    spec = make_kernels()
+    spec[(1,)](X, Y, **WARM)
+    [(_, entry)] = spec.device_caches.items()
+    [key] = list(dict.keys(entry[0]))
+    assert "128)" in key
+    dict.__setitem__(entry[0], key.replace("128)", "256)"), entry[0][key])
+    run.capture.flush()
+    run.capture.flush()
+    run.serving()
+    spec[(1,)](X, Y, **{**WARM, "BLOCK": 256})  # served by what went past: no compile
+    analysis = run.analysis()
+    [unseen] = [e for e in run.sink.events if e["type"] == "unseen"]
+    assert unseen["family"] == family_of(analysis, spec).name
+    assert "1 variant(s) entered" in unseen["what"] and "BLOCK=constexpr 256" in unseen["what"]
+    assert analysis.findings == [] and any("BLOCK=constexpr 256" in line for line in analysis.incomplete)
+
+
+def test_two_tables_for_one_triton_are_refused_and_a_fork_is_one_more_table(tmp_path):
+    """A fork of Triton is one [triton] table with its module and distribution; two tables for one module is one line."""
+    from mlacheck.analysis.declared import declared
+    from mlacheck.errors import MlacheckError
+
+    table = 'checked_versions = ">=3.6"\narches = ["sm_90a"]\n'
+    (tmp_path / "a.toml").write_text(f"[triton]\n{table}")
+    (tmp_path / "b.toml").write_text(f'[triton]\nmodule = "my_triton"\ndistribution = "my-triton"\n{table}')
+    rules = load_rules(tmp_path)
+    assert {module: table.distribution for module, table in rules.tritons.items()} == {
+        "triton": "triton",
+        "my_triton": "my-triton",
+    }
+    watchers = rules.capture_config()["watchers"]
+    assert sorted(watcher["module"] for watcher in watchers) == ["my_triton", "triton"]
+    [(rule, _)] = declared(rules, {"my_triton:pkg.mod.kern": ["x_ptr", "options"]}).values()
+    assert rule.family.distribution == "my-triton" and rule.family.module == "pkg.mod.kern"
+    (tmp_path / "c.toml").write_text(f'[triton]\nmodule = "my_triton"\n{table}')
+    with pytest.raises(MlacheckError, match="\\[triton\\] table of 'my_triton' is declared by more than one"):
+        load_rules(tmp_path)
+
+
+def test_a_kernel_never_launched_is_no_family_after_the_audit(run):
+    """The audit at each flush looks at every counting dict, but a kernel or autotuner never launched makes no family
+    (an engine defines hundreds of kernels it never launches)."""
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+    @triton.jit
+    def untouched_tuner(x_ptr, n, BLOCK: tl.constexpr):
+        pass
+
+    spec = make_kernels()
+    spec[(1,)](X, Y, **WARM)
+    run.capture.flush()
+    names = [name for name in run.capture.families if "untouched_tuner" in name or name.endswith(spec.fn.__qualname__)]
+    assert names == [f"triton:{spec.fn.__module__}.{spec.fn.__qualname__}"]

@@ -1,9 +1,10 @@
 """One Triton kernel as a kernel family in one process: its variants, counts and events; and the dicts that count
 its cache hits.
 
-Each `@triton.jit` kernel that compiles or launches is a family of its own, `triton:<module>.<qualname>`, keyed by
-its parameters as Triton specialized them (`keys.describe`); an `@triton.autotune` kernel's tuning cache is another,
-`triton:<module>.<qualname>:autotune`, keyed by its tuning key. A family writes the same events as a rule file's
+Each `@triton.jit` kernel that compiles or launches is a family of its own, `<triton>:<module>.<qualname>` (`<triton>`:
+the import name of the Triton that compiled it: `triton`, `tokenspeed_triton`), keyed by its parameters as Triton
+specialized them (`keys.describe`); an `@triton.autotune` kernel's tuning cache is another,
+`<triton>:<module>.<qualname>:autotune`, keyed by its tuning key. A family writes the same events as a rule file's
 family, through the same ledger (`ledger.Ledger`): `family` once, `compile` when a variant enters the cache, `dispatch`
 at the first lookup of a variant in each phase, the counts when flushed.
 
@@ -77,11 +78,13 @@ class KernelFamily:
         key_fields: list[str],
         describe: Callable[[object], dict],
         sink: EventSink,
+        distribution: str,
         version: str | None,
         flush_seconds: float,
         serving: bool,
     ) -> None:
-        self.name, self.kernel, self.key_fields, self.version = name, kernel, key_fields, version
+        self.name, self.kernel, self.key_fields = name, kernel, key_fields
+        self.distribution, self.version = distribution, version
         self.ledger = Ledger(name, sink, lambda key: (describe(key), None), flush_seconds, serving)
         self.caches: dict[int, dict] = {}  # id -> the counting dicts of its caches (their fast tables)
         self.every_lookup_counted = True
@@ -89,7 +92,7 @@ class KernelFamily:
     def family_event(self, preexisting: int) -> None:
         self.ledger.announce(
             preexisting,
-            distribution="triton",
+            distribution=self.distribution,
             version=self.version,
             providers=[],
             key_fields=list(self.key_fields),

@@ -1,0 +1,208 @@
+"""Compiles, seen through Triton's own hooks (`<triton>.knobs`, 3.6 to 3.9 and the forks that keep them), chained
+onto whatever each slot held, never displacing it: `runtime.jit_cache_hook` before a compile (the phase and site are
+read from the launching thread's stack there, and its `compile_start` is written), `runtime.jit_post_compile_hook`
+after it (its time; a compile the launch goes on to run is also that launch's dispatch), and `compilation.listener`,
+a watchdog: a JIT compile that reached the compiler without passing mlacheck's hook means someone replaced the slot
+without chaining (the hooks go back on top, and the run cannot pass). Under `--dry --compile skip` the cache hook
+records the variant and skips its compile.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+from mlacheck.capture.stack import Where
+from mlacheck.capture.triton import dry
+from mlacheck.capture.triton.families import CountingCache, KernelFamily
+from mlacheck.capture.triton.runtime import kernel_name
+
+HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
+
+
+@dataclass
+class _Pending:
+    """A compile between mlacheck's two hooks."""
+
+    family: KernelFamily
+    key: str
+    phase: str
+    where: Where
+    launched: bool  # the launch goes on to run it (not JITFunction.warmup)
+    started: float
+    thread: int
+    start: int | None  # its compile_start
+    listener_seconds: float | None = None
+
+
+class CompileHooks:
+    """The part of `TritonCapture` that sees compiles (its state: `_start_compiles`)."""
+
+    def _start_compiles(self) -> None:
+        self._pending: dict[tuple[int, str], _Pending] = {}  # (id(kernel_cache), key) -> the compile in flight
+        self._prev: dict[str, object] = {}
+        self._ours = {
+            "jit_cache_hook": self._cache_hook,
+            "jit_post_compile_hook": self._post_compile_hook,
+            "listener": self._compilation_listener,
+        }
+        self._jit_names: dict[str, str] = {}  # a JITFunction constexpr's cache_key -> its name
+
+    def _chain_hooks(self) -> None:
+        for group, slot in HOOKS:
+            self._chain(getattr(self.runtime.knobs, group), slot)
+
+    def _chain(self, owner: object, slot: str) -> None:
+        """Our hook in the slot, calling what the slot held; given back at remove only where the slot still holds it."""
+        self._prev[slot] = getattr(owner, slot)
+        ours = self._ours[slot]
+        setattr(owner, slot, ours)
+
+        def undo() -> None:
+            if getattr(owner, slot) is ours:
+                setattr(owner, slot, self._prev[slot])
+
+        self._patches.on_undo(undo)
+
+    # -- the hooks ----------------------------------------------------------------------------------------------
+    def _cache_hook(self, **kwargs: object) -> object:
+        if self.active:
+            frame = self._triton_frame(sys._getframe(1))
+            self.safely("compile", lambda: self._compiling(kwargs, frame))
+        previous = self._prev.get("jit_cache_hook")
+        skip = previous(**kwargs) if previous is not None else None
+        if self.active and skip:  # a hook below skipped the compile: nothing cached
+            self.safely("compile", lambda: self._skipped(self._pending.pop(self._pending_key(kwargs), None)))
+        elif self.active and self.policy.dry and self.policy.compile == "skip":
+            self.safely("compile", lambda: self._dry_skipped(kwargs))
+            return True
+        return skip
+
+    def _post_compile_hook(self, **kwargs: object) -> object:
+        if self.active:
+            self.safely("compile", lambda: self._compiled(kwargs))
+        previous = self._prev.get("jit_post_compile_hook")
+        return previous(**kwargs) if previous is not None else None  # last: if it raises, the compile is recorded
+
+    def _compilation_listener(self, *, src, metadata, metadata_group, times, cache_hit) -> None:
+        if self.active:
+            self.safely("compile", lambda: self._watch(src, times))
+        previous = self._prev.get("listener")
+        if previous is not None:
+            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+
+    def _triton_frame(self, frame: FrameType) -> FrameType:
+        """The innermost frame of this Triton's own code (the `_call_hook` that called the slot), above the hooks that
+        others chained on top of mlacheck's (TokenSpeed's compile monitor, vLLM's jit_monitor): the stack is read
+        from there outward, so that a hook is never the site."""
+        package, found = self.rule.module, frame
+        while found is not None and (found.f_globals.get("__name__") or "").partition(".")[0] != package:
+            found = found.f_back
+        return found if found is not None else frame
+
+    # -- what they record ---------------------------------------------------------------------------------------
+    def _pending_key(self, kwargs: dict) -> tuple[int, str]:
+        jf, device = kwargs["fn"].jit_function, kwargs["compile"]["device"]
+        return id(jf.device_caches[device][0]), kwargs["key"]
+
+    def _compiling(self, kwargs: dict, frame: object) -> None:
+        jf, info = kwargs["fn"].jit_function, kwargs["compile"]
+        cache = jf.device_caches[info["device"]][0]
+        family = self._used(cache) if type(cache) is CountingCache else self._family_of(jf)
+        if family is None:
+            return
+        for value in (info.get("constants") or {}).values():
+            if hasattr(value, "cache_key") and hasattr(value, "fn"):
+                self._jit_names.setdefault(value.cache_key, value.fn.__qualname__)
+        where = self._reader.read(frame)
+        launched = not (dry.LAUNCH_WARMUP.get() if self.policy.dry else kwargs["is_manual_warmup"])
+        phase = family.ledger.phase(where.phase, launched)
+        self._pending[self._pending_key(kwargs)] = _Pending(
+            family,
+            kwargs["key"],
+            phase,
+            where,
+            launched,
+            time.perf_counter(),
+            threading.get_ident(),
+            family.ledger.compile_began(phase, where.site, where.stack, kwargs["key"]),
+        )
+        if not self._target_written:
+            target = jf.device_caches[info["device"]][2]
+            capability = getattr(target, "arch", None)
+            if isinstance(capability, int):
+                self._write_target(f"sm_{capability}{'a' if capability >= 90 else ''}")
+
+    def _compiled(self, kwargs: dict) -> None:
+        pending = self._pending.pop(self._pending_key(kwargs), None)
+        if pending is not None:
+            self._record(pending, time.perf_counter() - pending.started, "compile")
+        self._count_compiled(kwargs["fn"].jit_function, kwargs["compile"]["device"])
+
+    def _dry_skipped(self, kwargs: dict) -> None:
+        """--dry --compile skip: the variant is recorded, not compiled; its cache holds a stand-in from now on."""
+        pending = self._pending.pop(self._pending_key(kwargs), None)
+        if pending is not None:
+            self._record(pending, None, "skip")
+        jf = kwargs["fn"].jit_function
+        dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], dry.DryKernel())
+
+    def _skipped(self, pending: _Pending | None) -> None:
+        if pending is not None:
+            pending.family.ledger.compile_ended(pending.start, time.perf_counter() - pending.started, "skipped")
+
+    def _record(self, pending: _Pending, seconds: float | None, origin: str) -> None:
+        pending.family.ledger.compile_ended(pending.start, seconds, "skipped" if origin == "skip" else "returned")
+        pending.family.compiled(pending.key, pending.phase, seconds, origin, pending.where)
+        if pending.launched:
+            pending.family.dispatched(pending.key, pending.phase, pending.where)
+        self.maybe_flush()
+
+    def _settle(self, pending: _Pending) -> None:
+        """A compile whose post hook never came to us (a hook above raised first): recorded with the listener's
+        time, where it saw the compile."""
+        for identity, candidate in list(self._pending.items()):
+            if candidate is pending:
+                del self._pending[identity]
+                self._record(pending, pending.listener_seconds, "compile")
+
+    def _watch(self, src: object, times: object) -> None:
+        """The listener: the compiler's own time for a compile in flight; a compile of a watched kernel that passed
+        no mlacheck hook is an internal error, and the hooks go back on top."""
+        jf = getattr(src, "fn", None)
+        if jf is None or not isinstance(jf, self.runtime.jit.JITFunction):
+            return
+        mine = [p for p in self._pending.values() if p.family is self._family_of(jf)]
+        for pending in mine:
+            if pending.thread == threading.get_ident():
+                pending.listener_seconds = times.total / 1e6
+        if mine or self._family_of(jf) is None:
+            return
+        knobs = self.runtime.knobs
+        if knobs.runtime.jit_cache_hook is not self._ours["jit_cache_hook"]:  # else: a direct triton.compile()
+            self.internal_error(
+                "compile",
+                f"{kernel_name(jf)} compiled without mlacheck's jit_cache_hook: the slot was replaced without "
+                "chaining onto it (its compiles since are missing); mlacheck's hooks are back on top",
+            )
+            for slot in ("jit_cache_hook", "jit_post_compile_hook"):
+                if getattr(knobs.runtime, slot) is not self._ours[slot]:
+                    self._chain(knobs.runtime, slot)
+
+
+def guarded(serialize: Callable) -> Callable:
+    """Triton json-serializes the constexprs of every compile once any hook is set; one JSON cannot encode would
+    make the launch itself raise (jit.py `_call_hook`). vLLM's jit_monitor guards it the same way."""
+
+    def guarded_serialize(*args: object, **kwargs: object) -> object:
+        try:
+            return serialize(*args, **kwargs)
+        except (TypeError, ValueError):
+            return None
+
+    guarded_serialize._json_guarded = True
+    return guarded_serialize

@@ -1,0 +1,78 @@
+"""One Triton of a process, found by its import name: stock `triton` or a fork that keeps Triton's runtime
+(tokenspeed-triton 3.9.10 installs `tokenspeed_triton`, with the same `runtime/jit.py`, `runtime/autotuner.py` and
+`knobs.py`). The rule's `[triton]` table names the module; nothing here imports a Triton by a fixed name, so every
+Triton in the process gets the same capture.
+
+Under Triton's CPU interpreter (`TRITON_INTERPRET=1`: `knobs.runtime.interpret`) `@jit` makes an
+`InterpretedFunction` instead of a `JITFunction`: its launches run the kernel's Python body, and nothing compiles.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+INTERPRETED = "interpreted"
+"""The context value under a Triton's module name where the process ran it interpreted (`context_event`)."""
+
+
+@dataclass(frozen=True)
+class TritonRuntime:
+    """The parts of one Triton the capture uses."""
+
+    module: str
+    version: str | None
+    knobs: object  # <module>.knobs: the hooks' slots and runtime.interpret
+    jit: object  # <module>.runtime.jit: JITFunction, serialize_specialization_data
+    autotuner: object  # <module>.runtime.autotuner: Autotuner
+    async_compile: object  # <module>.runtime._async_compile: active_mode
+    driver: object  # <module>.runtime.driver.driver
+    gpu_target: type  # <module>.backends.compiler.GPUTarget
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether `@jit` makes interpreted functions now (TRITON_INTERPRET=1)."""
+        return bool(getattr(self.knobs.runtime, "interpret", False))
+
+    def kernel_of(self, owner: object) -> object | None:
+        """The JITFunction under an Autotuner or Heuristics (or the JITFunction itself); None where the innermost
+        function is not one (an interpreted kernel: an InterpretedFunction over a plain function). The class is read
+        with type(), never `__class__`, which an object may fake."""
+        jit_function, seen = owner, 0
+        while not issubclass(type(jit_function), self.jit.JITFunction):
+            jit_function, seen = getattr(jit_function, "fn", None), seen + 1
+            if jit_function is None or seen > 16:
+                return None
+        return jit_function
+
+
+def load(module: str, distribution: str) -> TritonRuntime:
+    """The Triton installed under the import name `module` (imported already: the agent installs its watcher when it
+    is); its version is the distribution's where that is the module's (a fork's `__version__` drops the build: 3.9.10
+    for 3.9.10.post20261028), else the module's own."""
+    from importlib import metadata
+
+    top = importlib.import_module(module)
+    version = getattr(top, "__version__", None)
+    try:
+        installed = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed is not None and (version is None or installed.startswith(version)):
+        version = installed
+    part = lambda name: importlib.import_module(f"{module}.{name}")
+    return TritonRuntime(
+        module,
+        version,
+        part("knobs"),
+        part("runtime.jit"),
+        part("runtime.autotuner"),
+        part("runtime._async_compile"),
+        part("runtime.driver").driver,
+        part("backends.compiler").GPUTarget,
+    )
+
+
+def kernel_name(jit_function: object) -> str:
+    """`module:qualname` of a JITFunction's Python function."""
+    return f"{jit_function.fn.__module__}:{jit_function.fn.__qualname__}"
