@@ -4,6 +4,7 @@ the run cannot pass; and how findings name a variant and its nearest match (`cod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from mlacheck import codes
 from mlacheck.analysis.nearest import nearest
@@ -15,7 +16,8 @@ __all__ = ["Finding", "Incomplete", "Note", "NotChecked", "named", "nearest", "t
 
 @dataclass(slots=True)
 class Finding:
-    """One finding (the JSON report's `findings[]`: report/model.py builds its FindingReport from these fields)."""
+    """One finding. The report says of it what `REPORTED` names, fields and properties (report/model.py builds the JSON
+    report's finding from them)."""
 
     code: str
     family: str
@@ -29,6 +31,22 @@ class Finding:
     stack: list[str] = field(default_factory=list)
     proc: int | None = None  # the process it came from (per-process codes)
     summary: str = ""  # one line: the variant by the fields that tell it apart, and the stall, waste or breach
+
+    REPORTED: ClassVar[tuple[str, ...]] = (  # what the report says of it, in order
+        "code",
+        "name",
+        "severity",
+        "family",
+        "key",
+        "nearest",
+        "diff",
+        "drivers",
+        "message",
+        "summary",
+        "hint",
+        "site",
+        "stack",
+    )
 
     @property
     def name(self) -> str:

@@ -23,10 +23,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mlacheck.analysis import Analysis, FamilyResult, Variant
+from mlacheck.analysis import Analysis, FamilyResult, Finding, Variant
 from mlacheck.codes import CODES
 from mlacheck.errors import SETTING, MlacheckError
-from mlacheck.keys import JsonValue
 from mlacheck.report.baseline import known_findings, report_fingerprints
 
 FORMAT_VERSION = 4
@@ -111,25 +110,25 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-def _reported(name: str, source: type, sample: object, **own: tuple) -> type[BaseModel]:
+def _reported(name: str, source: type, sample: object | None = None, **own: tuple) -> type[BaseModel]:
     """A report model of the fields and properties an analysis dataclass reports (its `REPORTED`, in order), with their
-    types and defaults (a property's: what `sample`, an otherwise empty one, says); `own`: fields of the report's own,
-    or the report's own type of one (the variants of a family are `VariantReport`s).
+    types and defaults (a property's: what `sample`, an otherwise empty one, says; without one it is required); `own`:
+    fields of the report's own, or the report's own type of one (the variants of a family are `VariantReport`s).
     The analysis declares each field once; the report model is made from it."""
     hints = typing.get_type_hints(source)
-    defaults = {member.name: member for member in dataclasses.fields(source)}
+    members = {member.name: member for member in dataclasses.fields(source)}
     definitions = {}
     for field_name in source.REPORTED:
-        member = defaults.get(field_name)
+        member = members.get(field_name)
         if member is None:  # a property
             annotation = typing.get_type_hints(getattr(source, field_name).fget)["return"]
-            definitions[field_name] = (annotation, getattr(sample, field_name))
+            definitions[field_name] = (annotation, ... if sample is None else getattr(sample, field_name))
         elif member.default_factory is not dataclasses.MISSING:
             definitions[field_name] = (hints[field_name], Field(default_factory=member.default_factory))
         else:
             definitions[field_name] = (
                 hints[field_name],
-                member.default if member.default is not dataclasses.MISSING else ...,
+                ... if member.default is dataclasses.MISSING else member.default,
             )
     return create_model(name, __base__=_Model, __doc__=source.__doc__, **{**definitions, **own})
 
@@ -143,26 +142,15 @@ FamilyReport = _reported(
     mode=(str | None, None),  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
     target_arch=(str | None, None),
 )
-
-
-class FindingReport(_Model):
-    code: str
-    name: str
-    severity: Literal["error", "warning", "note"]
-    family: str
-    key: dict[str, JsonValue] = {}
-    nearest: dict[str, JsonValue] | None = None
-    diff: dict[str, list[JsonValue]] = {}
-    drivers: dict[str, list[str]] = {}
-    message: str
-    summary: str = ""
-    hint: str = ""
-    site: str | None = None
-    stack: list[str] = []
-    process: dict | None = None
-    fingerprint: str = ""
-    baselined: bool = False
-    ignored: bool = False  # its code is ignored (--ignore, or left out by --select): listed, never failing
+FindingReport = _reported(
+    "FindingReport",
+    Finding,
+    severity=(Literal["error", "warning", "note"], ...),  # the code's severity, as text
+    process=(dict | None, None),  # pid, host and rank of the process it came from
+    fingerprint=(str, ""),
+    baselined=(bool, False),
+    ignored=(bool, False),  # its code is ignored (--ignore, or left out by --select): listed, never failing
+)
 
 
 class RankSummary(_Model):
@@ -225,7 +213,8 @@ class Report(_Model):
 
 
 def reported(item: object) -> dict:
-    """What the report says of an analysis dataclass (a variant, a family): its `REPORTED` fields and properties."""
+    """What the report says of an analysis dataclass (a variant, a family, a finding): its `REPORTED` fields and
+    properties."""
     return {name: getattr(item, name) for name in item.REPORTED}
 
 
@@ -240,8 +229,7 @@ def build_report(
         findings.append(
             FindingReport.model_validate(
                 {
-                    **asdict(finding),
-                    "name": finding.name,
+                    **reported(finding),
                     "severity": finding.severity.value,
                     "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
                 }
