@@ -256,33 +256,27 @@ def build_report(
     return decide(report, policy)
 
 
+JOINED = ("findings", "incomplete", "not_checked", "timeline", "unwatched_compiles", "internal_errors")
+"""The report's lists that a run made in parts holds every part's items of, in part order."""
+
+
 def combined(parts: list[Report], facts: dict, policy: ReportPolicy = ReportPolicy()) -> Report:
     """One report of a run made in parts, each in a mode of its own: the first part's facts under `facts`, every
     part's families (each marked with its part's mode and target arch), findings and what was not seen; `decide`
     gives it its verdict."""
-    first = parts[0]
-    return decide(
-        first.model_copy(
-            update={
-                "families": [
-                    family.model_copy(update={"mode": part.mode, "target_arch": part.target_arch})
-                    for part in parts
-                    for family in part.families
-                ],
-                "findings": [finding for part in parts for finding in part.findings],
-                "versions": {name: version for part in parts for name, version in part.versions.items()},
-                "incomplete": [line for part in parts for line in part.incomplete],
-                "not_checked": [line for part in parts for line in part.not_checked],
-                "context_needed": sorted({name for part in parts for name in part.context_needed}),
-                "timeline": [row for part in parts for row in part.timeline],
-                "unwatched_compiles": [compiled for part in parts for compiled in part.unwatched_compiles],
-                "internal_errors": [line for part in parts for line in part.internal_errors],
-                "interrupted": next((part.interrupted for part in parts if part.interrupted), None),
-                **facts,
-            }
-        ),
-        policy,
-    )
+    joined = {name: [item for part in parts for item in getattr(part, name)] for name in JOINED}
+    families = [
+        family.model_copy(update={"mode": part.mode, "target_arch": part.target_arch})
+        for part in parts
+        for family in part.families
+    ]
+    update = {
+        "families": families,
+        "versions": {name: version for part in parts for name, version in part.versions.items()},
+        "context_needed": sorted({name for part in parts for name in part.context_needed}),
+        "interrupted": next((part.interrupted for part in parts if part.interrupted), None),
+    }
+    return decide(parts[0].model_copy(update={**joined, **update, **facts}), policy)
 
 
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
