@@ -1,5 +1,5 @@
 """What a check says (`analysis/checks/`: one module per finding code): a finding, a check it could not make, a reason
-the run cannot pass; and how findings name a variant and its nearest match (`codes.py` says what each code means)."""
+the run cannot pass; and how findings name a variant (`codes.py` says what each code means)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from mlacheck import codes
-from mlacheck.analysis.nearest import nearest
 from mlacheck.codes import Severity
 from mlacheck.keys import JsonValue, Key, key_text
 
-__all__ = ["Finding", "Incomplete", "Note", "NotChecked", "named", "nearest", "telling"]
+__all__ = ["Finding", "Incomplete", "Note", "NotChecked", "named", "telling"]
 
 
 @dataclass(slots=True)

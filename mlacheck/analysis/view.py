@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from mlacheck.analysis.nearest import nearest
+from mlacheck.analysis.nearest import Nearest
 from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant
 from mlacheck.analysis.unwatched import UnwatchedCompile
 from mlacheck.keys import JsonValue, key_identity, value_text, varying_fields
@@ -75,6 +75,12 @@ class FamilyView:
             "unbounded", table, lambda: _unbounded(self.rule.family.unbounded_after, self.key_fields, table)
         )
 
+    def precompiled(self, table: ProcessFamily) -> Nearest:
+        """The keys of the table's precompiled variants, to find the nearest to a key among."""
+        return self._per_table(
+            "precompiled", table, lambda: Nearest([v.key for v in table.variants.values() if v.precompiled])
+        )
+
     def respelled(self, table: ProcessFamily) -> list[list[Variant]]:
         """Groups of the table's variants of one key's field values cached under several spellings of a functools
         key, each compiled (precompiled or on the serving path)."""
@@ -108,10 +114,10 @@ def _unbounded(limit: int | None, key_fields: list[str], table: ProcessFamily) -
             fields[name] = new
     if not fields:
         return Unbounded()
-    reference = precompiled or [serving[0][1]]
+    reference = Nearest([v.key for v in precompiled or [serving[0][1]]])
     folded = set()
     for vid, variant in serving:
-        _, diff = nearest(variant.key, [v.key for v in reference])
+        _, diff = reference.of(variant.key)
         if diff and set(diff) <= set(fields):
             folded.add(vid)
     return Unbounded(fields, folded, serving, precompiled)

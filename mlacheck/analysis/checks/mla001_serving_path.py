@@ -9,7 +9,7 @@ never came) before its key was known. Each names the other processes that waited
 from __future__ import annotations
 
 from mlacheck import codes
-from mlacheck.analysis.findings import Finding, named, nearest, telling
+from mlacheck.analysis.findings import Finding, named, telling
 from mlacheck.analysis.tables import ProcessFamily, Variant
 from mlacheck.analysis.unfinished import stall_of
 from mlacheck.analysis.view import FamilyView, RunView
@@ -53,8 +53,7 @@ def check_run(run: RunView) -> list[Finding]:
 
 def _finding(view: FamilyView, table: ProcessFamily, variant: Variant) -> Finding:
     family = view.rule.family
-    precompiled = [v.key for v in table.variants.values() if v.precompiled and v is not variant]
-    nearest_key, diff = (variant.key, {}) if variant.precompiled else nearest(variant.key, precompiled)
+    nearest_key, diff = (variant.key, {}) if variant.precompiled else view.precompiled(table).of(variant.key)
     drivers = view.drivers(diff)
     text = named(variant.key, family.key_fields, list(diff))
     closest, hint = _closest(variant, nearest_key, diff, drivers, text)

@@ -5,7 +5,8 @@ differs; and each compile net's compile that began on the serving path and never
 from __future__ import annotations
 
 from mlacheck import codes
-from mlacheck.analysis.findings import Finding, nearest
+from mlacheck.analysis.findings import Finding
+from mlacheck.analysis.nearest import Nearest
 from mlacheck.analysis.unfinished import stall_of
 from mlacheck.analysis.view import RunView
 from mlacheck.capture.phase import SERVING
@@ -18,11 +19,14 @@ def check_run(run: RunView) -> list[Finding]:
 
 def _served(run: RunView) -> list[Finding]:
     findings = []
-    for index, compiled in enumerate(run.unwatched):
+    earlier: dict[tuple, Nearest] = {}  # (kernel, proc) -> the keys of its compiles so far
+    for compiled in run.unwatched:
+        before = earlier.setdefault((compiled.kernel, compiled.proc), Nearest())
         if compiled.phase != SERVING:
+            before.add(compiled.key)
             continue
-        earlier = [c.key for c in run.unwatched[:index] if (c.kernel, c.proc) == (compiled.kernel, compiled.proc)]
-        closest, diff = nearest(compiled.key, earlier)
+        closest, diff = before.of(compiled.key)
+        before.add(compiled.key)
         stall = f"a {compiled.seconds:.1f} s stall" if compiled.seconds is not None else "a stall"
         if closest is None:
             before = "nothing of this kernel compiled earlier in this process"
