@@ -37,6 +37,9 @@ def test_a_key_far_from_every_candidate_and_one_of_many_fields_are_found_too():
     candidates = [{**many, "f0": -1, "f1": -1}, {**many, "f0": -2, "f1": -2, "f2": -2}, {**many, "f3": 7}]
     assert Nearest(candidates).of(many) == (candidates[2], {"f3": [7, 3]})
     far = {name: "x" for name in FIELDS}
-    near = [{name: 0 for name in FIELDS}, {**{name: 0 for name in FIELDS}, **dict.fromkeys(FIELDS[: LEFT_OUT + 1], "x")}]
+    near = [
+        {name: 0 for name in FIELDS},
+        {**{name: 0 for name in FIELDS}, **dict.fromkeys(FIELDS[: LEFT_OUT + 1], "x")},
+    ]
     assert Nearest(near).of(far)[0] is near[1]
     assert Nearest([]).of(far) == (None, {})
