@@ -9,6 +9,7 @@ candidate, as `nearest` does.
 
 from __future__ import annotations
 
+from functools import cache
 from itertools import combinations
 
 from mlacheck.keys import JsonValue, Key
@@ -51,7 +52,7 @@ class Nearest:
         """What `nearest(key, candidates)` is."""
         fields = tuple(key)
         for size in range(min(LEFT_OUT, len(fields)) + 1):
-            ways = list(combinations(range(len(fields)), size))
+            ways = _ways(len(fields), size)
             if len(ways) > INDEXES:
                 break
             found = [self._index(fields, left_out).get(_kept(key, fields, left_out), -1) for left_out in ways]
@@ -73,6 +74,12 @@ class Nearest:
                 if kept is not None:
                     index.setdefault(kept, position)
         return index
+
+
+@cache
+def _ways(fields: int, size: int) -> list[tuple[int, ...]]:
+    """The ways to leave `size` of `fields` fields out (their positions)."""
+    return list(combinations(range(fields), size))
 
 
 def _diff(key: Key, candidate: Key) -> Diff:
