@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from mlacheck.capture.fingerprint import distributions_of, fingerprint, installed_version
 from mlacheck.rulefiles.plain import RuleFile
+from mlacheck.rulefiles.versions import checks_version
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def applies(rule: RuleFile, module: object, installed: Provider) -> str | None:
         version = installed_version(family.distribution)
     elif _canonical(installed.distribution) != _canonical(family.distribution):
         return f"{family.name} is written for {family.distribution}"
-    if family.checks_version(version):
+    if checks_version(family, version):
         return None
     if family.fingerprints and fingerprint(module, family.key_functions) in family.fingerprints:
         return None

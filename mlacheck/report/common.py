@@ -22,6 +22,8 @@ def printable(text: str) -> str:
     """A string from a run as it may be printed: every control character (C0 with newlines and tabs, DEL, C1) and
     every bidi override written as its escape (`\\x1b`, `\\n`, `\\u202e`), so that it can neither move the cursor,
     retitle the terminal, make a link, hide text nor print a line of its own (a `verdict: PASS` line)."""
+    if text.isascii() and text.isprintable():  # the usual text, at once: no control character in it
+        return text
     return CONTROL.sub(lambda match: ESCAPES.get(match[0]) or _escape(match[0]), text)
 
 
