@@ -15,6 +15,7 @@ ROWS = 40  # variant rows a family's table shows
 FINDINGS = 20  # findings of one code, family and state listed
 ATTENTION = ("serving-path compile", "dead warm-up", "unverified", "not compiled")  # statuses shown first
 MORE = "…"
+DISPATCHES = ("dispatches", "warmup_dispatches", "capture_dispatches")  # summed in a summary row
 
 
 def abridged(data: dict) -> dict:
@@ -64,31 +65,34 @@ def _rank(status: str | None) -> int:
 
 
 def _summary_row(variants: list[dict], rest: list[dict]) -> dict:
-    """One row for `rest` (variants of one status): a key field every variant of the family shares keeps its value,
-    the others read "…" (the first names how many variants the row stands for); dispatches and seconds summed (the
+    """One row for `rest` (variants of one status): its key (`_summary_key`); dispatches and seconds summed (the
     title's dispatch calls and the verdict's seconds still add up); its site theirs where they share one, "…" where
     they have several (so no caption says they share one)."""
+    sites = {v.get("compiled_by") for v in rest}
+    return {
+        "key": _summary_key(variants, len(rest)),
+        "precompiled": any(v.get("precompiled") for v in rest),
+        "compile_phase": MORE,
+        "compile_s": _sum(v.get("compile_s") for v in rest),
+        "compiled_by": next(iter(sites)) if len(sites) == 1 else MORE if len(sites - {None}) > 1 else None,
+        "dispatches_at_least": any(v.get("dispatches_at_least") for v in rest),
+        **{name: sum(v.get(name) or 0 for v in rest) for name in DISPATCHES},
+        "serving_path_compile_s": _sum(v.get("serving_path_compile_s") for v in rest),
+        "status": rest[0].get("status"),
+    }
+
+
+def _summary_key(variants: list[dict], count: int) -> dict:
+    """A summary row's key: a field every variant of the family shares keeps its value, the others read "…" (the
+    first names how many variants the row stands for)."""
     fields = list(dict.fromkeys(name for variant in variants for name in variant["key"]))
     first = variants[0]["key"]
     shared = {name for name in fields if name in first and all(v["key"].get(name) == first[name] for v in variants)}
     varying = [name for name in fields if name not in shared]
     key = {name: first[name] if name in shared else MORE for name in fields}
     if varying:
-        key[varying[0]] = f"{MORE} {len(rest):,} more"
-    sites = {v.get("compiled_by") for v in rest}
-    return {
-        "key": key,
-        "precompiled": any(v.get("precompiled") for v in rest),
-        "compile_phase": MORE,
-        "compile_s": _sum(v.get("compile_s") for v in rest),
-        "compiled_by": next(iter(sites)) if len(sites) == 1 else MORE if len(sites - {None}) > 1 else None,
-        "dispatches": sum(v.get("dispatches") or 0 for v in rest),
-        "dispatches_at_least": any(v.get("dispatches_at_least") for v in rest),
-        "warmup_dispatches": sum(v.get("warmup_dispatches") or 0 for v in rest),
-        "capture_dispatches": sum(v.get("capture_dispatches") or 0 for v in rest),
-        "serving_path_compile_s": _sum(v.get("serving_path_compile_s") for v in rest),
-        "status": rest[0].get("status"),
-    }
+        key[varying[0]] = f"{MORE} {count:,} more"
+    return key
 
 
 def _sum(values) -> float | None:
