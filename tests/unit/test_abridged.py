@@ -61,3 +61,12 @@ def test_the_terminal_summarises_thousands_and_the_json_holds_them_all(tmp_path)
 def test_a_small_report_is_shown_whole():
     data = {"families": [{"name": "f", "variants": [{"key": {"a": 1}, "status": "ok"}]}], "findings": []}
     assert abridged.abridged(data) is data
+
+
+def test_verbose_shows_every_variant_and_finding():
+    report = build_report(analyse(events(300), load_rules(FIXTURES / "synthetic.toml")), {"mode": "program"})
+    console = Console(file=io.StringIO(), width=160)
+    render(report, console, "verbose")
+    shown = console.file.getvalue()
+    assert "more (the JSON" not in shown and f"{abridged.MORE} " not in shown.replace("…/", "")
+    assert all(f"v{vid} " in shown for vid in range(300))  # every variant's row
