@@ -388,8 +388,9 @@ def _finish(
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
 
-    render(report, _console(stderr=any(path is None for _, path in specs)), detail)
-    _guard(lambda: write_outputs(report, specs), settings)
+    data = report.model_dump(mode="json")  # the JSON form every format renders, made once
+    render(data, _console(stderr=any(path is None for _, path in specs)), detail)
+    _guard(lambda: write_outputs(data, specs), settings)
     if refused is not None:
         _fail(refused)
     raise typer.Exit(report.exit_code)
