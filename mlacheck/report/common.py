@@ -38,25 +38,25 @@ def _escape(char: str) -> str:
 
 
 def printable_report(value):
-    """The report's JSON form (or any part of it) with every string, keys included, made `printable`: the value itself
-    where no string of it needs it (its JSON text is ASCII without an escape or a DEL: the usual report, at once)."""
-    try:
-        text = to_json(value, inf_nan_mode="constants")
-    except (PydanticSerializationError, ValueError, RecursionError):
-        text = b"\\"
-    if text.isascii() and b"\\" not in text and b"\x7f" not in text:
-        return value
-    return _printable_copy(value)
-
-
-def _printable_copy(value):
+    """The report's JSON form (or any part of it) with every string, keys included, made `printable`; a part in which
+    no string needs it is kept as it is (the usual report, at once: a program's command with a newline in it is copied
+    alone)."""
     if isinstance(value, str):
         return printable(value)
+    if not isinstance(value, (dict, list)) or _plain(value):
+        return value
     if isinstance(value, dict):
-        return {printable(str(name)): _printable_copy(item) for name, item in value.items()}
-    if isinstance(value, list):
-        return [_printable_copy(item) for item in value]
-    return value
+        return {printable(str(name)): printable_report(item) for name, item in value.items()}
+    return [printable_report(item) for item in value]
+
+
+def _plain(value: dict | list) -> bool:
+    """Whether no string of a JSON value needs `printable` (its JSON text has no escape and no control character)."""
+    try:
+        text = to_json(value, inf_nan_mode="constants").decode()
+    except (PydanticSerializationError, ValueError, RecursionError):
+        return False
+    return "\\" not in text and not (("\x7f" in text) if text.isascii() else CONTROL.search(text))
 
 
 def json_text(value) -> str:
