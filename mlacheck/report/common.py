@@ -53,10 +53,10 @@ def printable_report(value):
 def _plain(value: dict | list) -> bool:
     """Whether no string of a JSON value needs `printable` (its JSON text has no escape and no control character)."""
     try:
-        text = to_json(value, inf_nan_mode="constants").decode()
+        text = to_json(value, inf_nan_mode="constants")
     except (PydanticSerializationError, ValueError, RecursionError):
         return False
-    return "\\" not in text and not (("\x7f" in text) if text.isascii() else CONTROL.search(text))
+    return b"\\" not in text and not ((b"\x7f" in text) if text.isascii() else CONTROL.search(text.decode()))
 
 
 def json_text(value) -> str:

@@ -132,7 +132,7 @@ def write_outputs(
                 stdout.write(text)
                 stdout.flush()
             else:
-                path.write_text(text, encoding="utf-8")
+                _write(path, text)
         except OSError as exc:
             raise MlacheckError(
                 f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
@@ -140,3 +140,12 @@ def write_outputs(
         publish = getattr(module, "publish", None)
         if publish is not None:
             publish(report, environ)
+
+
+WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice
+
+
+def _write(path: Path, text: str) -> None:
+    with path.open("w", encoding="utf-8") as file:
+        for start in range(0, len(text), WRITTEN):
+            file.write(text[start : start + WRITTEN])
