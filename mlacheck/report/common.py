@@ -19,8 +19,9 @@ SITE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:\s+(?P<detail>.*))?$")
 MODELLED = "(modelled"
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# a number that the json module writes otherwise than pydantic-core (1e-05 against 0.00001, 1.5e-07 against 1.5e-7)
-OTHER_FLOAT = re.compile(r"(?:^ *|: )-?(?:\d(?:\.\d+)?e-\d(?!\d)|0\.0000)", re.M)
+# where a number may be one that the json module writes otherwise than pydantic-core (1e-05 against 0.00001, 1.5e-07
+# against 1.5e-7): a one-digit negative exponent after a digit, or "0.0000" (the literal first: the search is quick)
+ONE_DIGIT_EXPONENT = re.compile(r"e-\d(?!\d)")
 
 
 def printable(text: str) -> str:
@@ -64,9 +65,13 @@ def json_text(value) -> str:
     module's indented one, which is pure Python) where that gives the same text: ASCII, no DEL, no number that the
     two write differently."""
     text = to_json(value, indent=2, inf_nan_mode="constants").decode()
-    if not text.isascii() or "\x7f" in text or OTHER_FLOAT.search(text):
+    if not text.isascii() or "\x7f" in text or "0.0000" in text or _exponents(text):
         return json.dumps(value, indent=2)
     return text
+
+
+def _exponents(text: str) -> bool:
+    return any(text[match.start() - 1 : match.start()].isdigit() for match in ONE_DIGIT_EXPONENT.finditer(text))
 
 
 def severity(finding: dict) -> str:
