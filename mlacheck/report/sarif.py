@@ -14,13 +14,14 @@ baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, json_text, severity
+from mlacheck.report.common import Repository, json_bytes, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -168,9 +169,13 @@ def path_uri(path: str) -> str:
     return quote(path.replace("\\", "/"))
 
 
+def encoded(report: dict, options=None) -> Iterator[bytes]:
+    """The renderer protocol (report/formats.py): the log as JSON, findings without a site located at the options'
+    anchor."""
+    yield from json_bytes(to_sarif(report, getattr(options, "anchor", None)))
+    yield b"\n"
+
+
 def render(report: dict, options=None) -> str:
-    """The renderer protocol (report/formats.py): the log as JSON text, findings without a site located at the
-    options' anchor."""
-    text = json_text(to_sarif(report, getattr(options, "anchor", None)))
-    text += "\n"  # in place: the text of 10^5 findings is not copied
-    return text
+    """The renderer protocol: the log as JSON text."""
+    return b"".join(encoded(report, options)).decode()

@@ -1,4 +1,4 @@
-"""The fast paths of the report's text (report/common.py): `json_text` writes what `json.dumps(indent=2)` writes, and
+"""The fast paths of the report's text (report/common.py): `json_bytes` writes what `json.dumps(indent=2)` writes, and
 `printable_report` escapes every string that needs it, whichever path it takes."""
 
 import json
@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlacheck.report.common import json_text, printable_report
+from mlacheck.report.common import json_bytes, printable_report
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -17,15 +17,15 @@ JSON = st.recursive(
 
 
 @given(JSON)
-def test_json_text_is_what_the_json_module_writes(value):
-    assert json_text(value) == json.dumps(value, indent=2)
+def test_json_bytes_is_what_the_json_module_writes(value):
+    assert b"".join(json_bytes(value)).decode() == json.dumps(value, indent=2)
 
 
-def test_json_text_of_every_float_magnitude_and_character():
+def test_json_bytes_of_every_float_magnitude_and_character():
     values = [m * 10.0**e for e in range(-30, 30) for m in (1.0, 1.5, 1.2345678901234567, -3.3)]
     values += [math.inf, -math.inf, math.nan, 0.0, -0.0, 5e-324, "\x7f", "\x1b[2J", "\u202e", "é", "a\\b"]
     for value in values:
-        assert json_text({"x": [value]}) == json.dumps({"x": [value]}, indent=2)
+        assert b"".join(json_bytes({"x": [value]})).decode() == json.dumps({"x": [value]}, indent=2)
 
 
 def test_printable_report_escapes_whichever_path():
@@ -37,3 +37,36 @@ def test_printable_report_escapes_whichever_path():
         text = json.dumps(escaped, ensure_ascii=False)
         assert not any(ch in text for ch in ("\x1b", "\n", "\x7f", "\u202e", "\x9b"))
         assert escaped != report or hostile == "back\\slash"
+
+
+@given(JSON)
+def test_json_pieces_are_the_serializers_text_whatever_the_slice(value):
+    from pydantic_core import to_json
+
+    from mlacheck.report import common
+
+    whole = to_json(value, indent=2, inf_nan_mode="constants")
+    saved = common.SLICE
+    try:
+        for size in (1, 2):
+            common.SLICE = size  # every list sliced, every object holding one taken a field at a time
+            assert b"".join(common.json_pieces(value)) == whole
+            assert b"".join(json_bytes(value)).decode() == json.dumps(value, indent=2)
+    finally:
+        common.SLICE = saved
+
+
+def test_json_pieces_of_a_report_of_thousands_of_variants():
+    from pydantic_core import to_json
+
+    from mlacheck.report.common import json_pieces
+
+    variants = [
+        {"key": {"dtype": f"v{i}", "causal": True}, "compile_s": i * 1e-7, "first_call": {}} for i in range(1500)
+    ]
+    report = {"families": [{"name": "f", "variants": variants, "notes": []}], "findings": variants[:600], "x": {}}
+    pieces = list(json_pieces(report))
+    assert len(pieces) > 4 and max(map(len, pieces)) < len(b"".join(pieces)) / 2
+    assert b"".join(pieces) == to_json(report, indent=2, inf_nan_mode="constants")
+    assert b"".join(json_bytes(report)).decode() == json.dumps(report, indent=2)
+    assert printable_report(report) is report
