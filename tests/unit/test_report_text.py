@@ -70,3 +70,23 @@ def test_json_pieces_of_a_report_of_thousands_of_variants():
     assert b"".join(pieces) == to_json(report, indent=2, inf_nan_mode="constants")
     assert b"".join(json_bytes(report)).decode() == json.dumps(report, indent=2)
     assert printable_report(report) is report
+
+
+@given(st.text(), st.text(), st.integers(min_value=0, max_value=3))
+def test_junit_elements_are_what_elementtree_writes(text, value, children):
+    import xml.etree.ElementTree as ET
+
+    from mlacheck.report.junit import Element
+
+    tree = ET.Element("testcase", classname=value, name="n")
+    ours = Element("testcase", {"classname": value, "name": "n"})
+    for number in range(children):
+        ET.SubElement(tree, "failure", message=value, type=str(number)).text = text
+        ours.children.append(Element("failure", {"message": value, "type": str(number)}, text))
+    ET.SubElement(tree, "system-out").text = text
+    ours.children.append(Element("system-out", text=text))
+    outer = ET.Element("suite")
+    outer.append(tree)
+    ET.indent(outer)
+    expected = ET.tostring(outer, encoding="unicode")
+    assert "<suite>\n  " + "".join(ours.pieces(1)) + "\n</suite>" == expected
