@@ -43,16 +43,13 @@ class Element:
     def opening(self) -> str:
         return f"<{self.tag}" + "".join(f' {name}="{_attribute(value)}"' for name, value in self.attributes.items())
 
-    def pieces(self, level: int) -> Iterator[str]:
-        if not self.text and not self.children:
-            yield self.opening() + " />"
-            return
-        yield self.opening() + ">" + (_text(self.text) if self.text and not self.children else "")
+    def written(self, level: int) -> str:
+        """The element as ElementTree writes it, `level` deep in an indented tree."""
+        if not self.children:
+            return f"{self.opening()}>{_text(self.text)}</{self.tag}>" if self.text else f"{self.opening()} />"
         inner = "\n" + "  " * (level + 1)
-        for child in self.children:
-            yield inner
-            yield from child.pieces(level + 1)
-        yield ("\n" + "  " * level if self.children else "") + f"</{self.tag}>"
+        written = "".join(inner + child.written(level + 1) for child in self.children)
+        return f"{self.opening()}>{written}\n{'  ' * level}</{self.tag}>"
 
 
 def _attribute(value: str) -> str:
@@ -110,8 +107,7 @@ def _pieces(report: dict) -> Iterator[str]:
         [Element("system-err", text="\n".join(f"internal error in capture: {e}" for e in errors))] if errors else []
     )
     for element in (_properties(report), *testcases, *unseen, *suffix):
-        yield "\n    "
-        yield from element.pieces(2)
+        yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
 
 

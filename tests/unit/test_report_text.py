@@ -89,4 +89,4 @@ def test_junit_elements_are_what_elementtree_writes(text, value, children):
     outer.append(tree)
     ET.indent(outer)
     expected = ET.tostring(outer, encoding="unicode")
-    assert "<suite>\n  " + "".join(ours.pieces(1)) + "\n</suite>" == expected
+    assert "<suite>\n  " + ours.written(1) + "\n</suite>" == expected
