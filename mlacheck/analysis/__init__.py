@@ -159,7 +159,7 @@ def _views(
     """Each recorded family that a rule declares, as the checks see it (its precompiled variants that nothing could
     have checked marked unverified first)."""
     recorded: dict[str, list[str]] = {}  # family -> the key fields its first table recorded
-    for (_, name), table in sorted(tables.items(), key=str):
+    for (_, name), table in sorted(tables.items(), key=lambda item: str(item[0])):  # (proc, family): no repr of tables
         recorded[name] = recorded.get(name) or list(table.key_fields)
     views = []
     for name, (rule, stale_entry) in declared(rules, recorded).items():

@@ -322,9 +322,11 @@ def program_report(
     analysis.incomplete += _undeclared(loaded.events, {family.name for family in analysis.families})
     analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
+    target_arch = (context or {}).get("target_arch", _target_arch(loaded.events))
+    loaded.events.clear()  # analysed: the report model takes their room
     facts = {
         "mode": "program",
-        "target_arch": (context or {}).get("target_arch", _target_arch(loaded.events)),
+        "target_arch": target_arch,
         "compile_policy": compile_policy,
         "mlacheck_version": __version__,
         "device": None,

@@ -9,12 +9,18 @@ json module, which escapes it, so that no control character of the run's text re
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
-from pydantic_core import to_json
+from mlacheck.report.common import json_pieces
+
+
+def encoded(report: dict, options: object = None) -> Iterator[bytes]:
+    """The renderer protocol (report/formats.py): the report as JSON."""
+    pieces = list(json_pieces(report))
+    yield from pieces if all(piece.isascii() for piece in pieces) else [json.dumps(report, indent=2).encode()]
+    yield b"\n"
 
 
 def render(report: dict, options: object = None) -> str:
-    text = to_json(report, indent=2, inf_nan_mode="constants").decode()
-    if not text.isascii():
-        text = json.dumps(report, indent=2)
-    return text + "\n"
+    """The renderer protocol: the report as JSON text."""
+    return b"".join(encoded(report, options)).decode()

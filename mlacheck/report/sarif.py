@@ -14,14 +14,14 @@ baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, severity
+from mlacheck.report.common import Repository, json_bytes, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -100,10 +100,17 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
         for family in report.get("families") or []
         for variant in family.get("variants") or []
     }
+    located: dict[str | None, tuple[str, int | None] | None] = {}  # site -> its location (thousands share one)
+
+    def locate(site: str | None) -> tuple[str, int | None] | None:
+        if site not in located:
+            located[site] = repository.locate(site)
+        return located[site]
+
     results = []
     for finding, print_ in zip(findings, report_fingerprints(findings)):
         variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-        location = repository.locate(finding.get("site")) or repository.locate(variant_site)
+        location = locate(finding.get("site")) or locate(variant_site)
         results.append(_result(finding, print_, index, location, anchor))
     return results
 
@@ -162,7 +169,13 @@ def path_uri(path: str) -> str:
     return quote(path.replace("\\", "/"))
 
 
+def encoded(report: dict, options=None) -> Iterator[bytes]:
+    """The renderer protocol (report/formats.py): the log as JSON, findings without a site located at the options'
+    anchor."""
+    yield from json_bytes(to_sarif(report, getattr(options, "anchor", None)))
+    yield b"\n"
+
+
 def render(report: dict, options=None) -> str:
-    """The renderer protocol (report/formats.py): the log as JSON text, findings without a site located at the
-    options' anchor."""
-    return json.dumps(to_sarif(report, getattr(options, "anchor", None)), indent=2) + "\n"
+    """The renderer protocol: the log as JSON text."""
+    return b"".join(encoded(report, options)).decode()
