@@ -388,11 +388,13 @@ def _finish(
     from mlacheck.report.formats import write_outputs
     from mlacheck.report.terminal import render
 
-    render(report, _console(stderr=any(path is None for _, path in specs)), detail)
-    _guard(lambda: write_outputs(report, specs), settings)
+    data, code = report.model_dump(mode="json"), report.exit_code  # the JSON form every format renders, made once
+    del report  # (the model's room goes to the documents)
+    render(data, _console(stderr=any(path is None for _, path in specs)), detail)
+    _guard(lambda: write_outputs(data, specs), settings)
     if refused is not None:
         _fail(refused)
-    raise typer.Exit(report.exit_code)
+    raise typer.Exit(code)
 
 
 def _given(ctx: typer.Context, values: dict[str, object]) -> dict[str, object]:

@@ -1,8 +1,8 @@
 """The trace: one event per line (JSONL), versioned. Every event is made by one constructor per kind below (nothing
-else in mlacheck builds one), and every event passes through one `EventSink.write`. Each kind's fields are given by
-its JSON Schema, `mlacheck/schemas/events/KIND.json` (shipped with the package; a test validates what representative
-runs write against them). `mlacheck.trace` reads traces back; this module is what an observed process imports, so it
-stays small.
+else in mlacheck builds one), and every event passes through one `EventSink.write` (`mlacheck.sinks`). Each kind's
+fields are given by its JSON Schema, `mlacheck/schemas/events/KIND.json` (shipped with the package; a test validates
+what representative runs write against them). `mlacheck.trace` reads traces back; this module is what an observed
+process imports, so it stays small.
 
 A trace grows with variants, not with dispatches or time: the first dispatch of each variant in each phase is an
 event, written at once; later dispatches are counted in memory, kept as state (`EventSink.checkpoint`: a file beside
@@ -38,16 +38,11 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 
 from __future__ import annotations
 
-import errno
 import itertools
-import json
 import os
-import stat
-import sys
 import time
 
 from mlacheck import __version__, schemas
-from mlacheck.errors import MlacheckError
 
 _run_started = time.time()  # this process's run event; a forked child's new run event restarts it
 
@@ -56,6 +51,11 @@ def start_run_clock() -> float:
     """Mark this process's run event now (its `started`); `run_clock` counts from here."""
     global _run_started
     _run_started = time.time()
+    return _run_started
+
+
+def run_started() -> float:
+    """When this process's run event was (`start_run_clock`): the start of the process's image."""
     return _run_started
 
 
@@ -338,32 +338,9 @@ def checkpoint_state(families: dict[str, dict]) -> dict:
     )
 
 
-_checkpoints: dict[str, tuple[float, dict[str, dict]]] = {}  # trace path -> (its image's start, its state)
-
-NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def replace_file(path: str | os.PathLike, data: bytes) -> None:
-    """Replace the file at `path` with `data` at once (a reader sees the old state or the new, never a part): written
-    into a file created exclusively beside it (never through a link, never over a file someone put there), then
-    renamed over it (a link or a file at `path` is replaced, never written through). OSError where it cannot be."""
-    folder, name = os.path.split(os.fspath(path))
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}.new")
-    try:
-        os.unlink(temporary)  # left by a process of the same pid that was killed while writing it
-    except FileNotFoundError:
-        pass
-    fd = os.open(temporary, NEW_FILE, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        os.unlink(temporary)
-        raise
-    os.close(fd)
-    os.replace(temporary, path)
+def lost_note_path(trace: str | os.PathLike) -> str:
+    """The note beside a trace that says how many events the trace refused, where the trace cannot say it."""
+    return f"{os.fspath(trace)}.lost"
 
 
 EVENT_TYPES = frozenset(
@@ -372,242 +349,3 @@ EVENT_TYPES = frozenset(
     if name.endswith("_event") and callable(value)
 )
 """Every kind of event, one per constructor."""
-
-
-def write_internal_error(sink: EventSink, where: str, error: object) -> None:
-    """Record what capture could not see or do (the run then cannot pass); where the sink itself fails, say it on
-    stderr, the one fallback. Never raises."""
-    try:
-        sink.write(internal_error_event(where, error))
-    except Exception as exc:  # noqa: BLE001 - the sink failed too: the one place left to say it
-        try:
-            sys.stderr.write(f"mlacheck: capture error in process {os.getpid()}: {where}: {error} ({exc})\n")
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class EventSink:
-    """Where events go: `write(event)` one at a time, `checkpoint(counts)` for the state of the counts, `close()` at the
-    end."""
-
-    def write(self, event: dict) -> None:
-        raise NotImplementedError
-
-    def checkpoint(self, counts: dict[str, dict]) -> None:
-        """Families' counts so far, {family: {"dispatches", "calls"}}: state, not a log. A sink that writes a trace
-        file (its `path`) keeps the process's state in one file beside it (`checkpoint_path`), replaced at each
-        checkpoint, so the run folder grows with variants and not with time; any other sink gets a counts event each."""
-        path = getattr(self, "path", None)
-        if path is None:
-            for family, totals in counts.items():
-                self.write(counts_event(family, **totals, final=False))
-            return
-        started, state = _checkpoints.get(os.fspath(path), (None, {}))
-        if started != _run_started:  # a new image (a failed exec starts one in the same process): a new state
-            state = {}
-            _checkpoints[os.fspath(path)] = (_run_started, state)
-        state.update(counts)
-        replace_file(checkpoint_path(path), json.dumps(checkpoint_state(state), separators=(",", ":")).encode())
-
-    def close(self) -> None:
-        pass
-
-
-class MemorySink(EventSink):
-    """Keeps events in a list (the scenario analyses them in the same process)."""
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def write(self, event: dict) -> None:
-        self.events.append(event)
-
-    def close(self) -> None:
-        pass
-
-
-class JsonlSink(EventSink):
-    """Appends one JSON line per event with a single os.write, so a killed process loses at most that line.
-
-    Nothing is lost in silence: every write's result is checked. An event the file refuses (a full disk, a file-size
-    limit, an I/O error) is counted, and the count goes into the trace as a `lost` event with the next write that
-    succeeds (and at `close`), and into a note beside the trace (`lost_note_path`) at once, where the trace cannot take
-    it. The descriptor is checked to be the trace's before each write (device and inode, kept at open): one that the
-    program closed or reused for a file of its own (`os.closerange`, daemonizing code) is never written into nor
-    closed; the trace is opened again by its path. A trace deleted while open is made again, starting with `header`
-    (the process's run event, marked `trace_replaced`). Files are opened without following links and closed at exec.
-    """
-
-    FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-
-    def __init__(self, path: str | os.PathLike, header: dict | None = None) -> None:
-        self._fd = -1
-        self._identity: tuple[int, int] | None = None
-        self.header = header  # written first into a trace made again after it was deleted
-        self.lost = 0  # events the trace refused, in all
-        self._reported = 0  # of them, how many a `lost` event in the trace already says
-        self._errors: dict[str, int] = {}
-        self._cut = False  # a refused write left part of a line: the next write ends it first
-        self.reopen(path)
-
-    def reopen(self, path: str | os.PathLike) -> None:
-        """Write to another file from now on (a forked child gets its own trace); counts start again."""
-        try:
-            fd, identity = _open_regular(path, self.FLAGS)
-        except OSError as exc:
-            raise MlacheckError(f"{path}: cannot write the event trace: {exc}") from None
-        self._release()
-        self.path, self._fd, self._identity = path, fd, identity
-        self.lost, self._reported, self._errors, self._cut = 0, 0, {}, False
-
-    def write(self, event: dict) -> None:
-        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
-        if not self._still_ours() and not self._open_again():
-            self._refused(line, OSError(errno.EBADF, "the trace could not be opened again"))
-            return
-        lost = self.lost
-        data = b"\n" * self._cut + (self._lost_line(lost) if lost > self._reported else b"") + line
-        try:
-            self._write_all(data)
-        except OSError as exc:
-            self._refused(line, exc)
-            return
-        self._cut, self._reported = False, lost
-
-    def checkpoint(self, counts: dict[str, dict]) -> None:
-        """As every sink's (`EventSink.checkpoint`); a checkpoint the folder refuses is a lost record, counted and said
-        as a refused event is."""
-        try:
-            EventSink.checkpoint(self, counts)
-        except OSError as exc:
-            self._refused(b"", exc)
-
-    def close(self) -> None:
-        """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours."""
-        if self.lost > self._reported and self._fd >= 0 and self._still_ours():
-            try:
-                self._write_all(b"\n" * self._cut + self._lost_line(self.lost))
-                self._reported = self.lost
-            except OSError:
-                pass
-        self._release()
-
-    def _release(self) -> None:
-        """Close the descriptor if it is still the trace's (never one the program took over)."""
-        if self._fd >= 0 and self._still_ours():
-            os.close(self._fd)
-        self._fd, self._identity = -1, None
-
-    def _still_ours(self) -> bool:
-        """Whether the descriptor still is the trace opened (a closed or reused one is not), and the trace still in
-        the folder (one deleted while open is not)."""
-        try:
-            info = os.fstat(self._fd)
-        except OSError:
-            return False
-        return (info.st_dev, info.st_ino) == self._identity and info.st_nlink > 0
-
-    def _open_again(self) -> bool:
-        """Open the trace again by its path (the descriptor was taken from it); never closes the old number."""
-        try:
-            fd, identity = _open_regular(self.path, self.FLAGS)
-        except OSError:
-            return False
-        self._fd, self._identity = fd, identity
-        if os.fstat(fd).st_size == 0 and self.header is not None:
-            try:
-                self._write_all((json.dumps({**self.header, "trace_replaced": True}) + "\n").encode())
-            except OSError:
-                return True
-        return True
-
-    def _write_all(self, data: bytes) -> None:
-        """Write every byte, or raise; a short write (the disk filled up) is followed by the rest."""
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            if written <= 0:
-                raise OSError(errno.EIO, "the trace took no bytes")
-            self._cut = True
-            view = view[written:]
-
-    def _refused(self, line: bytes, error: OSError) -> None:
-        """Count an event the trace refused, and say so in the note beside the trace at once."""
-        self.lost += 1
-        name = errno.errorcode.get(error.errno or 0, "error")
-        self._errors[name] = self._errors.get(name, 0) + 1
-        if self.lost == 1:
-            try:
-                sys.stderr.write(f"mlacheck: pid {os.getpid()} lost an event of its trace {self.path}: {error}\n")
-            except Exception:  # noqa: BLE001 - the program's stderr may be closed too
-                pass
-        _write_note(lost_note_path(self.path), self._note_text())
-
-    def _lost_line(self, count: int) -> bytes:
-        return (json.dumps(lost_event(count, self._errors), separators=(",", ":")) + "\n").encode()
-
-    def _note_text(self) -> str:
-        errors = ", ".join(f"{name} x{count}" for name, count in sorted(self._errors.items()))
-        return f"{self.lost} event(s) lost ({errors})\n"
-
-
-def lost_note_path(trace: str | os.PathLike) -> str:
-    """The note beside a trace that says how many events the trace refused, where the trace cannot say it."""
-    return f"{os.fspath(trace)}.lost"
-
-
-def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tuple[int, tuple[int, int]]:
-    """Open `path` (never through a link); only a regular file of this user's will do. (fd, (device, inode))."""
-    fd = os.open(path, flags | os.O_NONBLOCK, mode)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
-        os.close(fd)
-        raise OSError(errno.EPERM, "not a regular file of this user's")
-    return fd, (info.st_dev, info.st_ino)
-
-
-def _write_note(path: str, text: str) -> None:
-    """Write a note of this process's (best effort: the disk may be full too)."""
-    try:
-        fd, _ = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, text.encode())
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class CallbackSink(EventSink):
-    """Hands every event to a callback (a progress display); a callback that raises loses nothing but itself."""
-
-    def __init__(self, callback) -> None:
-        self.callback = callback
-
-    def write(self, event: dict) -> None:
-        try:
-            self.callback(event)
-        except Exception:  # noqa: BLE001 - a display must never cost the run an event
-            pass
-
-
-class TeeSink(EventSink):
-    """Writes every event to several sinks."""
-
-    def __init__(self, *sinks: EventSink) -> None:
-        self.sinks = sinks
-
-    def write(self, event: dict) -> None:
-        for sink in self.sinks:
-            sink.write(event)
-
-    def checkpoint(self, counts: dict[str, dict]) -> None:
-        for sink in self.sinks:
-            sink.checkpoint(counts)
-
-    def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()

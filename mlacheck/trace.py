@@ -5,7 +5,7 @@ state of each family of its image whose trace has no final counts: they become a
 (at least what it dispatched).
 
 A trace may be hostile (a run folder someone else wrote into) or damaged: it is read as a stream with a limit per
-line and on the events kept, only from a regular file, never through a link (mlacheck.files). An event that does not
+line and on the events kept (a report of 10^5 variants fits), only from a regular file, never through a link (mlacheck.files). An event that does not
 fit its kind (a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled
 format 1) is a bad line, named, never dropped in silence: the run then cannot pass. A dispatch event that repeats the
 first of its variant and phase, and all but the last `counts` of a family, say nothing new and are not kept.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from sys import intern
 
 from mlacheck import schemas
 from mlacheck.errors import MlacheckError
@@ -23,14 +24,16 @@ from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, checkpoint_path, compil
 from mlacheck.files import MIB, open_regular, read_json
 
 LINE_LIMIT = 16 * MIB  # a counts event of 100 000 variants is about 2 MiB
-EVENT_LIMIT = 100_000  # events kept from the traces of one report (a variant costs one to five)
-BYTES_LIMIT = 64 * MIB  # of their lines (an event costs a few times its line in memory)
+EVENT_LIMIT = 1_000_000  # events kept from the traces of one report (a variant costs one to five: 10^5 variants fit)
+BYTES_LIMIT = 256 * MIB  # of their lines (an event costs about twice its line in memory)
 CHECKPOINT_LIMIT = 16 * MIB  # a counts checkpoint holds one counts table per family: as large as a counts line
 COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
 DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
 NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")  # unmarked: format 2's name for unknown
 START_PHASES = ("warmup", "capture", "serving", "unknown")
 FORMAT_1_TYPES = ("run", "family", "compile", "dispatch", "numerics", "internal_error", "exit")
+SHARED = ("family", "phase", "site", "origin", "net", "kernel", "outcome", "function")  # values many events repeat
+SHARED_NAMES = ("key", "call", "spelling")  # objects whose field names many events repeat
 
 
 @dataclass
@@ -150,6 +153,8 @@ class _Reader:
         self.first_dispatches: set[tuple] = set()
         self.last_counts: dict[tuple, tuple[int, int]] = {}  # (image, family) -> (index, size)
         self.kept = 0
+        self.texts: dict[str, str] = {}  # each text of SHARED fields once
+        self.stacks: dict[tuple, list] = {}  # each stack once
 
     def start(self, path: Path, first: dict) -> None:
         if first.get("type") != "run" or "format_version" not in first:
@@ -182,8 +187,26 @@ class _Reader:
                 f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
                 f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
-        events.append(event)
+        events.append(self._shared(event))
         return None
+
+    def _shared(self, event: dict) -> dict:
+        """The event with the texts and stacks that many events repeat held once (a variant's events name the same
+        family, phase, site and stack: a third of what a report of 10^5 variants holds), its field names and those of
+        its key, call and spelling too (the json module makes each line's afresh: another third)."""
+        event = {intern(name): value for name, value in event.items()}
+        for name in SHARED_NAMES:
+            value = event.get(name)
+            if type(value) is dict:
+                event[name] = {intern(field): item for field, item in value.items()}
+        for name in SHARED:
+            value = event.get(name)
+            if type(value) is str:
+                event[name] = self.texts.setdefault(value, value)
+        stack = event.get("stack")
+        if type(stack) is list and all(type(frame) is str for frame in stack):
+            event["stack"] = self.stacks.setdefault(tuple(stack), stack)
+        return event
 
 
 def _wrong(event: dict) -> str | None:
@@ -228,6 +251,8 @@ def _wrong_in_format_1(event: dict) -> str | None:
 
 
 def _mistyped(kind: str, name: str, value: object, expected: object) -> str | None:
+    if type(value) in _EXACT.get(expected, ()) or (type(value) is str and value in _CHOICES.get(expected, ())):
+        return None  # the usual case, said at once: a value of exactly an expected type, or one of the choices
     if isinstance(expected, tuple) and all(isinstance(choice, str) for choice in expected):
         if value not in expected:
             return f"a {kind} event whose {name} {str(value)[:40]!r} is not one of {', '.join(expected)}"
@@ -290,6 +315,11 @@ OPTIONAL = {
     },
     "compile_end": {"seconds": (int, float), "outcome": ("returned", "raised", "skipped", "cached"), "t": (int, float)},
 }
+
+
+_EXPECTED = {expected for kinds in (REQUIRED, OPTIONAL) for fields in kinds.values() for expected in fields.values()}
+_CHOICES = {e: frozenset(e) for e in _EXPECTED if isinstance(e, tuple) and all(isinstance(c, str) for c in e)}
+_EXACT = {e: frozenset(e if isinstance(e, tuple) else (e,)) for e in _EXPECTED if e not in _CHOICES}  # bool is no int
 
 
 def upgrade_format_1(events: list[dict]) -> list[dict]:

@@ -69,39 +69,56 @@ def incomplete_reasons(
         return reasons + [
             f"no observed process loaded a watched kernel family ({', '.join(dict.fromkeys(watched))}): nothing was checked"
         ]
+    return reasons + _family_reasons(family_tables, dry)
+
+
+def _family_reasons(family_tables: dict[str, list[ProcessFamily]], dry: bool) -> list[str]:
+    """What the loaded families' tables say was not compared: no lookup anywhere, or per family a precompiled family
+    never looked up, dispatches that died before the lookup or returned without one, inserts capture did not see,
+    records lost."""
+    reasons = []
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
     counted = {name for name, tables in used.items() if all(t.every_lookup_counted is True for t in tables)}
     died = {name: _died(tables) for name, tables in sorted(used.items())}
+    looked_up = any(t.lookups for tables in used.values() for t in tables)
     uncounted = sorted(name for name in used or family_tables if name not in counted)
-    if not any(t.lookups for tables in used.values() for t in tables) and not any(died.values()) and uncounted:
-        names = ", ".join(uncounted)
+    if not looked_up and not any(died.values()) and uncounted:
         reasons.append(
-            f"{names}: loaded, but no dispatch call reached the cache lookup: the warm-up was never compared "
-            "with a dispatch"
+            f"{', '.join(uncounted)}: loaded, but no dispatch call reached the cache lookup: the warm-up was never "
+            "compared with a dispatch"
         )
     for name, tables in sorted(used.items()):
-        precompiled = sum(v.precompiled for t in tables for v in t.variants.values())
-        if (
-            precompiled
-            and name not in counted
-            and not any(t.lookups for t in tables)
-            and any(t.lookups for ts in used.values() for t in ts)
-        ):
-            reasons.append(f"{name}: {precompiled} variant(s) precompiled, but no dispatch reached its cache lookup")
-        for function, count, calls, error in died[name]:
-            reasons.append(
-                f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so "
-                "they checked nothing" + (DRY_HINT if not dry and any(text in error for text in NO_DEVICE) else "")
-            )
-        reasons += _unlooked(name, tables)
-        reasons += _never_entered(name, tables)
-        unnamed = sum(len(t.unnamed) for t in tables)
-        if unnamed:
-            reasons.append(
-                f"{name}: events were lost: the counts name {unnamed} variant(s) that no compile or dispatch record "
-                "shows (whether they compiled on the serving path is unknown)"
-            )
+        if looked_up and name not in counted:
+            reasons += _not_looked_up(name, tables)
+        reasons += [_died_line(name, *death, dry) for death in died[name]]
+        reasons += _unlooked(name, tables) + _never_entered(name, tables) + _unnamed(name, tables)
     return reasons
+
+
+def _not_looked_up(name: str, tables: list[ProcessFamily]) -> list[str]:
+    """A family that precompiled while no dispatch of it reached its cache lookup (other families' did)."""
+    precompiled = sum(v.precompiled for t in tables for v in t.variants.values())
+    if not precompiled or any(t.lookups for t in tables):
+        return []
+    return [f"{name}: {precompiled} variant(s) precompiled, but no dispatch reached its cache lookup"]
+
+
+def _died_line(name: str, function: str, count: int, calls: int, error: str, dry: bool) -> str:
+    return (
+        f"{name}: {count} of {calls} {function} call(s) raised before the cache lookup ({error}), so they checked "
+        "nothing" + (DRY_HINT if not dry and any(text in error for text in NO_DEVICE) else "")
+    )
+
+
+def _unnamed(name: str, tables: list[ProcessFamily]) -> list[str]:
+    """Variants the counts name that no compile or dispatch record shows: their records were lost."""
+    unnamed = sum(len(t.unnamed) for t in tables)
+    if not unnamed:
+        return []
+    return [
+        f"{name}: events were lost: the counts name {unnamed} variant(s) that no compile or dispatch record shows "
+        "(whether they compiled on the serving path is unknown)"
+    ]
 
 
 def unseen_reasons(events: list[dict]) -> list[str]:

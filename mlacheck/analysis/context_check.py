@@ -10,6 +10,7 @@ whose kind nothing shows, pass as given.
 
 from __future__ import annotations
 
+from mlacheck.analysis.checks.mla003_field_contract import needs
 from mlacheck.errors import MlacheckError
 from mlacheck.keys import JsonValue, value_text
 from mlacheck.rulefiles import RuleSet
@@ -33,7 +34,7 @@ def check_context(
     """Refuse, in one line, a context value of another kind than what the contracts compare it with.
 
     `examples`: the run's own context (name -> value); `observed`: field -> the values its variants had."""
-    names = {name for rule in rules.families for contract in rule.contract for name in contract.needs()}
+    names = {name for rule in rules.families for contract in rule.contract for name in needs(contract)}
     for name, value in (context or {}).items():
         if name not in names:
             continue
@@ -59,12 +60,8 @@ KINDS = {  # kind -> (what the contracts compare with, what to give)
 
 def _kind(name: str, rules: RuleSet, examples: dict[str, str], observed: dict[str, list]) -> tuple[str | None, str]:
     """The kind of value `name` takes ("dtype", "integer", "boolean" or None) and the examples that say so."""
-    fields = [c.field for rule in rules.families for c in rule.contract if c.equals_context == name]
-    seen: list[JsonValue] = [rule.context[name] for rule in rules.families if name in rule.context]
-    seen += [c.equals for rule in rules.families for c in rule.contract if c.field in fields and c.equals is not None]
-    seen += [examples[name]] if name in examples else []
-    seen += [value for field in fields for value in observed.get(field, [])]
-    texts = [value_text(value) for value in seen if value is not None]
+    seen = [value for value in _seen(name, rules, examples, observed) if value is not None]
+    texts = [value_text(value) for value in seen]
     shown = ", ".join(dict.fromkeys(texts[:3]))
     if not texts:
         return None, ""
@@ -75,6 +72,16 @@ def _kind(name: str, rules: RuleSet, examples: dict[str, str], observed: dict[st
     if all(not isinstance(value, bool) and _integer(value) for value in seen):
         return "integer", shown
     return None, shown
+
+
+def _seen(name: str, rules: RuleSet, examples: dict[str, str], observed: dict[str, list]) -> list[JsonValue]:
+    """The values `name` was seen with: the rules' context defaults, the values the contracts that compare a field
+    with it require of that field, the run's own, and the values observed of such fields."""
+    fields = [c.field for rule in rules.families for c in rule.contract if c.equals_context == name]
+    seen: list[JsonValue] = [rule.context[name] for rule in rules.families if name in rule.context]
+    seen += [c.equals for rule in rules.families for c in rule.contract if c.field in fields and c.equals is not None]
+    seen += [examples[name]] if name in examples else []
+    return seen + [value for field in fields for value in observed.get(field, [])]
 
 
 def _is(kind: str, value: str, rules: RuleSet) -> bool:

@@ -17,16 +17,18 @@ serving-path compile of that variant as long as it took; else an `unfinished` co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from mlacheck.capture.phase import SERVING, settled
-from mlacheck.keys import Key, key_identity
+from mlacheck.keys import JsonValue, Key, key_identity
 
 INHERITED_PHASES = ("preexisting", "inherited")
 
 
 @dataclass
 class Variant:
-    """One cache entry of a family, as one process (or, merged, the whole run) saw it."""
+    """One cache entry of a family, as one process (or, merged, the whole run) saw it. The report says of it what
+    `REPORTED` names, fields and properties (report/model.py builds the JSON report's variant from them)."""
 
     key: Key
     spelling: dict | None = None
@@ -40,7 +42,7 @@ class Variant:
     capture_dispatches: int = 0
     at_least: bool = False  # counts from a process that did not exit normally
     first_dispatch_site: str | None = None
-    first_call: dict = field(default_factory=dict)  # the call facts of the first serving dispatch
+    first_call: dict[str, JsonValue] = field(default_factory=dict)  # the call facts of the first serving dispatch
     serving_path_compile: bool = False
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
@@ -48,14 +50,39 @@ class Variant:
     serving_path_origin: str | None = None  # compile, skip, or unknown (no watched compile made the entry)
     unfinished: str | None = None  # how its serving-path compile never ended ("the process died in it", ...)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
-    numerics: dict[str, float] | None = None  # the launched kernel against the reference, worst of its launches
+    numerics: dict[str, float | None] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
     first_phases: set[str] = field(default_factory=set)
+
+    REPORTED: ClassVar[tuple[str, ...]] = (
+        "key",
+        "spelling",
+        "precompiled",
+        "compile_phase",
+        "compile_s",
+        "compiled_by",
+        "captured",
+        "dispatches",
+        "dispatches_at_least",
+        "warmup_dispatches",
+        "capture_dispatches",
+        "serving_path_compile_s",
+        "serving_path_site",
+        "first_dispatch_site",
+        "first_call",
+        "status",
+        "numerics",
+    )  # what the report says of it, in order
 
     @property
     def identity(self) -> tuple:
         spelling = self.spelling or {}
         return key_identity(self.key), tuple(spelling.get("positional") or ()), tuple(spelling.get("keywords") or ())
+
+    @property
+    def dispatches_at_least(self) -> bool:
+        """Its serving dispatches are a lower bound (a process that counted them did not exit normally)."""
+        return self.at_least and self.dispatches > 0
 
     @property
     def status(self) -> str:
@@ -138,79 +165,145 @@ class ProcessFacts:
 
 def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
     """Per-(process, family) tables and per-process facts from the events of one or more traces."""
-    tables: dict[tuple, ProcessFamily] = {}
-    facts: dict[int | None, ProcessFacts] = {}
-    marks = {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
-    last_counts: dict[tuple, dict] = {}
-    starts: dict[tuple, tuple[int, dict, dict | None]] = {}  # (proc, id) -> (index, compile_start, compile_end) of the
-    # compiles not ended, and of those that returned whose record has not arrived yet
-    last_t: dict[int | None, float] = {}
+    reader = _Reader(events)
     for index, event in enumerate(events):
+        reader.read(index, event)
+    return reader.finish()
+
+
+class _Reader:
+    """`build_tables` event by event: what a process says of itself goes to its facts, what a family's event says to
+    its table (`FAMILY_EVENTS`); compile brackets (`compile_start`, `compile_end`) are held until their record comes."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.tables: dict[tuple, ProcessFamily] = {}
+        self.facts: dict[int | None, ProcessFacts] = {}
+        self.marks = {
+            event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"
+        }
+        self.last_counts: dict[tuple, dict] = {}
+        # (proc, id) -> (index, compile_start, compile_end) of the compiles not ended, and of those that returned whose
+        # record has not arrived yet
+        self.starts: dict[tuple, tuple[int, dict, dict | None]] = {}
+        self.last_t: dict[int | None, float] = {}
+
+    def read(self, index: int, event: dict) -> None:
         proc, kind = event.get("proc"), event["type"]
-        fact = facts.setdefault(proc, ProcessFacts(proc))
+        fact = self.facts.setdefault(proc, ProcessFacts(proc))
         if isinstance(event.get("t"), (int, float)):
-            last_t[proc] = max(last_t.get(proc, 0.0), event["t"])
-        if kind == "compile_start":
-            starts[(proc, event["id"])] = (index, event, None)
-            continue
-        if kind == "compile_end":
-            begun = starts.pop((proc, event["id"]), None)
-            if begun is not None and event.get("outcome", "returned") == "returned":
-                starts[(proc, event["id"])] = (begun[0], begun[1], event)  # its record follows
-            continue
+            self.last_t[proc] = max(self.last_t.get(proc, 0.0), event["t"])
+        if kind in ("compile_start", "compile_end"):
+            self._bracket(index, event, proc)
+            return
         if (kind == "compile" and event.get("origin") == "compile") or kind == "unwatched_compile":
-            _recorded(starts, proc, event)
-        if kind == "run":
-            fact.pid = event.get("pid")
-        elif kind == "exit":
-            fact.exited = True
-        elif kind == "serving_start":
-            fact.serving_started = event.get("how") or "marked"
-        elif kind == "context":
-            fact.context.update(
-                {name: str(value) for name, value in (event.get("values") or {}).items() if value is not None}
-            )
-        if "family" not in event or kind in ("internal_error", "unseen"):
-            continue
-        table = tables.get((proc, event["family"]))
+            _recorded(self.starts, proc, event)
+        if kind in PROCESS_EVENTS:
+            PROCESS_EVENTS[kind](fact, event)
+        if "family" in event and kind not in ("internal_error", "unseen"):
+            self._family_event(index, event, proc, kind)
+
+    def _bracket(self, index: int, event: dict, proc: int | None) -> None:
+        """A compile began, or ended (one that returned waits for its record)."""
+        if event["type"] == "compile_start":
+            self.starts[(proc, event["id"])] = (index, event, None)
+            return
+        begun = self.starts.pop((proc, event["id"]), None)
+        if begun is not None and event.get("outcome", "returned") == "returned":
+            self.starts[(proc, event["id"])] = (begun[0], begun[1], event)  # its record follows
+
+    def _family_event(self, index: int, event: dict, proc: int | None, kind: str) -> None:
+        table = self.tables.get((proc, event["family"]))
         if table is None:
-            table = tables[(proc, event["family"])] = ProcessFamily(proc, event["family"])
-        before_mark = proc in marks and index < marks[proc]
-        if kind == "family":
-            table.version, table.fingerprint = event.get("version"), event.get("fingerprint")
-            table.providers = tuple(event.get("providers") or ())
-            table.key_fields = list(event.get("key_fields") or [])
-            table.every_lookup_counted = event.get("every_lookup_counted")
-        elif kind == "compile":
-            _compiled(_variant(table, event), event, settled(event["phase"], before_mark))
-        elif kind == "dispatch":
-            variant = _variant(table, event)
-            phase = settled(event["phase"], before_mark)
-            if phase == "serving" and variant.first_dispatch_site is None:
-                variant.first_dispatch_site, variant.first_call = event.get("site"), dict(event.get("call") or {})
-            variant.captured |= phase == "capture"
-            variant.first_phases.add(phase)
-        elif kind == "counts":
-            last_counts[(proc, event["family"])] = event
-        elif kind == "dispatch_error":
-            table.errors.append(event)
-        elif kind == "no_lookup":
-            table.no_lookup.append(event)
-        elif kind == "numerics":
-            _measured(table, event)
-    for (proc, _), (index, start, end) in starts.items():
-        if end is None or not facts[proc].exited:  # an exited process wrote every record it had: nothing went in
-            phase = settled(start["phase"], proc in marks and index < marks[proc])
-            _unfinished(tables, facts[proc], start, end, phase, last_t)
-    for (proc, family), event in last_counts.items():
-        _counted(tables[(proc, family)], event)
-    for (proc, family), table in tables.items():
-        table.exact = facts[proc].exited and (proc, family) in last_counts
-        for variant in table.variants.values():
-            variant.procs = [proc]
-            variant.at_least |= not table.exact
-            _at_least_once(variant)
-    return tables, facts
+            table = self.tables[(proc, event["family"])] = ProcessFamily(proc, event["family"])
+        if kind == "counts":
+            self.last_counts[(proc, event["family"])] = event
+        elif kind in FAMILY_EVENTS:
+            FAMILY_EVENTS[kind](table, event, self._before_mark(proc, index))
+
+    def _before_mark(self, proc: int | None, index: int) -> bool:
+        return proc in self.marks and index < self.marks[proc]
+
+    def finish(self) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
+        """The compiles never ended (or never recorded), the last counts of each table, and what is exact."""
+        for (proc, _), (index, start, end) in self.starts.items():
+            if end is None or not self.facts[proc].exited:  # an exited process wrote every record it had
+                phase = settled(start["phase"], self._before_mark(proc, index))
+                _unfinished(self.tables, self.facts[proc], start, end, phase, self.last_t)
+        for (proc, family), event in self.last_counts.items():
+            _counted(self.tables[(proc, family)], event)
+        for (proc, family), table in self.tables.items():
+            table.exact = self.facts[proc].exited and (proc, family) in self.last_counts
+            for variant in table.variants.values():
+                variant.procs = [proc]
+                variant.at_least |= not table.exact
+                _at_least_once(variant)
+        return self.tables, self.facts
+
+
+def _ran(fact: ProcessFacts, event: dict) -> None:
+    fact.pid = event.get("pid")
+
+
+def _exited(fact: ProcessFacts, event: dict) -> None:
+    fact.exited = True
+
+
+def _serving_started(fact: ProcessFacts, event: dict) -> None:
+    fact.serving_started = event.get("how") or "marked"
+
+
+def _context(fact: ProcessFacts, event: dict) -> None:
+    fact.context.update({name: str(value) for name, value in (event.get("values") or {}).items() if value is not None})
+
+
+PROCESS_EVENTS = {"run": _ran, "exit": _exited, "serving_start": _serving_started, "context": _context}
+
+
+def _family(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    table.version, table.fingerprint = event.get("version"), event.get("fingerprint")
+    table.providers = tuple(event.get("providers") or ())
+    table.key_fields = list(event.get("key_fields") or [])
+    table.every_lookup_counted = event.get("every_lookup_counted")
+
+
+def _compile(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    _compiled(_variant(table, event), event, settled(event["phase"], before_mark))
+
+
+def _dispatch(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    variant = _variant(table, event)
+    phase = settled(event["phase"], before_mark)
+    if phase == "serving" and variant.first_dispatch_site is None:
+        variant.first_dispatch_site, variant.first_call = event.get("site"), dict(event.get("call") or {})
+    variant.captured |= phase == "capture"
+    variant.first_phases.add(phase)
+
+
+def _dispatch_error(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    table.errors.append(event)
+
+
+def _no_lookup(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    table.no_lookup.append(event)
+
+
+def _measured(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    """A launched variant's output against the reference: the worst of its launches is kept."""
+    identity = key_identity(event["key"])
+    variant = next((v for v in table.variants.values() if key_identity(v.key) == identity), None)
+    if variant is None:
+        return
+    variant.numerics = worst(variant.numerics, event.get("kernel"))
+
+
+FAMILY_EVENTS = {
+    "family": _family,
+    "compile": _compile,
+    "dispatch": _dispatch,
+    "dispatch_error": _dispatch_error,
+    "no_lookup": _no_lookup,
+    "numerics": _measured,
+}  # (a family's `counts` event: only its process's last one counts, read at the end)
 
 
 def _recorded(starts: dict[tuple, tuple[int, dict, dict | None]], proc: int | None, event: dict) -> None:
@@ -313,14 +406,6 @@ def _at_least_once(variant: Variant) -> None:
         if phase in variant.first_phases and not getattr(variant, attribute):
             setattr(variant, attribute, 1)
             variant.at_least = True
-
-
-def _measured(table: ProcessFamily, event: dict) -> None:
-    identity = key_identity(event["key"])
-    variant = next((v for v in table.variants.values() if key_identity(v.key) == identity), None)
-    if variant is None:
-        return
-    variant.numerics = worst(variant.numerics, event.get("kernel"))
 
 
 def worst(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float] | None:

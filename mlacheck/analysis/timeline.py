@@ -21,15 +21,27 @@ def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict
     """One entry per process that compiled with times or had a slow step: {"proc", "pid", "rank", "started", "end",
     "serving_start", "compiles": [{"family", "label", "phase", "start", "seconds", "origin"}], "steps": [{"function",
     "start", "seconds", "usual", "serving"}]}, `label(family, key)` naming each variant."""
-    by_proc: dict[object, dict] = {}
-    marked = {event.get("proc") for event in events if event["type"] == "serving_start"}
-    unended: dict[tuple, dict] = {}  # (proc, id) -> a compile_start not ended (yet)
-    last: dict[object, float] = {}  # proc -> its last recorded moment
+    drawn = _Timelines(events, label)
     for event in events:
-        proc = event.get("proc")
-        entry = by_proc.setdefault(
-            proc,
-            {
+        drawn.read(event)
+    return drawn.finish()
+
+
+class _Timelines:
+    """`timelines` event by event (`EVENTS`: what each kind of event adds to its process's entry)."""
+
+    def __init__(self, events: list[dict], label: Callable[[str, Key], str]) -> None:
+        self.label = label
+        self.by_proc: dict[object, dict] = {}
+        self.marked = {event.get("proc") for event in events if event["type"] == "serving_start"}
+        self.unended: dict[tuple, dict] = {}  # (proc, id) -> a compile_start not ended (yet)
+        self.last: dict[object, float] = {}  # proc -> its last recorded moment
+
+    def read(self, event: dict) -> None:
+        proc, t = event.get("proc"), event.get("t")
+        entry = self.by_proc.get(proc)
+        if entry is None:
+            entry = self.by_proc[proc] = {
                 "proc": proc,
                 "pid": None,
                 "started": None,
@@ -37,58 +49,86 @@ def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict
                 "serving_start": None,
                 "compiles": [],
                 "steps": [],
-            },
-        )
-        before_mark = proc in marked and entry["serving_start"] is None
-        kind, t = event["type"], event.get("t")
+            }
         if isinstance(t, (int, float)):
-            last[proc] = max(last.get(proc, 0.0), t)
-        if kind == "compile_start" and t is not None:
-            unended[(proc, event["id"])] = event
-        elif kind == "compile_end":
-            unended.pop((proc, event.get("id")), None)
-        elif kind == "run":
-            entry["pid"], entry["rank"], entry["started"] = event.get("pid"), event.get("rank"), event.get("started")
-        elif kind == "slow_step":
-            entry["steps"].append(
-                {name: event.get(name) for name in ("function", "seconds", "usual", "serving")} | {"start": t}
-            )
-        elif kind == "exit" and t is not None:
-            entry["end"] = t
-        elif kind == "serving_start" and t is not None and entry["serving_start"] is None:
-            entry["serving_start"] = t
-        elif kind == "compile" and t is not None and event.get("phase") not in ("preexisting", "inherited"):
-            seconds = event.get("seconds")
-            entry["compiles"].append(
+            self.last[proc] = max(self.last.get(proc, 0.0), t)
+        if event["type"] == "compile_start" and t is not None:
+            self.unended[(proc, event["id"])] = event
+        elif event["type"] == "compile_end":
+            self.unended.pop((proc, event.get("id")), None)
+        elif event["type"] in EVENTS:
+            EVENTS[event["type"]](self, entry, event, t)
+
+    def finish(self) -> list[dict]:
+        """Each compile its process died (or exited) in as a bar to its last moment (never before a mark), and the
+        entries of the processes with a compile or a slow step, each ending at its last span."""
+        for (proc, _), start in self.unended.items():
+            family = start.get("family") or f"unwatched:{start.get('kernel')}"
+            self.by_proc[proc]["compiles"].append(
                 {
-                    "family": event["family"],
-                    "label": label(event["family"], event.get("key") or {}),
-                    "phase": phases.settled(event.get("phase") or phases.UNKNOWN, before_mark),
-                    "start": round(max(0.0, t - (seconds or 0.0)), 3),
-                    "seconds": seconds,
-                    "origin": event.get("origin"),
+                    "family": family,
+                    "label": self.label(family, start.get("key") or {}),
+                    "phase": start.get("phase"),
+                    "start": start["t"],
+                    "seconds": round(self.last[proc] - start["t"], 3),
+                    "origin": "unfinished",
                 }
             )
-    for (proc, _), start in unended.items():  # a compile the process died in (or exited in) was not before a mark
-        family = start.get("family") or f"unwatched:{start.get('kernel')}"
-        by_proc[proc]["compiles"].append(
-            {
-                "family": family,
-                "label": label(family, start.get("key") or {}),
-                "phase": start.get("phase"),
-                "start": start["t"],
-                "seconds": round(last[proc] - start["t"], 3),
-                "origin": "unfinished",
-            }
-        )
-    out = []
-    for entry in by_proc.values():
-        if not entry["compiles"] and not entry["steps"]:
-            continue
-        spans = [(c["start"], c["seconds"]) for c in entry["compiles"]] + [
-            (s["start"], s["seconds"]) for s in entry["steps"]
-        ]
-        last = max(start + (seconds or 0.0) for start, seconds in spans)
-        entry["end"] = max(entry["end"] or 0.0, last, entry["serving_start"] or 0.0)
-        out.append(entry)
-    return out
+        return [_ended(entry) for entry in self.by_proc.values() if entry["compiles"] or entry["steps"]]
+
+
+def _ended(entry: dict) -> dict:
+    """The entry, its end the latest of its exit, its last compile or step, and its serving start."""
+    spans = [(c["start"], c["seconds"]) for c in entry["compiles"]] + [
+        (s["start"], s["seconds"]) for s in entry["steps"]
+    ]
+    last = max(start + (seconds or 0.0) for start, seconds in spans)
+    entry["end"] = max(entry["end"] or 0.0, last, entry["serving_start"] or 0.0)
+    return entry
+
+
+def _ran(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+    entry["pid"], entry["rank"], entry["started"] = event.get("pid"), event.get("rank"), event.get("started")
+
+
+def _compiled(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+    """A compile with its time, in the phase the analysis judges (before the process's later mark: warm-up)."""
+    if t is None or event.get("phase") in ("preexisting", "inherited"):
+        return
+    before_mark = event.get("proc") in drawn.marked and entry["serving_start"] is None
+    seconds = event.get("seconds")
+    entry["compiles"].append(
+        {
+            "family": event["family"],
+            "label": drawn.label(event["family"], event.get("key") or {}),
+            "phase": phases.settled(event.get("phase") or phases.UNKNOWN, before_mark),
+            "start": round(max(0.0, t - (seconds or 0.0)), 3),
+            "seconds": seconds,
+            "origin": event.get("origin"),
+        }
+    )
+
+
+def _slow_step(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+    entry["steps"].append(
+        {name: event.get(name) for name in ("function", "seconds", "usual", "serving")} | {"start": t}
+    )
+
+
+def _exited(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+    if t is not None:
+        entry["end"] = t
+
+
+def _serving_start(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+    if t is not None and entry["serving_start"] is None:
+        entry["serving_start"] = t
+
+
+EVENTS = {
+    "run": _ran,
+    "slow_step": _slow_step,
+    "exit": _exited,
+    "serving_start": _serving_start,
+    "compile": _compiled,
+}

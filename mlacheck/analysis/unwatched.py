@@ -2,20 +2,17 @@
 watched family accounts for (a compile net's `unwatched_compile` events), and a Triton run interpreted.
 
 An unwatched layout is one line of what was not checked; a dispatch through it makes the run incomplete. An
-unwatched compile on the serving path is MLA007, with the nearest earlier compile of the same kernel in the same
-process and the fields in which it differs; one whose phase is unknown (`capture.phase`: before any serving start,
-under no warm-up frame) in a process that never marked serving start makes the run incomplete; the others are listed.
+unwatched compile on the serving path is MLA007 (`checks/`); one whose phase is unknown (`capture.phase`: before any
+serving start, under no warm-up frame) in a process that never marked serving start makes the run incomplete; the
+others are listed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlacheck.analysis.findings import Finding, nearest
 from mlacheck.capture.phase import HOW_TO_MARK, UNKNOWN, settled
 from mlacheck.capture.triton.runtime import INTERPRETED
-from mlacheck.codes import lookup
-from mlacheck.keys import value_text
 
 
 def unwatched_layouts(events: list[dict]) -> tuple[list[str], list[str]]:
@@ -63,10 +60,10 @@ class UnwatchedCompile:
     proc: int | None
 
 
-def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list[Finding], list[str]]:
-    """Every unwatched compile, MLA007 for each one on the serving path, and an incomplete reason per kernel and process
-    whose compiles no phase could be told of. A compile made before its process marked serving start (the mark came
-    later) was warm-up."""
+def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list[str]]:
+    """Every unwatched compile (those on the serving path are MLA007: `checks/`), and an incomplete reason per kernel and
+    process whose compiles no phase could be told of. A compile made before its process marked serving start (the mark
+    came later) was warm-up."""
     marks = {e.get("proc"): index for index, e in enumerate(events) if e["type"] == "serving_start"}
     compiles = [
         UnwatchedCompile(
@@ -82,7 +79,7 @@ def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list
         for index, e in enumerate(events)
         if e["type"] == "unwatched_compile"
     ]
-    return compiles, _serving_path(compiles), _unknown(compiles, events)
+    return compiles, _unknown(compiles, events)
 
 
 def _unknown(compiles: list[UnwatchedCompile], events: list[dict]) -> list[str]:
@@ -97,41 +94,3 @@ def _unknown(compiles: list[UnwatchedCompile], events: list[dict]) -> list[str]:
         f"serving-path compile: {HOW_TO_MARK}"
         for (net, kernel, proc), found in unknown.items()
     ]
-
-
-def _serving_path(compiles: list[UnwatchedCompile]) -> list[Finding]:
-    findings = []
-    for index, compiled in enumerate(compiles):
-        if compiled.phase != "serving":
-            continue
-        earlier = [c.key for c in compiles[:index] if (c.kernel, c.proc) == (compiled.kernel, compiled.proc)]
-        closest, diff = nearest(compiled.key, earlier)
-        stall = f"a {compiled.seconds:.1f} s stall" if compiled.seconds is not None else "a stall"
-        if closest is None:
-            before = "nothing of this kernel compiled earlier in this process"
-        elif not diff:
-            before = "a compile of the same configuration came earlier in this process (its result was not kept)"
-        else:
-            before = "the nearest earlier compile differs in " + ", ".join(
-                f"{name} ({value_text(old)} then, {value_text(new)} now)" for name, (old, new) in diff.items()
-            )
-        findings.append(
-            Finding(
-                "MLA007",
-                f"unwatched:{compiled.kernel}",
-                compiled.key,
-                f"{compiled.kernel} ({compiled.net}) compiled on the serving path, and no rule file watches it: {stall}; "
-                f"{before}",
-                lookup("MLA007").hint,
-                closest,
-                diff,
-                {},
-                compiled.site,
-                compiled.stack,
-                compiled.proc,
-                summary=f"{compiled.kernel}: "
-                + (f"{compiled.seconds:.1f} s " if compiled.seconds is not None else "")
-                + "serving-path compile, no rule file watches it",
-            )
-        )
-    return findings

@@ -20,13 +20,13 @@ import inspect
 import sys
 import time
 
-from mlacheck import events
+from mlacheck import events, sinks
 from mlacheck.capture import compile_timer, phase
 from mlacheck.capture.install import Patches
 from mlacheck.capture.stack import StackReader
-from mlacheck.events import EventSink
 from mlacheck.keys import typed
 from mlacheck.rulefiles.plain import CompileNet, PhaseRule
+from mlacheck.sinks import EventSink
 
 LONG_TEXT = 200  # characters of a text argument beyond which the key holds its digest, not the text
 MAX_FIELDS = 48  # of a kernel object's configuration: its scalar attributes, in the object's own order
@@ -101,7 +101,7 @@ class CompileNetCapture:
             self.sink.write(event)
             return event["id"], decided, where, name, subject, rest, kwargs
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
-            events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
+            sinks.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
             return None
 
     def _ended(self, start: tuple | None, seconds: float, outcome: str) -> None:
@@ -124,7 +124,7 @@ class CompileNetCapture:
                     )
                 )
         except Exception as exc:  # noqa: BLE001
-            events.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
+            sinks.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
 
     def _named_kernel(self, args: tuple, kwargs: dict) -> tuple[object, object]:
         """The parameter the rule's `kernel` path starts at, and what the path reads from it (e.g. `self.name`)."""

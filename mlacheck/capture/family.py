@@ -27,9 +27,9 @@ from mlacheck.capture.install import AlreadyRecorded, Patches, import_advice
 from mlacheck.capture.ledger import NO_KEY, Ledger
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
-from mlacheck.events import EventSink
 from mlacheck.keys import typed
 from mlacheck.rulefiles.plain import PhaseRule, RuleFile
+from mlacheck.sinks import EventSink
 
 
 def no_launch(*args: object, **kwargs: object) -> None:

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Callable
 
 from mlacheck import schemas
-from mlacheck.events import replace_file
 from mlacheck.files import read_json
+from mlacheck.sinks import replace_file
 
 FORMAT = "installed answers"
 INFO = (".dist-info", ".egg-info")

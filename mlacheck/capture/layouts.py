@@ -19,6 +19,7 @@ from collections import namedtuple
 from mlacheck.capture.fingerprint import distributions_of, fingerprint, installed_version
 from mlacheck.capture.installed import answer, file_question
 from mlacheck.rulefiles.plain import RuleFile
+from mlacheck.rulefiles.versions import checks_version
 
 
 class Provider(namedtuple("Provider", "distribution version verified")):
@@ -82,7 +83,7 @@ def applies(rule: RuleFile, module: object, installed: Provider) -> str | None:
         version = installed_version(family.distribution)
     elif _canonical(installed.distribution) != _canonical(family.distribution):
         return f"{family.name} is written for {family.distribution}"
-    if family.checks_version(version):
+    if checks_version(family, version):
         return None
     if family.fingerprints and fingerprint(module, family.key_functions) in family.fingerprints:
         return None

@@ -7,7 +7,7 @@ phase, an event is written at once; every other lookup only steps a counter (`Co
 state at a bounded interval (`EventSink.checkpoint`) and written as a final `counts` event at exit. Each flush first
 writes what its owner's `audit` says went past capture since the last one (an `unseen` event each: an insert past the
 recording cache, a rebound attribute, a module imported again). Phases are the one phase model's (`phase.decide`). A
-failure becomes an `internal_error` event (`events.write_internal_error`, whose one fallback is stderr), never an
+failure becomes an `internal_error` event (`sinks.write_internal_error`, whose one fallback is stderr), never an
 exception in the program.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mlacheck import events
+from mlacheck import events, sinks
 from mlacheck.capture import phase
 from mlacheck.capture.counts import Counts
-from mlacheck.events import EventSink
 from mlacheck.keys import typed
+from mlacheck.sinks import EventSink
 
 NO_KEY = object()
 """A compile whose key is not known yet (its cache lookup comes after it)."""
@@ -130,7 +130,7 @@ class Ledger:
 
     def internal_error(self, where: str, error: object) -> None:
         """What capture could not see or do (the run then cannot pass); never raises."""
-        events.write_internal_error(self.sink, f"{self.name}: {where}", error)
+        sinks.write_internal_error(self.sink, f"{self.name}: {where}", error)
 
     def safely(self, where: str, action: Callable[[], object]) -> None:
         """Run a capture action; a failure becomes an internal error, never an exception in the program."""

@@ -13,8 +13,8 @@ from mlacheck import events
 from mlacheck.capture.install import Patches
 from mlacheck.capture.layouts import Provider
 from mlacheck.capture.stack import frame_site
-from mlacheck.events import EventSink
 from mlacheck.rulefiles.plain import RuleFile
+from mlacheck.sinks import EventSink
 
 
 class UnwatchedLayout:

@@ -15,9 +15,9 @@ from mlacheck.capture.hooks import LaunchPolicy
 from mlacheck.capture.layouts import choose, provider
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.unwatched import UnwatchedLayout
-from mlacheck.events import EventSink
 from mlacheck.rulefiles import plain
 from mlacheck.rulefiles.plain import CompileNet, PhaseRule, RuleFile
+from mlacheck.sinks import EventSink
 
 
 def family_captures(

@@ -22,7 +22,6 @@ from mlacheck import arch, qualnames, schemas
 from mlacheck.capture import installed
 from mlacheck.errors import MlacheckError
 from mlacheck.events import (
-    JsonlSink,
     context_event,
     exec_event,
     exit_event,
@@ -30,11 +29,12 @@ from mlacheck.events import (
     run_event,
     serving_start_event,
     start_run_clock,
-    write_internal_error,
 )
 from mlacheck.files import read_json
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
+from mlacheck.program.post_import import PostImportFinder
 from mlacheck.program.trust import check_folder
+from mlacheck.sinks import JsonlSink, write_internal_error
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
 NEVER_PREFIXES = ("LD_", "DYLD_", "PYTHON")  # what the dynamic loader and the interpreter load and run
@@ -43,40 +43,6 @@ EXEC_FUNCTIONS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "ex
 CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
 _current: Agent | None = None
-
-
-class _LoaderWithHook:
-    """Runs the module as its own loader would, then calls the hook with it."""
-
-    def __init__(self, loader, hook) -> None:
-        self._loader, self._hook = loader, hook
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        self._loader.exec_module(module)
-        self._hook(module)
-
-
-class _PostImportFinder:
-    """Finds the watched modules through the other finders and wraps their loader with the hook."""
-
-    def __init__(self, modules: set[str], hook) -> None:
-        self.modules, self.hook = modules, hook
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in self.modules:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _LoaderWithHook(spec.loader, self.hook)
-                return spec
-        return None
 
 
 class Agent:
@@ -112,7 +78,7 @@ class Agent:
         self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
         watched = set(self.families) | set(self.nets) | set(self.entries) | set(self.watchers)
         watched |= {module for module, *_ in self.serving_starts + self.frames + self.steps}
-        self._finder = _PostImportFinder(watched, self._imported)
+        self._finder = PostImportFinder(watched, self._imported)
         self._pid = os.getpid()
         self._serving = False
         self._forked_from: int | None = None

@@ -9,6 +9,7 @@ not checked, never dropped. Imports nothing of torch or of a kernel library.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,48 +54,64 @@ def load_runs(paths: list[Path], supervised: Supervised | None = None) -> Loaded
     twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
     if twice is not None:
         raise MlacheckError(f"{twice}: given twice; pass each run folder once")
-    loaded, budget, size_budget = LoadedRuns(), EVENT_LIMIT, BYTES_LIMIT
+    loaded, budget = LoadedRuns(), (EVENT_LIMIT, BYTES_LIMIT)
     for path in paths:
         run = RunFolder(path)
-        replaced = refusal(path) if supervised is not None and path.is_dir() else None
-        if supervised is not None and not path.is_dir():
-            loaded.problems.append(
-                f"{path}: the run folder vanished while the program ran (deleted or moved away): the traces in it "
-                "are lost"
-            )
-        elif replaced is not None:
-            loaded.problems.append(
-                f"{path}: the run folder was replaced while the program ran ({replaced}): nothing in it is read"
-            )
-        elif not path.is_dir():
-            raise MlacheckError(
-                f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
-            )
-        elif not run.is_run():
-            raise MlacheckError(
-                f"{path}: not a run folder (no trace-*.jsonl, meta.json or rules/ in it); pass the --run-dir of an "
-                "mlacheck run (or one saved JSON report)"
-            )
+        replaced = _opened(run, supervised, loaded)
         meta = supervised.meta if supervised is not None else run.read_meta()
         loaded.programs.append(meta or {"command": None, "exit_code": None, "signal": None, "unfinished": True})
         loaded.problems += supervised.problems if supervised is not None else []
         first_process = len(loaded.processes)
-        for trace_file in run.traces() if path.is_dir() and replaced is None else []:
-            trace = read_trace(trace_file, budget, size_budget)
-            budget, size_budget = budget - len(trace.events), size_budget - trace.size
-            loaded.bad_lines += trace.bad_lines
-            loaded.lost += _lost(trace_file, trace.events)
-            for number, image in enumerate(_images(trace.events)):
-                proc = len(loaded.processes)
-                loaded.processes.append(_process(image, number, trace_file, trace, path))
-                for event in image:
-                    event["proc"] = proc
-                loaded.events += image
-                loaded.lost += _unaccounted(trace_file, image)
+        if path.is_dir() and replaced is None:
+            budget = _read_traces(run, loaded, budget)
         tree = supervised.tree if supervised is not None else run.read_tree()
         readable = path.is_dir() and replaced is None
         _unobserved(run, str(path), loaded, loaded.processes[first_process:], tree, readable)
     return loaded
+
+
+def _opened(run: RunFolder, supervised: Supervised | None, loaded: LoadedRuns) -> str | None:
+    """Why the run folder was replaced while its program ran (nothing in it is then read), else None. A supervised
+    folder that vanished or was replaced is a problem of the run; a folder given that is not a run's is refused."""
+    path = run.path
+    replaced = refusal(path) if supervised is not None and path.is_dir() else None
+    if supervised is not None and not path.is_dir():
+        loaded.problems.append(
+            f"{path}: the run folder vanished while the program ran (deleted or moved away): the traces in it are lost"
+        )
+    elif replaced is not None:
+        loaded.problems.append(
+            f"{path}: the run folder was replaced while the program ran ({replaced}): nothing in it is read"
+        )
+    elif not path.is_dir():
+        raise MlacheckError(
+            f"{path}: no such run folder; pass the --run-dir of an mlacheck run (or one saved JSON report)"
+        )
+    elif not run.is_run():
+        raise MlacheckError(
+            f"{path}: not a run folder (no trace-*.jsonl, meta.json or rules/ in it); pass the --run-dir of an "
+            "mlacheck run (or one saved JSON report)"
+        )
+    return replaced
+
+
+def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) -> tuple[int, int]:
+    """Read the run folder's traces into `loaded`, one process per image, within what is left of the budget (events,
+    bytes, over every run folder); what is left after them."""
+    events_left, bytes_left = budget
+    for trace_file in run.traces():
+        trace = read_trace(trace_file, events_left, bytes_left)
+        events_left, bytes_left = events_left - len(trace.events), bytes_left - trace.size
+        loaded.bad_lines += trace.bad_lines
+        loaded.lost += _lost(trace_file, trace.events)
+        for number, image in enumerate(_images(trace.events)):
+            proc = len(loaded.processes)
+            loaded.processes.append(_process(image, number, trace_file, trace, run.path))
+            for event in image:
+                event["proc"] = proc
+            loaded.events += image
+            loaded.lost += _unaccounted(trace_file, image)
+    return events_left, bytes_left
 
 
 def _images(events: list[dict]) -> list[list[dict]]:
@@ -180,32 +197,43 @@ def _unobserved(
     host = tree.get("host")
     seen = {record["pid"]: record for record in tree.get("processes", [])}
     notes = run.unobserved() if readable else {}
-    for pid, line in notes.items():
-        loaded.unobserved.append(line)
-        loaded.unobserved_processes.append(
-            {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
-        )
     traced: dict[object, list[dict]] = {}
     for process in observed:
         if process.get("host") in (host, None):
             traced.setdefault(process["pid"], []).append(process)
-
-    def unobserved(pid: int, line: str) -> None:
+    lines = [
+        *notes.items(),
+        *_untraced_execs(traced, notes, seen),
+        *_untraced_images(tree.get("processes", []), host, traced, notes),
+    ]
+    for pid, line in lines:
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
             {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
 
+
+def _untraced_execs(
+    traced: dict[object, list[dict]], notes: dict[int, str], seen: dict[int, dict]
+) -> Iterator[tuple[int, str]]:
+    """(pid, line) of each traced process whose last image exec'd into Python that wrote no trace."""
     for pid, images in traced.items():
         went = images[-1]["exec"]
         if went is not None and pid not in notes and (went.get("python") or _python_images(seen.get(pid))):
             command = " ".join(went.get("argv") or []) or went.get("path") or "?"
-            unobserved(
+            yield (
                 pid,
                 f"pid {pid} exec'd into {went.get('path')} ({command[:200]}), whose image wrote no trace: nothing "
                 "of mlacheck started in it (an interpreter without mlacheck installed, a cleared environment, or -S)",
             )
-    for record in tree.get("processes", []):
+
+
+def _untraced_images(
+    records: list[dict], host: str | None, traced: dict[object, list[dict]], notes: dict[int, str]
+) -> Iterator[tuple[int, str]]:
+    """(pid, line) of each process of the recorded tree that ran more Python images of its own than its traces hold
+    (none said already by a note or by its exec)."""
+    for record in records:
         pid = record["pid"]
         images = _python_images(record)
         own = [p for p in traced.get(pid, []) if p.get("forked_from") is None]
@@ -213,7 +241,7 @@ def _unobserved(
             continue
         command = " ".join(images[-1].get("argv") or []) or images[-1].get("exe") or "?"
         what = "wrote no trace" if pid not in traced else "ran an image (an exec) that wrote no trace"
-        unobserved(
+        yield (
             pid,
             f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}: nothing of mlacheck started "
             "in it (an interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
@@ -277,14 +305,52 @@ def program_report(
     supervisor of the one run recorded, as load_runs takes it)."""
     loaded = load_runs(paths, supervised)
     rules = rules if rules is not None else run_rules(paths)
+    with about("context"):
+        check_context(context, rules, observed=_key_values(loaded.events), flag=SETTING)
+    analysis = analyse(
+        loaded.events,
+        rules,
+        context,
+        loaded.unobserved,
+        observed=len(loaded.processes),
+        lost=_lost_lines(loaded),
+        dry=any(program.get("dry") for program in loaded.programs),
+    )
+    ranks = rank_summaries(
+        loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
+    )
+    analysis.incomplete += _undeclared(loaded.events, {family.name for family in analysis.families})
+    analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
+    compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
+    target_arch = (context or {}).get("target_arch", _target_arch(loaded.events))
+    loaded.events.clear()  # analysed: the report model takes their room
+    facts = {
+        "mode": "program",
+        "target_arch": target_arch,
+        "compile_policy": compile_policy,
+        "mlacheck_version": __version__,
+        "device": None,
+        "bad_lines": loaded.bad_lines,
+        "program": loaded.programs[0] if len(loaded.programs) == 1 else {"runs": loaded.programs},
+        "ranks": ranks,
+    }
+    return build_report(analysis, facts, loaded.processes, policy)
+
+
+def _key_values(events: list[dict]) -> dict[str, list]:
+    """Every value each key field took in the compiles and dispatches recorded (the context is checked against them)."""
     observed: dict[str, list] = {}
-    for event in loaded.events:
+    for event in events:
         for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
             observed.setdefault(name, []).append(value)
-    with about("context"):
-        check_context(context, rules, observed=observed, flag=SETTING)
+    return observed
+
+
+def _lost_lines(loaded: LoadedRuns) -> list[str]:
+    """Every record the runs lost, one line each: what the traces say they lost, lines that could not be read, and
+    traces that end in a cut-short line (a refused write, or a process killed while writing)."""
     refused = {line.partition(": ")[0] for line in loaded.lost}
-    lost = (
+    return (
         loaded.lost
         + [f"{line} could not be read" for line in loaded.bad_lines]
         + [
@@ -295,60 +361,45 @@ def program_report(
             if process["truncated"]
         ]
     )
-    analysis = analyse(
-        loaded.events,
-        rules,
-        context,
-        loaded.unobserved,
-        observed=len(loaded.processes),
-        lost=lost,
-        dry=any(program.get("dry") for program in loaded.programs),
-    )
-    ranks = rank_summaries(
-        loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
-    )
-    analysed = {family.name for family in analysis.families}
-    recorded = sorted(
-        {e["family"] for e in loaded.events if "family" in e and e["type"] != "internal_error"} - analysed
-    )
-    analysis.incomplete += [
+
+
+def _undeclared(events: list[dict], analysed: set[str]) -> list[str]:
+    """A line for each family recorded that no rule file given declares (it was not analysed)."""
+    recorded = sorted({e["family"] for e in events if "family" in e and e["type"] != "internal_error"} - analysed)
+    return [
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
         for name in recorded
     ]
-    analysis.incomplete[:0] = loaded.problems + [
+
+
+def _unfinished(paths: list[Path], programs: list[dict]) -> list[str]:
+    """A line for each run that never finished (mlacheck itself was stopped before it wrote meta.json)."""
+    return [
         f"{path}: the run never finished (no meta.json: mlacheck itself was stopped), so its process tree and the "
         "program's end were not recorded"
-        for path, program in zip(paths, loaded.programs)
+        for path, program in zip(paths, programs)
         if program.get("unfinished")
     ]
-    arch = next(
+
+
+def _target_arch(events: list[dict]) -> str | None:
+    """The target arch the processes showed: the last context event's, else the first run event's."""
+    shown = next(
         (
             e["values"]["target_arch"]
-            for e in reversed(loaded.events)
+            for e in reversed(events)
             if e["type"] == "context" and e["values"].get("target_arch")
         ),
         None,
     )
-    arch = arch or next(
+    return shown or next(
         (
             e.get("target_arch") or e.get("cute_dsl_arch")
-            for e in loaded.events
+            for e in events
             if e["type"] == "run" and (e.get("target_arch") or e.get("cute_dsl_arch"))
         ),
         None,
     )
-    compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
-    facts = {
-        "mode": "program",
-        "target_arch": (context or {}).get("target_arch", arch),
-        "compile_policy": compile_policy,
-        "mlacheck_version": __version__,
-        "device": None,
-        "bad_lines": loaded.bad_lines,
-        "program": loaded.programs[0] if len(loaded.programs) == 1 else {"runs": loaded.programs},
-        "ranks": ranks,
-    }
-    return build_report(analysis, facts, loaded.processes, policy)
 
 
 def load_report(path: Path) -> Report:

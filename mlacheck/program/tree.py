@@ -145,10 +145,10 @@ class ProcessTree:
         return [asdict(record) for record in sorted(self.seen.values(), key=lambda r: (r.first_seen, r.pid))]
 
     def _read_image(self, record: Seen, table: dict) -> None:
-        try:
-            exe = os.readlink(f"/proc/{record.pid}/exe")
-        except OSError:
-            exe = None
+        """Read the process's executable and stack again, and its command line where the image may have changed: an
+        exec starts a new image; a process title (or the exec of a fork seen before its stack changed) updates the
+        image it runs."""
+        exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
         stack = table[record.pid][5]
@@ -157,10 +157,7 @@ class ProcessTree:
             argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
         else:
             argv = _read_argv(record.pid)
-        execed = record.stack is not None and bool(record.images)  # an image never read has none to leave (d38966e)
-        execed = execed and (stack != record.stack if stack and record.stack else exe != record.exe)
-        if execed and record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv):
-            execed = False  # an image seen first during its exec, before its stack was set up: the same image
+        execed = _execed(record, exe, argv, stack)
         record.stack = stack
         if record.images:
             record.images[-1]["polls"] += 1
@@ -168,22 +165,43 @@ class ProcessTree:
             return
         changed_exe = exe != record.exe or execed
         record.exe, record.argv = exe, argv
-        parent = next((r for (pid, _), r in self.seen.items() if pid == record.ppid and r.alive), None)
-        parent_image = (parent.exe, parent.argv) if parent is not None else _image(record.ppid)
-        parent_stack = table[record.ppid][5] if record.ppid in table else 0
-        if stack and parent_stack and not execed:  # a fork has its parent's stack, whatever its title
-            forked = stack == parent_stack
-        else:
-            forked = not execed and (exe, argv) == parent_image
+        forked = self._forked(record, stack, execed, table)
         record.forked &= forked
         if changed_exe and exe is not None:
             record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
             record.rank = _environment_rank(record.pid) if not record.forked else record.rank
-        if execed or not record.images:
-            record.images.append({"exe": exe, "argv": argv, "python": record.python, "forked": forked, "polls": 1})
-        else:  # a process title, or the exec of a fork seen before the stack changed: the same image
-            image = record.images[-1]
-            image.update(exe=exe, argv=argv, python=record.python, forked=image["forked"] and forked)
+        _keep_image(record, forked, execed)
+
+    def _forked(self, record: Seen, stack: int, execed: bool, table: dict) -> bool:
+        """Whether the image the process shows is its parent's: a fork has its parent's stack, whatever its title;
+        where a stack cannot be read, its parent's executable and command line."""
+        parent_stack = table[record.ppid][5] if record.ppid in table else 0
+        if stack and parent_stack and not execed:
+            return stack == parent_stack
+        parent = next((r for (pid, _), r in self.seen.items() if pid == record.ppid and r.alive), None)
+        parent_image = (parent.exe, parent.argv) if parent is not None else _image(record.ppid)
+        return not execed and (record.exe, record.argv) == parent_image
+
+
+def _execed(record: Seen, exe: str | None, argv: list[str], stack: int) -> bool:
+    """Whether the process exec'd since the last poll: its stack moved (its executable changed, where a stack cannot be
+    read). An image seen first during its exec, before its stack was set up, is the same image; a process whose image
+    was never read has none to leave."""
+    if record.stack is None or not record.images:
+        return False
+    moved = stack != record.stack if stack and record.stack else exe != record.exe
+    return moved and not (record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv))
+
+
+def _keep_image(record: Seen, forked: bool, execed: bool) -> None:
+    """Record the image the process runs now: a new one after an exec (or the first), else the last one updated."""
+    if execed or not record.images:
+        record.images.append(
+            {"exe": record.exe, "argv": record.argv, "python": record.python, "forked": forked, "polls": 1}
+        )
+    else:
+        image = record.images[-1]
+        image.update(exe=record.exe, argv=record.argv, python=record.python, forked=image["forked"] and forked)
 
 
 def _process_table(skip: frozenset[int] | set[int]) -> tuple[set[int], dict[int, tuple[str, int, int, int, int, int]]]:
@@ -235,11 +253,14 @@ def _read_argv(pid: int) -> list[str]:
 
 
 def _image(pid: int) -> tuple[str | None, list[str]]:
+    return _executable(pid), _read_argv(pid)
+
+
+def _executable(pid: int) -> str | None:
     try:
-        exe = os.readlink(f"/proc/{pid}/exe")
+        return os.readlink(f"/proc/{pid}/exe")
     except OSError:
-        exe = None
-    return exe, _read_argv(pid)
+        return None
 
 
 def _maps_libpython(pid: int) -> bool:

@@ -11,7 +11,7 @@ import os
 import stat
 
 from mlacheck.errors import MlacheckError
-from mlacheck.events import replace_file
+from mlacheck.sinks import replace_file
 from mlacheck_startup import refusal
 
 
@@ -29,7 +29,7 @@ def check_folder(path: str | os.PathLike, what: str = "run folder") -> None:
 
 def write_new(folder: str | os.PathLike, name: str, data: bytes) -> None:
     """Write `name` in `folder` whole: into a file created exclusively beside it, then renamed over it (a link or a
-    file someone else put there is replaced, never written through: `events.replace_file`, which a process's counts
+    file someone else put there is replaced, never written through: `sinks.replace_file`, which a process's counts
     checkpoint is written by too). OSError where the folder cannot take it."""
     replace_file(os.path.join(folder, name), data)
 

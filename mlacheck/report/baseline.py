@@ -46,7 +46,7 @@ def report_fingerprints(findings: list[dict]) -> list[str]:
     result = []
     for finding in findings:
         base = fingerprint(finding)
-        result.append(fingerprint(finding, seen.get(base, 0)))
+        result.append(fingerprint(finding, seen[base]) if base in seen else base)  # a first occurrence is its base
         seen[base] = seen.get(base, 0) + 1
     return result
 

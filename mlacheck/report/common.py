@@ -6,9 +6,13 @@ engine's code a step models as `PATH:LINE FUNCTION (modelled on ENGINE VERSION)`
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic_core import PydanticSerializationError, to_json
 
 from mlacheck.codes import CODES
 
@@ -16,12 +20,17 @@ SITE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:\s+(?P<detail>.*))?$")
 MODELLED = "(modelled"
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# where a number may be one that the json module writes otherwise than pydantic-core (1e-05 against 0.00001, 1.5e-07
+# against 1.5e-7): a one-digit negative exponent after a digit, or "0.0000" (the literal first: the search is quick)
+ONE_DIGIT_EXPONENT = re.compile(rb"e-\d(?!\d)")
 
 
 def printable(text: str) -> str:
     """A string from a run as it may be printed: every control character (C0 with newlines and tabs, DEL, C1) and
     every bidi override written as its escape (`\\x1b`, `\\n`, `\\u202e`), so that it can neither move the cursor,
     retitle the terminal, make a link, hide text nor print a line of its own (a `verdict: PASS` line)."""
+    if text.isascii() and text.isprintable():  # the usual text, at once: no control character in it
+        return text
     return CONTROL.sub(lambda match: ESCAPES.get(match[0]) or _escape(match[0]), text)
 
 
@@ -31,14 +40,77 @@ def _escape(char: str) -> str:
 
 
 def printable_report(value):
-    """The report's JSON form (or any part of it) with every string, keys included, made `printable`."""
+    """The report's JSON form (or any part of it) with every string, keys included, made `printable`; a part in which
+    no string needs it is kept as it is (the usual report, at once: a program's command with a newline in it is copied
+    alone)."""
     if isinstance(value, str):
         return printable(value)
+    if not isinstance(value, (dict, list)) or _plain(value):
+        return value
     if isinstance(value, dict):
         return {printable(str(name)): printable_report(item) for name, item in value.items()}
+    return [printable_report(item) for item in value]
+
+
+def _plain(value: dict | list) -> bool:
+    """Whether no string of a JSON value needs `printable` (its JSON text has no escape and no control character)."""
+    try:
+        return not any(_escaped(piece) for piece in json_pieces(value))
+    except (PydanticSerializationError, ValueError, RecursionError):
+        return False
+
+
+def _escaped(text: bytes) -> bool:
+    return b"\\" in text or bool((b"\x7f" in text) if text.isascii() else CONTROL.search(text.decode()))
+
+
+def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
+    """The text pydantic-core writes of a JSON value (`to_json(value, indent=2)`, nested `depth` deep), in pieces: a
+    list of more than `SLICE` items a slice at a time, a list or an object that holds one an item at a time (the
+    serializer's text of a report of 10^5 variants, and the buffer it grows, are never held whole)."""
+    pad = b"\n" + b"  " * depth
+    if isinstance(value, list) and len(value) > SLICE:
+        yield b"["
+        for start in range(0, len(value), SLICE):
+            body = to_json(value[start : start + SLICE], indent=2, inf_nan_mode="constants")[1:-2]  # no [ and \n]
+            yield (b"," if start else b"") + body.replace(b"\n", pad)
+        yield pad + b"]"
+    elif isinstance(value, (list, dict)) and _large(value):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        yield b"{" if isinstance(value, dict) else b"["
+        for number, (name, item) in enumerate(items):
+            named = to_json(name) + b": " if isinstance(value, dict) else b""
+            yield (b"," if number else b"") + pad + b"  " + named
+            yield from json_pieces(item, depth + 1)
+        yield pad + (b"}" if isinstance(value, dict) else b"]")
+    else:
+        yield to_json(value, indent=2, inf_nan_mode="constants").replace(b"\n", pad)
+
+
+SLICE = 512  # items of a long list serialized at a time
+
+
+def _large(value) -> bool:
+    """Whether a JSON value holds a list of more than `SLICE` items."""
     if isinstance(value, list):
-        return [printable_report(item) for item in value]
-    return value
+        return len(value) > SLICE or any(_large(item) for item in value)
+    if isinstance(value, dict):
+        return any(_large(item) for item in value.values())
+    return False
+
+
+def json_bytes(value) -> list[bytes]:
+    """`json.dumps(value, indent=2)` as UTF-8, in pieces: pydantic-core's (`json_pieces`; about ten times faster than
+    the json module's indented writer, which is pure Python) where they are the same text (ASCII, no DEL, no number
+    that the two write differently), else the json module's."""
+    pieces = list(json_pieces(value))
+    if any(not data.isascii() or b"\x7f" in data or b"0.0000" in data or _exponents(data) for data in pieces):
+        return [json.dumps(value, indent=2).encode()]
+    return pieces
+
+
+def _exponents(data: bytes) -> bool:
+    return any(data[match.start() - 1 : match.start()].isdigit() for match in ONE_DIGIT_EXPONENT.finditer(data))
 
 
 def severity(finding: dict) -> str:

@@ -118,13 +118,7 @@ def _variant(finding: dict, keys: list[dict], fields: str, short: bool) -> str:
     key = finding.get("key") or {}
     if fields == "own" or match is None or not key:
         return summary
-    what, said = match["what"], []
-    pattern, form = SHORT.get(finding.get("code"), (None, ""))
-    if short and what.startswith(UNTIMED):
-        what = "stall" + what[len(UNTIMED) :]  # the header says --compile skip: nothing was timed
-    elif short and pattern is not None and pattern.match(what):
-        said = [pattern.match(what).groupdict().get("field")]  # the field the short form names
-        what = pattern.sub(form, what, count=1)
+    what, said = _cost(match["what"], finding.get("code"), short)
     diff = list(finding.get("diff") or {})
     named = re.findall(r"(?:^|, )([^=, ]+)=", match["fields"])
     order = [name for name in dict.fromkeys([*named, *diff, *key]) if name in key]
@@ -133,6 +127,17 @@ def _variant(finding: dict, keys: list[dict], fields: str, short: bool) -> str:
         chosen -= {*diff, *said}
     shown = ", ".join(f"{name}={value_text(key[name])}" for name in order if name in chosen)
     return f"{match['role'] or ''}({shown}): {what}" if shown else f"{match['role'] or ''}{what}"
+
+
+def _cost(what: str, code: str | None, short: bool) -> tuple[str, list[str | None]]:
+    """What a finding costs, said short (`short`) where its code already names it, and the field the short form names
+    (it need not be named again)."""
+    pattern, form = SHORT.get(code, (None, ""))
+    if short and what.startswith(UNTIMED):
+        return "stall" + what[len(UNTIMED) :], []  # the header says --compile skip: nothing was timed
+    if short and pattern is not None and pattern.match(what):
+        return pattern.sub(form, what, count=1), [pattern.match(what).groupdict().get("field")]
+    return what, []
 
 
 def _fewest(key: dict, others: list[dict], order: list[str]) -> set[str]:

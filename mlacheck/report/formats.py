@@ -4,6 +4,8 @@ A format is a module of this package and one `Format` line in `REGISTRY`, which 
 CLI's and the pytest plugin's help. A format module is a renderer (coverage.py's Reporter protocol):
 
 - `render(report: dict, options: Options) -> str`: the whole document, from the report's JSON form;
+- optionally `encoded(report: dict, options: Options) -> Iterable[bytes]`: the same document as UTF-8, in pieces (a
+  document of 10^5 variants is written to its file without a copy of its text: json, sarif);
 - optionally `publish(report: dict, environ: Mapping[str, str]) -> None`: what else it writes once the document is
   written (github appends the job summary to $GITHUB_STEP_SUMMARY).
 
@@ -126,13 +128,16 @@ def write_outputs(
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     for fmt, path in specs:
         module = renderer(fmt)
-        text = module.render(report, options)
+        if path is not None and hasattr(module, "encoded"):
+            document: str | list[bytes] = list(module.encoded(report, options))
+        else:
+            document = module.render(report, options)
         try:
             if path is None:
-                stdout.write(text)
+                stdout.write(document)
                 stdout.flush()
             else:
-                path.write_text(text, encoding="utf-8")
+                _write(path, document)
         except OSError as exc:
             raise MlacheckError(
                 f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
@@ -140,3 +145,17 @@ def write_outputs(
         publish = getattr(module, "publish", None)
         if publish is not None:
             publish(report, environ)
+
+
+WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice
+
+
+def _write(path: Path, document: str | list[bytes]) -> None:
+    """A document's text (encoded a piece at a time), or its UTF-8 pieces."""
+    if isinstance(document, list):
+        with path.open("wb") as file:
+            file.writelines(document)
+        return
+    with path.open("w", encoding="utf-8") as file:
+        for start in range(0, len(document), WRITTEN):
+            file.write(document[start : start + WRITTEN])

@@ -244,22 +244,38 @@ def _family(family: dict) -> str:
     sites = {v.get("compiled_by") for v in variants if v.get("compiled_by")}
     columns = [*varying, "compiled", *(["at"] if len(sites) > 1 else []), "dispatches", "status"]
     head = "".join(f"<th>{_breakable(name, '_')}</th>" for name in columns)
-    rows = []
-    for variant in variants:
-        compiled = []
-        if variant.get("precompiled"):
-            phase = {"warmup": "warm-up"}.get(variant.get("compile_phase"), variant.get("compile_phase") or "yes")
-            compiled.append(f"{phase} {_seconds(variant.get('compile_s'))}".strip())
-        if variant.get("status") == "serving-path compile":
-            compiled.append(f"serving {_seconds(variant.get('serving_path_compile_s'))}".strip())
-        cells = [f'<td class="whole">{escape(value_text(variant["key"].get(name)))}</td>' for name in varying]
-        cells.append(f'<td class="whole">{escape(", ".join(compiled) or "no")}</td>')
-        if len(sites) > 1:
-            cells.append(f'<td class="site"><code>{_breakable(variant.get("compiled_by") or "—", "/")}</code></td>')
-        cells.append(f'<td class="num">{escape(str(variant.get("dispatches", 0)))}</td>')
-        status = str(variant.get("status"))
-        cells.append(f'<td class="whole status-{escape(status.replace(" ", "-"))}">{escape(status)}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+    rows = "".join(_row(variant, varying, len(sites) > 1) for variant in variants)
+    return f"<h2>{escape(title)}</h2><div class='scroll'><table><tr>{head}</tr>{rows}</table></div>" + "".join(
+        f'<p class="muted">{line}</p>' for line in _under(variants, fields, varying, sites)
+    )
+
+
+def _row(variant: dict, varying: list[str], at: bool) -> str:
+    """A variant's row: its varying key fields, when it compiled, its site (`at`: where the variants' sites differ),
+    its dispatches and its status."""
+    cells = [f'<td class="whole">{escape(value_text(variant["key"].get(name)))}</td>' for name in varying]
+    cells.append(f'<td class="whole">{escape(_compiled(variant))}</td>')
+    if at:
+        cells.append(f'<td class="site"><code>{_breakable(variant.get("compiled_by") or "—", "/")}</code></td>')
+    cells.append(f'<td class="num">{escape(str(variant.get("dispatches", 0)))}</td>')
+    status = str(variant.get("status"))
+    cells.append(f'<td class="whole status-{escape(status.replace(" ", "-"))}">{escape(status)}</td>')
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _compiled(variant: dict) -> str:
+    """When the variant compiled and how long it took: its precompile's phase, a serving-path compile; else "no"."""
+    compiled = []
+    if variant.get("precompiled"):
+        phase = {"warmup": "warm-up"}.get(variant.get("compile_phase"), variant.get("compile_phase") or "yes")
+        compiled.append(f"{phase} {_seconds(variant.get('compile_s'))}".strip())
+    if variant.get("status") == "serving-path compile":
+        compiled.append(f"serving {_seconds(variant.get('serving_path_compile_s'))}".strip())
+    return ", ".join(compiled) or "no"
+
+
+def _under(variants: list[dict], fields: list[str], varying: list[str], sites: set) -> list[str]:
+    """The lines under the table (HTML): the key fields every variant shares, and the site where all compiled there."""
     shared = [name for name in fields if name not in varying and name in variants[0]["key"]]
     caption = ", ".join(f"{name}={value_text(variants[0]['key'][name])}" for name in shared)
     under = [f"every variant: {escape(caption)}"] if caption else []
@@ -267,9 +283,7 @@ def _family(family: dict) -> str:
         [site] = sites
         every = all(v.get("compiled_by") for v in variants)
         under.append(f"{'compiled' if every else 'precompiled'} at <code>{_breakable(site, '/')}</code>")
-    return f"<h2>{escape(title)}</h2><div class='scroll'><table><tr>{head}</tr>{''.join(rows)}</table></div>" + "".join(
-        f'<p class="muted">{line}</p>' for line in under
-    )
+    return under
 
 
 def _breakable(text: str, after: str) -> str:

@@ -11,26 +11,113 @@ pass) is a testcase "incomplete" with an <error>, and so is each internal captur
 <system-err>): `errors` counts them, so a CI view never shows an incomplete run as clean. `failures` counts failed
 testcases, `tests` all of them. Run facts are suite <properties>. Every string of the run is written with its control
 characters escaped (`common.printable`): XML 1.0 cannot hold them.
+
+Written a testcase at a time, element by element as xml.etree.ElementTree writes an indented tree (`Element`): a
+report of 10^5 variants is never a tree in memory.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from mlacheck.keys import fields_text, key_identity, spelling_text, varying_fields
 from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
 from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
+DECLARATION = "<?xml version='1.0' encoding='utf-8'?>\n"
+BATCH = 1 << 20  # characters of the document encoded at a time
+
+
+@dataclass
+class Element:
+    """An XML element as xml.etree.ElementTree writes it (attributes in order, escaped as it escapes them; an element
+    with neither text nor children closed at once), its children indented two spaces a level as `ET.indent` does."""
+
+    tag: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+    children: list[Element] = field(default_factory=list)
+
+    def opening(self) -> str:
+        return f"<{self.tag}" + "".join(f' {name}="{_attribute(value)}"' for name, value in self.attributes.items())
+
+    def written(self, level: int) -> str:
+        """The element as ElementTree writes it, `level` deep in an indented tree."""
+        if not self.children:
+            return f"{self.opening()}>{_text(self.text)}</{self.tag}>" if self.text else f"{self.opening()} />"
+        inner = "\n" + "  " * (level + 1)
+        written = "".join(inner + child.written(level + 1) for child in self.children)
+        return f"{self.opening()}>{written}\n{'  ' * level}</{self.tag}>"
+
+
+def _attribute(value: str) -> str:
+    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
+        value = value.replace(char, entity) if char in value else value
+    for char, entity in (("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;")):
+        value = value.replace(char, entity) if char in value else value
+    return value
+
+
+def _text(value: str) -> str:
+    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        value = value.replace(char, entity) if char in value else value
+    return value
 
 
 def to_junit(report: dict) -> str:
     """The report as a JUnit XML document (UTF-8 text with an XML declaration)."""
+    return "".join(_pieces(report))
+
+
+def encoded(report: dict, options: object = None) -> Iterator[bytes]:
+    """The renderer protocol (report/formats.py): the document as UTF-8, about a MiB at a time."""
+    batch: list[str] = []
+    size = 0
+    for piece in _pieces(report):
+        batch.append(piece)
+        size += len(piece)
+        if size > BATCH:
+            yield "".join(batch).encode()
+            batch, size = [], 0
+    yield "".join(batch).encode()
+
+
+def render(report: dict, options: object = None) -> str:
+    """The renderer protocol (report/formats.py)."""
+    return to_junit(report)
+
+
+def _pieces(report: dict) -> Iterator[str]:
+    """The document, a testcase at a time (the suite's counts first: the testcases are counted before)."""
     report = printable_report(report)
+    cases, keys = _cases(report)
+    unseen = _unseen(report)
+    failed = sum(bool(_failures(findings)) for _, _, findings in cases)
+    counts = {"tests": str(len(cases) + len(unseen)), "failures": str(failed), "errors": str(len(unseen))}
+    suites = Element("testsuites", {"name": "mlacheck", **counts})
+    suite = Element("testsuite", {"name": "mlacheck", **counts, "skipped": "0"})
+    yield f"{DECLARATION}{suites.opening()}>\n  {suite.opening()}>"
+    testcases = (
+        _testcase(classname, name, findings, keys.get((classname, name))) for classname, name, findings in cases
+    )
+    errors = report.get("internal_errors") or []
+    suffix = (
+        [Element("system-err", text="\n".join(f"internal error in capture: {e}" for e in errors))] if errors else []
+    )
+    for element in (_properties(report), *testcases, *unseen, *suffix):
+        yield "\n    " + element.written(2)
+    yield "\n  </testsuite>\n</testsuites>\n"
+
+
+def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[tuple[str, str], str]]:
+    """The testcases, (classname, name, the findings on it): one per variant of each family, then one per finding that
+    matches no variant; and the whole key of each variant's testcase, by (family, testcase name)."""
     fields = family_key_fields(report)
     cases: list[tuple[str, str, list[dict]]] = []
     by_variant: dict[tuple, list[dict]] = {}
-    keys: dict[tuple[str, str], str] = {}  # (family, testcase name) -> the variant's whole key
+    keys: dict[tuple[str, str], str] = {}
     for family in report.get("families") or []:
         variants = family.get("variants") or []
         names = _names(variants, fields.get(family["name"]))
@@ -44,53 +131,56 @@ def to_junit(report: dict) -> str:
         if home is not None:
             home.append(finding)
         else:
-            cases.append(
-                (
-                    finding.get("family") or "mlacheck",
-                    f"{finding.get('code')} {finding.get('name', '')}".strip(),
-                    [finding],
-                )
-            )
+            name = f"{finding.get('code')} {finding.get('name', '')}".strip()
+            cases.append((finding.get("family") or "mlacheck", name, [finding]))
+    return cases, keys
 
-    suites = ET.Element("testsuites", name="mlacheck")
-    suite = ET.SubElement(suites, "testsuite", name="mlacheck")
-    properties = ET.SubElement(suite, "properties")
-    for name in PROPERTIES:
-        if report.get(name) is not None:
-            ET.SubElement(properties, "property", name=name, value=str(report[name]))
-    for family, version in (report.get("versions") or {}).items():
-        ET.SubElement(properties, "property", name=f"version {family}", value=str(version))
+
+def _properties(report: dict) -> Element:
+    """The suite's <properties>: the run's facts, each family's version, the program's command, the summary."""
+    values = [(name, str(report[name])) for name in PROPERTIES if report.get(name) is not None]
+    values += [(f"version {family}", str(version)) for family, version in (report.get("versions") or {}).items()]
     program = report.get("program")
     if program:
-        ET.SubElement(properties, "property", name="program", value=" ".join(program.get("command") or []))
-    failed = 0
-    for classname, name, findings in cases:
-        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
-        failures = [f for f in findings if is_new(f) and severity(f) == "error"]
-        for finding in failures:
-            failure = ET.SubElement(case, "failure", message=finding.get("message", ""), type=finding.get("code", ""))
-            failure.text = _details(finding)
-        notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
-        key = keys.get((classname, name))
-        if key is not None or notes:
-            ET.SubElement(case, "system-out").text = "\n".join([*([f"key: {key}"] if key is not None else []), *notes])
-        failed += bool(failures)
-    errors = report.get("internal_errors") or []
+        values.append(("program", " ".join(program.get("command") or [])))
+    values.append(("summary", summary_line(report)))
+    return Element(
+        "properties", children=[Element("property", {"name": name, "value": value}) for name, value in values]
+    )
+
+
+def _failures(findings: list[dict]) -> list[dict]:
+    """The findings that fail a testcase: new errors."""
+    return [f for f in findings if is_new(f) and severity(f) == "error"]
+
+
+def _testcase(classname: str, name: str, findings: list[dict], key: str | None) -> Element:
+    """A variant's (or a lone finding's) testcase: a <failure> per new error finding, the key and every other finding
+    in its <system-out>."""
+    failures = _failures(findings)
+    children = [
+        Element("failure", {"message": finding.get("message", ""), "type": finding.get("code", "")}, _details(finding))
+        for finding in failures
+    ]
+    notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
+    if key is not None or notes:
+        children.append(Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes])))
+    return Element("testcase", {"classname": classname, "name": name}, children=children)
+
+
+def _unseen(report: dict) -> list[Element]:
+    """A testcase with an <error> for each reason the run is incomplete and each internal capture error (those also in
+    the suite's <system-err>)."""
     unseen = [("incomplete", reason) for reason in report.get("incomplete") or []]
-    unseen += [("internal error in capture", error) for error in errors]
-    for name, text in unseen:
-        case = ET.SubElement(suite, "testcase", classname="mlacheck", name=name)
-        ET.SubElement(case, "error", message=text, type=name).text = text
-    if errors:
-        ET.SubElement(suite, "system-err").text = "\n".join(f"internal error in capture: {e}" for e in errors)
-    for element in (suites, suite):
-        element.set("tests", str(len(cases) + len(unseen)))
-        element.set("failures", str(failed))
-        element.set("errors", str(len(unseen)))
-    suite.set("skipped", "0")
-    ET.SubElement(properties, "property", name="summary", value=summary_line(report))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    unseen += [("internal error in capture", error) for error in report.get("internal_errors") or []]
+    return [
+        Element(
+            "testcase",
+            {"classname": "mlacheck", "name": name},
+            children=[Element("error", {"message": text, "type": name}, text)],
+        )
+        for name, text in unseen
+    ]
 
 
 def _names(variants: list[dict], fields: list[str] | None) -> list[str]:
@@ -120,8 +210,3 @@ def _details(finding: dict) -> str:
     if finding.get("hint"):
         lines.append(f"fix: {finding['hint']}")
     return "\n".join(lines)
-
-
-def render(report: dict, options: object = None) -> str:
-    """The renderer protocol (report/formats.py)."""
-    return to_junit(report)

@@ -69,28 +69,40 @@ def to_markdown(report: dict) -> str:
         lines += _family(family)
     if len(report.get("ranks") or []) > 1:
         lines += _ranks(report["ranks"])
-    findings = report.get("findings") or []
-    if findings:
-        lines += ["### Findings", ""]
-        for finding in findings:
-            lines += _finding(finding)
-        codes = dict.fromkeys(f.get("code") for f in findings if not f.get("ignored") and f.get("code") in CODES)
-        lines += [f"- fix {name}: {text(CODES[name].hint)} (`mlacheck rule {name}`)" for name in codes]
-        lines.append("")
+    lines += _findings(report.get("findings") or []) + _unseen(report)
+    if report.get("exit_reason"):
+        lines.append(f"**{text(report['exit_reason'])}**")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _findings(findings: list[dict]) -> list[str]:
+    """The findings section: each finding, then the fix of each code once; none without findings."""
+    if not findings:
+        return []
+    lines = ["### Findings", ""]
+    for finding in findings:
+        lines += _finding(finding)
+    codes = dict.fromkeys(f.get("code") for f in findings if not f.get("ignored") and f.get("code") in CODES)
+    lines += [f"- fix {name}: {text(CODES[name].hint)} (`mlacheck rule {name}`)" for name in codes]
+    return lines + [""]
+
+
+def _unseen(report: dict) -> list[str]:
+    """What the run did not see (incomplete reasons, what was not checked, unreadable trace lines), then the internal
+    errors of capture: a section each, where there are any."""
     unseen = [
         *(f"incomplete: {line}" for line in report.get("incomplete") or []),
         *(f"not checked: {line}" for line in report.get("not_checked") or []),
         *(f"unreadable trace line skipped: {line}" for line in report.get("bad_lines") or []),
     ]
+    lines = []
     if unseen:
         lines += ["### What this run did not see", ""] + [f"- {text(line)}" for line in unseen] + [""]
     errors = report.get("internal_errors") or []
     if errors:
         lines += ["### Internal errors in capture (the program went on)", ""]
         lines += [f"- {text(error)}" for error in errors] + [""]
-    if report.get("exit_reason"):
-        lines.append(f"**{text(report['exit_reason'])}**")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return lines
 
 
 def _facts(report: dict) -> list[list[object]]:

@@ -14,17 +14,18 @@ report of what it ran.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mlacheck.analysis import Analysis, Variant
+from mlacheck.analysis import Analysis, FamilyResult, Finding, Variant
 from mlacheck.codes import CODES
 from mlacheck.errors import SETTING, MlacheckError
-from mlacheck.keys import JsonValue
 from mlacheck.report.baseline import known_findings, report_fingerprints
 
 FORMAT_VERSION = 4
@@ -109,59 +110,47 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class VariantReport(_Model):
-    key: dict[str, JsonValue]
-    spelling: dict | None = None
-    precompiled: bool = False
-    compile_phase: str | None = None
-    compile_s: float | None = None
-    compiled_by: str | None = None
-    captured: bool = False
-    dispatches: int = 0
-    dispatches_at_least: bool = False
-    warmup_dispatches: int = 0
-    capture_dispatches: int = 0
-    serving_path_compile_s: float | None = None
-    serving_path_site: str | None = None
-    first_dispatch_site: str | None = None
-    first_call: dict[str, JsonValue] = {}
-    status: str = "ok"
-    numerics: dict[str, float | None] | None = None
+def _reported(name: str, source: type, sample: object | None = None, **own: tuple) -> type[BaseModel]:
+    """A report model of the fields and properties an analysis dataclass reports (its `REPORTED`, in order), with their
+    types and defaults (a property's: what `sample`, an otherwise empty one, says; without one it is required); `own`:
+    fields of the report's own, or the report's own type of one (the variants of a family are `VariantReport`s).
+    The analysis declares each field once; the report model is made from it."""
+    hints = typing.get_type_hints(source)
+    members = {member.name: member for member in dataclasses.fields(source)}
+    definitions = {}
+    for field_name in source.REPORTED:
+        member = members.get(field_name)
+        if member is None:  # a property
+            annotation = typing.get_type_hints(getattr(source, field_name).fget)["return"]
+            definitions[field_name] = (annotation, ... if sample is None else getattr(sample, field_name))
+        elif member.default_factory is not dataclasses.MISSING:
+            definitions[field_name] = (hints[field_name], Field(default_factory=member.default_factory))
+        else:
+            definitions[field_name] = (
+                hints[field_name],
+                ... if member.default is dataclasses.MISSING else member.default,
+            )
+    return create_model(name, __base__=_Model, __doc__=source.__doc__, **{**definitions, **own})
 
 
-class FamilyReport(_Model):
-    name: str
-    version: str | None = None
-    versions: list[str | None] = []
-    key_fields: list[str] = []
-    variants: list[VariantReport] = []
-    dispatch_calls: int = 0
-    died_before_lookup: int = 0
-    notes: list[str] = []
-    field_drivers: dict[str, list[str]] = {}
-    discovered: bool = False
-    mode: str | None = None  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
-    target_arch: str | None = None
-
-
-class FindingReport(_Model):
-    code: str
-    name: str
-    severity: Literal["error", "warning", "note"]
-    family: str
-    key: dict[str, JsonValue] = {}
-    nearest: dict[str, JsonValue] | None = None
-    diff: dict[str, list[JsonValue]] = {}
-    drivers: dict[str, list[str]] = {}
-    message: str
-    summary: str = ""
-    hint: str = ""
-    site: str | None = None
-    stack: list[str] = []
-    process: dict | None = None
-    fingerprint: str = ""
-    baselined: bool = False
-    ignored: bool = False  # its code is ignored (--ignore, or left out by --select): listed, never failing
+VariantReport = _reported("VariantReport", Variant, Variant({}))
+FamilyReport = _reported(
+    "FamilyReport",
+    FamilyResult,
+    FamilyResult(""),
+    variants=(list[VariantReport], []),
+    mode=(str | None, None),  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
+    target_arch=(str | None, None),
+)
+FindingReport = _reported(
+    "FindingReport",
+    Finding,
+    severity=(Literal["error", "warning", "note"], ...),  # the code's severity, as text
+    process=(dict | None, None),  # pid, host and rank of the process it came from
+    fingerprint=(str, ""),
+    baselined=(bool, False),
+    ignored=(bool, False),  # its code is ignored (--ignore, or left out by --select): listed, never failing
+)
 
 
 class RankSummary(_Model):
@@ -223,14 +212,10 @@ class Report(_Model):
     bad_lines: list[str] = []
 
 
-def variant_report(variant: Variant) -> VariantReport:
-    return VariantReport.model_validate(
-        {
-            **asdict(variant),
-            "status": variant.status,
-            "dispatches_at_least": variant.at_least and variant.dispatches > 0,
-        }
-    )
+def reported(item: object) -> dict:
+    """What the report says of an analysis dataclass (a variant, a family, a finding): its `REPORTED` fields and
+    properties."""
+    return {name: getattr(item, name) for name in item.REPORTED}
 
 
 def build_report(
@@ -244,17 +229,14 @@ def build_report(
         findings.append(
             FindingReport.model_validate(
                 {
-                    **asdict(finding),
-                    "name": finding.name,
+                    **reported(finding),
                     "severity": finding.severity.value,
                     "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
                 }
             )
         )
     families = [
-        FamilyReport.model_validate(
-            {**asdict(family), "version": family.version, "variants": [variant_report(v) for v in family.variants]}
-        )
+        FamilyReport.model_validate({**reported(family), "variants": [reported(v) for v in family.variants]})
         for family in analysis.families
     ]
     report = Report(
@@ -274,33 +256,27 @@ def build_report(
     return decide(report, policy)
 
 
+JOINED = ("findings", "incomplete", "not_checked", "timeline", "unwatched_compiles", "internal_errors")
+"""The report's lists that a run made in parts holds every part's items of, in part order."""
+
+
 def combined(parts: list[Report], facts: dict, policy: ReportPolicy = ReportPolicy()) -> Report:
     """One report of a run made in parts, each in a mode of its own: the first part's facts under `facts`, every
     part's families (each marked with its part's mode and target arch), findings and what was not seen; `decide`
     gives it its verdict."""
-    first = parts[0]
-    return decide(
-        first.model_copy(
-            update={
-                "families": [
-                    family.model_copy(update={"mode": part.mode, "target_arch": part.target_arch})
-                    for part in parts
-                    for family in part.families
-                ],
-                "findings": [finding for part in parts for finding in part.findings],
-                "versions": {name: version for part in parts for name, version in part.versions.items()},
-                "incomplete": [line for part in parts for line in part.incomplete],
-                "not_checked": [line for part in parts for line in part.not_checked],
-                "context_needed": sorted({name for part in parts for name in part.context_needed}),
-                "timeline": [row for part in parts for row in part.timeline],
-                "unwatched_compiles": [compiled for part in parts for compiled in part.unwatched_compiles],
-                "internal_errors": [line for part in parts for line in part.internal_errors],
-                "interrupted": next((part.interrupted for part in parts if part.interrupted), None),
-                **facts,
-            }
-        ),
-        policy,
-    )
+    joined = {name: [item for part in parts for item in getattr(part, name)] for name in JOINED}
+    families = [
+        family.model_copy(update={"mode": part.mode, "target_arch": part.target_arch})
+        for part in parts
+        for family in part.families
+    ]
+    update = {
+        "families": families,
+        "versions": {name: version for part in parts for name, version in part.versions.items()},
+        "context_needed": sorted({name for part in parts for name in part.context_needed}),
+        "interrupted": next((part.interrupted for part in parts if part.interrupted), None),
+    }
+    return decide(parts[0].model_copy(update={**joined, **update, **facts}), policy)
 
 
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:

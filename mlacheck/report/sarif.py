@@ -14,14 +14,14 @@ baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from pathlib import PurePosixPath, PureWindowsPath
 from urllib.parse import quote
 
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, severity
+from mlacheck.report.common import Repository, json_bytes, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -42,27 +42,23 @@ RUN_PROPERTIES = (
 def to_sarif(report: dict, anchor: str | None = None, repository: Repository | None = None) -> dict:
     """The report as a SARIF 2.1.0 log (a dict; json.dumps it); anchor ("path[:line]") locates findings without a
     site in the repository (default: the one mlacheck runs in)."""
-    repository = repository or Repository.here()
     rules = list(CODES.values())
-    index = {rule.code: position for position, rule in enumerate(rules)}
-    findings = report.get("findings") or []
-    compiled_by = {
-        (family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
-        for family in report.get("families") or []
-        for variant in family.get("variants") or []
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": _driver(report, rules)},
+                "invocations": [_invocation(report)],
+                "results": _results(report, rules, anchor, repository or Repository.here()),
+                "properties": {name: report[name] for name in RUN_PROPERTIES if report.get(name) is not None},
+            }
+        ],
     }
-    results = []
-    for finding, print_ in zip(findings, report_fingerprints(findings)):
-        variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-        location = repository.locate(finding.get("site")) or repository.locate(variant_site)
-        results.append(_result(finding, print_, index, location, anchor))
-    notifications = [f"incomplete: {reason}" for reason in report.get("incomplete") or []]
-    notifications += [f"internal error in capture: {error}" for error in report.get("internal_errors") or []]
-    invocation = {"executionSuccessful": not notifications}  # an incomplete run did not do what it was asked
-    if notifications:
-        invocation["toolExecutionNotifications"] = [
-            {"level": "error", "message": {"text": text}} for text in notifications
-        ]
+
+
+def _driver(report: dict, rules: list) -> dict:
+    """mlacheck as the run's tool: its version and every finding code as a SARIF rule."""
     driver = {
         "name": "mlacheck",
         "rules": [
@@ -79,18 +75,44 @@ def to_sarif(report: dict, anchor: str | None = None, repository: Repository | N
     }
     if report.get("mlacheck_version"):
         driver["version"] = str(report["mlacheck_version"])
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": driver},
-                "invocations": [invocation],
-                "results": results,
-                "properties": {name: report[name] for name in RUN_PROPERTIES if report.get(name) is not None},
-            }
-        ],
+    return driver
+
+
+def _invocation(report: dict) -> dict:
+    """The run's invocation: an incomplete run did not do what it was asked (executionSuccessful false), each reason
+    and each internal capture error an error notification."""
+    notifications = [f"incomplete: {reason}" for reason in report.get("incomplete") or []]
+    notifications += [f"internal error in capture: {error}" for error in report.get("internal_errors") or []]
+    invocation = {"executionSuccessful": not notifications}
+    if notifications:
+        invocation["toolExecutionNotifications"] = [
+            {"level": "error", "message": {"text": text}} for text in notifications
+        ]
+    return invocation
+
+
+def _results(report: dict, rules: list, anchor: str | None, repository: Repository) -> list[dict]:
+    """A result per finding, located at its site, else where its variant was compiled, else at the anchor."""
+    index = {rule.code: position for position, rule in enumerate(rules)}
+    findings = report.get("findings") or []
+    compiled_by = {
+        (family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
+        for family in report.get("families") or []
+        for variant in family.get("variants") or []
     }
+    located: dict[str | None, tuple[str, int | None] | None] = {}  # site -> its location (thousands share one)
+
+    def locate(site: str | None) -> tuple[str, int | None] | None:
+        if site not in located:
+            located[site] = repository.locate(site)
+        return located[site]
+
+    results = []
+    for finding, print_ in zip(findings, report_fingerprints(findings)):
+        variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
+        location = locate(finding.get("site")) or locate(variant_site)
+        results.append(_result(finding, print_, index, location, anchor))
+    return results
 
 
 def _result(
@@ -147,7 +169,13 @@ def path_uri(path: str) -> str:
     return quote(path.replace("\\", "/"))
 
 
+def encoded(report: dict, options=None) -> Iterator[bytes]:
+    """The renderer protocol (report/formats.py): the log as JSON, findings without a site located at the options'
+    anchor."""
+    yield from json_bytes(to_sarif(report, getattr(options, "anchor", None)))
+    yield b"\n"
+
+
 def render(report: dict, options=None) -> str:
-    """The renderer protocol (report/formats.py): the log as JSON text, findings without a site located at the
-    options' anchor."""
-    return json.dumps(to_sarif(report, getattr(options, "anchor", None)), indent=2) + "\n"
+    """The renderer protocol: the log as JSON text."""
+    return b"".join(encoded(report, options)).decode()

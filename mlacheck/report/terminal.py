@@ -68,7 +68,7 @@ NAME_WIDTH = 16  # the header's names column
 def render(report, console: Console, detail: str = "normal") -> None:
     """Print the whole report."""
     data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
-    data, quiet = discovered.shown(printable_report(data))
+    data, quiet = discovered.shown(printable_report(data), summarise=detail != "verbose")
     width = max(console.width, 40)
     say = _printer(console)
     modelled = _modelled(data)
@@ -161,11 +161,7 @@ def _family(family: dict, width: int, detail: str, measured: dict | None) -> lis
     if not variants:
         title.append(": loaded; nothing was compiled or looked up", style="dim")
         return wrap(title, width, 0, 4)
-    if family.get("mode"):
-        title.append(f"  [{family['mode']} on {family['target_arch']}]")
-    calls = _calls(family)
-    if calls:
-        title.append(f"  {calls}", style="dim")
+    _title_tail(title, family)
     fields = family.get("key_fields") or list(variants[0]["key"])
     fields = fields + [name for v in variants for name in v["key"] if name not in fields]
     varying = varying_fields([v["key"] for v in variants], fields)
@@ -174,14 +170,29 @@ def _family(family: dict, width: int, detail: str, measured: dict | None) -> lis
     columns = _columns(family, varying, measured, detail, sites)
     lines = wrap(title, width, 0, 4) + fit(columns, width)
     caption = _caption([(name, variants[0]["key"][name]) for name in shared], width, detail)
-    if len(sites) == 1:
-        [site] = sites
-        shown = site if detail == "verbose" else short_site(site, width - 20, "*")
-        every = all(v.get("compiled_by") for v in variants)  # else: only the precompiled ones have a site
-        caption.append(Text(f"{'compiled' if every else 'precompiled'} at {shown}"))
-    for note in family.get("notes") or []:
-        caption.append(Text(f"note: {note}", style="dim"))
+    caption += _shared_site(variants, sites, width, detail)
+    caption += [Text(f"note: {note}", style="dim") for note in family.get("notes") or []]
     return lines + [line for text in caption for line in wrap(text, width, 0, 4)]
+
+
+def _title_tail(title: Text, family: dict) -> None:
+    """Add to a family's title the mode it ran in (where families differ) and what its dispatch calls were."""
+    if family.get("mode"):
+        title.append(f"  [{family['mode']} on {family['target_arch']}]")
+    calls = _calls(family)
+    if calls:
+        title.append(f"  {calls}", style="dim")
+
+
+def _shared_site(variants: list[dict], sites: set, width: int, detail: str) -> list[Text]:
+    """ "compiled at SITE" where every variant that has a site has the same one ("precompiled" where only the
+    precompiled ones have one)."""
+    if len(sites) != 1:
+        return []
+    [site] = sites
+    shown = site if detail == "verbose" else short_site(site, width - 20, "*")
+    every = all(v.get("compiled_by") for v in variants)
+    return [Text(f"{'compiled' if every else 'precompiled'} at {shown}")]
 
 
 def _calls(family: dict) -> str:
@@ -207,27 +218,36 @@ def _calls(family: dict) -> str:
 
 
 def _columns(family: dict, varying: list[str], measured: dict | None, detail: str, sites: set) -> list[Column]:
+    """The variant table's columns: the key fields that vary (and the spelling, where it differs), when each variant
+    compiled, where (where the sites differ), its dispatches, the scenario's measured columns, its numerics, its
+    status."""
     variants = family["variants"]
-    spelled = len({spelling_text(v.get("spelling")) for v in variants}) > 1
-    cells = {key_identity(row["key"]): row["cells"] for row in (measured or {}).get("variants") or []}
-    extra = list((measured or {}).get("columns") or []) if cells else []
     columns = [
         Column(name, [Text(value_text(v["key"].get(name))) for v in variants], whole=True, key=True) for name in varying
     ]
-    if spelled:
+    if len({spelling_text(v.get("spelling")) for v in variants}) > 1:
         columns.append(Column("spelled", [Text(spelling_text(v.get("spelling"))) for v in variants], key=True))
     columns.append(Column("compiled", [_compiled(v) for v in variants]))
     if len(sites) > 1:
         columns.append(Column("at", [Text(_site(v.get("compiled_by"), detail)) for v in variants]))
     dispatches = [("≥" if v.get("dispatches_at_least") else "") + str(v["dispatches"]) for v in variants]
     columns.append(Column("dispatches", [Text(count) for count in dispatches], right=True, whole=True))
-    for position, name in enumerate(extra):
-        values = [cells.get(key_identity(v["key"]), ["—"] * len(extra))[position] for v in variants]
-        columns.append(Column(name, [Text(str(value)) for value in values], right=name == "tokens"))
+    columns += _measured(variants, measured)
     if any(v.get("numerics") for v in variants):
         columns.append(Column("kernel vs reference", [Text(_metrics(v.get("numerics"))) for v in variants]))
     statuses = [Text(v["status"], style=STATUS_STYLES.get(v["status"], "")) for v in variants]
     columns.append(Column("status", statuses, whole=True, key=True))
+    return columns
+
+
+def _measured(variants: list[dict], measured: dict | None) -> list[Column]:
+    """The scenario's measured columns (tokens, FP8 cost), a cell per variant ("—" where it measured none)."""
+    cells = {key_identity(row["key"]): row["cells"] for row in (measured or {}).get("variants") or []}
+    extra = list((measured or {}).get("columns") or []) if cells else []
+    columns = []
+    for position, name in enumerate(extra):
+        values = [cells.get(key_identity(v["key"]), ["—"] * len(extra))[position] for v in variants]
+        columns.append(Column(name, [Text(str(value)) for value in values], right=name == "tokens"))
     return columns
 
 

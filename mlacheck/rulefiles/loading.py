@@ -21,6 +21,7 @@ from mlacheck.rulefiles.schema import (
     StepRule,
     Triton,
 )
+from mlacheck.rulefiles.versions import checks_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,16 +69,6 @@ class RuleSet:
         """The target arches some family's kernels exist for (Triton's too), in the order the rule files name them."""
         tables = [rule.family.arches for rule in self.families] + [table.arches for table in self.tritons.values()]
         return list(dict.fromkeys(name for arches in tables for name in arches))
-
-    def discovered(self, name: str, key_fields: list[str]) -> tuple[RuleFile | None, list[str]]:
-        """The rule of a recorded family that no file declares but a table watches (a kernel of the Triton its name
-        begins with), and what of that table does not fit the family (stale); (None, []) where nothing watches it."""
-        triton = next(
-            (file for file in self.files if file.triton is not None and name.startswith(file.triton.prefix)), None
-        )
-        if triton is None or self.family(name) is not None:
-            return None, []
-        return triton.triton.family_rule(name, key_fields, triton.source)
 
     @property
     def compile_nets(self) -> list[CompileNet]:
@@ -137,7 +128,7 @@ def _with_version_checked(rule: RuleFile) -> dict:
         version = metadata.version(rule.family.distribution)
     except metadata.PackageNotFoundError:
         return data
-    data["family"]["version_checked"] = {version: rule.family.checks_version(version)}
+    data["family"]["version_checked"] = {version: checks_version(rule.family, version)}
     return data
 
 

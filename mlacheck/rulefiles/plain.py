@@ -36,21 +36,6 @@ class FamilyFacts:
         """The top-level package the family's module belongs to."""
         return self.module.partition(".")[0]
 
-    def checks_version(self, version: str | None) -> bool:
-        """True when the installed version lies inside one of the checked ranges (a plain form may carry the answer
-        for a version already: `version_checked`)."""
-        known = getattr(self, "version_checked", {}).get(version)
-        if known is not None:
-            return known
-        from packaging.specifiers import SpecifierSet  # only a family's install asks
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            parsed = Version(version) if version is not None else None
-        except InvalidVersion:
-            return False
-        return parsed is not None and any(parsed in SpecifierSet(text) for text in self.version_ranges)
-
 
 class Named:
     """A rule entry that names a function as MODULE:QUALNAME (its `function`)."""
@@ -119,7 +104,7 @@ class Family(FamilyFacts):
     every_call_looks_up: bool = False
     unbounded_after: int | None = None
     jit_dir: JitDir | None = None
-    version_checked: Mapping[str, bool] = field(default_factory=dict)  # version -> checks_version(version)
+    version_checked: Mapping[str, bool] = field(default_factory=dict)  # version -> versions.checks_version
 
 
 @dataclass(eq=False)

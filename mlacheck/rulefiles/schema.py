@@ -4,17 +4,17 @@ A family file has a `[family]` table (where the cache lives, how its key reads, 
 arches its kernels exist for) and may add `[fields.NAME]`, `[context]`, `[[contract]]`, `[dry]` and
 `[numerics]`. An engine file (`bundled/engines.toml`) declares `[[phase]]` frames (warm-up, CUDA-graph capture),
 `[[serving_start]]` markers and `[[engine]]` names; a family file may declare those too. A `[triton]` table
-(`bundled/triton.toml`) watches Triton kernels, each a family found at run time: `Triton.family_rule` declares one.
+(`bundled/triton.toml`) watches Triton kernels, each a family found at run time (`analysis.declared` makes its rule).
 
-These models are the one declaration of a family: analysis reads them, and capture reads their validated dump (an
-observed process builds `plain.py`'s dataclasses from capture.json, with no validation); what a model derives from its
-fields is `plain.py`'s mixins, shared by both forms. Which
+These models are the one declaration of a family, and data only: what decides a finding from them is the finding's
+check (`analysis/checks/`: a contract's, a tolerance's, a version range's). Analysis reads them, and capture reads
+their validated dump (an observed process builds `plain.py`'s dataclasses from capture.json, with no validation); what
+a model derives from its fields is `plain.py`'s mixins, shared by both forms. Which
 `cache_kind`s exist, and what each needs of the `[family]` table, is capture's to say (`capture.caches`).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import ClassVar, Literal
 
@@ -22,7 +22,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mlacheck import arch, qualnames
-from mlacheck.keys import value_text
 from mlacheck.rulefiles.plain import FamilyFacts, Named, TritonFacts
 
 Scalar = bool | int | float | str
@@ -191,20 +190,6 @@ class Contract(_Strict):
             raise ValueError("give exactly one of equals, equals_context")
         return self
 
-    def needs(self) -> list[str]:
-        """The context keys this contract cannot be evaluated without."""
-        return [*self.when, *([self.equals_context] if self.equals_context else [])]
-
-    def applies(self, context: dict[str, str]) -> bool:
-        """True when every `when` entry is known in the context and matches it."""
-        return all(
-            context.get(name) in ([wanted] if isinstance(wanted, str) else wanted) for name, wanted in self.when.items()
-        )
-
-    def expected(self, context: dict[str, str]) -> str | None:
-        """The value the field must have, as text, or None when the context does not say."""
-        return value_text(self.equals) if self.equals_context is None else context.get(self.equals_context)
-
 
 class DryPatch(_Strict):
     """`--dry`: replace `module:attribute` for the duration of each dispatch call with a stand-in."""
@@ -309,19 +294,6 @@ class Numerics(_Strict):
     max: dict[str, float] = {}
     min: dict[str, float] = {}
 
-    def breaches(self, metrics: dict[str, float | None]) -> list[str]:
-        """The metrics beyond their bound, as readable phrases (NaN counts as beyond)."""
-        out = []
-        for name, bound in self.max.items():
-            value = metrics.get(name)
-            if value is not None and not value <= bound:
-                out.append(f"{name} {value:.3g} > {bound}")
-        for name, bound in self.min.items():
-            value = metrics.get(name)
-            if value is not None and (math.isnan(value) or value < bound):
-                out.append(f"{name} {value:.6f} < {bound}")
-        return out
-
 
 class _EngineFunction(_Function):
     engine: str = ""
@@ -415,40 +387,6 @@ class Triton(_Strict, TritonFacts):
         if twice:
             raise ValueError(f"kernel {twice!r} has more than one [[triton.kernel]] entry; keep one")
         return self
-
-    def family_rule(self, name: str, key_fields: list[str], source: str) -> tuple[RuleFile | None, list[str]]:
-        """The rule of a recorded family `name` (None where it is not a kernel of this Triton) and what of the
-        [[triton.kernel]] entry does not fit the kernel's parameters (a stale rule)."""
-        if not name.startswith(self.prefix) or not key_fields:
-            return None, []
-        kernel = name.removeprefix(self.prefix).removesuffix(self.AUTOTUNE)
-        entry = next((e for e in self.kernel if self.family_name(e.kernel) == self.prefix + kernel), None)
-        fields, contracts, stale = {}, [], []
-        if entry is not None and not name.endswith(self.AUTOTUNE):
-            fields = {field: note for field, note in entry.fields.items() if field in key_fields}
-            contracts = [contract for contract in entry.contract if contract.field in key_fields]
-            stale = [
-                f"[[triton.kernel]] {entry.kernel} names {field!r}, which is not one of its parameters "
-                f"({', '.join(key_fields)})"
-                for field in [*entry.fields, *(c.field for c in entry.contract)]
-                if field not in key_fields
-            ]
-        family = Family(
-            name=name,
-            description=f"Triton kernel {kernel}, compiled by {self.module}"
-            + (" (its autotuner's tunings)" if name.endswith(self.AUTOTUNE) else ""),
-            distribution=self.distribution,
-            checked_versions=self.checked_versions,
-            arches=self.arches,
-            module=kernel,
-            cache="device_caches",
-            cache_kind="triton",
-            dispatch=[kernel],
-            key_fields=key_fields,
-            site_skip=self.site_skip,
-            unbounded_after=self.unbounded_after,
-        )
-        return RuleFile(family=family, fields=fields, contract=contracts, source=source), stale
 
 
 class RuleFile(_Strict):

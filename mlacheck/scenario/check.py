@@ -19,17 +19,7 @@ from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy
 from mlacheck.errors import MlacheckError
-from mlacheck.events import (
-    CallbackSink,
-    JsonlSink,
-    MemorySink,
-    TeeSink,
-    exit_event,
-    run_clock,
-    run_event,
-    serving_start_event,
-    start_run_clock,
-)
+from mlacheck.events import exit_event, run_clock, run_event, serving_start_event, start_run_clock
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.scenario import startup
 from mlacheck.scenario.backends import Bound, TrafficStats
@@ -44,6 +34,7 @@ from mlacheck.scenario.plan import TRAFFIC, DecodePart, Plan, PrefillPart, Step,
 from mlacheck.scenario.setup import CheckOptions, Setup, prepare
 from mlacheck.scenario.sites import SiteMap
 from mlacheck.scenario.warmup import WarmupSource, resolve_warmup
+from mlacheck.sinks import CallbackSink, JsonlSink, MemorySink, TeeSink
 
 
 class Watch(Protocol):

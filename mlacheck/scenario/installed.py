@@ -16,9 +16,9 @@ from mlacheck.capture.layouts import provider
 from mlacheck.capture.unwatched import UnwatchedLayout
 from mlacheck.capture.watch import compile_nets, family_captures
 from mlacheck.errors import MlacheckError
-from mlacheck.events import EventSink
 from mlacheck.rulefiles import RuleFile, RuleSet
 from mlacheck.rulefiles.schema import PhaseRule
+from mlacheck.sinks import EventSink
 
 
 class Installed:

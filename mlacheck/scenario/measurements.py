@@ -10,8 +10,9 @@ report as extra columns of the variant tables.
 from __future__ import annotations
 
 from mlacheck.analysis.tables import worst
-from mlacheck.events import EventSink, numerics_event
+from mlacheck.events import numerics_event
 from mlacheck.keys import key_identity
+from mlacheck.sinks import EventSink
 
 COLUMNS = ["tokens", "FP8 cost"]
 

@@ -49,7 +49,6 @@ from tokenspeed_mla import mla_decode, mla_prefill  # noqa: E402
 
 from mlacheck.capture import CapturePolicy, FamilyCapture, hotpath  # noqa: E402
 from mlacheck.capture.dry import DryStandIns  # noqa: E402
-from mlacheck.events import MemorySink  # noqa: E402
 from mlacheck.rulefiles import load_rules  # noqa: E402
 from mlacheck.scenario.decode_run import DecodeRunner  # noqa: E402
 from mlacheck.scenario.decode_traffic import DecodeStep  # noqa: E402
@@ -58,6 +57,7 @@ from mlacheck.scenario.measurements import Measurements  # noqa: E402
 from mlacheck.scenario.prefill_call import FP8, dispatch, empty_tensors  # noqa: E402
 from mlacheck.scenario.prefill_traffic import PrefillCall  # noqa: E402
 from mlacheck.scenario.presets import model_preset  # noqa: E402
+from mlacheck.sinks import MemorySink  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MODEL = model_preset("deepseek-v3")

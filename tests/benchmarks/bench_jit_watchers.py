@@ -112,8 +112,8 @@ def deep_gemm_figures(calls: int) -> dict:
     import deep_gemm
 
     from mlacheck.capture import FamilyCapture
-    from mlacheck.events import MemorySink
     from mlacheck.rulefiles import load_rules
+    from mlacheck.sinks import MemorySink
 
     rule = load_rules().family("deep_gemm.gemm")
     capture = FamilyCapture(rule, MemorySink())
@@ -167,8 +167,8 @@ def flashinfer_figures(calls: int) -> dict:
     from flashinfer.norm import get_norm_module
 
     from mlacheck.capture.watch import compile_nets
-    from mlacheck.events import MemorySink
     from mlacheck.rulefiles import load_rules
+    from mlacheck.sinks import MemorySink
 
     core.run_ninja = lambda *args, **kwargs: None
     core.JitSpecNvcc.load = lambda self, so_path=None: object()

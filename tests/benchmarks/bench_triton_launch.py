@@ -33,8 +33,8 @@ from triton import knobs  # noqa: E402
 
 from mlacheck.capture.policy import CapturePolicy  # noqa: E402
 from mlacheck.capture.triton import TritonCapture  # noqa: E402
-from mlacheck.events import JsonlSink, MemorySink  # noqa: E402
 from mlacheck.rulefiles import load_rules  # noqa: E402
+from mlacheck.sinks import JsonlSink, MemorySink  # noqa: E402
 
 GPU = torch.cuda.is_available()
 TARGET = 1.02

@@ -11,6 +11,7 @@ import pytest
 
 from mlacheck.capture.fingerprint import fingerprint as code_fingerprint
 from mlacheck.rulefiles import load_rules
+from mlacheck.rulefiles.versions import checks_version
 
 pytestmark = pytest.mark.network
 
@@ -63,7 +64,7 @@ def fingerprint(family: str, source) -> str:
 def test_prefill_code_of_the_pinned_releases_is_the_checked_code(published, version):
     rule = load_rules().family("tokenspeed_mla.prefill").family
     assert fingerprint("tokenspeed_mla.prefill", published[version] / "mla_prefill.py") in rule.fingerprints
-    assert rule.checks_version(version)
+    assert checks_version(rule, version)
 
 
 def test_decode_code_of_the_pinned_releases_is_checked_code(published):
@@ -72,4 +73,4 @@ def test_decode_code_of_the_pinned_releases_is_checked_code(published):
     current, pinned_by_tokenspeed = rule.fingerprints
     assert fingerprint("tokenspeed_mla.decode", published["2.0.3"] / "mla_decode.py") == current
     assert fingerprint("tokenspeed_mla.decode", published["0.2.16"] / "mla_decode.py") == pinned_by_tokenspeed
-    assert rule.checks_version("2.0.3") and rule.checks_version("0.2.16") and not rule.checks_version("0.2.15")
+    assert checks_version(rule, "2.0.3") and checks_version(rule, "0.2.16") and not checks_version(rule, "0.2.15")

@@ -12,8 +12,8 @@ from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy, SkippedCompile
 from mlacheck.capture.caches.recording import RecordingDict
 from mlacheck.errors import MlacheckError
-from mlacheck.events import JsonlSink, MemorySink
 from mlacheck.rulefiles import load_rules
+from mlacheck.sinks import JsonlSink, MemorySink
 from mlacheck.trace import read_trace
 from tests.fixtures.synthetic_harness import (
     BF16,

@@ -1,11 +1,17 @@
-"""The habits of the codebase, checked as the tests run: ruff's lint and format check, and the import contract in
-pyproject.toml (the layers; no import circle between sibling modules)."""
+"""The habits of the codebase, checked as the tests run: ruff's lint and format check, the import contract in
+pyproject.toml (the layers; no import circle between sibling modules), and small functions in small modules."""
 
 import subprocess
 import sys
 from pathlib import Path
 
+from radon.complexity import cc_visit
+from radon.visitors import Function
+
 ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted([*(ROOT / "mlacheck").rglob("*.py"), ROOT / "mlacheck_startup.py"])
+MOST_COMPLEX = 20  # radon's cyclomatic complexity of a function or method (a nested function counts in its own)
+MOST_LINES = 500  # of a module
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -29,7 +35,7 @@ def test_no_module_imports_a_layer_above_its_own_and_no_import_circle():
         "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
 
 
 def test_an_engine_is_named_in_its_own_modules_only():
@@ -39,3 +45,20 @@ def test_an_engine_is_named_in_its_own_modules_only():
     for engine in ("vllm", "sglang"):
         naming = sorted(str(path.relative_to(ROOT)) for path in files if engine in path.read_text().lower())
         assert len(naming) <= 2, (engine, naming)
+
+
+def test_no_function_is_above_complexity_20():
+    """Issue 30: a function doing several jobs is a few small functions or a table (radon cc, as `radon cc -n D`)."""
+    complex_ = {}
+    for path in SOURCES:
+        for block in cc_visit(path.read_text(encoding="utf-8")):
+            name = f"{path.relative_to(ROOT)}:{block.fullname}"
+            if isinstance(block, Function) and block.complexity > MOST_COMPLEX:
+                complex_[name] = block.complexity
+    assert complex_ == {}, complex_
+
+
+def test_no_module_is_above_500_lines():
+    """Issue 30: a module has one job, and a newcomer reads it whole."""
+    long = {str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines()) for path in SOURCES}
+    assert {path: lines for path, lines in long.items() if lines > MOST_LINES} == {}

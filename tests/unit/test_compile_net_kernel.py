@@ -6,8 +6,8 @@ import sys
 import types
 
 from mlacheck.capture.compile_net import CompileNetCapture
-from mlacheck.events import MemorySink
 from mlacheck.rulefiles.schema import CompileNet
+from mlacheck.sinks import MemorySink
 
 
 def builder_module() -> types.ModuleType:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from mlacheck.analysis import analyse
 from mlacheck.capture import CapturePolicy
-from mlacheck.events import JsonlSink, checkpoint_path, counts_event, run_event, start_run_clock
+from mlacheck.events import checkpoint_path, counts_event, run_event, start_run_clock
+from mlacheck.sinks import JsonlSink
 from mlacheck.trace import read_trace
 from tests.fixtures.synthetic_harness import FP8, FP8_CONTEXT, PREFILL, family_capture, of_type
 

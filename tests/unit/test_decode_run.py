@@ -5,13 +5,13 @@ from types import SimpleNamespace
 
 import torch
 
-from mlacheck.events import MemorySink
 from mlacheck.scenario.decode_run import PAGE_SIZE, DecodeRunner
 from mlacheck.scenario.decode_traffic import DecodeStep
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_decode
+from mlacheck.sinks import MemorySink
 
 MODEL = ModelPreset("tiny", num_heads=2, context_len=512, kv_lora_rank=16, qk_rope_head_dim=8)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from mlacheck import events, schemas
+from mlacheck import events, schemas, sinks
 from mlacheck.capture import CapturePolicy
 from mlacheck.capture.watch import compile_nets, family_captures
 from mlacheck.rulefiles import BUNDLED, load_rule_file, load_rules
@@ -64,7 +64,7 @@ def test_what_every_cache_kind_writes_fits_the_schemas(kind):
 
 
 def test_a_compile_net_and_an_unwatched_layout_write_what_the_schemas_say():
-    sink = events.MemorySink()
+    sink = sinks.MemorySink()
     from tests.fixtures import toy_dsl
 
     [net] = compile_nets(load_rules(ROOT / "tests" / "fixtures" / "phase_rules").compile_nets, sink)
@@ -97,7 +97,7 @@ def test_what_triton_writes_fits_the_schemas():
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
-    sink = events.MemorySink()
+    sink = sinks.MemorySink()
     capture = TritonCapture(load_rules(BUNDLED).tritons["triton"], sink, CapturePolicy("skip", True, True, "sm_90a"))
     capture.install()
     try:
@@ -198,7 +198,7 @@ def test_what_an_exec_a_lost_write_and_an_unseen_insert_write_fits_the_schemas(t
     assert [e for e in written if e["type"] == "exec" and e.get("failed")], done.stdout + done.stderr
     assert [e for e in written if e["type"] == "exec" and e.get("path") == sys.executable]
     assert "exec" in assert_valid(written)
-    sink = events.JsonlSink(tmp_path / "trace-1.jsonl")
+    sink = sinks.JsonlSink(tmp_path / "trace-1.jsonl")
     sink.lost, sink._errors = 2, {"ENOSPC": 2}
     assert_valid([json.loads(sink._lost_line(2)), events.unseen_event("synthetic", "an insert past the cache")])
     sink.close()

@@ -9,8 +9,8 @@ import synthetic_jit_dir  # tests/fixtures is on sys.path (conftest imports synt
 from synthetic_jit_dir import Array
 
 from mlacheck.capture import FamilyCapture
-from mlacheck.events import MemorySink
 from mlacheck.rulefiles import RuleSet, load_rule_file
+from mlacheck.sinks import MemorySink
 from tests.fixtures.synthetic_harness import FIXTURES, mark_serving_start, of_type
 
 

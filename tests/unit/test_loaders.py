@@ -7,10 +7,10 @@ import pytest
 
 from mlacheck.codes import CODES
 from mlacheck.errors import MlacheckError
-from mlacheck.events import JsonlSink
 from mlacheck.rulefiles import BUNDLED, load_rules
 from mlacheck.scenario.engines import ENGINES
 from mlacheck.scenario.prefill_traffic import Request, make_workload, prefix_chunks
+from mlacheck.sinks import JsonlSink
 from mlacheck.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]

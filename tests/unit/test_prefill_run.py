@@ -3,7 +3,6 @@ and answers with the reference, so slicing, measurements and the chunked-prefix 
 
 from types import SimpleNamespace
 
-from mlacheck.events import MemorySink
 from mlacheck.scenario.engines import ENGINES
 from mlacheck.scenario.launch import LaunchCounter
 from mlacheck.scenario.measurements import Measurements
@@ -11,6 +10,7 @@ from mlacheck.scenario.prefill_run import TokenspeedMLAPrefill
 from mlacheck.scenario.prefill_traffic import Request, Workload, make_workload
 from mlacheck.scenario.presets import ModelPreset
 from mlacheck.scenario.reference import reference_prefill
+from mlacheck.sinks import MemorySink
 
 MODEL = ModelPreset("tiny", num_heads=2, context_len=64)
 

@@ -16,8 +16,8 @@ from mlacheck.analysis import analyse
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.triton import TritonCapture
 from mlacheck.capture.triton.families import CountingCache
-from mlacheck.events import MemorySink
 from mlacheck.rulefiles import BUNDLED, load_rules
+from mlacheck.sinks import MemorySink
 
 RULES = load_rules()
 DRY = CapturePolicy(compile="skip", replace_launch=True, dry=True, target_arch="sm_90a")
@@ -455,6 +455,7 @@ def test_a_variant_put_in_a_counting_dict_past_the_capture_is_unseen_at_the_next
 
 def test_two_tables_for_one_triton_are_refused_and_a_fork_is_one_more_table(tmp_path):
     """A fork of Triton is one [triton] table with its module and distribution; two tables for one module is one line."""
+    from mlacheck.analysis.declared import declared
     from mlacheck.errors import MlacheckError
 
     table = 'checked_versions = ">=3.6"\narches = ["sm_90a"]\n'
@@ -467,7 +468,7 @@ def test_two_tables_for_one_triton_are_refused_and_a_fork_is_one_more_table(tmp_
     }
     watchers = rules.capture_config()["watchers"]
     assert sorted(watcher["module"] for watcher in watchers) == ["my_triton", "triton"]
-    rule, _ = rules.discovered("my_triton:pkg.mod.kern", ["x_ptr", "options"])
+    [(rule, _)] = declared(rules, {"my_triton:pkg.mod.kern": ["x_ptr", "options"]}).values()
     assert rule.family.distribution == "my-triton" and rule.family.module == "pkg.mod.kern"
     (tmp_path / "c.toml").write_text(f'[triton]\nmodule = "my_triton"\n{table}')
     with pytest.raises(MlacheckError, match="\\[triton\\] table of 'my_triton' is declared by more than one"):

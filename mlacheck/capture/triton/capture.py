@@ -18,7 +18,7 @@ import itertools
 import time
 from collections.abc import Callable
 
-from mlacheck import events
+from mlacheck import events, sinks
 from mlacheck.capture import ledger
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
@@ -30,9 +30,9 @@ from mlacheck.capture.triton.kernels import Kernels
 from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
 from mlacheck.capture.triton.lookups import Lookups
 from mlacheck.capture.triton.runtime import TritonRuntime, kernel_name, load
-from mlacheck.events import EventSink
 from mlacheck.rulefiles import plain
 from mlacheck.rulefiles.plain import PhaseRule, Triton
+from mlacheck.sinks import EventSink
 
 AUTOTUNE = ":autotune"
 
@@ -230,7 +230,7 @@ class TritonCapture(CompileHooks, Lookups, Kernels):
 
     def internal_error(self, where: str, error: object) -> None:
         """What capture could not see or do (the run then cannot pass); never raises."""
-        events.write_internal_error(self.sink, f"{self.rule.module}: {where}", error)
+        sinks.write_internal_error(self.sink, f"{self.rule.module}: {where}", error)
 
 
 def _subclasses(cls: type) -> set[type]:

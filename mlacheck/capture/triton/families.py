@@ -24,7 +24,7 @@ from mlacheck.capture.caches.retiring import RetiringDict
 from mlacheck.capture.hotpath_py import FLUSH_EVERY
 from mlacheck.capture.ledger import Ledger
 from mlacheck.capture.stack import Where
-from mlacheck.events import EventSink
+from mlacheck.sinks import EventSink
 
 _getframe = sys._getframe
 

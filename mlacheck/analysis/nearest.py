@@ -1,0 +1,102 @@
+"""The nearest match: of the candidate keys, the one with the fewest fields that differ from a key.
+
+`nearest` compares a key with every candidate; `Nearest` gives the same answer for many keys against many candidates
+without doing so: a key that differs from its nearest candidate in `size` fields matches it exactly on the other
+fields, so an index of the candidates by their values on all fields but `size` of them finds it, trying no field
+left out, then one, then two. Where more differ, or the fields are too many to index that way, it compares with every
+candidate, as `nearest` does.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from itertools import combinations
+
+from mlacheck.keys import JsonValue, Key
+
+Diff = dict[str, list[JsonValue]]
+LEFT_OUT = 2  # fields an index may leave out; a key nearer to no candidate than this is compared with every one
+INDEXES = 64  # at most this many indexes a set of fields (the ways to leave fields out), else every one is compared
+
+
+def nearest(key: Key, candidates: list[Key]) -> tuple[Key | None, Diff]:
+    """The candidate key with the fewest fields that differ from `key` (the first on a tie), and the diff:
+    {field: [candidate's value, key's value]}."""
+    best: tuple[Key | None, Diff] = (None, {})
+    for candidate in candidates:
+        diff = _diff(key, candidate)
+        if best[0] is None or len(diff) < len(best[1]):
+            best = (candidate, diff)
+    return best
+
+
+class Nearest:
+    """Candidate keys, added in order, and for a key the one `nearest` would find among them, found through indexes
+    (made the first time a key's fields need them, then kept up to date as candidates are added)."""
+
+    def __init__(self, candidates: list[Key] | None = None) -> None:
+        self.candidates: list[Key] = []
+        self._indexes: dict[tuple, dict[tuple, int]] = {}  # (fields, left out) -> the others' values -> first candidate
+        for candidate in candidates or []:
+            self.add(candidate)
+
+    def add(self, candidate: Key) -> None:
+        position = len(self.candidates)
+        self.candidates.append(candidate)
+        for (fields, left_out), index in self._indexes.items():
+            kept = _kept(candidate, fields, left_out)
+            if kept is not None:
+                index.setdefault(kept, position)
+
+    def of(self, key: Key) -> tuple[Key | None, Diff]:
+        """What `nearest(key, candidates)` is."""
+        fields = tuple(key)
+        for size in range(min(LEFT_OUT, len(fields)) + 1):
+            ways = _ways(len(fields), size)
+            if len(ways) > INDEXES:
+                break
+            found = [self._index(fields, left_out).get(_kept(key, fields, left_out), -1) for left_out in ways]
+            first = min((position for position in found if position >= 0), default=None)
+            if first is not None:
+                candidate = self.candidates[first]
+                diff = _diff(key, candidate)
+                if len(diff) == size:
+                    return candidate, diff
+                break  # values equal without being == (NaN): compare with every one
+        return nearest(key, self.candidates)
+
+    def _index(self, fields: tuple[str, ...], left_out: tuple[int, ...]) -> dict[tuple, int]:
+        index = self._indexes.get((fields, left_out))
+        if index is None:
+            index = self._indexes[(fields, left_out)] = {}
+            for position, candidate in enumerate(self.candidates):
+                kept = _kept(candidate, fields, left_out)
+                if kept is not None:
+                    index.setdefault(kept, position)
+        return index
+
+
+@cache
+def _ways(fields: int, size: int) -> list[tuple[int, ...]]:
+    """The ways to leave `size` of `fields` fields out (their positions)."""
+    return list(combinations(range(fields), size))
+
+
+def _diff(key: Key, candidate: Key) -> Diff:
+    return {name: [candidate.get(name), value] for name, value in key.items() if candidate.get(name) != value}
+
+
+def _kept(key: Key, fields: tuple[str, ...], left_out: tuple[int, ...]) -> tuple | None:
+    """The key's values on `fields` but those left out, as a hashable tuple (None where a value is not JSON)."""
+    try:
+        return tuple(_hashable(key.get(name)) for i, name in enumerate(fields) if i not in left_out)
+    except TypeError:
+        return None
+
+
+def _hashable(value: JsonValue) -> object:
+    """A JSON value as a value of equal equality and a hash: a list as a tuple; anything else unhashable raises."""
+    if isinstance(value, list):
+        return tuple(_hashable(item) for item in value)
+    hash(value)
+    return value

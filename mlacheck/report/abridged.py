@@ -1,0 +1,137 @@
+"""A report of thousands of variants as the terminal shows it (issue 29): a summary, while the JSON, SARIF and JUnit
+reports hold them all.
+
+A family of more than `ROWS` variants shows `ROWS` of them in its table, some of each status (those of a finding
+first), and one row for the others of each status: their dispatches and seconds summed (so the title's dispatch calls
+and the verdict's seconds still add up), each key field's value where every variant of the family has it, else "…". Of more than `FINDINGS` findings of one code, family and state (new, known, ignored), the first
+`FINDINGS` are listed and one line says how many more there are. Nothing is dropped from the report itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+ROWS = 40  # variant rows a family's table shows
+FINDINGS = 20  # findings of one code, family and state listed
+ATTENTION = ("serving-path compile", "dead warm-up", "unverified", "not compiled")  # statuses shown first
+MORE = "…"
+DISPATCHES = ("dispatches", "warmup_dispatches", "capture_dispatches")  # summed in a summary row
+
+
+def abridged(data: dict) -> dict:
+    """The report's JSON form with long tables and finding lists summarised (a copy where anything was)."""
+    families = [_family(family) for family in data["families"]]
+    findings = _findings(data["findings"])
+    if findings is data["findings"] and all(new is old for new, old in zip(families, data["families"])):
+        return data
+    return {**data, "families": families, "findings": findings}
+
+
+def _family(family: dict) -> dict:
+    variants = family["variants"]
+    if len(variants) <= ROWS:
+        return family
+    shown = _rows(variants)
+    rest: dict[str | None, list[dict]] = {}  # status -> the variants not shown
+    for i, variant in enumerate(variants):
+        if i not in shown:
+            rest.setdefault(variant.get("status"), []).append(variant)
+    note = (
+        f"the table shows {ROWS} of {len(variants):,} variants (some of each status, findings' first) and a row for "
+        "the others of each status, their dispatches and seconds summed; the JSON, SARIF and JUnit reports list every "
+        "one"
+    )
+    return {
+        **family,
+        "variants": [variants[i] for i in sorted(shown)] + [_summary_row(variants, group) for group in rest.values()],
+        "notes": [*(family.get("notes") or []), note],
+    }
+
+
+def _rows(variants: list[dict]) -> set[int]:
+    """The ROWS variants a table shows: taken in turn from each status, those of ATTENTION first, in their order."""
+    by_status: dict[str | None, list[int]] = {}
+    for i, variant in enumerate(variants):
+        by_status.setdefault(variant.get("status"), []).append(i)
+    queues = sorted(by_status.values(), key=lambda rows: _rank(variants[rows[0]].get("status")))
+    shown: list[int] = []
+    while len(shown) < ROWS:
+        shown += [rows.pop(0) for rows in queues if rows][: ROWS - len(shown)]
+    return set(shown)
+
+
+def _rank(status: str | None) -> int:
+    return ATTENTION.index(status) if status in ATTENTION else len(ATTENTION)
+
+
+def _summary_row(variants: list[dict], rest: list[dict]) -> dict:
+    """One row for `rest` (variants of one status): its key (`_summary_key`); dispatches and seconds summed (the
+    title's dispatch calls and the verdict's seconds still add up); its site theirs where they share one, "…" where
+    they have several (so no caption says they share one)."""
+    sites = {v.get("compiled_by") for v in rest}
+    return {
+        "key": _summary_key(variants, len(rest)),
+        "precompiled": any(v.get("precompiled") for v in rest),
+        "compile_phase": MORE,
+        "compile_s": _sum(v.get("compile_s") for v in rest),
+        "compiled_by": next(iter(sites)) if len(sites) == 1 else MORE if len(sites - {None}) > 1 else None,
+        "dispatches_at_least": any(v.get("dispatches_at_least") for v in rest),
+        **{name: sum(v.get(name) or 0 for v in rest) for name in DISPATCHES},
+        "serving_path_compile_s": _sum(v.get("serving_path_compile_s") for v in rest),
+        "status": rest[0].get("status"),
+    }
+
+
+def _summary_key(variants: list[dict], count: int) -> dict:
+    """A summary row's key: a field every variant of the family shares keeps its value, the others read "…" (the
+    first names how many variants the row stands for)."""
+    fields = list(dict.fromkeys(name for variant in variants for name in variant["key"]))
+    first = variants[0]["key"]
+    shared = {name for name in fields if name in first and all(v["key"].get(name) == first[name] for v in variants)}
+    varying = [name for name in fields if name not in shared]
+    key = {name: first[name] if name in shared else MORE for name in fields}
+    if varying:
+        key[varying[0]] = f"{MORE} {count:,} more"
+    return key
+
+
+def _sum(values) -> float | None:
+    """The sum of the values given (None where none is)."""
+    given = [value for value in values if value is not None]
+    return sum(given) if given else None
+
+
+def _findings(findings: list[dict]) -> list[dict]:
+    """The first FINDINGS of each (code, family, state), then a line standing for the rest of them."""
+    groups = Counter(_group(finding) for finding in findings)
+    if all(count <= FINDINGS for count in groups.values()):
+        return findings
+    listed: Counter = Counter()
+    out = []
+    for finding in findings:
+        group = _group(finding)
+        listed[group] += 1
+        if listed[group] <= FINDINGS:
+            out.append(finding)
+        if listed[group] == groups[group] and groups[group] > FINDINGS:
+            out.append(_more(finding, groups[group] - FINDINGS))
+    return out
+
+
+def _group(finding: dict) -> tuple:
+    return finding["code"], finding.get("family"), bool(finding.get("ignored")), bool(finding.get("baselined"))
+
+
+def _more(last: dict, count: int) -> dict:
+    """The line that stands for `count` more findings like `last` (its code, family and state)."""
+    text = f"{MORE} and {count:,} more (the JSON, SARIF and JUnit reports list every one)"
+    return {
+        "code": last["code"],
+        "severity": last.get("severity"),
+        "family": last.get("family"),
+        "ignored": last.get("ignored", False),
+        "baselined": last.get("baselined", False),
+        "key": {},
+        "message": text,
+        "summary": text,
+    }

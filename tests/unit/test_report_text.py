@@ -1,0 +1,92 @@
+"""The fast paths of the report's text (report/common.py): `json_bytes` writes what `json.dumps(indent=2)` writes, and
+`printable_report` escapes every string that needs it, whichever path it takes."""
+
+import json
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mlacheck.report.common import json_bytes, printable_report
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_json_bytes_is_what_the_json_module_writes(value):
+    assert b"".join(json_bytes(value)).decode() == json.dumps(value, indent=2)
+
+
+def test_json_bytes_of_every_float_magnitude_and_character():
+    values = [m * 10.0**e for e in range(-30, 30) for m in (1.0, 1.5, 1.2345678901234567, -3.3)]
+    values += [math.inf, -math.inf, math.nan, 0.0, -0.0, 5e-324, "\x7f", "\x1b[2J", "\u202e", "é", "a\\b"]
+    for value in values:
+        assert b"".join(json_bytes({"x": [value]})).decode() == json.dumps({"x": [value]}, indent=2)
+
+
+def test_printable_report_escapes_whichever_path():
+    plain = {"families": [{"name": "f", "variants": [{"key": {"d": "bf16"}}]}], "n": 1.5e-7}
+    assert printable_report(plain) is plain  # nothing to escape: the value itself
+    for hostile in ("\x1b[2J", "a\nverdict: PASS", "\x7f", "\u202e", "\x9b", "back\\slash"):
+        report = {"families": [{"name": hostile, hostile: [hostile]}]}
+        escaped = printable_report(report)
+        text = json.dumps(escaped, ensure_ascii=False)
+        assert not any(ch in text for ch in ("\x1b", "\n", "\x7f", "\u202e", "\x9b"))
+        assert escaped != report or hostile == "back\\slash"
+
+
+@given(JSON)
+def test_json_pieces_are_the_serializers_text_whatever_the_slice(value):
+    from pydantic_core import to_json
+
+    from mlacheck.report import common
+
+    whole = to_json(value, indent=2, inf_nan_mode="constants")
+    saved = common.SLICE
+    try:
+        for size in (1, 2):
+            common.SLICE = size  # every list sliced, every object holding one taken a field at a time
+            assert b"".join(common.json_pieces(value)) == whole
+            assert b"".join(json_bytes(value)).decode() == json.dumps(value, indent=2)
+    finally:
+        common.SLICE = saved
+
+
+def test_json_pieces_of_a_report_of_thousands_of_variants():
+    from pydantic_core import to_json
+
+    from mlacheck.report.common import json_pieces
+
+    variants = [
+        {"key": {"dtype": f"v{i}", "causal": True}, "compile_s": i * 1e-7, "first_call": {}} for i in range(1500)
+    ]
+    report = {"families": [{"name": "f", "variants": variants, "notes": []}], "findings": variants[:600], "x": {}}
+    pieces = list(json_pieces(report))
+    assert len(pieces) > 4 and max(map(len, pieces)) < len(b"".join(pieces)) / 2
+    assert b"".join(pieces) == to_json(report, indent=2, inf_nan_mode="constants")
+    assert b"".join(json_bytes(report)).decode() == json.dumps(report, indent=2)
+    assert printable_report(report) is report
+
+
+@given(st.text(), st.text(), st.integers(min_value=0, max_value=3))
+def test_junit_elements_are_what_elementtree_writes(text, value, children):
+    import xml.etree.ElementTree as ET
+
+    from mlacheck.report.junit import Element
+
+    tree = ET.Element("testcase", classname=value, name="n")
+    ours = Element("testcase", {"classname": value, "name": "n"})
+    for number in range(children):
+        ET.SubElement(tree, "failure", message=value, type=str(number)).text = text
+        ours.children.append(Element("failure", {"message": value, "type": str(number)}, text))
+    ET.SubElement(tree, "system-out").text = text
+    ours.children.append(Element("system-out", text=text))
+    outer = ET.Element("suite")
+    outer.append(tree)
+    ET.indent(outer)
+    expected = ET.tostring(outer, encoding="unicode")
+    assert "<suite>\n  " + ours.written(1) + "\n</suite>" == expected
