@@ -15,7 +15,7 @@ import pytest
 
 from mlacheck.capture import hotpath
 from mlacheck.capture.hotpath import count_of
-from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
+from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON, Field
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,22 +135,6 @@ def test_a_lookup_dict_keeps_the_other_operation_a_dicts(hot):
     getitem = lookup_dict(hot, "getitem", {"a": 1}, {"a": (counter, "x")}, ticks)
     contains = lookup_dict(hot, "contains", {"a": 1}, {"a": (counter, "x")}, ticks)
     assert "a" in getitem and contains["a"] == 1 and count_of(counter) == count_of(ticks) == 0
-
-
-class Field:
-    """A key field that counts how often it is hashed."""
-
-    hashed = 0
-
-    def __init__(self, name):
-        self.name = name
-
-    def __hash__(self):
-        Field.hashed += 1
-        return hash(self.name)
-
-    def __eq__(self, other):
-        return isinstance(other, Field) and other.name == self.name
 
 
 def test_a_key_served_lately_is_found_without_hashing_it_and_each_counts_to_its_own_variant(hot):

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlacheck.capture.hotpath import count_of
-from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON
+from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON, Field
 
 MARK = object()  # what a key field of a tensor starts with
 
@@ -175,22 +175,6 @@ def test_a_key_the_fast_table_forgot_is_not_served_however_lately_it_was(hot, ch
     library_call(observed, a, sfa, b)
     assert count_of(counter) == 1
     assert len(observed.slow_calls) == (0 if change == "set" else 1)
-
-
-class Field:
-    """A dtype or dimension that counts how often it is hashed."""
-
-    hashed = 0
-
-    def __init__(self, name):
-        self.name = name
-
-    def __hash__(self):
-        Field.hashed += 1
-        return hash(self.name)
-
-    def __eq__(self, other):
-        return isinstance(other, Field) and other.name == self.name
 
 
 class Shaped:
