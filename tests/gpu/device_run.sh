@@ -11,6 +11,7 @@ for part in "$@"; do
   install)
     bash .device-wheels/b/install.sh && bash .device-wheels/extra/install.sh || exit 3
     mkdir -p /tmp/flashinfer-site && tar xJf .device-wheels/extra/flashinfer-site.tar.xz -C /tmp/flashinfer-site
+    mkdir -p /tmp/vllm-deep-gemm-site && tar xJf .device-wheels/extra/vllm-deep-gemm.tar.xz -C /tmp/vllm-deep-gemm-site
     source /root/gpu-env.sh || exit 3
     nvidia-smi -L >>"$log" 2>&1
     # mlacheck installed from the tree (editable: its metadata, and the compiled hot path built in place) by the

@@ -11,8 +11,24 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
   pydantic pydantic-core annotated-types typing-inspection typing-extensions packaging pytest iniconfig pluggy
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/build-tools" "setuptools>=77"
-# DeepGEMM for tests/gpu/test_deep_gemm_sm90.py (tests/gpu/README-deep-gemm.md): a py3-none wheel, 5 MB
-python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest" sgl-deep-gemm==0.2.5
+# DeepGEMM for tests/gpu/test_deep_gemm_sm90.py (tests/gpu/README-deep-gemm.md): vLLM 0.34.0's vendored copy, whose
+# extension is built on torch's stable ABI and so loads against the device's torch (sgl-deep-gemm 0.2.5's does not);
+# its folder, the wheel's metadata and the two package __init__ files stubbed (they import the whole engine), 6 MB
+vllm_wheel=$(ls "${MLACHECK_WHEEL_CACHE:-$HOME/.cache/mlacheck-tests/wheels}"/vllm-0.34.0/*.whl 2>/dev/null | head -1)
+if [ -z "$vllm_wheel" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/vllm-wheel" vllm==0.34.0
+  vllm_wheel=$(ls "$dest"/vllm-wheel/*.whl)
+fi
+site=$(mktemp -d)
+python3 - "$vllm_wheel" "$site" <<'PACK'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    wheel.extractall(sys.argv[2], [name for name in wheel.namelist()
+                                   if name.startswith("vllm/third_party/deep_gemm/") or ".dist-info/" in name])
+PACK
+: >"$site/vllm/__init__.py"; : >"$site/vllm/third_party/__init__.py"
+tar cJf "$dest/vllm-deep-gemm.tar.xz" -C "$site" .
+rm -rf "$site" "$dest/vllm-wheel"
 # FlashInfer 0.7.2 (SGLang 0.5.23's pin) and its pure dependencies, for trace mode of its CuTe DSL MLA decode: its
 # wheel (65 MB, mostly csrc and headers for nvcc JIT modules in flashinfer/data) is over one transfer, and the CuTe DSL
 # kernels need none of that folder, so the site travels without it (device_run.sh unpacks it to /tmp/flashinfer-site).

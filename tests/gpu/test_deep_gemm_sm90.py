@@ -1,12 +1,15 @@
-"""On an SM90 (or SM100) device with sgl-deep-gemm installed (tests/gpu/README-deep-gemm.md says how to stage it):
-DeepGEMM's block-FP8 GEMM compiles and runs for real under `mlacheck run -- ...` (tests/fixtures/programs/
-deep_gemm_gpu.py). The warm-up covers small Ms; serving needs a large one, whose kernel (another block_m) compiles on
-the serving path: MLA001 names its shape and its measured stall, MLA002 the warm-up shapes never served, and every
-output matches torch. The figures land in $OUT/deep_gemm_figures.json where $OUT is set."""
+"""On an SM90 (or SM100) device with a DeepGEMM there (tests/gpu/README-deep-gemm.md says how to stage one): DeepGEMM's
+block-FP8 GEMM compiles and runs for real under `mlacheck run -- ...` (tests/fixtures/programs/deep_gemm_gpu.py),
+through sgl-deep-gemm 0.2.5 (`deep_gemm`) and through vLLM 0.34.0's vendored copy (`vllm.third_party.deep_gemm`, its
+package's own __init__ files stubbed as tests/integration/test_program_deep_gemm.py does). The warm-up covers small
+Ms; serving needs a large one, whose kernel (another block_m) compiles on the serving path: MLA001 names its shape and
+its measured stall, MLA002 the warm-up shapes never served, and every output matches torch. The figures land in
+$OUT/deep_gemm_figures-<family>.json where $OUT is set."""
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -15,18 +18,38 @@ from mlacheck.rulefiles import BUNDLED
 from tests.integration.cli import ROOT, run_cli
 
 pytestmark = [pytest.mark.gpu]
-try:
-    deep_gemm = pytest.importorskip("deep_gemm", reason="needs sgl-deep-gemm (tests/gpu/README-deep-gemm.md)")
-except OSError as exc:  # the wheel's prebuilt _C.so built against another torch (README-deep-gemm.md)
-    pytest.skip(
-        f"sgl-deep-gemm's _C.so does not load against this torch: {exc.__cause__ or exc}", allow_module_level=True
-    )
-
 PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "deep_gemm_gpu.py")
 WARMUP, SERVE = (1, 16, 32, 64), (16, 4096)
+# (module, family, the folder it is found in: None where it is installed)
+DEEP_GEMMS = {
+    "sgl-deep-gemm": ("deep_gemm", "deep_gemm.gemm", None),
+    "vllm-vendored": (
+        "vllm.third_party.deep_gemm",
+        "vllm.deep_gemm",
+        os.environ.get("MLACHECK_VLLM_DEEP_GEMM_SITE", "/tmp/vllm-deep-gemm-site"),
+    ),
+}
 
 
-def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(tmp_path):
+def python_path(site):
+    return os.pathsep.join(filter(None, [site, str(ROOT), os.environ.get("PYTHONPATH")]))
+
+
+def importable(module, site):
+    """Skip, saying why, where this DeepGEMM is absent or its extension does not load against this torch."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": python_path(site)},
+    )  # fmt: skip
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        pytest.skip(f"{module} does not import here (README-deep-gemm.md): {last}")
+
+
+@pytest.mark.parametrize("which", sorted(DEEP_GEMMS))
+def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(tmp_path, which):
+    module, family, site = DEEP_GEMMS[which]
+    importable(module, site)
     rules = tmp_path / "rules"
     rules.mkdir()
     for path in [*BUNDLED.glob("*.toml"), ROOT / "tests" / "fixtures" / "deep_gemm_engine.toml"]:
@@ -35,7 +58,7 @@ def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(t
     result = run_cli(
         "run", "--rules", str(rules), "--run-dir", str(tmp_path / "run"), "--", sys.executable, PROGRAM,
         tmp_path=tmp_path,
-        env_extra={"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        env_extra={"PYTHONPATH": python_path(site), "DG_GPU_MODULE": module,
                    "DG_JIT_CACHE_DIR": str(tmp_path / "dg"),  # a cold cache: every kernel compiles in this run
                    "DG_GPU_WARMUP": ",".join(map(str, WARMUP)), "DG_GPU_SERVE": ",".join(map(str, SERVE))},
     )  # fmt: skip
@@ -44,17 +67,17 @@ def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(t
     line = next(line for line in result.stdout.splitlines() if line.startswith("DEEP_GEMM_FIGURES "))
     figures = json.loads(line.partition(" ")[2])
     if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "deep_gemm_figures.json"), "w") as out:
-            json.dump({"figures": figures, "findings": report["findings"]}, out, indent=1)
+        with open(os.path.join(os.environ["OUT"], f"deep_gemm_figures-{family}.json"), "w") as out:
+            json.dump({"figures": figures, "findings": report["findings"], "stdout": result.stdout}, out, indent=1)
     assert figures["worst_diff"] < 1e-3, figures  # every output against torch
     assert report["incomplete"] == [] and report["internal_errors"] == [], result.stdout
-    stalls = [f for f in report["findings"] if f["code"] == "MLA001" and f["family"] == "deep_gemm.gemm"]
+    stalls = [f for f in report["findings"] if f["code"] == "MLA001" and f["family"] == family]
     assert [f["key"]["a"] for f in stalls] == ["float8_e4m3fn[4096, 7168]"], result.stdout
     [variant] = [
         v
-        for family in report["families"]
-        if family["name"] == "deep_gemm.gemm"
-        for v in family["variants"]
+        for reported in report["families"]
+        if reported["name"] == family
+        for v in reported["variants"]
         if v["status"] == "serving-path compile"
     ]
     assert variant["serving_path_compile_s"] > 0.5  # nvcc or NVRTC on the serving path, measured
