@@ -79,7 +79,9 @@ MLA002 attn.prefill (causal=False): precompiled, never dispatched (6.4 s wasted)
 ```""",
             fix="""If the variant is never needed, drop it from the warm-up. If it was meant to cover a dispatch that
 compiled on the serving path (an MLA001 of the same family), fix the field the two differ in: the
-MLA001's diff names it. In program mode a variant a forked child inherited is `unused` there, not dead.""",
+MLA001's diff names it. In program mode a variant a forked child inherited is `unused` there, not dead. Where the
+library picks its kernels in native code (cache kind `jit_dir`), a dispatched shape that built nothing of its own may
+run the kernel this warm-up built: the finding then says "not known to be wasted" instead.""",
         ),
         Code(
             "MLA003",

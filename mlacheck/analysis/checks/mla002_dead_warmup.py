@@ -3,7 +3,10 @@
 Per process where the family's lookups were counted (a dispatch reached the lookup there, or the capture counts every
 lookup); where none was, once for the run, and only if no process dispatched it. A variant compiled twice under two
 spellings of a functools key is MLA006's, not dead warm-up; one whose dispatches could not have been checked is
-"unverified" (`analysis.completeness`), not dead.
+"unverified" (`analysis.completeness`), not dead. Where the library picks its kernels in native code (cache kind
+`jit_dir`: the key is what Python passes) and a process dispatched a variant that built nothing of its own, a dead
+variant's compile may have built the kernel that served it: the finding says so instead of calling the time wasted,
+since dropping that warm-up would move the compile onto the serving path.
 """
 
 from __future__ import annotations
@@ -22,33 +25,51 @@ def check(view: FamilyView) -> list[Finding]:
     for table in view.tables:
         judged_here = table.lookups > 0 or table.every_lookup_counted is True
         respelled = {key_identity(group[0].key) for group in view.respelled(table)}
-        for _, variant in view.judged(table):
+        judged = [variant for _, variant in view.judged(table)]
+        borrowers = _borrowers(view, judged)
+        for variant in judged:
             if variant.status != "dead warm-up" or key_identity(variant.key) in respelled:
                 continue
             if judged_here:
-                findings.append(_finding(view, variant, table.proc))
+                findings.append(_finding(view, variant, table.proc, borrowers=borrowers))
             elif variant.identity not in dispatched_anywhere and variant.identity not in reported:
                 reported.add(variant.identity)
-                findings.append(_finding(view, variant, table.proc, " by any process"))
+                findings.append(_finding(view, variant, table.proc, " by any process", borrowers))
     return findings
 
 
-def _finding(view: FamilyView, variant: Variant, proc: int | None, elsewhere: str = "") -> Finding:
+def _borrowers(view: FamilyView, variants: list[Variant]) -> int:
+    """How many dispatched variants built nothing of their own, where the library picks kernels natively (their
+    kernel came from another key's compile or from the disk); 0 where the key is the kernel's."""
+    if view.rule.family.cache_kind != "jit_dir":
+        return 0
+    return sum(1 for v in variants if v.dispatches and v.compile_s is None and not v.serving_path_compile)
+
+
+def _finding(view: FamilyView, variant: Variant, proc: int | None, elsewhere: str = "", borrowers: int = 0) -> Finding:
     family = view.rule.family
-    wasted = (
-        f"{variant.compile_s:.1f} s of compile wasted"
-        if variant.compile_s is not None
-        else "its compile time is wasted"
-    )
+    timed = variant.compile_s is not None
+    if borrowers:
+        spent = f"{variant.compile_s:.1f} s" if timed else "its compile time"
+        outcome = (
+            f"{spent} not known to be wasted: the library picks its kernels in native code, and {borrowers} "
+            "dispatched variant(s) built no kernel of their own, so this compile may have built theirs"
+        )
+        hint = "Before dropping it from the warm-up, check that the dispatched shapes still find their kernel built."
+        short = "; may have built a kernel other shapes use"
+    else:
+        outcome = f"{variant.compile_s:.1f} s of compile wasted" if timed else "its compile time is wasted"
+        hint = codes.lookup("MLA002").hint
+        short = f" ({variant.compile_s:.1f} s wasted)" if timed else ""
     return Finding(
         "MLA002",
         family.name,
         variant.key,
         f"{named(variant.key, family.key_fields, view.varying)} was precompiled at {variant.compiled_by} but never "
-        f"dispatched{elsewhere}: {wasted}",
-        codes.lookup("MLA002").hint,
+        f"dispatched{elsewhere}: {outcome}",
+        hint,
         site=variant.compiled_by,
         proc=proc,
         summary=f"{telling(variant.key, family.key_fields, view.varying)}: precompiled, never dispatched{elsewhere}"
-        + (f" ({variant.compile_s:.1f} s wasted)" if variant.compile_s is not None else ""),
+        + short,
     )
