@@ -197,3 +197,22 @@ def test_a_torch_function_mode_is_honoured_after_hits_without_it(hot):
         library_call(observed, *args)
     [(key, *_)] = observed.slow_calls
     assert count_of(counter) == 3 and key[2] == (MARK, torch.float8_e4m3fn, torch.Size([1]))
+
+
+def test_a_class_its_own_shape_read_changes_is_read_as_it_is_after_that_read(hot):
+    """Reading `shape` may run code (`__torch_function__`) that changes the class: `dtype` is then read anew."""
+    shifting = []
+
+    class Shifting(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func == torch.Tensor.shape.__get__ and shifting:
+                cls.dtype = property(lambda self: torch.int8)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    args = subclass_call(Shifting)
+    observed, counter = served(hot, args, kinds={torch.Tensor: MARK, tuple: None, Shifting: MARK})
+    shifting.append(True)
+    library_call(observed, *args)
+    [(key, *_)] = observed.slow_calls
+    assert count_of(counter) == 3 and key[2] == (MARK, torch.int8, torch.Size([64, 128]))
