@@ -685,6 +685,17 @@ static PyTypeObject FastTableType = {
 /* -- ObservedCall: a native operation's stand-in, keyed in Python at each call ------------------------------ */
 
 #define PROBES 32 /* the arguments read on the stack (a call that keys more reads them into the heap) */
+#define READERS 4 /* the argument types whose `shape` and `dtype` getters an observed call keeps */
+
+/* How a type's instances read `shape` and `dtype` where both are getset descriptors found on the type (torch's
+ * tensors) and it looks attributes up as object does: the getter PyObject_GetAttr would find, called straight (a
+ * getset is a data descriptor: an instance's dict never hides it). Valid while the type's version tag stands: any
+ * change to the type or to a base resets it. */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int version;
+    PyObject *shape, *dtype; /* the types' getset descriptors */
+} Reader;
 
 typedef struct {
     PyObject_HEAD
@@ -695,6 +706,8 @@ typedef struct {
     PyObject *key[MEMO_SLOTS];           /* a key served lately */
     PyObject *entry[MEMO_SLOTS];         /* its (counter, value) */
     unsigned long long seen[MEMO_SLOTS]; /* the fast table's changes when it was served */
+    int next_reader;                     /* the reader slot the next type takes */
+    Reader readers[READERS];             /* how the argument types seen lately read `shape` and `dtype` */
 } ObservedCall;
 
 /* One argument as the key holds it: `value` itself (borrowed), or where its type's kind is a marker and its shape is
@@ -711,6 +724,68 @@ release_probes(Probe *probes, Py_ssize_t count)
         Py_XDECREF(probes[at].shape);
         Py_XDECREF(probes[at].dtype);
     }
+}
+
+/* Whether a type's attributes are as they were when its version tag was `version`. */
+static int
+unchanged(PyTypeObject *type, unsigned int version)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
+        return 0;
+#endif
+    return version != 0 && type->tp_version_tag == version;
+}
+
+/* The getset descriptor a type's instances find for `name` (borrowed), NULL where it has another kind of attribute
+ * (no error set). */
+static PyObject *
+getset_of(PyTypeObject *type, PyObject *name)
+{
+    PyObject *found = _PyType_Lookup(type, name);
+    if (found == NULL || !Py_IS_TYPE(found, &PyGetSetDescr_Type) ||
+        ((PyGetSetDescrObject *)found)->d_getset->get == NULL ||
+        !PyType_IsSubtype(type, PyDescr_TYPE(found)))
+        return NULL;
+    return found;
+}
+
+/* The reader of a type (a copy whose descriptors are new references), its descriptors NULL where its instances are
+ * read by PyObject_GetAttr. A type not among the readers is looked up and takes the next slot. */
+static Reader
+reader_of(ObservedCall *self, PyTypeObject *type)
+{
+    for (int slot = 0; slot < READERS; slot++) {
+        Reader *known = &self->readers[slot];
+        if (known->type == type && unchanged(type, known->version))
+            return (Reader){type, known->version, Py_NewRef(known->shape), Py_NewRef(known->dtype)};
+    }
+    Reader none = {type, 0, NULL, NULL};
+    if (type->tp_getattro != PyObject_GenericGetAttr)
+        return none;
+    PyObject *shape = getset_of(type, str_shape), *dtype = getset_of(type, str_dtype);
+    if (shape == NULL || dtype == NULL || !unchanged(type, type->tp_version_tag))
+        return none;
+    Reader old = self->readers[self->next_reader];
+    self->readers[self->next_reader] = (Reader){(PyTypeObject *)Py_NewRef(type), type->tp_version_tag,
+                                                Py_NewRef(shape), Py_NewRef(dtype)};
+    self->next_reader = (self->next_reader + 1) % READERS;
+    Reader learned = {type, type->tp_version_tag, Py_NewRef(shape), Py_NewRef(dtype)};
+    Py_XDECREF(old.type); /* last: what this may run finds the readers as they are now */
+    Py_XDECREF(old.shape);
+    Py_XDECREF(old.dtype);
+    return learned;
+}
+
+/* `value.<name>` (a new reference): through the reader's descriptor while the value's type is the reader's and
+ * unchanged (a getter may run code that changes either), else PyObject_GetAttr. */
+static PyObject *
+read_attribute(Reader *reader, PyObject *descriptor, PyObject *value, PyObject *name)
+{
+    if (descriptor == NULL || Py_TYPE(value) != reader->type || !unchanged(reader->type, reader->version))
+        return PyObject_GetAttr(value, name);
+    PyGetSetDef *getset = ((PyGetSetDescrObject *)descriptor)->d_getset;
+    return getset->get(value, getset->closure);
 }
 
 /* Read an argument for the key: an exact None, bool, int, float or str is itself; any other value goes by its type's
@@ -730,16 +805,21 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
     if (kind == Py_None)
         return 1;
     probe->kind = Py_NewRef(kind); /* held before the reads: they may run code that changes kinds */
-    probe->shape = PyObject_GetAttr(value, str_shape);
-    if (probe->shape == NULL)
-        return -1;
+    Reader reader = reader_of(self, type);
+    int read = -1;
+    probe->shape = read_attribute(&reader, reader.shape, value, str_shape);
     if (probe->shape == Py_None) {
         Py_CLEAR(probe->kind);
         Py_CLEAR(probe->shape);
-        return 1;
+        read = 1;
     }
-    probe->dtype = PyObject_GetAttr(value, str_dtype);
-    return probe->dtype == NULL ? -1 : 1;
+    else if (probe->shape != NULL) {
+        probe->dtype = read_attribute(&reader, reader.dtype, value, str_dtype);
+        read = probe->dtype != NULL ? 1 : -1;
+    }
+    Py_XDECREF(reader.shape);
+    Py_XDECREF(reader.dtype);
+    return read;
 }
 
 /* The field a probe makes (a new reference). */
@@ -907,6 +987,11 @@ forget_served(ObservedCall *self)
         Py_CLEAR(self->key[slot]);
         Py_CLEAR(self->entry[slot]);
     }
+    for (int slot = 0; slot < READERS; slot++) {
+        Py_CLEAR(self->readers[slot].type);
+        Py_CLEAR(self->readers[slot].shape);
+        Py_CLEAR(self->readers[slot].dtype);
+    }
 }
 
 static PyObject *
@@ -965,6 +1050,11 @@ observed_traverse(ObservedCall *self, visitproc visit, void *arg)
     for (int slot = 0; slot < MEMO_SLOTS; slot++) {
         Py_VISIT(self->key[slot]);
         Py_VISIT(self->entry[slot]);
+    }
+    for (int slot = 0; slot < READERS; slot++) {
+        Py_VISIT(self->readers[slot].type);
+        Py_VISIT(self->readers[slot].shape);
+        Py_VISIT(self->readers[slot].dtype);
     }
     return 0;
 }
