@@ -831,15 +831,28 @@ probe_field(Probe *probe)
     return PyTuple_Pack(3, probe->kind, probe->dtype, probe->shape);
 }
 
+/* The same object, or exact ints of one value (int's own comparison, called straight: two ints need neither the
+ * generic comparison's recursion guard nor its reflected operation). */
+static int
+same_int(PyObject *x, PyObject *y)
+{
+    if (x == y)
+        return 1;
+    if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y))
+        return 0;
+    PyObject *equal = PyLong_Type.tp_richcompare(x, y, Py_EQ); /* True or False: two ints compare without error */
+    int same = equal == Py_True;
+    Py_XDECREF(equal);
+    return same;
+}
+
 /* Equal as a dict finds a key, decided without running any Python code: the same object, exact ints of one value,
  * or tuples (a subclass that keeps tuple's equality and hash: torch.Size) of such items. */
 static int
 same_field(PyObject *known, PyObject *now)
 {
-    if (known == now)
+    if (same_int(known, now))
         return 1;
-    if (PyLong_CheckExact(known) && PyLong_CheckExact(now))
-        return PyObject_RichCompareBool(known, now, Py_EQ) == 1;
     PyTypeObject *a = Py_TYPE(known), *b = Py_TYPE(now);
     if (!PyTuple_Check(known) || !PyTuple_Check(now) || a->tp_richcompare != PyTuple_Type.tp_richcompare ||
         b->tp_richcompare != PyTuple_Type.tp_richcompare || a->tp_hash != PyTuple_Type.tp_hash ||
@@ -847,7 +860,7 @@ same_field(PyObject *known, PyObject *now)
         return 0;
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(now); at++) {
         PyObject *x = PyTuple_GET_ITEM(known, at), *y = PyTuple_GET_ITEM(now, at);
-        if (x != y && !(PyLong_CheckExact(x) && PyLong_CheckExact(y) && PyObject_RichCompareBool(x, y, Py_EQ) == 1))
+        if (!same_int(x, y))
             return 0;
     }
     return 1;
