@@ -750,27 +750,29 @@ getset_of(PyTypeObject *type, PyObject *name)
     return found;
 }
 
-/* The reader of a type (a copy whose descriptors are new references), its descriptors NULL where its instances are
- * read by PyObject_GetAttr. A type not among the readers is looked up and takes the next slot. */
+/* The reader of a type (a copy that holds its own references), its descriptors NULL where its instances are read by
+ * PyObject_GetAttr. A type not among the readers is looked up and takes the next slot. */
 static Reader
 reader_of(ObservedCall *self, PyTypeObject *type)
 {
     for (int slot = 0; slot < READERS; slot++) {
         Reader *known = &self->readers[slot];
         if (known->type == type && unchanged(type, known->version))
-            return (Reader){type, known->version, Py_NewRef(known->shape), Py_NewRef(known->dtype)};
+            return (Reader){(PyTypeObject *)Py_NewRef(type), known->version, Py_NewRef(known->shape),
+                            Py_NewRef(known->dtype)};
     }
-    Reader none = {type, 0, NULL, NULL};
-    if (type->tp_getattro != PyObject_GenericGetAttr)
-        return none;
-    PyObject *shape = getset_of(type, str_shape), *dtype = getset_of(type, str_dtype);
+    PyObject *shape = NULL, *dtype = NULL;
+    if (type->tp_getattro == PyObject_GenericGetAttr) {
+        shape = getset_of(type, str_shape);
+        dtype = getset_of(type, str_dtype);
+    }
     if (shape == NULL || dtype == NULL || !unchanged(type, type->tp_version_tag))
-        return none;
+        return (Reader){(PyTypeObject *)Py_NewRef(type), 0, NULL, NULL};
     Reader old = self->readers[self->next_reader];
     self->readers[self->next_reader] = (Reader){(PyTypeObject *)Py_NewRef(type), type->tp_version_tag,
                                                 Py_NewRef(shape), Py_NewRef(dtype)};
     self->next_reader = (self->next_reader + 1) % READERS;
-    Reader learned = {type, type->tp_version_tag, Py_NewRef(shape), Py_NewRef(dtype)};
+    Reader learned = {(PyTypeObject *)Py_NewRef(type), type->tp_version_tag, Py_NewRef(shape), Py_NewRef(dtype)};
     Py_XDECREF(old.type); /* last: what this may run finds the readers as they are now */
     Py_XDECREF(old.shape);
     Py_XDECREF(old.dtype);
@@ -817,6 +819,7 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
         probe->dtype = read_attribute(&reader, reader.dtype, value, str_dtype);
         read = probe->dtype != NULL ? 1 : -1;
     }
+    Py_DECREF(reader.type);
     Py_XDECREF(reader.shape);
     Py_XDECREF(reader.dtype);
     return read;

@@ -5,6 +5,9 @@ hot path; a tensor changed in place (the same object, another shape or dtype) in
 Python reads it: a subclass's own `shape`, a class changed after its first hit, a `__getattribute__`, a
 `__torch_function__` or a torch function mode that answers for `shape` or `dtype`."""
 
+import gc
+import sys
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -216,3 +219,31 @@ def test_a_class_its_own_shape_read_changes_is_read_as_it_is_after_that_read(hot
     library_call(observed, *args)
     [(key, *_)] = observed.slow_calls
     assert count_of(counter) == 3 and key[2] == (MARK, torch.int8, torch.Size([64, 128]))
+
+
+def test_reading_arguments_of_many_types_leaks_no_reference(hot):
+    """More argument types than the compiled one keeps readers for, and one it reads by attribute lookup, called
+    many times: each type and torch's descriptors hold as many references after as before."""
+
+    class Looked(torch.Tensor):  # read by attribute lookup: its `shape` is not a getset
+        shape = property(lambda self: torch.Size([3]))
+
+    classes = [type(f"Tensor{number}", (torch.Tensor,), {}) for number in range(5)] + [Looked]
+    values = [torch.empty(2, 3).as_subclass(cls) for cls in classes]
+    observed = Observed(hot, positions=(0,), kinds={cls: MARK for cls in classes})
+    for value in values:
+        observed.serve(reference_key("gemm", ("num_sms", None), (0,), (value,)))
+    watched = [*classes, vars(torch._C.TensorBase)["shape"], vars(torch._C.TensorBase)["dtype"]]
+    for value in values:  # every type seen once: the readers the compiled one keeps are filled
+        library_call(observed, value)
+    gc.collect()  # what earlier tests left for the collector holds references too
+    gc.disable()
+    try:
+        before = [sys.getrefcount(thing) for thing in watched]
+        for _ in range(200):
+            for value in values:
+                library_call(observed, value)
+        after = [sys.getrefcount(thing) for thing in watched]
+    finally:
+        gc.enable()
+    assert after == before and observed.slow_calls == []
