@@ -685,6 +685,17 @@ static PyTypeObject FastTableType = {
 /* -- ObservedCall: a native operation's stand-in, keyed in Python at each call ------------------------------ */
 
 #define PROBES 32 /* the arguments read on the stack (a call that keys more reads them into the heap) */
+#define READERS 4 /* the argument types whose `shape` and `dtype` getters an observed call keeps */
+
+/* How a type's instances read `shape` and `dtype` where both are getset descriptors found on the type (torch's
+ * tensors) and it looks attributes up as object does: the getter PyObject_GetAttr would find, called straight (a
+ * getset is a data descriptor: an instance's dict never hides it). Valid while the type's version tag stands: any
+ * change to the type or to a base resets it. */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int version;
+    PyObject *shape, *dtype; /* the types' getset descriptors */
+} Reader;
 
 typedef struct {
     PyObject_HEAD
@@ -695,6 +706,8 @@ typedef struct {
     PyObject *key[MEMO_SLOTS];           /* a key served lately */
     PyObject *entry[MEMO_SLOTS];         /* its (counter, value) */
     unsigned long long seen[MEMO_SLOTS]; /* the fast table's changes when it was served */
+    int next_reader;                     /* the reader slot the next type takes */
+    Reader readers[READERS];             /* how the argument types seen lately read `shape` and `dtype` */
 } ObservedCall;
 
 /* One argument as the key holds it: `value` itself (borrowed), or where its type's kind is a marker and its shape is
@@ -711,6 +724,70 @@ release_probes(Probe *probes, Py_ssize_t count)
         Py_XDECREF(probes[at].shape);
         Py_XDECREF(probes[at].dtype);
     }
+}
+
+/* Whether a type's attributes are as they were when its version tag was `version`. */
+static int
+unchanged(PyTypeObject *type, unsigned int version)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
+        return 0;
+#endif
+    return version != 0 && type->tp_version_tag == version;
+}
+
+/* The getset descriptor a type's instances find for `name` (borrowed), NULL where it has another kind of attribute
+ * (no error set). */
+static PyObject *
+getset_of(PyTypeObject *type, PyObject *name)
+{
+    PyObject *found = _PyType_Lookup(type, name);
+    if (found == NULL || !Py_IS_TYPE(found, &PyGetSetDescr_Type) ||
+        ((PyGetSetDescrObject *)found)->d_getset->get == NULL ||
+        !PyType_IsSubtype(type, PyDescr_TYPE(found)))
+        return NULL;
+    return found;
+}
+
+/* The reader of a type (a copy that holds its own references), its descriptors NULL where its instances are read by
+ * PyObject_GetAttr. A type not among the readers is looked up and takes the next slot. */
+static Reader
+reader_of(ObservedCall *self, PyTypeObject *type)
+{
+    for (int slot = 0; slot < READERS; slot++) {
+        Reader *known = &self->readers[slot];
+        if (known->type == type && unchanged(type, known->version))
+            return (Reader){(PyTypeObject *)Py_NewRef(type), known->version, Py_NewRef(known->shape),
+                            Py_NewRef(known->dtype)};
+    }
+    PyObject *shape = NULL, *dtype = NULL;
+    if (type->tp_getattro == PyObject_GenericGetAttr) {
+        shape = getset_of(type, str_shape);
+        dtype = getset_of(type, str_dtype);
+    }
+    if (shape == NULL || dtype == NULL || !unchanged(type, type->tp_version_tag))
+        return (Reader){(PyTypeObject *)Py_NewRef(type), 0, NULL, NULL};
+    Reader old = self->readers[self->next_reader];
+    self->readers[self->next_reader] = (Reader){(PyTypeObject *)Py_NewRef(type), type->tp_version_tag,
+                                                Py_NewRef(shape), Py_NewRef(dtype)};
+    self->next_reader = (self->next_reader + 1) % READERS;
+    Reader learned = {(PyTypeObject *)Py_NewRef(type), type->tp_version_tag, Py_NewRef(shape), Py_NewRef(dtype)};
+    Py_XDECREF(old.type); /* last: what this may run finds the readers as they are now */
+    Py_XDECREF(old.shape);
+    Py_XDECREF(old.dtype);
+    return learned;
+}
+
+/* `value.<name>` (a new reference): through the reader's descriptor while the value's type is the reader's and
+ * unchanged (a getter may run code that changes either), else PyObject_GetAttr. */
+static PyObject *
+read_attribute(Reader *reader, PyObject *descriptor, PyObject *value, PyObject *name)
+{
+    if (descriptor == NULL || Py_TYPE(value) != reader->type || !unchanged(reader->type, reader->version))
+        return PyObject_GetAttr(value, name);
+    PyGetSetDef *getset = ((PyGetSetDescrObject *)descriptor)->d_getset;
+    return getset->get(value, getset->closure);
 }
 
 /* Read an argument for the key: an exact None, bool, int, float or str is itself; any other value goes by its type's
@@ -730,16 +807,22 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
     if (kind == Py_None)
         return 1;
     probe->kind = Py_NewRef(kind); /* held before the reads: they may run code that changes kinds */
-    probe->shape = PyObject_GetAttr(value, str_shape);
-    if (probe->shape == NULL)
-        return -1;
+    Reader reader = reader_of(self, type);
+    int read = -1;
+    probe->shape = read_attribute(&reader, reader.shape, value, str_shape);
     if (probe->shape == Py_None) {
         Py_CLEAR(probe->kind);
         Py_CLEAR(probe->shape);
-        return 1;
+        read = 1;
     }
-    probe->dtype = PyObject_GetAttr(value, str_dtype);
-    return probe->dtype == NULL ? -1 : 1;
+    else if (probe->shape != NULL) {
+        probe->dtype = read_attribute(&reader, reader.dtype, value, str_dtype);
+        read = probe->dtype != NULL ? 1 : -1;
+    }
+    Py_DECREF(reader.type);
+    Py_XDECREF(reader.shape);
+    Py_XDECREF(reader.dtype);
+    return read;
 }
 
 /* The field a probe makes (a new reference). */
@@ -751,15 +834,28 @@ probe_field(Probe *probe)
     return PyTuple_Pack(3, probe->kind, probe->dtype, probe->shape);
 }
 
+/* The same object, or exact ints of one value (int's own comparison, called straight: two ints need neither the
+ * generic comparison's recursion guard nor its reflected operation). */
+static int
+same_int(PyObject *x, PyObject *y)
+{
+    if (x == y)
+        return 1;
+    if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y))
+        return 0;
+    PyObject *equal = PyLong_Type.tp_richcompare(x, y, Py_EQ); /* True or False: two ints compare without error */
+    int same = equal == Py_True;
+    Py_XDECREF(equal);
+    return same;
+}
+
 /* Equal as a dict finds a key, decided without running any Python code: the same object, exact ints of one value,
  * or tuples (a subclass that keeps tuple's equality and hash: torch.Size) of such items. */
 static int
 same_field(PyObject *known, PyObject *now)
 {
-    if (known == now)
+    if (same_int(known, now))
         return 1;
-    if (PyLong_CheckExact(known) && PyLong_CheckExact(now))
-        return PyObject_RichCompareBool(known, now, Py_EQ) == 1;
     PyTypeObject *a = Py_TYPE(known), *b = Py_TYPE(now);
     if (!PyTuple_Check(known) || !PyTuple_Check(now) || a->tp_richcompare != PyTuple_Type.tp_richcompare ||
         b->tp_richcompare != PyTuple_Type.tp_richcompare || a->tp_hash != PyTuple_Type.tp_hash ||
@@ -767,7 +863,7 @@ same_field(PyObject *known, PyObject *now)
         return 0;
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(now); at++) {
         PyObject *x = PyTuple_GET_ITEM(known, at), *y = PyTuple_GET_ITEM(now, at);
-        if (x != y && !(PyLong_CheckExact(x) && PyLong_CheckExact(y) && PyObject_RichCompareBool(x, y, Py_EQ) == 1))
+        if (!same_int(x, y))
             return 0;
     }
     return 1;
@@ -907,6 +1003,11 @@ forget_served(ObservedCall *self)
         Py_CLEAR(self->key[slot]);
         Py_CLEAR(self->entry[slot]);
     }
+    for (int slot = 0; slot < READERS; slot++) {
+        Py_CLEAR(self->readers[slot].type);
+        Py_CLEAR(self->readers[slot].shape);
+        Py_CLEAR(self->readers[slot].dtype);
+    }
 }
 
 static PyObject *
@@ -965,6 +1066,11 @@ observed_traverse(ObservedCall *self, visitproc visit, void *arg)
     for (int slot = 0; slot < MEMO_SLOTS; slot++) {
         Py_VISIT(self->key[slot]);
         Py_VISIT(self->entry[slot]);
+    }
+    for (int slot = 0; slot < READERS; slot++) {
+        Py_VISIT(self->readers[slot].type);
+        Py_VISIT(self->readers[slot].shape);
+        Py_VISIT(self->readers[slot].dtype);
     }
     return 0;
 }

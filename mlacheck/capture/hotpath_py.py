@@ -27,7 +27,9 @@ dispatch); this module is what runs where the build had no C compiler, and the c
   call goes to `slow(key, args, kwargs, caller's frame)`, key None where the call has keywords, an argument's
   type is not in `kinds` or reading one raised (an Exception; anything else propagates). (The compiled one reads
   each argument once and compares the fields with the few keys it served last, a shape item by item, before it
-  builds and hashes a key; it forgets them whenever the fast table changes. It does not bind as a method.)
+  builds and hashes a key; it forgets them whenever the fast table changes. Where a type's `shape` and `dtype` are
+  getset descriptors (torch's tensors) and it looks attributes up as object does, it calls their getters straight,
+  as PyObject_GetAttr would, while the type's version tag says it is unchanged. It does not bind as a method.)
 - `FastTable()`: the capture's table of variants seen in serving, key -> (counter, value), a mapping with
   `get`, `pop`, `clear`, `[]`, `in` and `len` (a dict here; the compiled one also remembers the few keys it
   served last and finds a key whose fields are the same objects as one of those without hashing it, and it
