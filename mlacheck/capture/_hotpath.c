@@ -790,7 +790,36 @@ read_attribute(Reader *reader, PyObject *descriptor, PyObject *value, PyObject *
     return getset->get(value, getset->closure);
 }
 
-/* Read an argument for the key: an exact None, bool, int, float or str is itself; any other value goes by its type's
+/* A field that keys as itself, equal and hashed without running Python code. */
+static int
+scalar(PyObject *value)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    return value == Py_None || type == &PyLong_Type || type == &PyBool_Type || type == &PyFloat_Type ||
+           type == &PyUnicode_Type;
+}
+
+/* A list keys as the tuple of its items (as the slow path's key holds it: a library may build a new list at each
+ * call), where every item is a scalar; else the slow path keys it. The tuple is a snapshot taken at this call, held
+ * by the probe (released with it). */
+static int
+read_list(PyObject *value, Probe *probe)
+{
+    PyObject *items = PyList_AsTuple(value);
+    if (items == NULL)
+        return -1;
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(items); at++) {
+        if (!scalar(PyTuple_GET_ITEM(items, at))) {
+            Py_DECREF(items);
+            return 0;
+        }
+    }
+    probe->shape = items;
+    probe->value = items;
+    return 1;
+}
+
+/* Read an argument for the key: a scalar is itself, a list of scalars its tuple; any other value goes by its type's
  * kind: None, itself; a marker, its shape then its dtype (itself where the shape is None). 1 where read, 0 where its
  * type has no kind, -1 with an error where reading it failed. */
 static int
@@ -798,9 +827,10 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
 {
     *probe = (Probe){value, NULL, NULL, NULL};
     PyTypeObject *type = Py_TYPE(value);
-    if (value == Py_None || type == &PyLong_Type || type == &PyBool_Type || type == &PyFloat_Type ||
-        type == &PyUnicode_Type)
+    if (scalar(value))
         return 1;
+    if (type == &PyList_Type)
+        return read_list(value, probe);
     PyObject *kind = PyDict_GetItemWithError(self->kinds, (PyObject *)type);
     if (kind == NULL)
         return PyErr_Occurred() ? -1 : 0;

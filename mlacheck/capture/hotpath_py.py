@@ -20,7 +20,8 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 - `observed_call(operation, head, state, positions, kinds, fast, ticks, flush, slow)`: what a native operation
   becomes where its key is what Python passes it (a `jit_dir` family's operations). A call with positional
   arguments only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument
-  there (None where the call has fewer), an exact None, bool, int, float or str as itself, any other value by
+  there (None where the call has fewer), an exact None, bool, int, float or str as itself, an exact list as the
+  tuple of its items at this call (the compiled one: where every item is such a scalar), any other value by
   `kinds[type(value)]`: None, itself; a marker, `(marker, value.dtype, value.shape)` (read in that order: shape,
   then dtype), itself where its shape is None. A key in `fast` is served as a launcher's call is (its counter
   steps, calling `flush()` every FLUSH_EVERY + 1 steps, then the ticks) and the operation is called; any other
@@ -192,6 +193,9 @@ def observed_call(operation: Callable, head, state: list, positions, kinds: dict
             for index in positions:
                 value = args[index] if index < count else None
                 cls = type(value)
+                if cls is list:  # as the slow path keys it: the items, at this call
+                    fields.append(tuple(value))
+                    continue
                 kind = None if cls in _ITSELF else kinds[cls]
                 if kind is None:
                     fields.append(value)

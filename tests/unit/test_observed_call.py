@@ -28,7 +28,9 @@ def reference_key(head, setting, positions, args):
     fields = [head, setting]
     for index in positions:
         value = args[index] if index < len(args) else None
-        fields.append((MARK, value.dtype, tuple(value.shape)) if isinstance(value, torch.Tensor) else value)
+        if isinstance(value, torch.Tensor):
+            value = (MARK, value.dtype, tuple(value.shape))
+        fields.append(tuple(value) if isinstance(value, list) else value)
     return tuple(fields)
 
 
@@ -223,15 +225,21 @@ def test_calls_the_hot_path_cannot_key_go_to_the_slow_path_without_a_key(hot):
     library_call(observed, a, sfa, b=b)  # keywords
     library_call(observed, a, Shaped(), b)
     library_call(observed, a, Unreadable(), b)
-    library_call(observed, a, sfa, b, [1, 128])  # a list: its key is the slow path's to make
+    mixed = [1, torch.ones(1)]
+    library_call(observed, a, sfa, b, mixed)  # a list of more than scalars: the compiled one leaves it to the slow path
     library_call(observed, a, sfa, b, {"unhashable": 1})  # not in kinds either
-    assert [(key, kwargs) for key, _, kwargs, _ in observed.slow_calls] == [
+    library_call(observed, a, sfa, b, [1, 128])  # a list of scalars: keyed here, by its items (not served: slow)
+    assert [(key, kwargs) for key, _, kwargs, _ in observed.slow_calls][:3] == [
         (None, {"b": b}),
         (None, {}),
         (None, {}),
-        (None, {}),
-        (None, {}),
     ]
+    assert [key for key, *_ in observed.slow_calls][4:] == [
+        None,
+        reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b, [1, 128])),
+    ]
+    mixed_key = observed.slow_calls[3][0]  # the Python one keys it as the slow path does: the tuple of its items
+    assert mixed_key is None or (mixed_key[-1][0] == 1 and mixed_key[-1][1] is mixed[1])
     assert {caller for *_, caller in observed.slow_calls} == {"library_call"}
 
 

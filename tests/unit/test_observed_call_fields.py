@@ -247,3 +247,43 @@ def test_reading_arguments_of_many_types_leaks_no_reference(hot):
     finally:
         gc.enable()
     assert after == before and observed.slow_calls == []
+
+
+def test_a_new_list_of_scalars_at_each_call_is_served_on_the_hot_path(hot):
+    """A library that builds its recipe list anew at each call (vLLM 0.34.0's vendored DeepGEMM, `_as_int_list`) is
+    keyed by the list's items, not sent to the slow path at every call."""
+    args = served_call()
+    args[6] = [1, 128, 128]
+    observed, counter = served(hot, args)
+    for number in range(4, 40):
+        library_call(observed, *[list(arg) if isinstance(arg, list) else arg for arg in args])
+        assert count_of(counter) == number and observed.slow_calls == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [lambda items: items.__setitem__(2, 64), lambda items: items.append(1), lambda items: items.pop(), list.clear,
+     lambda items: items.__setitem__(0, 1.0), lambda items: items.__setitem__(0, "1")],
+    ids=["item", "append", "pop", "clear", "int to float", "int to str"],
+)  # fmt: skip
+def test_a_list_changed_in_place_is_another_variant(hot, change):
+    args = served_call()
+    args[6] = [1, 128, 128]
+    observed, counter = served(hot, args)
+    change(args[6])  # the same list object, other items
+    if args[6] == [1.0, 128, 128]:  # equal as a key, as the slow path's dict finds it: the same variant
+        library_call(observed, *args)
+        assert count_of(counter) == 4
+        return
+    assert_a_new_variant(observed, counter, args)
+
+
+def test_a_list_holding_anything_but_scalars_is_never_a_hit(hot):
+    args = served_call()
+    args[6] = [1, 128, 128]
+    observed, counter = served(hot, args)
+    args[6] = [1, torch.ones(1), 128]
+    library_call(observed, *args)
+    [(key, called, _, _)] = observed.slow_calls
+    assert count_of(counter) == 3 and called == tuple(args)
+    assert key is None or key[2 + 6] == tuple(args[6])  # the compiled one leaves it to the slow path
