@@ -116,6 +116,8 @@ class Agent:
         self._safely(lambda: self.sink.write(exit_event(_rank(), how)))
         self.sink.close()
         self._patches = None
+        self.captures = {}  # let go: the fork and exec hooks hold the agent to the interpreter's end, and what the
+        # captures hold (the library's modules, its kernels) would then outlive the first collection of the teardown
 
     def _chain_signals(self) -> None:
         """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips

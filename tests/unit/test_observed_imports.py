@@ -118,3 +118,29 @@ def test_the_plain_rules_of_capture_json_hold_what_the_validated_rules_hold():
     with pytest.raises(TypeError, match="missing fields \\['phase'\\]"):
         plain.PhaseRule(function="m:f")
     assert plain.PhaseRule(function="m:f", phase="warmup").engine == ""  # a default
+
+
+def test_a_stopped_agent_lets_its_captures_go(tmp_path):
+    """At exit the agent stays referenced to the interpreter's end (its fork and exec hooks); its captures, which hold
+    the library's modules and kernels, are let go when it stops, so that the teardown frees them at its first
+    collection (a Triton worker's end cost 6.6 ms more than plain; 2.3 ms once they are let go)."""
+    import gc
+    import weakref
+
+    from mlacheck.program.agent import Agent
+    from mlacheck.rulefiles import load_rules
+
+    agent = Agent(str(tmp_path), load_rules(ROOT / "tests" / "fixtures" / "synthetic.toml").capture_config())
+    from tests.fixtures import synthetic_kernels
+
+    sys.meta_path.insert(0, agent._finder)  # as start() does (without its process-wide hooks)
+    agent._imported(synthetic_kernels)
+    [capture] = agent.captures[synthetic_kernels.__name__]
+    assert capture.installed
+    held = weakref.ref(capture)
+    del capture
+    agent.stop()
+    gc.collect()
+    assert held() is None and agent._finder not in sys.meta_path
+    written = [json.loads(line) for line in next(tmp_path.glob("trace-*.jsonl")).read_text().splitlines()]
+    assert written[-1]["type"] == "exit"
