@@ -231,7 +231,6 @@ class Agent:
         """The captures of a watched module: its families' (or its unwatched layouts), its compile nets, and under
         --dry the families' entry functions it holds."""
         from mlacheck.capture import watch
-        from mlacheck.capture.dry_entries import dry_entries
         from mlacheck.rulefiles import plain
 
         name = module.__name__
@@ -243,7 +242,7 @@ class Agent:
         )
         entries = [
             entry
-            for entry in dry_entries([plain.rule_file(data) for data in self.entries.get(name, [])], policy)
+            for entry in watch.dry_entry_hooks([plain.rule_file(data) for data in self.entries.get(name, [])], policy)
             if entry.module_name == name
         ]
         self.captures[name] = families + nets + entries

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from types import FrameType
 
 from mlacheck.capture.stack import Where
-from mlacheck.capture.triton import dry
 from mlacheck.capture.triton.families import CountingCache, KernelFamily
 from mlacheck.capture.triton.runtime import kernel_name
 
@@ -119,7 +118,7 @@ class CompileHooks:
             if hasattr(value, "cache_key") and hasattr(value, "fn"):
                 self._jit_names.setdefault(value.cache_key, value.fn.__qualname__)
         where = self._reader.read(frame)
-        launched = not (dry.LAUNCH_WARMUP.get() if self.policy.dry else kwargs["is_manual_warmup"])
+        launched = not (dry_launch_warmup() if self.policy.dry else kwargs["is_manual_warmup"])
         phase = family.ledger.phase(where.phase, launched)
         self._pending[self._pending_key(kwargs)] = _Pending(
             family,
@@ -149,7 +148,9 @@ class CompileHooks:
         if pending is not None:
             self._record(pending, None, "skip")
         jf = kwargs["fn"].jit_function
-        dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], dry.DryKernel())
+        from mlacheck.capture.triton.dry import DryKernel
+
+        dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], DryKernel())
 
     def _skipped(self, pending: _Pending | None) -> None:
         if pending is not None:
@@ -206,3 +207,10 @@ def guarded(serialize: Callable) -> Callable:
 
     guarded_serialize._json_guarded = True
     return guarded_serialize
+
+
+def dry_launch_warmup() -> bool:
+    """Under --dry: whether the launch now is a warm-up's (the dry module is loaded only under --dry)."""
+    from mlacheck.capture.triton import dry
+
+    return dry.LAUNCH_WARMUP.get()
