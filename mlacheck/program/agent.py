@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from mlacheck import arch, qualnames, schemas
+from mlacheck import qualnames, schemas
 from mlacheck.capture import installed
 from mlacheck.errors import MlacheckError
 from mlacheck.events import (
@@ -383,6 +383,8 @@ class Agent:
         if named is not None or torch is None:
             return named
         try:
+            from mlacheck import arch  # here: only a process with torch loaded may need it
+
             return arch.of_capability(*torch.cuda.get_device_capability()) if torch.cuda.is_initialized() else None
         except Exception:  # noqa: BLE001 - a device that cannot answer names no arch
             return None
