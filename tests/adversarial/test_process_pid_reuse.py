@@ -75,7 +75,7 @@ while os.path.exists(f"/proc/{{outsider}}"):  # until the namespace's first proc
     time.sleep(0.01)
 # a child that runs Python without mlacheck (-S) for a moment, in the outsider's pid where REUSE; a child that did not
 # get that pid (a process forked in between) runs no Python and is tried again
-python = f"exec {{sys.executable}} -S -c 'import time; time.sleep(0.3)'"
+python = f"exec {{sys.executable}} -S -c 'import time; time.sleep(0.5)'"
 script = f"[ $$ = {{outsider}} ] && {{python}}" if REUSE else python
 for attempt in range(50):
     if REUSE:
@@ -100,8 +100,10 @@ sys.exit(subprocess.run(sys.argv[1:]).returncode)
 
 @pytest.mark.parametrize("reuse", [True, False], ids=["pid reused", "a fresh pid"])
 def test_a_child_that_ran_no_agent_in_a_pid_reused_from_outside_the_run_is_named(tmp_path, reuse):
-    """The run's child ran Python without mlacheck (-S) for 0.3 s in a pid that a process outside the run had when
-    the supervisor polled: it is named and the run is incomplete, as a child in a fresh pid is."""
+    """The run's child ran Python without mlacheck (-S) for 0.5 s in a pid that a process outside the run had when
+    the supervisor polled: it is named and the run is incomplete, as a child in a fresh pid is (every output says so).
+    The supervisor's polls are its own: a full poll may fall in those 0.5 s, so the test above is the one that drives
+    the reuse between two polls every time."""
     pid_namespace()
     child = tmp_path / "child.pid"
     wrapper = (*NAMESPACE, sys.executable, "-c", FIRST)
