@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 
 from mlacheck.capture.stack import Where
@@ -23,19 +22,26 @@ from mlacheck.capture.triton.runtime import kernel_name
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
 
 
-@dataclass(eq=False)  # compared by identity (`is`); no __eq__ to make in every process that imports Triton
 class _Pending:
-    """A compile between mlacheck's two hooks."""
+    """A compile between mlacheck's two hooks. A plain class, compared by identity: a dataclass's generated methods
+    would cost 0.2 ms in every process that imports Triton."""
 
-    family: KernelFamily
-    key: str
-    phase: str
-    where: Where
-    launched: bool  # the launch goes on to run it (not JITFunction.warmup)
-    started: float
-    thread: int
-    start: int | None  # its compile_start
-    listener_seconds: float | None = None
+    __slots__ = ("family", "key", "phase", "where", "launched", "started", "thread", "start", "listener_seconds")
+
+    def __init__(
+        self,
+        family: KernelFamily,
+        key: str,
+        phase: str,
+        where: Where,
+        launched: bool,  # the launch goes on to run it (not JITFunction.warmup)
+        started: float,
+        thread: int,
+        start: int | None,  # its compile_start
+    ) -> None:
+        self.family, self.key, self.phase, self.where, self.launched = family, key, phase, where, launched
+        self.started, self.thread, self.start = started, thread, start
+        self.listener_seconds: float | None = None
 
 
 class CompileHooks:
