@@ -15,11 +15,14 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mlacheck.capture import hotpath
-from mlacheck.capture.dry import DryStandIns, zero_results
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import counting
+
+if TYPE_CHECKING:
+    from mlacheck.capture.dry import DryStandIns
 
 
 def wrap_dispatch(
@@ -40,6 +43,8 @@ def wrap_dispatch(
     if dry is None:
         dispatch = hotpath.forwarder(original, calls, ticks, raised, checked)
     else:
+        from mlacheck.capture.dry import zero_results  # here: only --dry loads it
+
         signature = inspect.signature(original)
 
         def dry_call(*args: object, **kwargs: object) -> object:

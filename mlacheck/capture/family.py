@@ -20,7 +20,6 @@ from mlacheck import events
 from mlacheck.capture import caches, compile_timer, hotpath
 from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.dispatch import wrap_dispatch
-from mlacheck.capture.dry import DryStandIns
 from mlacheck.capture.fingerprint import fingerprint, installed_version, providers, unreadable_key_function
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
 from mlacheck.capture.install import AlreadyRecorded, Patches, import_advice
@@ -98,7 +97,7 @@ class FamilyCapture:
                 *patches.function(family.compile, module), self.policy.compile == "skip", callers, self
             )
             patches.on_undo(lambda: compile_timer.release(self._timer, self))
-        dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
+        dry = self._dry_stand_ins()
         for name, (owner, attribute) in dispatch.items():
             self._patches.wrap_function(
                 owner, attribute, wrap_dispatch(functions[name], name, self, family.every_call_looks_up, dry)
@@ -117,6 +116,14 @@ class FamilyCapture:
         for key in existing:
             self.ledger.compiled(self.ledger.vid(key), "preexisting", None, "compile", None, [])
         self.installed = True
+
+    def _dry_stand_ins(self) -> object | None:
+        """Under --dry, the stand-ins of the family's launches (the dry module is loaded only then)."""
+        if not self.policy.dry:
+            return None
+        from mlacheck.capture.dry import DryStandIns
+
+        return DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy)
 
     def remove(self) -> None:
         """Undo `install` (the program gets its own cache back, holding every variant really compiled)."""
@@ -149,7 +156,7 @@ class FamilyCapture:
             self.ledger.announce_again(count)
             for key in existing:
                 self.ledger.compiled(self.ledger.vid(key), "preexisting", None, "compile", None, [])
-        dry = DryStandIns(self.rule.dry.patch, self.rule.dry.host_arguments, self.policy) if self.policy.dry else None
+        dry = self._dry_stand_ins()
         for name in family.dispatch:
             owner, attribute = patches.function(name, module)
             if not patches.holds(owner, attribute):

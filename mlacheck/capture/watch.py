@@ -1,6 +1,7 @@
 """What capture puts in place when a module is imported: for each cache of the module that rule files declare, the
 family capture of the rule that describes the installed code (`layouts.choose`), or, where none does, an unwatched
-layout that says so; and the compile nets whose entry point the module holds."""
+layout that says so; the compile nets whose entry point the module holds; under --dry the entry functions it holds.
+What most processes never use (unwatched layouts, compile nets, --dry) is loaded only where it is used."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ import importlib.util
 import os
 from types import SimpleNamespace
 
-from mlacheck.capture.compile_net import CompileNetCapture
 from mlacheck.capture.family import FamilyCapture
 from mlacheck.capture.fingerprint import installed_version, providers
 from mlacheck.capture.hooks import LaunchPolicy
 from mlacheck.capture.layouts import choose, provider
 from mlacheck.capture.policy import CapturePolicy
-from mlacheck.capture.unwatched import UnwatchedLayout
 from mlacheck.rulefiles import plain
 from mlacheck.rulefiles.plain import CompileNet, PhaseRule, RuleFile
 from mlacheck.sinks import EventSink
@@ -37,6 +36,8 @@ def family_captures(
     for layouts in caches.values():
         rule, reasons = choose(layouts, module, installed)
         if rule is None:
+            from mlacheck.capture.unwatched import UnwatchedLayout  # here: most processes have none
+
             captures.append(UnwatchedLayout(layouts, module, sink, installed, reasons))
         else:
             captures.append(FamilyCapture(rule, sink, policy, launch, phases))
@@ -46,7 +47,20 @@ def family_captures(
 def compile_nets(
     nets: list[CompileNet], sink: EventSink, phases: tuple[PhaseRule, ...] = (), replace_launch: bool = False
 ) -> list:
+    if not nets:  # most modules hold none: nothing of the compile nets loaded
+        return []
+    from mlacheck.capture.compile_net import CompileNetCapture
+
     return [CompileNetCapture(net, sink, phases, replace_launch) for net in nets]
+
+
+def dry_entry_hooks(rules: list[RuleFile], policy: CapturePolicy) -> list:
+    """Under --dry, the families' entry functions (`dry_entries`); none, and nothing of them loaded, without."""
+    if not rules or not policy.dry:
+        return []
+    from mlacheck.capture.dry_entries import dry_entries
+
+    return dry_entries(rules, policy)
 
 
 def ask_ahead(config: dict) -> None:

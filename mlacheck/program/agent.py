@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from mlacheck import arch, qualnames, schemas
+from mlacheck import qualnames, schemas
 from mlacheck.capture import installed
 from mlacheck.errors import MlacheckError
 from mlacheck.events import (
@@ -116,6 +116,8 @@ class Agent:
         self._safely(lambda: self.sink.write(exit_event(_rank(), how)))
         self.sink.close()
         self._patches = None
+        self.captures = {}  # let go: the fork and exec hooks hold the agent to the interpreter's end, and what the
+        # captures hold (the library's modules, its kernels) would then outlive the first collection of the teardown
 
     def _chain_signals(self) -> None:
         """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
@@ -229,7 +231,6 @@ class Agent:
         """The captures of a watched module: its families' (or its unwatched layouts), its compile nets, and under
         --dry the families' entry functions it holds."""
         from mlacheck.capture import watch
-        from mlacheck.capture.dry_entries import dry_entries
         from mlacheck.rulefiles import plain
 
         name = module.__name__
@@ -241,7 +242,7 @@ class Agent:
         )
         entries = [
             entry
-            for entry in dry_entries([plain.rule_file(data) for data in self.entries.get(name, [])], policy)
+            for entry in watch.dry_entry_hooks([plain.rule_file(data) for data in self.entries.get(name, [])], policy)
             if entry.module_name == name
         ]
         self.captures[name] = families + nets + entries
@@ -382,6 +383,8 @@ class Agent:
         if named is not None or torch is None:
             return named
         try:
+            from mlacheck import arch  # here: only a process with torch loaded may need it
+
             return arch.of_capability(*torch.cuda.get_device_capability()) if torch.cuda.is_initialized() else None
         except Exception:  # noqa: BLE001 - a device that cannot answer names no arch
             return None

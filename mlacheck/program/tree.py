@@ -74,21 +74,23 @@ class ProcessTree:
         self.seen: dict[tuple[int, int], Seen] = {}
         self.available = os.path.isdir("/proc/self")
         self.interval = POLL_SECONDS  # how long to wait before the next poll: at most a tenth of the time polling
-        self._others: set[int] = set()  # pids seen not to descend from root (see poll)
+        self._others: dict[int, int] = {}  # pid -> inode number in /proc of processes not descending from root
         self._polls = 0
 
     def poll(self) -> None:
         """Record every live descendant, and whether each recorded one is still alive.
 
         A process seen not to descend from root never does later (an orphan is reparented to an ancestor of its own:
-        its nearest subreaper, or init), so its stat is read again only every FULL_POLLS polls, which bounds the time
-        a later process of the run that took its pid could go unseen; reading every process's stat is what a poll on a
-        busy machine spends most on."""
+        its nearest subreaper, or init), so its stat is not read again while /proc lists its pid with the same inode
+        number: a later process that takes the pid gets a /proc directory, and an inode number, of its own. Reading
+        every process's stat is what a poll on a busy machine spends most on; the listing's inode numbers come with
+        it. Every FULL_POLLS polls every stat is read all the same (a /proc whose inode numbers tell no process
+        apart)."""
         if not self.available:
             return
         now, started = time.time(), time.perf_counter()
         full, self._polls = self._polls % FULL_POLLS == 0, self._polls + 1
-        listed, table = _process_table(frozenset() if full else self._others)
+        listed, table = _process_table({} if full else self._others)
         children: dict[int, list[int]] = {}
         for pid, row in table.items():
             children.setdefault(row[1], []).append(pid)
@@ -110,7 +112,11 @@ class ProcessTree:
             live.add(key)
             self._read_image(record, table)
         ours = {key[0] for key in live} | {record.pid for record in self.seen.values()} | self.exclude | {self.root}
-        self._others = (set(table) | (self._others & listed)) - ours
+        self._others = {
+            pid: inode
+            for pid, inode in listed.items()
+            if pid not in ours and (pid in table or self._others.get(pid) == inode)  # its stat read, or skipped
+        }
         for key, record in self.seen.items():
             record.alive = key in live
         self.interval = max(POLL_SECONDS, 10 * (time.perf_counter() - started))
@@ -204,18 +210,19 @@ def _keep_image(record: Seen, forked: bool, execed: bool) -> None:
         image.update(exe=record.exe, argv=record.argv, python=record.python, forked=image["forked"] and forked)
 
 
-def _process_table(skip: frozenset[int] | set[int]) -> tuple[set[int], dict[int, tuple[str, int, int, int, int, int]]]:
-    """The pids in /proc, and pid -> (state, ppid, pgid, sid, start, start of stack) of each but those in `skip`."""
-    listed, table = set(), {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+def _process_table(skip: dict[int, int]) -> tuple[dict[int, int], dict[int, tuple[str, int, int, int, int, int]]]:
+    """pid -> inode number of each process in /proc, and pid -> (state, ppid, pgid, sid, start, start of stack) of
+    each but those that `skip` holds with the same inode number."""
+    listed, table = {}, {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
-        pid = int(entry)
-        listed.add(pid)
-        if pid in skip:
+        pid, inode = int(entry.name), entry.inode()
+        listed[pid] = inode
+        if skip.get(pid) == inode:
             continue
         try:
-            fd = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
             try:
                 data = os.read(fd, 4096)
             finally:

@@ -1,19 +1,42 @@
-"""The rules as capture reads them: plain dataclasses, and what both forms derive from their fields.
+"""The rules as capture reads them: plain records, and what both forms derive from their fields.
 
 The supervisor validates the rule files once (`schema.py`, pydantic) and writes what an observed process needs to
 capture.json (`RuleSet.capture_config`: the validated models' JSON dump, stamped with its format version). An observed
-process builds these dataclasses from it (`rule_file`, `phase_rule`, `compile_net`, `triton`) with no validation and
+process builds these records from it (`rule_file`, `phase_rule`, `compile_net`, `triton`) with no validation and
 nothing of pydantic, typer or rich, so that importing a watched library stays cheap. Each class has the fields capture
 reads, named as the schema names them, so a validated model of this process (the scenario's, a test's) serves capture
 as well. The mixins (`FamilyFacts`, `Named`, `TritonFacts`) are what the schema's models and these share.
+
+The records are not dataclasses: making a dataclass generates and compiles its methods (about 0.2 ms each, 1.7 ms for
+these), which every observed process that imports a watched library would pay. A `Record` is built by keyword from
+the fields its class annotates; a field left out takes its class's default.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 
 from mlacheck import qualnames, schemas
+
+NOTHING: Mapping = MappingProxyType({})  # the default of a mapping field (read-only: one object shared by records)
+
+
+class Record:
+    """The fields its class annotates, set by keyword (a field with a class attribute has that default); compared by
+    identity, as the rules' models are not."""
+
+    def __init__(self, **values: object) -> None:
+        names = type(self).__annotations__
+        unknown = [name for name in values if name not in names]
+        missing = [name for name in names if name not in values and not hasattr(type(self), name)]
+        if unknown or missing:
+            raise TypeError(f"{type(self).__name__}: unknown fields {unknown}, missing fields {missing}")
+        self.__dict__.update(values)
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in type(self).__annotations__)
+        return f"{type(self).__name__}({values})"
 
 
 class FamilyFacts:
@@ -70,17 +93,15 @@ class TritonFacts:
         return self.watch == "all" or any(entry.kernel == kernel for entry in self.kernel)
 
 
-@dataclass(eq=False)
-class JitDir:
+class JitDir(Record):
     default: str
     entry: str
     env: Sequence[str] = ()
     entries: str = ""
-    settings: Mapping[str, str] = field(default_factory=dict)
+    settings: Mapping[str, str] = NOTHING
 
 
-@dataclass(eq=False)
-class Family(FamilyFacts):
+class Family(FamilyFacts, Record):
     name: str
     distribution: str
     checked_versions: str | Sequence[str]
@@ -104,25 +125,22 @@ class Family(FamilyFacts):
     every_call_looks_up: bool = False
     unbounded_after: int | None = None
     jit_dir: JitDir | None = None
-    version_checked: Mapping[str, bool] = field(default_factory=dict)  # version -> versions.checks_version
+    version_checked: Mapping[str, bool] = NOTHING  # version -> versions.checks_version
 
 
-@dataclass(eq=False)
-class DryPatch:
+class DryPatch(Record):
     target: str
     action: str
     methods: dict[str, str]
 
 
-@dataclass(eq=False)
-class Dry:
+class Dry(Record):
     host_arguments: Sequence[str] = ()
     patch: tuple[DryPatch, ...] = ()
     entries: Sequence[str] = ()
 
 
-@dataclass(eq=False)
-class RuleFile:
+class RuleFile(Record):
     """A family's rule file, as much of it as capture reads."""
 
     family: Family
@@ -130,29 +148,25 @@ class RuleFile:
     source: str = ""
 
 
-@dataclass(eq=False)
-class PhaseRule(Named):
+class PhaseRule(Named, Record):
     function: str
     phase: str
     engine: str = ""
     source: str = ""
 
 
-@dataclass(eq=False)
-class CompileNet(Named):
+class CompileNet(Named, Record):
     function: str
     label: str
     kernel: str = ""
     site_skip: Sequence[str] = ()
 
 
-@dataclass(eq=False)
-class TritonKernel:
+class TritonKernel(Record):
     kernel: str
 
 
-@dataclass(eq=False)
-class Triton(TritonFacts):
+class Triton(TritonFacts, Record):
     checked_versions: str | Sequence[str]
     arches: list[str]
     module: str = "triton"
@@ -167,8 +181,7 @@ class Triton(TritonFacts):
 
 def _plain(kind: type, data: dict) -> object:
     """`kind` from the fields of `data` it has (a dump may hold more: what capture does not read)."""
-    names = {member.name for member in fields(kind)}
-    return kind(**{name: value for name, value in data.items() if name in names})
+    return kind(**{name: value for name, value in data.items() if name in kind.__annotations__})
 
 
 def rule_file(data: dict) -> RuleFile:
@@ -177,13 +190,13 @@ def rule_file(data: dict) -> RuleFile:
     family = data["family"]
     jit_dir = family.get("jit_dir")
     return RuleFile(
-        _plain(Family, {**family, "jit_dir": _plain(JitDir, jit_dir) if jit_dir is not None else None}),
-        Dry(
-            dry.get("host_arguments", ()),
-            tuple(_plain(DryPatch, patch) for patch in dry.get("patch", ())),
-            dry.get("entries", ()),
+        family=_plain(Family, {**family, "jit_dir": _plain(JitDir, jit_dir) if jit_dir is not None else None}),
+        dry=Dry(
+            host_arguments=dry.get("host_arguments", ()),
+            patch=tuple(_plain(DryPatch, patch) for patch in dry.get("patch", ())),
+            entries=dry.get("entries", ()),
         ),
-        data.get("source", ""),
+        source=data.get("source", ""),
     )
 
 
@@ -197,7 +210,7 @@ def compile_net(data: dict) -> CompileNet:
 
 def triton(data: dict) -> Triton:
     """The `[triton]` table from its dump in capture.json."""
-    entries = tuple(TritonKernel(entry["kernel"]) for entry in data.get("kernel", ()))
+    entries = tuple(TritonKernel(kernel=entry["kernel"]) for entry in data.get("kernel", ()))
     return _plain(Triton, {**data, "kernel": entries})
 
 

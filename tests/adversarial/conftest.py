@@ -67,6 +67,20 @@ def observe(
     return read_outputs(done.returncode, done.stdout, done.stderr, outputs, run_dir)
 
 
+def observe_wrapped(tmp_path, wrapper, command, run_dir, env):
+    """`mlacheck run` (every output requested) under `wrapper`, a command that runs its arguments."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    outputs = {fmt: out / f"report.{fmt}" for fmt in ("json", "junit", "sarif", "github")}
+    args = [*wrapper, sys.executable, "-m", "mlacheck", "run", "--rules", SYNTHETIC, "--run-dir", str(run_dir)]
+    for fmt, path in outputs.items():
+        args += ["--output", f"{fmt}:{path}"]
+    environ = {name: value for name, value in os.environ.items() if name != "CUTE_DSL_ARCH"}
+    environ.update({"COLUMNS": "160", "PYTHONPATH": str(ROOT), **env})
+    done = subprocess.run([*args, "--", *command], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
+    return read_outputs(done.returncode, done.stdout, done.stderr, outputs, run_dir)
+
+
 def read_outputs(code: int, stdout: str, stderr: str, outputs: dict[str, Path], run_dir: Path) -> Outputs:
     missing = [str(path) for path in outputs.values() if not path.exists()]
     assert not missing, f"outputs not written: {missing}\nstdout:\n{stdout}\nstderr:\n{stderr}"

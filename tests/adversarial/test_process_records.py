@@ -2,14 +2,13 @@
 file-size limit each leave a run that names what it lost (INCOMPLETE) or still holds the serving-path compile
 (FAIL); the program's own files hold only its own data."""
 
-import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.adversarial.conftest import ROOT, SYNTHETIC, WARM, assert_not_pass, observe, program
+from tests.adversarial.conftest import WARM, assert_not_pass, observe, observe_wrapped, program
 
 CLOSE_ALL = """
 import os
@@ -62,22 +61,6 @@ def observe_on_small_disk(tmp_path, text: str, size: str = "1m"):
     wrapper = ("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh")
     env = {"DISK": str(disk), "COPY": str(tmp_path / "run-copy"), "MLACHECK_DISK": str(disk)}
     return observe_wrapped(tmp_path, wrapper, [sys.executable, program(tmp_path, text)], disk / "run", env)
-
-
-def observe_wrapped(tmp_path, wrapper, command, run_dir, env):
-    """`mlacheck run` (every output requested) under `wrapper`, a command that runs its arguments."""
-    from tests.adversarial.conftest import read_outputs
-
-    out = tmp_path / "out"
-    out.mkdir(exist_ok=True)
-    outputs = {fmt: out / f"report.{fmt}" for fmt in ("json", "junit", "sarif", "github")}
-    args = [*wrapper, sys.executable, "-m", "mlacheck", "run", "--rules", SYNTHETIC, "--run-dir", str(run_dir)]
-    for fmt, path in outputs.items():
-        args += ["--output", f"{fmt}:{path}"]
-    environ = {name: value for name, value in os.environ.items() if name != "CUTE_DSL_ARCH"}
-    environ.update({"COLUMNS": "160", "PYTHONPATH": str(ROOT), **env})
-    done = subprocess.run([*args, "--", *command], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
-    return read_outputs(done.returncode, done.stdout, done.stderr, outputs, run_dir)
 
 
 FILL_THE_DISK = """

@@ -23,7 +23,6 @@ from mlacheck.capture import ledger
 from mlacheck.capture.install import Patches
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader
-from mlacheck.capture.triton import dry
 from mlacheck.capture.triton.compiles import CompileHooks, guarded
 from mlacheck.capture.triton.families import KernelFamily
 from mlacheck.capture.triton.kernels import Kernels
@@ -105,6 +104,8 @@ class TritonCapture(CompileHooks, Lookups, Kernels):
 
     def _install_dry(self) -> None:
         """--dry: the dry driver answers for the target arch; launches compile (or are recorded) and never run."""
+        from mlacheck.capture.triton import dry  # here: only --dry loads it
+
         runtime = self.runtime
         backend, capability = dry.target_of(self.policy.target_arch)
         driver = runtime.driver

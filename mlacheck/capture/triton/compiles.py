@@ -13,30 +13,35 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 
 from mlacheck.capture.stack import Where
-from mlacheck.capture.triton import dry
 from mlacheck.capture.triton.families import CountingCache, KernelFamily
 from mlacheck.capture.triton.runtime import kernel_name
 
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
 
 
-@dataclass(eq=False)  # compared by identity (`is`); no __eq__ to make in every process that imports Triton
 class _Pending:
-    """A compile between mlacheck's two hooks."""
+    """A compile between mlacheck's two hooks. A plain class, compared by identity: a dataclass's generated methods
+    would cost 0.2 ms in every process that imports Triton."""
 
-    family: KernelFamily
-    key: str
-    phase: str
-    where: Where
-    launched: bool  # the launch goes on to run it (not JITFunction.warmup)
-    started: float
-    thread: int
-    start: int | None  # its compile_start
-    listener_seconds: float | None = None
+    __slots__ = ("family", "key", "phase", "where", "launched", "started", "thread", "start", "listener_seconds")
+
+    def __init__(
+        self,
+        family: KernelFamily,
+        key: str,
+        phase: str,
+        where: Where,
+        launched: bool,  # the launch goes on to run it (not JITFunction.warmup)
+        started: float,
+        thread: int,
+        start: int | None,  # its compile_start
+    ) -> None:
+        self.family, self.key, self.phase, self.where, self.launched = family, key, phase, where, launched
+        self.started, self.thread, self.start = started, thread, start
+        self.listener_seconds: float | None = None
 
 
 class CompileHooks:
@@ -119,7 +124,7 @@ class CompileHooks:
             if hasattr(value, "cache_key") and hasattr(value, "fn"):
                 self._jit_names.setdefault(value.cache_key, value.fn.__qualname__)
         where = self._reader.read(frame)
-        launched = not (dry.LAUNCH_WARMUP.get() if self.policy.dry else kwargs["is_manual_warmup"])
+        launched = not (dry_launch_warmup() if self.policy.dry else kwargs["is_manual_warmup"])
         phase = family.ledger.phase(where.phase, launched)
         self._pending[self._pending_key(kwargs)] = _Pending(
             family,
@@ -149,7 +154,9 @@ class CompileHooks:
         if pending is not None:
             self._record(pending, None, "skip")
         jf = kwargs["fn"].jit_function
-        dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], dry.DryKernel())
+        from mlacheck.capture.triton.dry import DryKernel
+
+        dict.__setitem__(jf.device_caches[kwargs["compile"]["device"]][0], kwargs["key"], DryKernel())
 
     def _skipped(self, pending: _Pending | None) -> None:
         if pending is not None:
@@ -206,3 +213,10 @@ def guarded(serialize: Callable) -> Callable:
 
     guarded_serialize._json_guarded = True
     return guarded_serialize
+
+
+def dry_launch_warmup() -> bool:
+    """Under --dry: whether the launch now is a warm-up's (the dry module is loaded only under --dry)."""
+    from mlacheck.capture.triton import dry
+
+    return dry.LAUNCH_WARMUP.get()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from mlacheck.capture.triton import dry
+from mlacheck.capture.triton.compiles import dry_launch_warmup
 from mlacheck.capture.triton.families import CountingCache, TuningCache
 
 
@@ -35,7 +35,7 @@ class Lookups:
             family = self._used(cache)
             if family is not None:
                 launched = not (
-                    dry.LAUNCH_WARMUP.get() if self.policy.dry else getattr(frame, "f_locals", {}).get("warmup")
+                    dry_launch_warmup() if self.policy.dry else getattr(frame, "f_locals", {}).get("warmup")
                 )
                 where = self._reader.read(frame)
                 counter = family.dispatched(key, family.ledger.phase(where.phase, launched), where)
