@@ -32,6 +32,8 @@ BYTES_LIMIT = 256 * MIB  # of their lines (an event costs about twice its line i
 CHECKPOINT_LIMIT = 16 * MIB  # a counts checkpoint holds one counts table per family: as large as a counts line
 SHARED = ("family", "phase", "site", "origin", "net", "kernel", "outcome", "function")  # values many events repeat
 SHARED_NAMES = ("key", "call", "spelling")  # objects whose field names many events repeat
+RETAINED = frozenset(("compile", "dispatch", "compile_start", "unwatched_compile"))  # kinds whose values the analysis
+# keeps, one per variant: their shared values are held once (the other events pass through)
 REPEAT = "a repeat"  # `_Reader.take`: a dispatch event that says nothing new
 
 
@@ -124,35 +126,79 @@ def _lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
 
 
 def _marks(file: BinaryIO, path: Path) -> dict[int, int] | None:
-    """Read ahead: the line number of each image's last serving-start mark (None: a format-1 trace, read whole). A line
-    is parsed here only where it could be a run event or a mark (it names one, or spells text with an escape or in
-    UTF-16 or -32, which could spell one), or until the first event is kept; the file is left at its start."""
-    marks: dict[int, int] = {}
-    version, image, kept = None, 0, False
+    """Read ahead: the line number of each image's last serving-start mark (None: a format-1 trace, read whole). Each
+    line is parsed until the first event is kept; after it, only a line that could be a run event or a mark
+    (`_candidates`). The file is left at its start."""
+    version, kept = None, None
     for number, line in _lines(file):
-        if line is None or (kept and not _may_start(line)):
-            continue
-        event, _ = _parse(line)
+        event = None if line is None else _parse(line)[0]
         if event is None:
             continue
-        if version is None:
-            version = _first(path, event)
-            if version == 1:
-                break
-        if wrong(event) is not None:
-            continue
-        if event["type"] == "run" and kept:
-            image += 1
-        elif event["type"] == "serving_start":
-            marks[image] = number
-        kept = True
+        version = _first(path, event) if version is None else version
+        if version == 1 or wrong(event) is None:
+            kept = (number, event)
+            break
+    marks: dict[int, int] = {}
+    if version not in (1, None) and kept is not None:
+        start, image = kept[0], 0
+        if kept[1]["type"] == "serving_start":
+            marks[image] = start
+        for number, line in _candidates(file, start):
+            event = _parse(line)[0]
+            if event is not None and wrong(event) is None:
+                if event["type"] == "run":
+                    image += 1
+                elif event["type"] == "serving_start":
+                    marks[image] = number
     file.seek(0)
     return None if version == 1 else marks
 
 
-def _may_start(line: bytes) -> bool:
-    """Whether a line could be a run event or a serving-start mark (a cheap test, never wrong the other way)."""
-    return b'"run"' in line or b'"serving_start"' in line or b"\\" in line or b"\x00" in line
+MAY_START = (b'"run"', b'"serving_start"', b"\\", b"\x00")  # a line that is a run event or a mark holds one: it
+# names it, or spells text with an escape or in UTF-16 or -32 (which could spell it)
+BLOCK = 1 * MIB
+
+
+def _candidates(file: BinaryIO, number: int) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of each line after line `number` (where the file is) that holds one of MAY_START, read in
+    blocks; a line longer than LINE_LIMIT is left out (the reading calls it a bad line)."""
+    pending, skipping = b"", False
+    while True:
+        block = file.read(BLOCK)
+        data = pending + block
+        if skipping:  # the rest of a line longer than LINE_LIMIT
+            end = data.find(b"\n")
+            if end < 0:
+                pending = b""
+                if block:
+                    continue
+                return
+            number, data, skipping = number + 1, data[end + 1 :], False
+        cut = data.rfind(b"\n") + 1 if block else len(data)
+        whole, pending = data[:cut], data[cut:]
+        yield from _holding(whole, number)
+        number += whole.count(b"\n")
+        if not block:
+            return
+        if len(pending) > LINE_LIMIT:
+            pending, skipping = b"", True
+
+
+def _holding(whole: bytes, number: int) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of each line of `whole` (lines after line `number`) that holds one of MAY_START."""
+    spans = set()
+    for pattern in MAY_START:
+        at = whole.find(pattern)
+        while at >= 0:
+            end = whole.find(b"\n", at) + 1 or len(whole)
+            spans.add((whole.rfind(b"\n", 0, at) + 1, end))
+            at = whole.find(pattern, end)
+    counted = 0
+    for start, end in sorted(spans):
+        number, counted = number + whole.count(b"\n", counted, start), start
+        line = whole[start:end]
+        if len(line) - line.endswith(b"\n") <= LINE_LIMIT:
+            yield number + 1, line
 
 
 class _Images:
@@ -328,7 +374,8 @@ class _Reader:
                 f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
                 f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
-        self._shared(event)
+        if kind in RETAINED:
+            self._shared(event)
         return None
 
     def _shared(self, event: dict) -> None:

@@ -191,10 +191,12 @@ class TablesReader:
         self.last_t: dict[int | None, float] = {}
 
     def read(self, index: int, event: dict) -> None:
-        proc, kind = event.get("proc"), event["type"]
-        fact = self.facts.setdefault(proc, ProcessFacts(proc))
-        if isinstance(event.get("t"), (int, float)):
-            self.last_t[proc] = max(self.last_t.get(proc, 0.0), event["t"])
+        proc, kind, t = event.get("proc"), event["type"], event.get("t")
+        fact = self.facts.get(proc)
+        if fact is None:
+            fact = self.facts[proc] = ProcessFacts(proc)
+        if isinstance(t, (int, float)):
+            self.last_t[proc] = max(self.last_t.get(proc, 0.0), t)
         if kind in ("compile_start", "compile_end"):
             self._bracket(index, event, proc)
             return

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlacheck import events
+from mlacheck import events, trace
 from mlacheck.analysis import analyse
 from mlacheck.event_kinds import OPTIONAL, REQUIRED, fits, wrong
 from mlacheck.program.run_folder import RunFolder
@@ -75,6 +75,9 @@ def lines(draw, pid: int) -> list[bytes]:
         if event is None:
             written.append(b'{"type": "run", "pid": \n')
             continue
+        if draw(st.integers(0, 9)) == 0:  # longer than the line limit below: a bad line, even where it is a mark
+            written.append(json.dumps(event | {"padding": "x" * 300}).encode() + b"\n")
+            continue
         text = json.dumps(event)
         if draw(st.booleans()):
             text = _escaped(text)
@@ -98,8 +101,8 @@ def folders(draw) -> list[list[bytes]]:
 def _listed(run: Path) -> list[dict]:
     """Every trace's events read whole into one list, each tagged with its process (an image each)."""
     listed, proc = [], -1
-    for trace in RunFolder(run).traces():
-        for index, event in enumerate(read_trace(trace).events):
+    for path in RunFolder(run).traces():
+        for index, event in enumerate(read_trace(path).events):
             proc += event["type"] == "run" or index == 0
             listed.append({**event, "proc": proc})
     return listed
@@ -108,13 +111,19 @@ def _listed(run: Path) -> list[dict]:
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
-@given(folders())
-def test_the_streamed_analysis_is_the_analysis_of_the_events_held_whole(tmp_path_factory, traces):
+@given(folders(), st.integers(1, 400))
+def test_the_streamed_analysis_is_the_analysis_of_the_events_held_whole(tmp_path_factory, traces, block):
+    """(The read-ahead's blocks and the line limit made small, so that lines span blocks and some are too long.)"""
     run = RunFolder.create(tmp_path_factory.mktemp("run") / "run").path
     for pid, written in enumerate(traces, 1):
         (run / f"trace-{pid}.jsonl").write_bytes(b"".join(written))
-    streamed = analyse(load_runs([run]).digest, RULES)
-    assert asdict(streamed) == asdict(analyse(_listed(run), RULES))
+    limits = trace.BLOCK, trace.LINE_LIMIT
+    trace.BLOCK, trace.LINE_LIMIT = block, 320
+    try:
+        streamed = analyse(load_runs([run]).digest, RULES)
+        assert asdict(streamed) == asdict(analyse(_listed(run), RULES))
+    finally:
+        trace.BLOCK, trace.LINE_LIMIT = limits
 
 
 values = st.one_of(
