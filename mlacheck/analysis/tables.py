@@ -435,9 +435,10 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
     merged: dict[tuple, Variant] = {}
     for table in tables:
         for variant in table.variants.values():
-            into = merged.get(variant.identity)
+            identity = variant.identity
+            into = merged.get(identity)
             if into is None:
-                merged[variant.identity] = into = Variant(variant.key, variant.spelling)
+                merged[identity] = into = Variant(variant.key, variant.spelling)
             into.procs.append(table.proc)
             into.dispatches += variant.dispatches
             into.warmup_dispatches += variant.warmup_dispatches

@@ -128,10 +128,8 @@ def write_outputs(
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     for fmt, path in specs:
         module = renderer(fmt)
-        if path is not None and hasattr(module, "encoded"):
-            document: str | list[bytes] = list(module.encoded(report, options))
-        else:
-            document = module.render(report, options)
+        encoded = path is not None and hasattr(module, "encoded")
+        document = module.encoded(report, options) if encoded else module.render(report, options)
         try:
             if path is None:
                 stdout.write(document)
@@ -150,11 +148,12 @@ def write_outputs(
 WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice
 
 
-def _write(path: Path, document: str | list[bytes]) -> None:
-    """A document's text (encoded a piece at a time), or its UTF-8 pieces."""
-    if isinstance(document, list):
+def _write(path: Path, document: str | Iterable[bytes]) -> None:
+    """A document's text (encoded a piece at a time), or its UTF-8 pieces (each written as it comes)."""
+    if not isinstance(document, str):
         with path.open("wb") as file:
-            file.writelines(document)
+            for piece in document:
+                file.write(piece)
         return
     with path.open("w", encoding="utf-8") as file:
         for start in range(0, len(document), WRITTEN):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import typing
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -256,6 +257,33 @@ def build_report(
     return decide(report, policy)
 
 
+def dumped(report: Report) -> dict:
+    """`report.model_dump(mode="json")`, made a finding and a variant at a time, each model let go of once dumped: the
+    model and its JSON form are never both whole (10^5 variants). The report is left without its findings and
+    variants."""
+    findings, families, report.findings, report.families = report.findings, report.families, [], []
+    data = report.model_dump(mode="json")
+    data["findings"] = _each_dumped(findings)
+    data["families"] = []
+    for family in _each_kept(families):
+        variants, family.variants = family.variants, []
+        dumped_family = family.model_dump(mode="json")
+        dumped_family["variants"] = _each_dumped(variants)
+        data["families"].append(dumped_family)
+    return data  # (each list in its own place: a key given a new value keeps its place)
+
+
+def _each_dumped(models: list[BaseModel]) -> list[dict]:
+    return [model.model_dump(mode="json") for model in _each_kept(models)]
+
+
+def _each_kept(items: list) -> Iterator:
+    """The items of a list, in order, each taken out of it as it comes (the list is left empty)."""
+    items.reverse()
+    while items:
+        yield items.pop()
+
+
 JOINED = ("findings", "incomplete", "not_checked", "timeline", "unwatched_compiles", "internal_errors")
 """The report's lists that a run made in parts holds every part's items of, in part order."""
 
@@ -289,7 +317,8 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
         policy.known,
         policy.baseline,
     )
-    for finding, print_ in zip(report.findings, report_fingerprints([f.model_dump() for f in report.findings])):
+    identities = [{"code": f.code, "family": f.family, "key": f.key, "process": f.process} for f in report.findings]
+    for finding, print_ in zip(report.findings, report_fingerprints(identities)):  # (what a fingerprint hashes)
         finding.fingerprint = print_
         finding.ignored = policy.ignores(finding.code)
         finding.baselined = known is not None and print_ in known and not finding.ignored

@@ -107,8 +107,9 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
             located[site] = repository.locate(site)
         return located[site]
 
+    prints = [finding.get("fingerprint") for finding in findings]  # (`decide` made them: each made again otherwise)
     results = []
-    for finding, print_ in zip(findings, report_fingerprints(findings)):
+    for finding, print_ in zip(findings, prints if all(prints) else report_fingerprints(findings)):
         variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
         location = locate(finding.get("site")) or locate(variant_site)
         results.append(_result(finding, print_, index, location, anchor))

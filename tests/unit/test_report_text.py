@@ -90,3 +90,10 @@ def test_junit_elements_are_what_elementtree_writes(text, value, children):
     ET.indent(outer)
     expected = ET.tostring(outer, encoding="unicode")
     assert "<suite>\n  " + ours.written(1) + "\n</suite>" == expected
+
+
+@given(st.text(), st.text(), st.one_of(st.none(), st.text()))
+def test_a_variant_testcase_written_at_once_is_what_its_elements_write(classname, name, key):
+    from mlacheck.report.junit import _testcase, _testcase_text
+
+    assert _testcase_text(classname, name, [], key) == _testcase(classname, name, [], key).written(2)
