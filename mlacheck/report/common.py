@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,14 +99,41 @@ def _large(value) -> bool:
     return False
 
 
+class Rewrite(Exception):  # noqa: N818 - not an error: a renderer's other way to write its document
+    """A renderer's `encoded` found, after some of its pieces, that its document is written otherwise: `pieces` are
+    the whole document instead (the writer starts it again; `whole` gives every piece)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__("the document is written again")
+        self.pieces = pieces
+
+
+def whole(pieces: Iterable[bytes]) -> list[bytes]:
+    """Every piece of a document (a Rewrite's, where one comes)."""
+    try:
+        return list(pieces)
+    except Rewrite as again:
+        return again.pieces
+
+
+def json_stream(value, alike: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
+    """`json.dumps(value, indent=2)` as UTF-8, a piece at a time: pydantic-core's (`json_pieces`; about ten times
+    faster than the json module's indented writer, which is pure Python) while each piece is `alike` (default: the
+    same text as the json module's: ASCII, no DEL, no number that the two write differently), else (Rewrite) the json
+    module's, whole."""
+    for piece in json_pieces(value):
+        if not (alike or _alike)(piece):
+            raise Rewrite([json.dumps(value, indent=2).encode()])
+        yield piece
+
+
+def _alike(data: bytes) -> bool:
+    return data.isascii() and b"\x7f" not in data and b"0.0000" not in data and not _exponents(data)
+
+
 def json_bytes(value) -> list[bytes]:
-    """`json.dumps(value, indent=2)` as UTF-8, in pieces: pydantic-core's (`json_pieces`; about ten times faster than
-    the json module's indented writer, which is pure Python) where they are the same text (ASCII, no DEL, no number
-    that the two write differently), else the json module's."""
-    pieces = list(json_pieces(value))
-    if any(not data.isascii() or b"\x7f" in data or b"0.0000" in data or _exponents(data) for data in pieces):
-        return [json.dumps(value, indent=2).encode()]
-    return pieces
+    """`json.dumps(value, indent=2)` as UTF-8, in pieces (`json_stream`)."""
+    return whole(json_stream(value))
 
 
 def _exponents(data: bytes) -> bool:

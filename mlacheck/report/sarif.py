@@ -21,7 +21,7 @@ from urllib.parse import quote
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, json_bytes, severity
+from mlacheck.report.common import Repository, Rewrite, json_stream, severity, whole
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -173,10 +173,13 @@ def path_uri(path: str) -> str:
 def encoded(report: dict, options=None) -> Iterator[bytes]:
     """The renderer protocol (report/formats.py): the log as JSON, findings without a site located at the options'
     anchor."""
-    yield from json_bytes(to_sarif(report, getattr(options, "anchor", None)))
+    try:
+        yield from json_stream(to_sarif(report, getattr(options, "anchor", None)))
+    except Rewrite as again:
+        raise Rewrite([*again.pieces, b"\n"]) from None
     yield b"\n"
 
 
 def render(report: dict, options=None) -> str:
     """The renderer protocol: the log as JSON text."""
-    return b"".join(encoded(report, options)).decode()
+    return b"".join(whole(encoded(report, options))).decode()

@@ -97,3 +97,19 @@ def test_a_variant_testcase_written_at_once_is_what_its_elements_write(classname
     from mlacheck.report.junit import _testcase, _testcase_text
 
     assert _testcase_text(classname, name, [], key) == _testcase(classname, name, [], key).written(2)
+
+
+def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):
+    """The JSON report and SARIF log are written a piece at a time; text beyond ASCII in the last variant (after many
+    pieces were written) makes the json module's document, written over them: the same file as one written whole."""
+    from mlacheck.report.formats import write_outputs
+    from mlacheck.report.jsonreport import render
+
+    variants = [{"key": {"dtype": f"v{n}"}} for n in range(3000)] + [{"key": {"dtype": "é\u202e"}}]
+    report = {"verdict": "pass", "families": [{"name": "f", "variants": variants}], "findings": []}
+    write_outputs(report, [("json", tmp_path / "r.json"), ("sarif", tmp_path / "r.sarif")])
+    assert (tmp_path / "r.json").read_text() == render(report) == json.dumps(report, indent=2) + "\n"
+    assert (tmp_path / "r.json").read_bytes().isascii()
+    ascii_report = {**report, "families": [{"name": "f", "variants": variants[:-1]}]}
+    write_outputs(ascii_report, [("json", tmp_path / "r.json")])
+    assert (tmp_path / "r.json").read_text() == json.dumps(ascii_report, indent=2) + "\n"
