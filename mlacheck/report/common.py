@@ -69,7 +69,9 @@ def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
     list of more than `SLICE` items a slice at a time, a list or an object that holds one an item at a time (the
     serializer's text of a report of 10^5 variants, and the buffer it grows, are never held whole)."""
     pad = b"\n" + b"  " * depth
-    if isinstance(value, list) and len(value) > SLICE:
+    if isinstance(value, Slices) and len(value) <= SLICE:
+        value = value[0 : len(value)]
+    if isinstance(value, (list, Slices)) and len(value) > SLICE:
         yield b"["
         for start in range(0, len(value), SLICE):
             body = to_json(value[start : start + SLICE], indent=2, inf_nan_mode="constants")[1:-2]  # no [ and \n]
@@ -90,8 +92,32 @@ def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
 SLICE = 512  # items of a long list serialized at a time
 
 
+class Slices:
+    """A long JSON list made a slice at a time as it is written (`json_pieces`, `json_stream`), never whole:
+    `make(start, stop)` gives its items from start to stop."""
+
+    def __init__(self, length: int, make: Callable[[int, int], list]) -> None:
+        self.length, self.make = length, make
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, part: slice) -> list:
+        start, stop, _ = part.indices(self.length)
+        return self.make(start, stop)
+
+
+def _whole_list(value: object) -> list:
+    """A `Slices`'s items, for the json module (its `default`)."""
+    if isinstance(value, Slices):
+        return value[0 : len(value)]
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _large(value) -> bool:
     """Whether a JSON value holds a list of more than `SLICE` items."""
+    if isinstance(value, Slices):
+        return True
     if isinstance(value, list):
         return len(value) > SLICE or any(_large(item) for item in value)
     if isinstance(value, dict):
@@ -123,7 +149,7 @@ def json_stream(value, alike: Callable[[bytes], bool] | None = None) -> Iterator
     module's, whole."""
     for piece in json_pieces(value):
         if not (alike or _alike)(piece):
-            raise Rewrite([json.dumps(value, indent=2).encode()])
+            raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()])
         yield piece
 
 

@@ -113,3 +113,17 @@ def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):
     ascii_report = {**report, "families": [{"name": "f", "variants": variants[:-1]}]}
     write_outputs(ascii_report, [("json", tmp_path / "r.json")])
     assert (tmp_path / "r.json").read_text() == json.dumps(ascii_report, indent=2) + "\n"
+
+
+def test_a_sarif_log_of_many_findings_made_a_slice_at_a_time_is_the_log_whole(tmp_path):
+    """SARIF's results are made a slice at a time as the log is written: the same text as the log made whole, also
+    where a late result holds text beyond ASCII (the json module's document then) or a number the two write apart."""
+    from mlacheck.report.formats import write_outputs
+    from mlacheck.report.sarif import to_sarif
+
+    finding = {"code": "MLA001", "family": "f", "severity": "error", "message": "m", "fingerprint": "0" * 32}
+    findings = [{**finding, "key": {"dtype": f"v{n}"}} for n in range(1300)]
+    for last in ({"message": "m"}, {"message": "é\u202e"}, {"key": {"seconds": 1e-05}}):
+        report = {"verdict": "fail", "families": [], "findings": [*findings, {**finding, **last}]}
+        write_outputs(report, [("sarif", tmp_path / "r.sarif")])
+        assert (tmp_path / "r.sarif").read_text() == json.dumps(to_sarif(report), indent=2) + "\n"
