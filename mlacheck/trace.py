@@ -30,10 +30,13 @@ LINE_LIMIT = 16 * MIB  # a counts event of 100 000 variants is about 2 MiB
 EVENT_LIMIT = 1_000_000  # events kept from the traces of one report (a variant costs one to five: 10^5 variants fit)
 BYTES_LIMIT = 256 * MIB  # of their lines (an event costs about twice its line in memory)
 CHECKPOINT_LIMIT = 16 * MIB  # a counts checkpoint holds one counts table per family: as large as a counts line
-SHARED = ("family", "phase", "site", "origin", "net", "kernel", "outcome", "function")  # values many events repeat
-SHARED_NAMES = ("key", "call", "spelling")  # objects whose field names many events repeat
-RETAINED = frozenset(("compile", "dispatch", "compile_start", "unwatched_compile"))  # kinds whose values the analysis
-# keeps, one per variant: their shared values are held once (the other events pass through)
+RETAINED = {  # the kinds whose values the analysis keeps, one per variant: (objects whose field names many events
+    # repeat, texts many events repeat, whether its stack is kept); the other events pass through
+    "compile": (("key", "spelling"), ("family", "phase", "site", "origin"), True),
+    "dispatch": (("key", "call", "spelling"), ("family", "phase", "site"), False),
+    "compile_start": (("key", "spelling"), ("family", "phase", "site", "net", "kernel"), True),
+    "unwatched_compile": (("key",), ("net", "kernel", "phase", "site"), True),
+}
 REPEAT = "a repeat"  # `_Reader.take`: a dispatch event that says nothing new
 
 
@@ -340,7 +343,7 @@ class _Reader:
         self.first_dispatches: set[tuple] = set()
         self.last_counts: dict[tuple, int] = {}  # (image, family) -> the size of its last counts line
         self.kept = 0
-        self.texts: dict[str, str] = {}  # each text of SHARED fields once
+        self.texts: dict[str, str] = {}  # each text of RETAINED fields once
         self.stacks: dict[tuple, list] = {}  # each stack once
 
     def start(self, path: Path, first: dict) -> None:
@@ -375,22 +378,22 @@ class _Reader:
                 f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
         if kind in RETAINED:
-            self._shared(event)
+            self._shared(event, *RETAINED[kind])
         return None
 
-    def _shared(self, event: dict) -> None:
+    def _shared(self, event: dict, objects: tuple, texts: tuple, stacked: bool) -> None:
         """The texts and stacks that many events repeat, held once (a variant's events name the same family, phase,
         site and stack), and the field names of a key, call and spelling (the json module makes each line's afresh):
         what the analysis keeps of 10^5 variants is then mostly their own."""
-        for name in SHARED_NAMES:
+        for name in objects:
             value = event.get(name)
             if type(value) is dict:
                 event[name] = {intern(field): item for field, item in value.items()}
-        for name in SHARED:
+        for name in texts:
             value = event.get(name)
             if type(value) is str:
                 event[name] = self.texts.setdefault(value, value)
-        stack = event.get("stack")
+        stack = event.get("stack") if stacked else None
         if type(stack) is list and all(type(frame) is str for frame in stack):
             event["stack"] = self.stacks.setdefault(tuple(stack), stack)
 

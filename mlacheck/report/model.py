@@ -222,10 +222,11 @@ def reported(item: object) -> dict:
 def build_report(
     analysis: Analysis, facts: dict, processes: list[dict] | None = None, policy: ReportPolicy = ReportPolicy()
 ) -> Report:
-    """The report of one run (or several merged); `decide` gives it its verdict."""
+    """The report of one run (or several merged); `decide` gives it its verdict. The analysis is taken: its findings
+    and each family's variants are let go of as the report's are made (10^5 of each are never held twice)."""
     processes, given = processes or [], {}
     findings = []
-    for finding in analysis.findings:
+    for finding in _each_kept(analysis.findings):
         process = processes[finding.proc] if finding.proc is not None and finding.proc < len(processes) else None
         findings.append(
             _lean(
@@ -243,7 +244,9 @@ def build_report(
         FamilyReport.model_validate(
             {
                 **reported(family),
-                "variants": [_lean(VariantReport.model_validate(reported(v)), given) for v in family.variants],
+                "variants": [
+                    _lean(VariantReport.model_validate(reported(v)), given) for v in _each_kept(family.variants)
+                ],
             }
         )
         for family in analysis.families
