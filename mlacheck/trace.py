@@ -75,7 +75,8 @@ class TraceStream:
         self.format_version, self.size, self.count = FORMAT_VERSION, 0, 0
         self._reader = _Reader(limit, size_limit)
         try:
-            self.marks = _marks(self._file, path)
+            marks = _marks(self._file, path)
+            self.marks, self._whole = marks or {}, marks is None  # (None: format 1, read whole)
         except BaseException:
             self._file.close()
             raise
@@ -83,9 +84,9 @@ class TraceStream:
     def __iter__(self) -> Iterator[tuple[int, dict]]:
         with self._file:
             kept = self._kept(self._file)
-            late = _Images(Path(checkpoint_path(self.path)), defer=self.marks is not None)
-            if self.marks is None:  # format 1: each family's counts made once, where its process exited
-                self.marks, kept = {}, enumerate(upgrade_format_1([event for _, event in kept]))
+            late = _Images(Path(checkpoint_path(self.path)), defer=not self._whole)
+            if self._whole:  # format 1: each family's counts made once, where its process exited
+                kept = enumerate(upgrade_format_1([event for _, event in kept]))
             for position, event in late.of(kept):
                 self.count += 1
                 yield position, event

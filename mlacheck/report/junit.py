@@ -111,35 +111,41 @@ def _pieces(report: dict) -> Iterator[str]:
     )
     yield "\n    " + _properties(report).written(2)
     for classname, name, findings in cases:
-        yield "\n    " + _testcase_text(classname, name, findings, keys.get((classname, name)))
+        yield "\n    " + _testcase_text(classname, name, findings, keys.get(classname, {}).get(name))
     for element in (*unseen, *suffix):
         yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
 
 
-def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[tuple[str, str], str]]:
+def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[str, dict[str, str]]]:
     """The testcases, (classname, name, the findings on it): one per variant of each family, then one per finding that
     matches no variant; and the whole key of each variant's testcase, by (family, testcase name)."""
     fields = family_key_fields(report)
     cases: list[tuple[str, str, list[dict]]] = []
-    by_variant: dict[tuple, list[dict]] = {}
-    keys: dict[tuple[str, str], str] = {}
+    by_variant: dict[str, dict[tuple, list[dict]]] = {}  # family -> its variants' findings, by key (`_identity`)
+    keys: dict[str, dict[str, str]] = {}  # family -> testcase name -> its whole key
     for family in report.get("families") or []:
         variants = family.get("variants") or []
         names = _names(variants, fields.get(family["name"]))
+        ours, texts = by_variant.setdefault(family["name"], {}), keys.setdefault(family["name"], {})
         for variant, name in zip(variants, names):
             findings: list[dict] = []
-            by_variant[(family["name"], key_identity(variant.get("key") or {}))] = findings
-            keys[(family["name"], name)] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
+            ours[_identity(variant.get("key") or {})] = findings
+            texts[name] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
             cases.append((family["name"], name, findings))
     for finding in report.get("findings") or []:
-        home = by_variant.get((finding.get("family"), key_identity(finding.get("key") or {})))
+        home = by_variant.get(finding.get("family"), {}).get(_identity(finding.get("key") or {}))
         if home is not None:
             home.append(finding)
         else:
             name = f"{finding.get('code')} {finding.get('name', '')}".strip()
             cases.append((finding.get("family") or "mlacheck", name, [finding]))
     return cases, keys
+
+
+def _identity(key: dict) -> tuple:
+    """`key_identity`'s pairs in one flat tuple (as much as it says, in half the room: one a variant)."""
+    return tuple(part for pair in key_identity(key) for part in pair)
 
 
 def _properties(report: dict) -> Element:

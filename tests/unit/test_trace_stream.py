@@ -222,3 +222,14 @@ def test_lost_lines_a_cut_short_line_a_kill_or_an_exec_mid_way_never_pass(tmp_pa
         for line in incomplete
     ]
     assert _verdict(tmp_path, *written) == (verdict, expected)
+
+
+def test_a_format_1_trace_in_a_run_folder_streams_as_it_reads_whole(tmp_path):
+    """A trace of format 1 is read whole and upgraded (no marks to read ahead): its analysis is that of its events."""
+    from tests.unit.test_analysis_rules import FORMAT_1, PREFILL
+
+    run = RunFolder.create(tmp_path / "run").path
+    (run / "trace-7.jsonl").write_text("".join(json.dumps(event) + "\n" for event in FORMAT_1))
+    streamed = analyse(load_runs([run]).digest, PREFILL.rules())
+    assert [f.code for f in streamed.findings] == ["MLA001", "MLA002"]  # (without the context MLA003 needs)
+    assert asdict(streamed) == asdict(analyse(_listed(run), PREFILL.rules()))
