@@ -31,10 +31,10 @@ EVENT_LIMIT = 1_000_000  # events kept from the traces of one report (a variant 
 BYTES_LIMIT = 256 * MIB  # of their lines (an event costs about twice its line in memory)
 CHECKPOINT_LIMIT = 16 * MIB  # a counts checkpoint holds one counts table per family: as large as a counts line
 RETAINED = {  # the kinds whose values the analysis keeps, one per variant: (objects whose field names many events
-    # repeat, texts many events repeat, whether its stack is kept); the other events pass through
+    # repeat, texts many events repeat, whether its stack is kept); the other events pass through (a compile_start
+    # is kept only until its compile ends)
     "compile": (("key", "spelling"), ("family", "phase", "site", "origin"), True),
     "dispatch": (("key", "call", "spelling"), ("family", "phase", "site"), False),
-    "compile_start": (("key", "spelling"), ("family", "phase", "site", "net", "kernel"), True),
     "unwatched_compile": (("key",), ("net", "kernel", "phase", "site"), True),
 }
 REPEAT = "a repeat"  # `_Reader.take`: a dispatch event that says nothing new
@@ -87,10 +87,8 @@ class TraceStream:
             late = _Images(Path(checkpoint_path(self.path)), defer=not self._whole)
             if self._whole:  # format 1: each family's counts made once, where its process exited
                 kept = enumerate(upgrade_format_1([event for _, event in kept]))
-            for position, event in late.of(kept):
-                self.count += 1
-                yield position, event
-        self.size = self._reader.size
+            yield from late.of(kept)
+        self.size, self.count = self._reader.size, late.count
         self.bad_lines += late.bad_lines
 
     def _kept(self, file: BinaryIO) -> Iterator[tuple[int, dict]]:
@@ -214,6 +212,7 @@ class _Images:
 
     def __init__(self, checkpoint: Path, defer: bool) -> None:
         self.checkpoint, self.defer, self.bad_lines = checkpoint, defer, []
+        self.count = 0  # the events given
         self.state: dict | None = None  # the checkpoint (read at the first image's end), until an image took it
         self.read = self.runs = False
 
@@ -231,6 +230,7 @@ class _Images:
             if event["type"] == "counts":
                 counts[event["family"]] = (position, event)
             if event["type"] != "counts" or not self.defer:
+                self.count += 1
                 yield position, event
         if first is not None:
             yield from self._ended(first, counts, position, True)
@@ -241,6 +241,7 @@ class _Images:
         """An image's end: its counts, and its checkpoint's where it owns one."""
         ordered = sorted(counts.values(), key=lambda item: item[0])
         if self.defer:
+            self.count += len(ordered)
             yield from ordered
         if not self.read:
             self.read, self.state = True, self._state()
@@ -263,6 +264,7 @@ class _Images:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self._lost(str(exc))
             return
+        self.count += len(kept)
         for event in kept:
             yield position, event
 
@@ -313,9 +315,9 @@ def _loads(line: bytes) -> object:
     """json.loads of a line, the usual case at once: one JSON value in UTF-8 (the json module's own scanner, without
     its checks around it); anything else goes to json.loads, which decides."""
     try:
-        text = line.decode().strip(" \t\n\r")
+        text = line.decode()
         value, end = _SCAN(text, 0)
-        if end == len(text):
+        if end == len(text) or not text[end:].strip(" \t\n\r"):
             return value
     except (ValueError, StopIteration, RecursionError):
         pass

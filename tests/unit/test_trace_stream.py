@@ -22,7 +22,7 @@ from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import load_runs, program_report
 from mlacheck.report.model import ReportPolicy
 from mlacheck.rulefiles import load_rules
-from mlacheck.trace import read_trace
+from mlacheck.trace import TraceStream, read_trace
 from tests.conftest import FIXTURES
 
 RULES = load_rules(FIXTURES / "synthetic.toml")
@@ -122,6 +122,9 @@ def test_the_streamed_analysis_is_the_analysis_of_the_events_held_whole(tmp_path
     try:
         streamed = analyse(load_runs([run]).digest, RULES)
         assert asdict(streamed) == asdict(analyse(_listed(run), RULES))
+        for path in RunFolder(run).traces():  # what a trace counts against the budget of events: each it gives
+            stream = TraceStream(path)
+            assert sum(1 for _ in stream) == stream.count
     finally:
         trace.BLOCK, trace.LINE_LIMIT = limits
 
