@@ -1,14 +1,16 @@
 """Reading traces back: formats 3 and 2, and format 1 upgraded (`schemas.FORMATS["trace"]` says what changed); a
 garbage line is lost alone, a cut-short last line is truncated, not an error. (`mlacheck.events` documents the event
-types.) The counts a process kept in its checkpoint (`events.checkpoint_path`, replaced while it ran) are the last
-state of each family of its image whose trace has no final counts: they become a counts event at the end of that image
-(at least what it dispatched).
+types; `mlacheck.event_kinds` what each holds.) The counts a process kept in its checkpoint (`events.checkpoint_path`,
+replaced while it ran) are the last state of each family of its image whose trace has no final counts: they become a
+counts event at the end of that image (at least what it dispatched).
 
-A trace may be hostile (a run folder someone else wrote into) or damaged: it is read as a stream with a limit per
-line and on the events kept (a report of 10^5 variants fits), only from a regular file, never through a link (mlacheck.files). An event that does not
-fit its kind (a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled
-format 1) is a bad line, named, never dropped in silence: the run then cannot pass. A dispatch event that repeats the
-first of its variant and phase, and all but the last `counts` of a family, say nothing new and are not kept.
+A trace is streamed (`TraceStream`: a report reads each event once, never holding them all), read ahead first for the
+serving-start marks of each image (an event before its image's last mark was warm-up). It may be hostile (a run folder
+someone else wrote into) or damaged: it is read with a limit per line and on the events given (a report of 10^5
+variants fits), only from a regular file, never through a link (mlacheck.files). An event that does not fit its kind
+(a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled format 1) is a bad
+line, named, never dropped in silence: the run then cannot pass. A dispatch event that repeats the first of its
+variant and phase, and all but the last `counts` of a family in an image, say nothing new and are not given.
 """
 
 from __future__ import annotations

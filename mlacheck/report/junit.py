@@ -19,6 +19,7 @@ report of 10^5 variants is never a tree in memory.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 
 from mlacheck.keys import fields_text, key_identity, spelling_text, varying_fields
 from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
@@ -145,7 +146,7 @@ def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[str, d
 
 def _identity(key: dict) -> tuple:
     """`key_identity`'s pairs in one flat tuple (as much as it says, in half the room: one a variant)."""
-    return tuple(part for pair in key_identity(key) for part in pair)
+    return tuple(chain.from_iterable(key_identity(key)))
 
 
 def _properties(report: dict) -> Element:
