@@ -46,10 +46,11 @@ class Digest:
         return digest
 
     def read(self, position: int, event: dict) -> None:
+        kind = event["type"]
         self.tables.read(position, event)
         self.timeline.read(event)
-        self.unwatched.read(position, event)
-        kind = event["type"]
+        if kind in UnwatchedReader.KINDS:
+            self.unwatched.read(position, event)
         if kind in KEPT:
             self.kept[kind].append(event)
         if "family" in event and kind != "internal_error":

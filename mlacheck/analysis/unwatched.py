@@ -20,6 +20,8 @@ class UnwatchedReader:
     describes, the calls through them, the compiles of the compile nets (phases settled by `marks`: per process, the
     position of its last serving-start mark) and each process's pid."""
 
+    KINDS = frozenset(("unwatched", "unwatched_dispatch", "run", "unwatched_compile"))  # the events it reads
+
     def __init__(self, marks: dict[int | None, int]) -> None:
         self.marks = marks
         self.layouts: dict[tuple, dict] = {}

@@ -19,10 +19,12 @@ import signal
 import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from mlacheck.analysis import Analysis, FamilyResult, Finding, Variant
 from mlacheck.codes import CODES
@@ -225,28 +227,21 @@ def build_report(
     """The report of one run (or several merged); `decide` gives it its verdict. The analysis is taken: its findings
     and each family's variants are let go of as the report's are made (10^5 of each are never held twice)."""
     processes, given = processes or [], {}
-    findings = []
-    for finding in _each_kept(analysis.findings):
+
+    def finding_of(finding: Finding) -> dict:
         process = processes[finding.proc] if finding.proc is not None and finding.proc < len(processes) else None
-        findings.append(
-            _lean(
-                FindingReport.model_validate(
-                    {
-                        **reported(finding),
-                        "severity": finding.severity.value,
-                        "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
-                    }
-                ),
-                given,
-            )
-        )
-    families = [  # (its variants made one at a time: never all of them as dicts too)
+        return {
+            **reported(finding),
+            "severity": finding.severity.value,
+            "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
+        }
+
+    findings = _validated(FindingReport, map(finding_of, _each_kept(analysis.findings)), given)
+    families = [
         FamilyReport.model_validate(
             {
                 **reported(family),
-                "variants": [
-                    _lean(VariantReport.model_validate(reported(v)), given) for v in _each_kept(family.variants)
-                ],
+                "variants": _validated(VariantReport, map(reported, _each_kept(family.variants)), given),
             }
         )
         for family in analysis.families
@@ -285,7 +280,34 @@ def dumped(report: Report) -> dict:
 
 
 def _each_dumped(models: list[BaseModel]) -> list[dict]:
-    return [model.model_dump(mode="json") for model in _each_kept(models)]
+    """Each model's JSON form (a model of the list's first's type), a slice of them at a time (pydantic-core's loop)."""
+    if not models:
+        return []
+    adapter, dumped_models = _adapter(type(models[0])), []
+    for part in _slices(_each_kept(models)):
+        dumped_models += adapter.dump_python(part, mode="json")
+    return dumped_models
+
+
+def _validated(model: type[BaseModel], items: Iterator[dict], given: dict[frozenset, set[str]]) -> list[BaseModel]:
+    """A model of each item, a slice of them at a time (pydantic-core's loop; never all of them as dicts too)."""
+    adapter, models = _adapter(model), []
+    for part in _slices(items):
+        models += [_lean(made, given) for made in adapter.validate_python(part)]
+    return models
+
+
+SLICE = 1024  # the models validated or dumped at a time
+
+
+def _slices(items: Iterator) -> Iterator[list]:
+    while part := list(islice(items, SLICE)):
+        yield part
+
+
+@cache
+def _adapter(model: type[BaseModel]) -> TypeAdapter:
+    return TypeAdapter(list[model])
 
 
 def _each_kept(items: list) -> Iterator:
