@@ -386,9 +386,10 @@ def _finish(
     """Print the report (to stderr when a document goes to stdout), write the documents, exit with the report's code;
     with `refused` (a setting that the run could not honour), that line and exit code 2 once the report is out."""
     from mlacheck.report.formats import write_outputs
+    from mlacheck.report.model import dumped
     from mlacheck.report.terminal import render
 
-    data, code = report.model_dump(mode="json"), report.exit_code  # the JSON form every format renders, made once
+    data, code = dumped(report), report.exit_code  # the JSON form every format renders, made once
     del report  # (the model's room goes to the documents)
     render(data, _console(stderr=any(path is None for _, path in specs)), detail)
     _guard(lambda: write_outputs(data, specs), settings)

@@ -32,8 +32,8 @@ def value_text(value: JsonValue) -> str:
 
 def fields_text(key: Key, fields: list[str] | None = None) -> str:
     """`field=value, ...` in the given field order, then any other fields."""
-    names = [name for name in (fields or []) if name in key] + [name for name in key if name not in (fields or [])]
-    return ", ".join(f"{name}={value_text(key[name])}" for name in names)
+    names = [name for name in fields if name in key] + [name for name in key if name not in fields] if fields else key
+    return ", ".join([f"{name}={value_text(key[name])}" for name in names])
 
 
 def key_text(key: Key, fields: list[str] | None = None) -> str:
@@ -50,7 +50,14 @@ def varying_fields(keys: list[Key], fields: list[str] | None = None) -> list[str
 def key_identity(key: Key) -> tuple[tuple[str, str], ...]:
     """What makes two keys the same key, wherever they come from (a trace, a saved report, a baseline): the sorted
     (field, value text) pairs. Field order does not count. Finding fingerprints hash exactly this."""
-    return tuple(sorted((str(name), value_text(value)) for name, value in key.items()))
+    return tuple(
+        sorted(
+            [
+                (name if type(name) is str else str(name), value if type(value) is str else value_text(value))
+                for name, value in key.items()
+            ]
+        )
+    )
 
 
 def spelling_text(spelling: dict | None) -> str:

@@ -1,25 +1,30 @@
 """Reading traces back: formats 3 and 2, and format 1 upgraded (`schemas.FORMATS["trace"]` says what changed); a
 garbage line is lost alone, a cut-short last line is truncated, not an error. (`mlacheck.events` documents the event
-types.) The counts a process kept in its checkpoint (`events.checkpoint_path`, replaced while it ran) are the last
-state of each family of its image whose trace has no final counts: they become a counts event at the end of that image
-(at least what it dispatched).
+types; `mlacheck.event_kinds` what each holds.) The counts a process kept in its checkpoint (`events.checkpoint_path`,
+replaced while it ran) are the last state of each family of its image whose trace has no final counts: they become a
+counts event at the end of that image (at least what it dispatched).
 
-A trace may be hostile (a run folder someone else wrote into) or damaged: it is read as a stream with a limit per
-line and on the events kept (a report of 10^5 variants fits), only from a regular file, never through a link (mlacheck.files). An event that does not
-fit its kind (a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled
-format 1) is a bad line, named, never dropped in silence: the run then cannot pass. A dispatch event that repeats the
-first of its variant and phase, and all but the last `counts` of a family, say nothing new and are not kept.
+A trace is streamed (`TraceStream`: a report reads each event once, never holding them all), read ahead first for the
+serving-start marks of each image (an event before its image's last mark was warm-up). It may be hostile (a run folder
+someone else wrote into) or damaged: it is read with a limit per line and on the events given (a report of 10^5
+variants fits), only from a regular file, never through a link (mlacheck.files). An event that does not fit its kind
+(a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled format 1) is a bad
+line, named, never dropped in silence: the run then cannot pass. A dispatch event that repeats the first of its
+variant and phase, and all but the last `counts` of a family in an image, say nothing new and are not given.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from sys import intern
+from typing import BinaryIO
 
 from mlacheck import schemas
 from mlacheck.errors import MlacheckError
+from mlacheck.event_kinds import fits, wrong, wrong_in_format_1
 from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, checkpoint_path, compile_event, counts_event, dispatch_event
 from mlacheck.files import MIB, open_regular, read_json
 
@@ -27,18 +32,19 @@ LINE_LIMIT = 16 * MIB  # a counts event of 100 000 variants is about 2 MiB
 EVENT_LIMIT = 1_000_000  # events kept from the traces of one report (a variant costs one to five: 10^5 variants fit)
 BYTES_LIMIT = 256 * MIB  # of their lines (an event costs about twice its line in memory)
 CHECKPOINT_LIMIT = 16 * MIB  # a counts checkpoint holds one counts table per family: as large as a counts line
-COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
-DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
-NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")  # unmarked: format 2's name for unknown
-START_PHASES = ("warmup", "capture", "serving", "unknown")
-FORMAT_1_TYPES = ("run", "family", "compile", "dispatch", "numerics", "internal_error", "exit")
-SHARED = ("family", "phase", "site", "origin", "net", "kernel", "outcome", "function")  # values many events repeat
-SHARED_NAMES = ("key", "call", "spelling")  # objects whose field names many events repeat
+RETAINED = {  # the kinds whose values the analysis keeps, one per variant: (objects whose field names many events
+    # repeat, texts many events repeat, whether its stack is kept); the other events pass through (a compile_start
+    # is kept only until its compile ends)
+    "compile": (("key", "spelling"), ("family", "phase", "site", "origin"), True),
+    "dispatch": (("key", "call", "spelling"), ("family", "phase", "site"), False),
+    "unwatched_compile": (("key",), ("net", "kernel", "phase", "site"), True),
+}
+REPEAT = "a repeat"  # `_Reader.take`: a dispatch event that says nothing new
 
 
 @dataclass
 class Trace:
-    """One trace file read back: its events (format 2), whether its last line was cut short, bad lines."""
+    """One trace file read back whole: its events (format 2), whether its last line was cut short, bad lines."""
 
     events: list[dict]
     truncated: bool = False
@@ -48,89 +54,254 @@ class Trace:
 
 
 def read_trace(path: Path, limit: int = EVENT_LIMIT, size_limit: int = BYTES_LIMIT) -> Trace:
-    """Read a trace; a bad line loses that line only (named in `bad_lines`, with why where it is JSON), a cut-short
-    last line is `truncated`. More than `limit` events kept, or `size_limit` bytes of them, is refused in one line."""
-    try:
-        file = open_regular(path)
-    except FileNotFoundError:
-        raise MlacheckError(f"{path}: cannot read the trace: it is gone") from None
-    trace, reader = Trace([]), _Reader(limit, size_limit)
-    with file:
-        number = 0
-        while line := file.readline(LINE_LIMIT + 1):
-            number += 1
-            if len(line) > LINE_LIMIT and not line.endswith(b"\n"):
-                while (rest := file.readline(LINE_LIMIT)) and not rest.endswith(b"\n"):
-                    pass
-                trace.bad_lines.append(f"{path}:{number} (longer than {LINE_LIMIT // MIB} MiB)")
-                continue
-            if not line.strip():
+    """A trace read whole (`TraceStream` says what is kept, and how a bad line is lost alone)."""
+    stream = TraceStream(path, limit, size_limit)
+    events = [event for _, event in stream]
+    return Trace(events, stream.truncated, stream.bad_lines, stream.format_version, stream.size)
+
+
+class TraceStream:
+    """A trace read as a stream: iterating yields (position, event) of each event kept, the position growing with the
+    line (a format-1 trace is read whole, then upgraded). A bad line loses that line only (named in `bad_lines`, with
+    why where it is JSON), a cut-short last line is `truncated`; more than `limit` events kept, or `size_limit` bytes
+    of them, is refused in one line. An image's counts come at its end: the last of each family, then those its
+    checkpoint kept. `marks` (read ahead, before the first event comes) holds the position of each image's last
+    serving-start mark; `count` and `size` say how many events and bytes of lines came."""
+
+    def __init__(self, path: Path, limit: int = EVENT_LIMIT, size_limit: int = BYTES_LIMIT) -> None:
+        try:
+            self._file = open_regular(path)
+        except FileNotFoundError:
+            raise MlacheckError(f"{path}: cannot read the trace: it is gone") from None
+        self.path, self.truncated, self.bad_lines = path, False, []
+        self.format_version, self.size, self.count = FORMAT_VERSION, 0, 0
+        self._reader = _Reader(limit, size_limit)
+        try:
+            marks = _marks(self._file, path)
+            self.marks, self._whole = marks or {}, marks is None  # (None: format 1, read whole)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def __iter__(self) -> Iterator[tuple[int, dict]]:
+        with self._file:
+            kept = self._kept(self._file)
+            late = _Images(Path(checkpoint_path(self.path)), defer=not self._whole)
+            if self._whole:  # format 1: each family's counts made once, where its process exited
+                kept = enumerate(upgrade_format_1([event for _, event in kept]))
+            yield from late.of(kept)
+        self.size, self.count = self._reader.size, late.count
+        self.bad_lines += late.bad_lines
+
+    def _kept(self, file: BinaryIO) -> Iterator[tuple[int, dict]]:
+        """(line number, event) of each line kept."""
+        reader = self._reader
+        for number, line in _lines(file):
+            if line is None:
+                self.bad_lines.append(f"{self.path}:{number} (longer than {LINE_LIMIT // MIB} MiB)")
                 continue
             event, why = _parse(line)
             if event is not None and reader.version is None:
-                reader.start(path, event)
-                trace.format_version = reader.version
+                reader.start(self.path, event)
+                self.format_version = reader.version
             if event is not None:
-                why = reader.take(event, trace.events, len(line))
+                why = reader.take(event, len(line))
                 if why is None:
+                    yield number, event
+                if why is None or why is REPEAT:
                     continue
             if why is None and not line.endswith(b"\n"):
-                trace.truncated = True  # the line a killed writer was writing
+                self.truncated = True  # the line a killed writer was writing
             else:
-                trace.bad_lines.append(f"{path}:{number}" + (f" ({why})" if why else ""))
-    trace.events, trace.size = [event for event in trace.events if event is not None], reader.size
-    if trace.format_version == 1:
-        trace.events = upgrade_format_1(trace.events)
-    if trace.events:
-        _kept_counts(trace, Path(checkpoint_path(path)))
-    return trace
+                self.bad_lines.append(f"{self.path}:{number}" + (f" ({why})" if why else ""))
 
 
-def _kept_counts(trace: Trace, path: Path) -> None:
-    """The counts a checkpoint kept, as a counts event of each family whose image (the run event of the same
-    `started`) has no final counts: its process did not exit normally ("at least"), put at the end of that image. A
-    checkpoint that cannot be read, or that no image of the trace owns, is a lost record, named."""
-    try:
-        state = read_json(path, CHECKPOINT_LIMIT, "a counts checkpoint")
-    except FileNotFoundError:
-        return
-    except MlacheckError as exc:
-        trace.bad_lines.append(f"{path} ({str(exc).removeprefix(f'{path}: ')})")
-        return
-    try:
-        if not isinstance(state, dict):
-            raise ValueError("not a JSON object")
-        schemas.check("counts checkpoint", state.get("format_version"), path)
-        images = [index for index, event in enumerate(trace.events) if event["type"] == "run"] or [0]
-        owner = next(
-            (n for n, index in enumerate(images) if trace.events[index].get("started") == state["started"]), None
-        )
-        if owner is None:
-            raise ValueError("no image of the trace wrote it (its run event's start is not in the trace)")
-        end = images[owner + 1] if owner + 1 < len(images) else len(trace.events)
-        final = {e["family"] for e in trace.events[images[owner] : end] if e["type"] == "counts" and e.get("final")}
-        kept = [
-            {**counts_event(name, dict(totals["dispatches"]), dict(totals["calls"]), False), "t": float(state["t"])}
-            for name, totals in state["families"].items()
-            if name not in final
-        ]
+def _lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """(number, line) of each line that is not blank; None for one longer than LINE_LIMIT (the rest of it skipped)."""
+    number = 0
+    while line := file.readline(LINE_LIMIT + 1):
+        number += 1
+        if len(line) > LINE_LIMIT and not line.endswith(b"\n"):
+            while (rest := file.readline(LINE_LIMIT)) and not rest.endswith(b"\n"):
+                pass
+            yield number, None
+        elif line.strip():
+            yield number, line
+
+
+def _marks(file: BinaryIO, path: Path) -> dict[int, int] | None:
+    """Read ahead: the line number of each image's last serving-start mark (None: a format-1 trace, read whole). Each
+    line is parsed until the first event is kept; after it, only a line that could be a run event or a mark
+    (`_candidates`). The file is left at its start."""
+    version, kept = None, None
+    for number, line in _lines(file):
+        event = None if line is None else _parse(line)[0]
+        if event is None:
+            continue
+        version = _first(path, event) if version is None else version
+        if version == 1 or wrong(event) is None:
+            kept = (number, event)
+            break
+    marks: dict[int, int] = {}
+    if version not in (1, None) and kept is not None:
+        start, image = kept[0], 0
+        if kept[1]["type"] == "serving_start":
+            marks[image] = start
+        for number, line in _candidates(file, start):
+            event = _parse(line)[0]
+            if event is not None and wrong(event) is None:
+                if event["type"] == "run":
+                    image += 1
+                elif event["type"] == "serving_start":
+                    marks[image] = number
+    file.seek(0)
+    return None if version == 1 else marks
+
+
+MAY_START = (b'"run"', b'"serving_start"', b"\\", b"\x00")  # a line that is a run event or a mark holds one: it
+# names it, or spells text with an escape or in UTF-16 or -32 (which could spell it)
+BLOCK = 1 * MIB
+
+
+def _candidates(file: BinaryIO, number: int) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of each line after line `number` (where the file is) that holds one of MAY_START, read in
+    blocks; a line longer than LINE_LIMIT is left out (the reading calls it a bad line)."""
+    pending, skipping = b"", False
+    while True:
+        block = file.read(BLOCK)
+        data = pending + block
+        if skipping:  # the rest of a line longer than LINE_LIMIT
+            end = data.find(b"\n")
+            if end < 0:
+                pending = b""
+                if block:
+                    continue
+                return
+            number, data, skipping = number + 1, data[end + 1 :], False
+        cut = data.rfind(b"\n") + 1 if block else len(data)
+        whole, pending = data[:cut], data[cut:]
+        yield from _holding(whole, number)
+        number += whole.count(b"\n")
+        if not block:
+            return
+        if len(pending) > LINE_LIMIT:
+            pending, skipping = b"", True
+
+
+def _holding(whole: bytes, number: int) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of each line of `whole` (lines after line `number`) that holds one of MAY_START."""
+    spans = set()
+    for pattern in MAY_START:
+        at = whole.find(pattern)
+        while at >= 0:
+            end = whole.find(b"\n", at) + 1 or len(whole)
+            spans.add((whole.rfind(b"\n", 0, at) + 1, end))
+            at = whole.find(pattern, end)
+    counted = 0
+    for start, end in sorted(spans):
+        number, counted = number + whole.count(b"\n", counted, start), start
+        line = whole[start:end]
+        if len(line) - line.endswith(b"\n") <= LINE_LIMIT:
+            yield number + 1, line
+
+
+class _Images:
+    """The events kept, with each image's counts at its end (`defer`; format 1's where they are): the last counts event
+    of each family (the earlier ones say nothing new), then the counts its process kept in its checkpoint (`events.checkpoint_path`, replaced while it
+    ran), of each family whose image (the run event of the same `started`) has no final counts: its process did not
+    exit normally ("at least"). A checkpoint that cannot be read, or that no image of the trace owns, is a lost record,
+    named in `bad_lines` once the events are read."""
+
+    def __init__(self, checkpoint: Path, defer: bool) -> None:
+        self.checkpoint, self.defer, self.bad_lines = checkpoint, defer, []
+        self.count = 0  # the events given
+        self.state: dict | None = None  # the checkpoint (read at the first image's end), until an image took it
+        self.read = self.runs = False
+
+    def of(self, kept: Iterator[tuple[int, dict]]) -> Iterator[tuple[int, dict]]:
+        first: dict | None = None
+        counts: dict[str, tuple[int, dict]] = {}
+        position = 0
+        for position, event in kept:
+            if event["type"] == "run" and first is not None:
+                yield from self._ended(first, counts, position, False)
+                first, counts = None, {}
+            if first is None:
+                first = event
+                self.runs |= event["type"] == "run"
+            if event["type"] == "counts":
+                counts[event["family"]] = (position, event)
+            if event["type"] != "counts" or not self.defer:
+                self.count += 1
+                yield position, event
+        if first is not None:
+            yield from self._ended(first, counts, position, True)
+        if self.read and self.state is not None:
+            self._lost("no image of the trace wrote it (its run event's start is not in the trace)")
+
+    def _ended(self, first: dict, counts: dict, position: int, last: bool) -> Iterator[tuple[int, dict]]:
+        """An image's end: its counts, and its checkpoint's where it owns one."""
+        ordered = sorted(counts.values(), key=lambda item: item[0])
+        if self.defer:
+            self.count += len(ordered)
+            yield from ordered
+        if not self.read:
+            self.read, self.state = True, self._state()
+        if self.state is None or not (first["type"] == "run" or (last and not self.runs)):
+            return
+        if first.get("started") != self.state["started"]:
+            return
+        state, self.state = self.state, None
+        final = {event["family"] for _, event in ordered if event.get("final")}
+        try:
+            kept = [
+                {**counts_event(name, dict(totals["dispatches"]), dict(totals["calls"]), False), "t": float(state["t"])}
+                for name, totals in state["families"].items()
+                if name not in final
+            ]
+            for event in kept:
+                why = wrong(event)
+                if why is not None:
+                    raise ValueError(why)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._lost(str(exc))
+            return
+        self.count += len(kept)
         for event in kept:
-            why = _wrong(event)
-            if why is not None:
-                raise ValueError(why)
-    except MlacheckError as exc:
-        trace.bad_lines.append(f"{path} ({str(exc).removeprefix(f'{path}: ')})")
-        return
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        trace.bad_lines.append(f"{path} (not a counts checkpoint mlacheck wrote: {str(exc)[:200]})")
-        return
-    trace.events[end:end] = kept  # after the image's own counts of those families (the last counts event says all)
+            yield position, event
+
+    def _state(self) -> dict | None:
+        """The checkpoint, where there is one that reads as one (else None; what is wrong with it is a bad line)."""
+        path = self.checkpoint
+        try:
+            state = read_json(path, CHECKPOINT_LIMIT, "a counts checkpoint")
+        except FileNotFoundError:
+            return None
+        except MlacheckError as exc:
+            self.bad_lines.append(f"{path} ({str(exc).removeprefix(f'{path}: ')})")
+            return None
+        try:
+            if not isinstance(state, dict):
+                raise ValueError("not a JSON object")
+            schemas.check("counts checkpoint", state.get("format_version"), path)
+            state["started"]  # noqa: B018 - a checkpoint without it is refused as one
+        except MlacheckError as exc:
+            self.bad_lines.append(f"{path} ({str(exc).removeprefix(f'{path}: ')})")
+            return None
+        except (ValueError, KeyError) as exc:
+            self._lost(str(exc))
+            return None
+        return state
+
+    def _lost(self, why: str) -> None:
+        self.state = None
+        self.bad_lines.append(f"{self.checkpoint} (not a counts checkpoint mlacheck wrote: {why[:200]})")
 
 
 def _parse(line: bytes) -> tuple[dict | None, str | None]:
     """The event of a line, else (None, why) where it is JSON of the wrong shape (None where it is not JSON)."""
     try:
-        event = json.loads(line)
+        event = _loads(line)
     except RecursionError:
         return None, "nested too deeply"
     except ValueError:
@@ -142,6 +313,30 @@ def _parse(line: bytes) -> tuple[dict | None, str | None]:
     return event, None
 
 
+def _loads(line: bytes) -> object:
+    """json.loads of a line, the usual case at once: one JSON value in UTF-8 (the json module's own scanner, without
+    its checks around it); anything else goes to json.loads, which decides."""
+    try:
+        text = line.decode()
+        value, end = _SCAN(text, 0)
+        if end == len(text) or not text[end:].strip(" \t\n\r"):
+            return value
+    except (ValueError, StopIteration, RecursionError):
+        pass
+    return json.loads(line)
+
+
+_SCAN = json.JSONDecoder().scan_once
+
+
+def _first(path: Path, first: dict) -> int:
+    """The format of a trace, from its first event (a run event, else it is no trace: refused in one line)."""
+    if first.get("type") != "run" or "format_version" not in first:
+        raise MlacheckError(f"{path}: not an mlacheck trace (its first line is no run event); pass a run folder")
+    schemas.check("trace", first["format_version"], path)
+    return first["format_version"]
+
+
 class _Reader:
     """The events kept from one trace: checked against their kind, repeats left out, at most `limit`."""
 
@@ -151,175 +346,61 @@ class _Reader:
         self.version: int | None = None
         self.image = 0  # a run event after the first starts a new image of the process (an exec)
         self.first_dispatches: set[tuple] = set()
-        self.last_counts: dict[tuple, tuple[int, int]] = {}  # (image, family) -> (index, size)
+        self.last_counts: dict[tuple, int] = {}  # (image, family) -> the size of its last counts line
         self.kept = 0
-        self.texts: dict[str, str] = {}  # each text of SHARED fields once
+        self.texts: dict[str, str] = {}  # each text of RETAINED fields once
         self.stacks: dict[tuple, list] = {}  # each stack once
 
     def start(self, path: Path, first: dict) -> None:
-        if first.get("type") != "run" or "format_version" not in first:
-            raise MlacheckError(f"{path}: not an mlacheck trace (its first line is no run event); pass a run folder")
-        schemas.check("trace", first["format_version"], path)
-        self.version = first["format_version"]
+        self.version = _first(path, first)
 
-    def take(self, event: dict, events: list, size: int) -> str | None:
-        """Keep `event` (None), or why it is a bad line."""
-        why = (_wrong_in_format_1 if self.version == 1 else _wrong)(event)
+    def take(self, event: dict, size: int) -> str | None:
+        """Keep `event` (None: kept, made to share what it repeats), leave it out (REPEAT: it says nothing new), or
+        why it is a bad line."""
+        if self.version == 1:
+            why = wrong_in_format_1(event)
+        else:
+            why = None if fits(event) else wrong(event)
         if why is not None:
             return why
         kind = event["type"]
-        if kind == "run" and events:
+        if kind == "run" and self.kept:
             self.image += 1
         elif kind == "dispatch" and self.version >= 2:
             first = (self.image, event["family"], event["vid"], event["phase"])
             if first in self.first_dispatches:
-                return None
+                return REPEAT
             self.first_dispatches.add(first)
-        elif kind == "counts":  # cumulative: the last says all
+        elif kind == "counts":  # cumulative: the last says all (`_Images` keeps it alone)
             earlier = self.last_counts.get((self.image, event["family"]))
             if earlier is not None:
-                events[earlier[0]] = None
-                self.kept, self.size = self.kept - 1, self.size - earlier[1]
-            self.last_counts[(self.image, event["family"])] = (len(events), size)
+                self.kept, self.size = self.kept - 1, self.size - earlier
+            self.last_counts[(self.image, event["family"])] = size
         self.kept, self.size = self.kept + 1, self.size + size
         if self.kept > self.limit or self.size > self.size_limit:
             raise MlacheckError(
                 f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
                 f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
-        events.append(self._shared(event))
+        if kind in RETAINED:
+            self._shared(event, *RETAINED[kind])
         return None
 
-    def _shared(self, event: dict) -> dict:
-        """The event with the texts and stacks that many events repeat held once (a variant's events name the same
-        family, phase, site and stack: a third of what a report of 10^5 variants holds), its field names and those of
-        its key, call and spelling too (the json module makes each line's afresh: another third)."""
-        event = {intern(name): value for name, value in event.items()}
-        for name in SHARED_NAMES:
+    def _shared(self, event: dict, objects: tuple, texts: tuple, stacked: bool) -> None:
+        """The texts and stacks that many events repeat, held once (a variant's events name the same family, phase,
+        site and stack), and the field names of a key, call and spelling (the json module makes each line's afresh):
+        what the analysis keeps of 10^5 variants is then mostly their own."""
+        for name in objects:
             value = event.get(name)
             if type(value) is dict:
                 event[name] = {intern(field): item for field, item in value.items()}
-        for name in SHARED:
+        for name in texts:
             value = event.get(name)
             if type(value) is str:
                 event[name] = self.texts.setdefault(value, value)
-        stack = event.get("stack")
+        stack = event.get("stack") if stacked else None
         if type(stack) is list and all(type(frame) is str for frame in stack):
             event["stack"] = self.stacks.setdefault(tuple(stack), stack)
-        return event
-
-
-def _wrong(event: dict) -> str | None:
-    """Why an event of format 2 or 3 does not fit its kind, else None."""
-    kind = event["type"]
-    for name, expected in REQUIRED.get(kind, {}).items():
-        if name not in event:
-            return f"a {kind} event without {name!r}"
-        why = _mistyped(kind, name, event[name], expected)
-        if why:
-            return why
-    for name, expected in OPTIONAL.get(kind, {}).items():
-        if event.get(name) is not None:
-            why = _mistyped(kind, name, event[name], expected)
-            if why:
-                return why
-    if kind == "compile_start" and event.get("vid") is not None and not isinstance(event.get("key"), dict):
-        return "a compile_start event with a vid and no key"
-    if kind == "counts":
-        for label, count in (event.get("dispatches") or {}).items():
-            vid, _, phase = label.partition(":")
-            if not vid.isdigit() or phase not in DISPATCH_PHASES or not _is(count, int):
-                return f"a counts event with a dispatch count {label[:40]!r}: {str(count)[:20]}"
-        if any(not _is(count, int) for count in (event.get("calls") or {}).values()):
-            return "a counts event with a call count that is not a number"
-    return None
-
-
-def _wrong_in_format_1(event: dict) -> str | None:
-    """Why an event does not fit format 1 (keys as lists of strings, phases precompile or dispatch), else None."""
-    kind = event["type"]
-    if kind not in FORMAT_1_TYPES:
-        return f"a {kind} event in a format-1 trace"
-    if kind in ("family", "compile", "dispatch", "numerics") and not isinstance(event.get("family"), str):
-        return f"a {kind} event without a family name"
-    if kind in ("compile", "dispatch", "numerics"):
-        if "vid" in event or not isinstance(event.get("key"), list):
-            return f"a {kind} event that is not of format 1 (its key is not a list)"
-    if kind == "compile" and event.get("phase") not in ("precompile", "dispatch"):
-        return f"a compile event whose phase {str(event.get('phase'))[:40]!r} is not of format 1"
-    return None
-
-
-def _mistyped(kind: str, name: str, value: object, expected: object) -> str | None:
-    if type(value) in _EXACT.get(expected, ()) or (type(value) is str and value in _CHOICES.get(expected, ())):
-        return None  # the usual case, said at once: a value of exactly an expected type, or one of the choices
-    if isinstance(expected, tuple) and all(isinstance(choice, str) for choice in expected):
-        if value not in expected:
-            return f"a {kind} event whose {name} {str(value)[:40]!r} is not one of {', '.join(expected)}"
-        return None
-    if not _is(value, expected):
-        return f"a {kind} event whose {name} is not {_NAMES.get(expected, 'of the right type')}"
-    return None
-
-
-def _is(value: object, expected: object) -> bool:
-    """isinstance, where a bool is not a number."""
-    return isinstance(value, expected) and not (isinstance(value, bool) and expected in (int, float, (int, float)))
-
-
-_NAMES = {int: "a whole number", str: "text", dict: "an object", list: "a list", bool: "true or false"}
-_NAMES[(int, float)] = "a number"
-REQUIRED = {
-    "run": {"format_version": int},
-    "family": {"family": str},
-    "compile": {"family": str, "vid": int, "key": dict, "phase": COMPILE_PHASES},
-    "dispatch": {"family": str, "vid": int, "key": dict, "phase": DISPATCH_PHASES},
-    "counts": {"family": str},
-    "dispatch_error": {"family": str, "function": str},
-    "no_lookup": {"family": str, "function": str},
-    "context": {"values": dict},
-    "numerics": {"family": str},
-    "unwatched": {"module": str, "cache": str, "provider": (str, type(None))},
-    "unwatched_dispatch": {"module": str, "function": str},
-    "unwatched_compile": {"net": str, "phase": NET_PHASES},
-    "lost": {"events": int},
-    "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
-    "compile_end": {"id": int},
-    "unseen": {"family": str, "what": str},
-    "slow_step": {"function": str, "seconds": (int, float), "usual": (int, float), "t": (int, float)},
-}
-OPTIONAL = {
-    "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
-    "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
-    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str, "t": (int, float)},
-    "dispatch": {"site": str, "stack": list, "call": dict},
-    "counts": {"dispatches": dict, "calls": dict, "final": bool},
-    "dispatch_error": {"reached_lookup": bool, "error": str, "message": str, "site": str},
-    "no_lookup": {"site": str},
-    "serving_start": {"how": str, "site": str, "t": (int, float)},
-    "numerics": {"key": dict},
-    "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list, "t": (int, float)},
-    "internal_error": {"where": str, "message": str},
-    "exit": {"rank": int, "how": str, "t": (int, float)},
-    "slow_step": {"step": int, "serving": bool},
-    "lost": {"errors": dict},
-    "exec": {"path": str, "argv": list, "python": bool, "failed": str},
-    "compile_start": {
-        "family": str,
-        "vid": int,
-        "spelling": dict,
-        "site": str,
-        "stack": list,
-        "net": str,
-        "kernel": str,
-    },
-    "compile_end": {"seconds": (int, float), "outcome": ("returned", "raised", "skipped", "cached"), "t": (int, float)},
-}
-
-
-_EXPECTED = {expected for kinds in (REQUIRED, OPTIONAL) for fields in kinds.values() for expected in fields.values()}
-_CHOICES = {e: frozenset(e) for e in _EXPECTED if isinstance(e, tuple) and all(isinstance(c, str) for c in e)}
-_EXACT = {e: frozenset(e if isinstance(e, tuple) else (e,)) for e in _EXPECTED if e not in _CHOICES}  # bool is no int
 
 
 def upgrade_format_1(events: list[dict]) -> list[dict]:

@@ -11,16 +11,11 @@ from typing import ClassVar
 from mlacheck.analysis.checks import run_checks
 from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified, unseen_reasons
 from mlacheck.analysis.declared import declared
+from mlacheck.analysis.digest import Digest
 from mlacheck.analysis.findings import Finding, telling
-from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant, build_tables, merge
-from mlacheck.analysis.timeline import timelines
+from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant, merge
 from mlacheck.analysis.unfinished import unfinished_reasons
-from mlacheck.analysis.unwatched import (
-    UnwatchedCompile,
-    interpreted_tritons,
-    unwatched_compiles,
-    unwatched_layouts,
-)
+from mlacheck.analysis.unwatched import UnwatchedCompile, interpreted_tritons
 from mlacheck.analysis.view import FamilyView, RunView
 from mlacheck.analysis.waits import waits
 from mlacheck.arch import capability
@@ -85,7 +80,7 @@ class Analysis:
 
 
 def analyse(
-    events: list[dict],
+    events: list[dict] | Digest,
     rules: RuleSet,
     context: dict[str, str] | None = None,
     unobserved: list[str] | None = None,
@@ -94,28 +89,30 @@ def analyse(
     dry: bool = False,
     interrupted: str | None = None,
 ) -> Analysis:
-    """Turn the events of one or more traces (tagged "proc") into per-family variants and findings: the registry of
-    checks (`analysis/checks/`) over each family's view, then over the run's.
+    """Turn the events of one or more traces (tagged "proc"), or their digest (`analysis.digest`: what a run folder's
+    traces streamed into), into per-family variants and findings: the registry of checks (`analysis/checks/`) over
+    each family's view, then over the run's.
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
     what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
     names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry);
     `interrupted`: the step a Ctrl-C stopped the run in (the rest never ran: nothing unused is dead warm-up).
     """
-    tables, facts = build_tables(events)
-    unseen = frozenset((e.get("proc"), e.get("family")) for e in events if e["type"] == "unseen")
+    digest = events if isinstance(events, Digest) else Digest.of(events)
+    tables, facts = digest.tables.finish()
+    unseen = frozenset((e.get("proc"), e.get("family")) for e in digest.kept["unseen"])
     views = _views(rules, tables, facts, context or {}, interrupted is not None, unseen)
     labels = {view.name: (view.key_fields, view.varying) for view in views}
-    timeline = timelines(events, lambda name, key: telling(key, *labels.get(name, ([], []))))
+    timeline = digest.timeline.finish(lambda name, key: telling(key, *labels.get(name, ([], []))))
     waited = waits(timeline)
     for view in views:
         view.waits = waited
-    layouts_not_checked, layouts_dispatched = unwatched_layouts(events)
-    compiles, unknown_phases = unwatched_compiles(events)
+    layouts_not_checked, layouts_dispatched = digest.unwatched.unwatched_layouts()
+    compiles, unknown_phases = digest.unwatched.unwatched_compiles()
     judged = run_checks(views, RunView(facts, compiles, waited))
     findings = sorted(judged.findings, key=lambda finding: (SEVERITY_ORDER[finding.severity], finding.code))
     watched = [rule.family.module for rule in rules.families] + [f"{module} kernels" for module in rules.tritons]
-    internal = [f"{e['where']}: {e['message']}" for e in events if e["type"] == "internal_error"]
+    internal = [f"{e['where']}: {e['message']}" for e in digest.kept["internal_error"]]
     incomplete = incomplete_reasons(
         {view.name: view.tables for view in views if view.name not in judged.stopped},
         watched,
@@ -126,7 +123,7 @@ def analyse(
         dry,
     )
     incomplete += judged.incomplete + layouts_dispatched + unknown_phases + unfinished_reasons(facts)
-    incomplete += unseen_reasons(events)
+    incomplete += unseen_reasons(digest.kept["unseen"])
     contexts = {proc: fact.context for proc, fact in facts.items()}
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")

@@ -25,10 +25,11 @@ from mlacheck.keys import JsonValue, Key, key_identity
 INHERITED_PHASES = ("preexisting", "inherited")
 
 
-@dataclass
+@dataclass(slots=True)
 class Variant:
     """One cache entry of a family, as one process (or, merged, the whole run) saw it. The report says of it what
-    `REPORTED` names, fields and properties (report/model.py builds the JSON report's variant from them)."""
+    `REPORTED` names, fields and properties (report/model.py builds the JSON report's variant from them). A run holds
+    one per variant and process, and one merged: its slots, and its key shared with its events, keep it small."""
 
     key: Key
     spelling: dict | None = None
@@ -52,7 +53,7 @@ class Variant:
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
     numerics: dict[str, float | None] | None = None  # the launched kernel against the reference, worst of its launches
     procs: list[int | None] = field(default_factory=list)
-    first_phases: set[str] = field(default_factory=set)
+    first_phases: tuple[str, ...] = ()  # the phases of its first dispatches (one event each)
 
     REPORTED: ClassVar[tuple[str, ...]] = (
         "key",
@@ -165,22 +166,24 @@ class ProcessFacts:
 
 def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
     """Per-(process, family) tables and per-process facts from the events of one or more traces."""
-    reader = _Reader(events)
+    reader = TablesReader(
+        {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
+    )
     for index, event in enumerate(events):
         reader.read(index, event)
     return reader.finish()
 
 
-class _Reader:
+class TablesReader:
     """`build_tables` event by event: what a process says of itself goes to its facts, what a family's event says to
-    its table (`FAMILY_EVENTS`); compile brackets (`compile_start`, `compile_end`) are held until their record comes."""
+    its table (`FAMILY_EVENTS`); compile brackets (`compile_start`, `compile_end`) are held until their record comes.
+    `marks`: per process, the position of its last serving-start mark (an event before it, in its process, was
+    before serving started); `read` takes each event with its position."""
 
-    def __init__(self, events: list[dict]) -> None:
+    def __init__(self, marks: dict[int | None, int]) -> None:
         self.tables: dict[tuple, ProcessFamily] = {}
         self.facts: dict[int | None, ProcessFacts] = {}
-        self.marks = {
-            event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"
-        }
+        self.marks = marks
         self.last_counts: dict[tuple, dict] = {}
         # (proc, id) -> (index, compile_start, compile_end) of the compiles not ended, and of those that returned whose
         # record has not arrived yet
@@ -188,10 +191,12 @@ class _Reader:
         self.last_t: dict[int | None, float] = {}
 
     def read(self, index: int, event: dict) -> None:
-        proc, kind = event.get("proc"), event["type"]
-        fact = self.facts.setdefault(proc, ProcessFacts(proc))
-        if isinstance(event.get("t"), (int, float)):
-            self.last_t[proc] = max(self.last_t.get(proc, 0.0), event["t"])
+        proc, kind, t = event.get("proc"), event["type"], event.get("t")
+        fact = self.facts.get(proc)
+        if fact is None:
+            fact = self.facts[proc] = ProcessFacts(proc)
+        if isinstance(t, (int, float)):
+            self.last_t[proc] = max(self.last_t.get(proc, 0.0), t)
         if kind in ("compile_start", "compile_end"):
             self._bracket(index, event, proc)
             return
@@ -276,7 +281,8 @@ def _dispatch(table: ProcessFamily, event: dict, before_mark: bool) -> None:
     if phase == "serving" and variant.first_dispatch_site is None:
         variant.first_dispatch_site, variant.first_call = event.get("site"), dict(event.get("call") or {})
     variant.captured |= phase == "capture"
-    variant.first_phases.add(phase)
+    if phase not in variant.first_phases:
+        variant.first_phases += (phase,)
 
 
 def _dispatch_error(table: ProcessFamily, event: dict, before_mark: bool) -> None:
@@ -344,7 +350,7 @@ def _unfinished(
 def _variant(table: ProcessFamily, event: dict) -> Variant:
     variant = table.variants.get(event["vid"])
     if variant is None:
-        variant = table.variants[event["vid"]] = Variant(dict(event["key"]), event.get("spelling"))
+        variant = table.variants[event["vid"]] = Variant(event["key"], event.get("spelling"))
     return variant
 
 
@@ -429,9 +435,10 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
     merged: dict[tuple, Variant] = {}
     for table in tables:
         for variant in table.variants.values():
-            into = merged.get(variant.identity)
+            identity = variant.identity
+            into = merged.get(identity)
             if into is None:
-                merged[variant.identity] = into = Variant(dict(variant.key), variant.spelling)
+                merged[identity] = into = Variant(variant.key, variant.spelling)
             into.procs.append(table.proc)
             into.dispatches += variant.dispatches
             into.warmup_dispatches += variant.warmup_dispatches

@@ -21,19 +21,20 @@ def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict
     """One entry per process that compiled with times or had a slow step: {"proc", "pid", "rank", "started", "end",
     "serving_start", "compiles": [{"family", "label", "phase", "start", "seconds", "origin"}], "steps": [{"function",
     "start", "seconds", "usual", "serving"}]}, `label(family, key)` naming each variant."""
-    drawn = _Timelines(events, label)
+    drawn = TimelineReader({event.get("proc") for event in events if event["type"] == "serving_start"})
     for event in events:
         drawn.read(event)
-    return drawn.finish()
+    return drawn.finish(label)
 
 
-class _Timelines:
-    """`timelines` event by event (`EVENTS`: what each kind of event adds to its process's entry)."""
+class TimelineReader:
+    """`timelines` event by event (`EVENTS`: what each kind of event adds to its process's entry); `marked`: the
+    processes that marked serving start (a compile before their mark was warm-up). Each compile's label is made at the
+    end (`finish`), from its key."""
 
-    def __init__(self, events: list[dict], label: Callable[[str, Key], str]) -> None:
-        self.label = label
+    def __init__(self, marked) -> None:
         self.by_proc: dict[object, dict] = {}
-        self.marked = {event.get("proc") for event in events if event["type"] == "serving_start"}
+        self.marked = marked
         self.unended: dict[tuple, dict] = {}  # (proc, id) -> a compile_start not ended (yet)
         self.last: dict[object, float] = {}  # proc -> its last recorded moment
 
@@ -59,15 +60,20 @@ class _Timelines:
         elif event["type"] in EVENTS:
             EVENTS[event["type"]](self, entry, event, t)
 
-    def finish(self) -> list[dict]:
+    def finish(self, label: Callable[[str, Key], str]) -> list[dict]:
         """Each compile its process died (or exited) in as a bar to its last moment (never before a mark), and the
-        entries of the processes with a compile or a slow step, each ending at its last span."""
+        entries of the processes with a compile or a slow step, each ending at its last span; `label(family, key)`
+        names each variant."""
+        for entry in self.by_proc.values():
+            entry["compiles"] = [
+                dict(zip(COMPILE, (family, label(family, key), *rest))) for family, key, *rest in entry["compiles"]
+            ]
         for (proc, _), start in self.unended.items():
             family = start.get("family") or f"unwatched:{start.get('kernel')}"
             self.by_proc[proc]["compiles"].append(
                 {
                     "family": family,
-                    "label": self.label(family, start.get("key") or {}),
+                    "label": label(family, start.get("key") or {}),
                     "phase": start.get("phase"),
                     "start": start["t"],
                     "seconds": round(self.last[proc] - start["t"], 3),
@@ -87,40 +93,43 @@ def _ended(entry: dict) -> dict:
     return entry
 
 
-def _ran(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+def _ran(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:
     entry["pid"], entry["rank"], entry["started"] = event.get("pid"), event.get("rank"), event.get("started")
 
 
-def _compiled(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+def _compiled(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:
     """A compile with its time, in the phase the analysis judges (before the process's later mark: warm-up)."""
     if t is None or event.get("phase") in ("preexisting", "inherited"):
         return
     before_mark = event.get("proc") in drawn.marked and entry["serving_start"] is None
     seconds = event.get("seconds")
-    entry["compiles"].append(
-        {
-            "family": event["family"],
-            "label": drawn.label(event["family"], event.get("key") or {}),
-            "phase": phases.settled(event.get("phase") or phases.UNKNOWN, before_mark),
-            "start": round(max(0.0, t - (seconds or 0.0)), 3),
-            "seconds": seconds,
-            "origin": event.get("origin"),
-        }
+    entry["compiles"].append(  # (its key, until `finish` names it; a tuple of COMPILE's values until then)
+        (
+            event["family"],
+            event.get("key") or {},
+            phases.settled(event.get("phase") or phases.UNKNOWN, before_mark),
+            round(max(0.0, t - (seconds or 0.0)), 3),
+            seconds,
+            event.get("origin"),
+        )
     )
 
 
-def _slow_step(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+COMPILE = ("family", "label", "phase", "start", "seconds", "origin")  # what the timeline says of a compile
+
+
+def _slow_step(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:
     entry["steps"].append(
         {name: event.get(name) for name in ("function", "seconds", "usual", "serving")} | {"start": t}
     )
 
 
-def _exited(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+def _exited(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:
     if t is not None:
         entry["end"] = t
 
 
-def _serving_start(drawn: _Timelines, entry: dict, event: dict, t: float | None) -> None:
+def _serving_start(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:
     if t is not None and entry["serving_start"] is None:
         entry["serving_start"] = t
 

@@ -15,24 +15,63 @@ from mlacheck.capture.phase import HOW_TO_MARK, UNKNOWN, settled
 from mlacheck.capture.triton.runtime import INTERPRETED
 
 
-def unwatched_layouts(events: list[dict]) -> tuple[list[str], list[str]]:
-    """(one not-checked line per unwatched cache, one incomplete reason per unwatched dispatch function)."""
-    layouts: dict[tuple, dict] = {}
-    for event in events:
-        if event["type"] == "unwatched":
-            layouts.setdefault((event["module"], event["cache"], event["provider"]), event)
-    not_checked = [
-        f"{module}.{cache}: not watched: installed {provider}, and no loaded rule describes it "
-        f"({'; '.join(event.get('reasons') or [])}); `mlacheck rules --template {module}` writes a starting rule"
-        for (module, cache, provider), event in layouts.items()
-    ]
-    called = {(e["module"], e["function"]): e.get("site") for e in events if e["type"] == "unwatched_dispatch"}
-    incomplete = [
-        f"{module}: {function} was called (first at {site}), but no loaded rule describes the installed code: its "
-        "variants were not checked"
-        for (module, function), site in called.items()
-    ]
-    return not_checked, incomplete
+class UnwatchedReader:
+    """What no watched family covers, event by event (`read`, with its position): the caches whose layout no rule
+    describes, the calls through them, the compiles of the compile nets (phases settled by `marks`: per process, the
+    position of its last serving-start mark) and each process's pid."""
+
+    KINDS = frozenset(("unwatched", "unwatched_dispatch", "run", "unwatched_compile"))  # the events it reads
+
+    def __init__(self, marks: dict[int | None, int]) -> None:
+        self.marks = marks
+        self.layouts: dict[tuple, dict] = {}
+        self.called: dict[tuple, str | None] = {}
+        self.compiles: list[UnwatchedCompile] = []
+        self.pids: dict[int | None, int | None] = {}
+
+    def read(self, position: int, e: dict) -> None:
+        kind = e["type"]
+        if kind == "unwatched":
+            self.layouts.setdefault((e["module"], e["cache"], e["provider"]), e)
+        elif kind == "unwatched_dispatch":
+            self.called[(e["module"], e["function"])] = e.get("site")
+        elif kind == "run":
+            self.pids[e.get("proc")] = e.get("pid")
+        elif kind == "unwatched_compile":
+            proc = e.get("proc")
+            before_mark = proc in self.marks and position < self.marks[proc]
+            self.compiles.append(
+                UnwatchedCompile(
+                    e["net"],
+                    e["kernel"],
+                    dict(e.get("key") or {}),
+                    e.get("seconds"),
+                    settled(e["phase"], before_mark),
+                    e.get("site"),
+                    list(e.get("stack") or []),
+                    proc,
+                )
+            )
+
+    def unwatched_layouts(self) -> tuple[list[str], list[str]]:
+        """(one not-checked line per unwatched cache, one incomplete reason per unwatched dispatch function)."""
+        not_checked = [
+            f"{module}.{cache}: not watched: installed {provider}, and no loaded rule describes it "
+            f"({'; '.join(event.get('reasons') or [])}); `mlacheck rules --template {module}` writes a starting rule"
+            for (module, cache, provider), event in self.layouts.items()
+        ]
+        incomplete = [
+            f"{module}: {function} was called (first at {site}), but no loaded rule describes the installed code: "
+            "its variants were not checked"
+            for (module, function), site in self.called.items()
+        ]
+        return not_checked, incomplete
+
+    def unwatched_compiles(self) -> tuple[list[UnwatchedCompile], list[str]]:
+        """Every unwatched compile (those on the serving path are MLA007: `checks/`), and an incomplete reason per
+        kernel and process whose compiles no phase could be told of. A compile made before its process marked serving
+        start (the mark came later) was warm-up."""
+        return self.compiles, _unknown(self.compiles, self.pids)
 
 
 def interpreted_tritons(contexts: dict[int | None, dict[str, str]]) -> list[str]:
@@ -60,30 +99,7 @@ class UnwatchedCompile:
     proc: int | None
 
 
-def unwatched_compiles(events: list[dict]) -> tuple[list[UnwatchedCompile], list[str]]:
-    """Every unwatched compile (those on the serving path are MLA007: `checks/`), and an incomplete reason per kernel and
-    process whose compiles no phase could be told of. A compile made before its process marked serving start (the mark
-    came later) was warm-up."""
-    marks = {e.get("proc"): index for index, e in enumerate(events) if e["type"] == "serving_start"}
-    compiles = [
-        UnwatchedCompile(
-            e["net"],
-            e["kernel"],
-            dict(e.get("key") or {}),
-            e.get("seconds"),
-            settled(e["phase"], e.get("proc") in marks and index < marks[e.get("proc")]),
-            e.get("site"),
-            list(e.get("stack") or []),
-            e.get("proc"),
-        )
-        for index, e in enumerate(events)
-        if e["type"] == "unwatched_compile"
-    ]
-    return compiles, _unknown(compiles, events)
-
-
-def _unknown(compiles: list[UnwatchedCompile], events: list[dict]) -> list[str]:
-    pids = {e.get("proc"): e.get("pid") for e in events if e["type"] == "run"}
+def _unknown(compiles: list[UnwatchedCompile], pids: dict[int | None, int | None]) -> list[str]:
     unknown: dict[tuple, list[UnwatchedCompile]] = {}
     for compiled in compiles:
         if compiled.phase == UNKNOWN:

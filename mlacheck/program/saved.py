@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
+from mlacheck.analysis.digest import Digest
+from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
@@ -26,7 +28,7 @@ from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, ReportPolicy, build_report
 from mlacheck.rulefiles import RuleSet, load_rules
-from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, read_trace
+from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, TraceStream
 from mlacheck_startup import refusal
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class LoadedRuns:
-    events: list[dict] = field(default_factory=list)
+    digest: Digest = field(default_factory=Digest)  # every trace's events, read through once
     processes: list[dict] = field(default_factory=list)
     programs: list[dict] = field(default_factory=list)
     bad_lines: list[str] = field(default_factory=list)
@@ -46,15 +48,16 @@ class LoadedRuns:
     policy: dict = field(default_factory=dict)
 
 
-def load_runs(paths: list[Path], supervised: Supervised | None = None) -> LoadedRuns:
-    """Events of every trace in the run folders, each tagged with "proc" (its index in `processes`: one per image of
-    a process, an exec starting a new one). `supervised`: what the supervisor of the one run folder recorded, read
-    from memory (the folder may have vanished, or been too full to take it)."""
+def load_runs(paths: list[Path], supervised: Supervised | None = None, key_values: bool = False) -> LoadedRuns:
+    """Every trace in the run folders read through once into the digest, each event tagged with "proc" (its index in
+    `processes`: one per image of a process, an exec starting a new one). `supervised`: what the supervisor of the one
+    run folder recorded, read from memory (the folder may have vanished, or been too full to take it); `key_values`:
+    the digest keeps every value of each key field too."""
     resolved = [path.resolve() for path in paths]
     twice = next((path for index, path in enumerate(resolved) if path in resolved[:index]), None)
     if twice is not None:
         raise MlacheckError(f"{twice}: given twice; pass each run folder once")
-    loaded, budget = LoadedRuns(), (EVENT_LIMIT, BYTES_LIMIT)
+    loaded, budget = LoadedRuns(Digest(key_values)), (EVENT_LIMIT, BYTES_LIMIT)
     for path in paths:
         run = RunFolder(path)
         replaced = _opened(run, supervised, loaded)
@@ -96,95 +99,115 @@ def _opened(run: RunFolder, supervised: Supervised | None, loaded: LoadedRuns) -
 
 
 def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) -> tuple[int, int]:
-    """Read the run folder's traces into `loaded`, one process per image, within what is left of the budget (events,
-    bytes, over every run folder); what is left after them."""
+    """Read the run folder's traces through into `loaded`, one process per image, within what is left of the budget
+    (events, bytes, over every run folder); what is left after them."""
     events_left, bytes_left = budget
     for trace_file in run.traces():
-        trace = read_trace(trace_file, events_left, bytes_left)
-        events_left, bytes_left = events_left - len(trace.events), bytes_left - trace.size
-        loaded.bad_lines += trace.bad_lines
-        loaded.lost += _lost(trace_file, trace.events)
-        for number, image in enumerate(_images(trace.events)):
-            proc = len(loaded.processes)
-            loaded.processes.append(_process(image, number, trace_file, trace, run.path))
-            for event in image:
-                event["proc"] = proc
-            loaded.events += image
-            loaded.lost += _unaccounted(trace_file, image)
+        stream = TraceStream(trace_file, events_left, bytes_left)
+        first = len(loaded.processes)
+        loaded.digest.marks.update({first + image: position for image, position in stream.marks.items()})
+        images: list[_Image] = []
+        lost = _Lost()
+        for position, event in stream:
+            if event["type"] == "run" or not images:
+                images.append(_Image(event, len(loaded.processes)))
+                loaded.processes.append({})
+            images[-1].read(event)
+            lost.read(event)
+            event["proc"] = images[-1].proc
+            loaded.digest.read(position, event)
+        events_left, bytes_left = events_left - stream.count, bytes_left - stream.size
+        loaded.bad_lines += stream.bad_lines
+        loaded.lost += lost.lines(trace_file)
+        for number, image in enumerate(images):
+            loaded.processes[image.proc] = image.process(number, trace_file, stream, run.path)
+            loaded.lost += image.unaccounted(trace_file, loaded.digest.tables.tables)
     return events_left, bytes_left
 
 
-def _images(events: list[dict]) -> list[list[dict]]:
-    """A trace's events per image of its process: a run event after the first starts the image the process exec'd."""
-    images: list[list[dict]] = []
-    for event in events:
-        if event["type"] == "run" or not images:
-            images.append([])
-        images[-1].append(event)
-    return images
+class _Image:
+    """What a trace's image says of its process (`process`), and of the variants its counts name that no compile or
+    dispatch event shows (`unaccounted`), read event by event."""
+
+    def __init__(self, first: dict, proc: int) -> None:
+        self.first, self.proc = first, proc
+        self.exit: dict | None = None
+        self.exec: dict | None = None  # the last
+        self.events = 0
+        self.counts: list[dict] = []
+
+    def read(self, event: dict) -> None:
+        self.events += 1
+        kind = event["type"]
+        if kind == "counts":
+            self.counts.append(event)
+        elif kind == "exit" and self.exit is None:
+            self.exit = event
+        elif kind == "exec":
+            self.exec = event
+
+    def process(self, number: int, trace_file: Path, stream: TraceStream, path: Path) -> dict:
+        first, exit_event, went = self.first, self.exit, self.exec
+        return {
+            "pid": first.get("pid"),
+            "host": first.get("host"),
+            "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
+            "argv": first.get("argv"),
+            "trace": str(trace_file),
+            "truncated": stream.truncated,
+            "exited": exit_event is not None,
+            "forked_from": first.get("forked_from"),
+            "image": number,
+            "exec": went if went and not went.get("failed") else None,
+            "trace_replaced": bool(first.get("trace_replaced")),
+            "events": self.events,
+            "format_version": stream.format_version,
+            "run": str(path),
+        }
+
+    def unaccounted(self, trace_file: Path, tables: dict[tuple, ProcessFamily]) -> list[str]:
+        """Variants that the image counted dispatches of but wrote no compile or dispatch event for (their events were
+        lost: the image's table of the family has no variant of their vid), and a trace made again after it was deleted
+        (what it held is lost)."""
+        lines = []
+        if self.first.get("trace_replaced"):
+            lines.append(f"{trace_file}: deleted while pid {self.first.get('pid')} ran; what it held before is lost")
+        for event in self.counts:
+            vids = sorted({int(label.partition(":")[0]) for label in event.get("dispatches") or {}})
+            table = tables.get((self.proc, event["family"]))
+            unseen = [vid for vid in vids if table is None or vid not in table.variants]
+            if unseen:
+                lines.append(
+                    f"{trace_file}: {event['family']} dispatches of {len(unseen)} variant(s) counted (vid "
+                    f"{', '.join(map(str, unseen[:5]))}{', ...' if len(unseen) > 5 else ''}) whose events are missing"
+                )
+        return lines
 
 
-def _process(image: list[dict], number: int, trace_file: Path, trace, path: Path) -> dict:
-    first = image[0]
-    exit_event = next((e for e in image if e["type"] == "exit"), None)
-    execs = [e for e in image if e["type"] == "exec"]
-    return {
-        "pid": first.get("pid"),
-        "host": first.get("host"),
-        "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
-        "argv": first.get("argv"),
-        "trace": str(trace_file),
-        "truncated": trace.truncated,
-        "exited": exit_event is not None,
-        "forked_from": first.get("forked_from"),
-        "image": number,
-        "exec": execs[-1] if execs and not execs[-1].get("failed") else None,
-        "trace_replaced": bool(first.get("trace_replaced")),
-        "events": len(image),
-        "format_version": trace.format_version,
-        "run": str(path),
-    }
-
-
-def _unaccounted(trace_file: Path, image: list[dict]) -> list[str]:
-    """Variants that an image counted dispatches of but wrote no compile or dispatch event for (their events were
-    lost), and a trace made again after it was deleted (what it held is lost)."""
-    described = {(e["family"], e["vid"]) for e in image if e["type"] in ("compile", "dispatch")}
-    lines = []
-    if image[0].get("trace_replaced"):
-        lines.append(f"{trace_file}: deleted while pid {image[0].get('pid')} ran; what it held before is lost")
-    for event in image:
-        if event["type"] != "counts":
-            continue
-        vids = sorted({int(label.partition(":")[0]) for label in event.get("dispatches") or {}})
-        unseen = [vid for vid in vids if (event["family"], vid) not in described]
-        if unseen:
-            lines.append(
-                f"{trace_file}: {event['family']} dispatches of {len(unseen)} variant(s) counted (vid "
-                f"{', '.join(map(str, unseen[:5]))}{', ...' if len(unseen) > 5 else ''}) whose events are missing"
-            )
-    return lines
-
-
-def _lost(trace_file: Path, events: list[dict]) -> list[str]:
+class _Lost:
     """What a trace says it could not hold: its `lost` events (cumulative within each image of the process) and the
     note beside it (events.lost_note_path), which the process writes where the trace refuses even that."""
-    total, errors, image = 0, {}, 0
-    for event in events:
+
+    def __init__(self) -> None:
+        self.total, self.errors, self.image = 0, {}, 0
+
+    def read(self, event: dict) -> None:
         if event["type"] == "run":
-            total, image = total + image, 0
+            self.total, self.image = self.total + self.image, 0
         elif event["type"] == "lost":
-            image = max(image, event["events"])
-            errors = event["errors"]
-    total += image
-    note = read_note(Path(lost_note_path(trace_file)))
-    counted = int(note.split()[0]) if note and note.split()[0].isdigit() else 0
-    if counted > total:
-        return [f"{trace_file}: {note.strip()}: they were never written to it"]
-    if total:
-        said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])
-        return [f"{trace_file}: {total} event(s) were never written to it ({said})"]
-    return []
+            self.image = max(self.image, event["events"])
+            self.errors = event["errors"]
+
+    def lines(self, trace_file: Path) -> list[str]:
+        total, errors = self.total + self.image, self.errors
+        note = read_note(Path(lost_note_path(trace_file)))
+        counted = int(note.split()[0]) if note and note.split()[0].isdigit() else 0
+        if counted > total:
+            return [f"{trace_file}: {note.strip()}: they were never written to it"]
+        if total:
+            said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])
+            return [f"{trace_file}: {total} event(s) were never written to it ({said})"]
+        return []
 
 
 def _unobserved(
@@ -303,12 +326,12 @@ def program_report(
 ) -> Report:
     """Analyse saved runs with `rules`, else with the rule files saved in the run folders (`supervised`: what the
     supervisor of the one run recorded, as load_runs takes it)."""
-    loaded = load_runs(paths, supervised)
+    loaded = load_runs(paths, supervised, key_values=bool(context))
     rules = rules if rules is not None else run_rules(paths)
     with about("context"):
-        check_context(context, rules, observed=_key_values(loaded.events), flag=SETTING)
+        check_context(context, rules, observed=loaded.digest.key_values, flag=SETTING)
     analysis = analyse(
-        loaded.events,
+        loaded.digest,
         rules,
         context,
         loaded.unobserved,
@@ -319,11 +342,11 @@ def program_report(
     ranks = rank_summaries(
         loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
     )
-    analysis.incomplete += _undeclared(loaded.events, {family.name for family in analysis.families})
+    analysis.incomplete += _undeclared(loaded.digest.families, {family.name for family in analysis.families})
     analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
-    target_arch = (context or {}).get("target_arch", _target_arch(loaded.events))
-    loaded.events.clear()  # analysed: the report model takes their room
+    target_arch = (context or {}).get("target_arch", loaded.digest.target_arch)
+    loaded.digest = Digest()  # analysed: the report model takes its room
     facts = {
         "mode": "program",
         "target_arch": target_arch,
@@ -335,15 +358,6 @@ def program_report(
         "ranks": ranks,
     }
     return build_report(analysis, facts, loaded.processes, policy)
-
-
-def _key_values(events: list[dict]) -> dict[str, list]:
-    """Every value each key field took in the compiles and dispatches recorded (the context is checked against them)."""
-    observed: dict[str, list] = {}
-    for event in events:
-        for name, value in (event.get("key") or {}).items() if event["type"] in ("compile", "dispatch") else ():
-            observed.setdefault(name, []).append(value)
-    return observed
 
 
 def _lost_lines(loaded: LoadedRuns) -> list[str]:
@@ -363,12 +377,11 @@ def _lost_lines(loaded: LoadedRuns) -> list[str]:
     )
 
 
-def _undeclared(events: list[dict], analysed: set[str]) -> list[str]:
+def _undeclared(recorded: set[str], analysed: set[str]) -> list[str]:
     """A line for each family recorded that no rule file given declares (it was not analysed)."""
-    recorded = sorted({e["family"] for e in events if "family" in e and e["type"] != "internal_error"} - analysed)
     return [
         f"{name} was recorded, but no rule file given declares it: it was not analysed; pass --rules with its rule file"
-        for name in recorded
+        for name in sorted(recorded - analysed)
     ]
 
 
@@ -380,26 +393,6 @@ def _unfinished(paths: list[Path], programs: list[dict]) -> list[str]:
         for path, program in zip(paths, programs)
         if program.get("unfinished")
     ]
-
-
-def _target_arch(events: list[dict]) -> str | None:
-    """The target arch the processes showed: the last context event's, else the first run event's."""
-    shown = next(
-        (
-            e["values"]["target_arch"]
-            for e in reversed(events)
-            if e["type"] == "context" and e["values"].get("target_arch")
-        ),
-        None,
-    )
-    return shown or next(
-        (
-            e.get("target_arch") or e.get("cute_dsl_arch")
-            for e in events
-            if e["type"] == "run" and (e.get("target_arch") or e.get("cute_dsl_arch"))
-        ),
-        None,
-    )
 
 
 def load_report(path: Path) -> Report:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +69,9 @@ def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
     list of more than `SLICE` items a slice at a time, a list or an object that holds one an item at a time (the
     serializer's text of a report of 10^5 variants, and the buffer it grows, are never held whole)."""
     pad = b"\n" + b"  " * depth
-    if isinstance(value, list) and len(value) > SLICE:
+    if isinstance(value, Slices) and len(value) <= SLICE:
+        value = value[0 : len(value)]
+    if isinstance(value, (list, Slices)) and len(value) > SLICE:
         yield b"["
         for start in range(0, len(value), SLICE):
             body = to_json(value[start : start + SLICE], indent=2, inf_nan_mode="constants")[1:-2]  # no [ and \n]
@@ -90,8 +92,32 @@ def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
 SLICE = 512  # items of a long list serialized at a time
 
 
+class Slices:
+    """A long JSON list made a slice at a time as it is written (`json_pieces`, `json_stream`), never whole:
+    `make(start, stop)` gives its items from start to stop."""
+
+    def __init__(self, length: int, make: Callable[[int, int], list]) -> None:
+        self.length, self.make = length, make
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, part: slice) -> list:
+        start, stop, _ = part.indices(self.length)
+        return self.make(start, stop)
+
+
+def _whole_list(value: object) -> list:
+    """A `Slices`'s items, for the json module (its `default`)."""
+    if isinstance(value, Slices):
+        return value[0 : len(value)]
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _large(value) -> bool:
     """Whether a JSON value holds a list of more than `SLICE` items."""
+    if isinstance(value, Slices):
+        return True
     if isinstance(value, list):
         return len(value) > SLICE or any(_large(item) for item in value)
     if isinstance(value, dict):
@@ -99,14 +125,41 @@ def _large(value) -> bool:
     return False
 
 
+class Rewrite(Exception):  # noqa: N818 - not an error: a renderer's other way to write its document
+    """A renderer's `encoded` found, after some of its pieces, that its document is written otherwise: `pieces` are
+    the whole document instead (the writer starts it again; `whole` gives every piece)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__("the document is written again")
+        self.pieces = pieces
+
+
+def whole(pieces: Iterable[bytes]) -> list[bytes]:
+    """Every piece of a document (a Rewrite's, where one comes)."""
+    try:
+        return list(pieces)
+    except Rewrite as again:
+        return again.pieces
+
+
+def json_stream(value, alike: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
+    """`json.dumps(value, indent=2)` as UTF-8, a piece at a time: pydantic-core's (`json_pieces`; about ten times
+    faster than the json module's indented writer, which is pure Python) while each piece is `alike` (default: the
+    same text as the json module's: ASCII, no DEL, no number that the two write differently), else (Rewrite) the json
+    module's, whole."""
+    for piece in json_pieces(value):
+        if not (alike or _alike)(piece):
+            raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()])
+        yield piece
+
+
+def _alike(data: bytes) -> bool:
+    return data.isascii() and b"\x7f" not in data and b"0.0000" not in data and not _exponents(data)
+
+
 def json_bytes(value) -> list[bytes]:
-    """`json.dumps(value, indent=2)` as UTF-8, in pieces: pydantic-core's (`json_pieces`; about ten times faster than
-    the json module's indented writer, which is pure Python) where they are the same text (ASCII, no DEL, no number
-    that the two write differently), else the json module's."""
-    pieces = list(json_pieces(value))
-    if any(not data.isascii() or b"\x7f" in data or b"0.0000" in data or _exponents(data) for data in pieces):
-        return [json.dumps(value, indent=2).encode()]
-    return pieces
+    """`json.dumps(value, indent=2)` as UTF-8, in pieces (`json_stream`)."""
+    return whole(json_stream(value))
 
 
 def _exponents(data: bytes) -> bool:

@@ -4,8 +4,9 @@ A format is a module of this package and one `Format` line in `REGISTRY`, which 
 CLI's and the pytest plugin's help. A format module is a renderer (coverage.py's Reporter protocol):
 
 - `render(report: dict, options: Options) -> str`: the whole document, from the report's JSON form;
-- optionally `encoded(report: dict, options: Options) -> Iterable[bytes]`: the same document as UTF-8, in pieces (a
-  document of 10^5 variants is written to its file without a copy of its text: json, sarif);
+- optionally `encoded(report: dict, options: Options) -> Iterable[bytes]`: the same document as UTF-8, in pieces, each
+  written to its file as it comes (a document of 10^5 variants is never held whole: json, sarif, junit); after some
+  pieces it may raise `common.Rewrite` with the whole document written otherwise (the file starts again);
 - optionally `publish(report: dict, environ: Mapping[str, str]) -> None`: what else it writes once the document is
   written (github appends the job summary to $GITHUB_STEP_SUMMARY).
 
@@ -128,10 +129,8 @@ def write_outputs(
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     for fmt, path in specs:
         module = renderer(fmt)
-        if path is not None and hasattr(module, "encoded"):
-            document: str | list[bytes] = list(module.encoded(report, options))
-        else:
-            document = module.render(report, options)
+        encoded = path is not None and hasattr(module, "encoded")
+        document = module.encoded(report, options) if encoded else module.render(report, options)
         try:
             if path is None:
                 stdout.write(document)
@@ -150,11 +149,20 @@ def write_outputs(
 WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice
 
 
-def _write(path: Path, document: str | list[bytes]) -> None:
-    """A document's text (encoded a piece at a time), or its UTF-8 pieces."""
-    if isinstance(document, list):
+def _write(path: Path, document: str | Iterable[bytes]) -> None:
+    """A document's text (encoded a piece at a time), or its UTF-8 pieces (each written as it comes)."""
+    if not isinstance(document, str):
+        from mlacheck.report.common import Rewrite, whole
+
         with path.open("wb") as file:
-            file.writelines(document)
+            pieces = document if file.seekable() else whole(document)
+            try:
+                for piece in pieces:
+                    file.write(piece)
+            except Rewrite as again:  # (its first pieces were written: the document starts again)
+                file.seek(0)
+                file.truncate()
+                file.writelines(again.pieces)
         return
     with path.open("w", encoding="utf-8") as file:
         for start in range(0, len(document), WRITTEN):

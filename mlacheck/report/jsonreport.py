@@ -8,19 +8,21 @@ json module, which escapes it, so that no control character of the run's text re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
-from mlacheck.report.common import json_pieces
+from mlacheck.report.common import Rewrite, json_stream, whole
 
 
 def encoded(report: dict, options: object = None) -> Iterator[bytes]:
-    """The renderer protocol (report/formats.py): the report as JSON."""
-    pieces = list(json_pieces(report))
-    yield from pieces if all(piece.isascii() for piece in pieces) else [json.dumps(report, indent=2).encode()]
+    """The renderer protocol (report/formats.py): the report as JSON, a piece at a time (a Rewrite where a piece
+    holds text beyond ASCII)."""
+    try:
+        yield from json_stream(report, bytes.isascii)
+    except Rewrite as again:
+        raise Rewrite([*again.pieces, b"\n"]) from None
     yield b"\n"
 
 
 def render(report: dict, options: object = None) -> str:
     """The renderer protocol: the report as JSON text."""
-    return b"".join(encoded(report, options)).decode()
+    return b"".join(whole(encoded(report, options))).decode()

@@ -19,7 +19,7 @@ report of 10^5 variants is never a tree in memory.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from itertools import chain
 
 from mlacheck.keys import fields_text, key_identity, spelling_text, varying_fields
 from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
@@ -30,15 +30,22 @@ DECLARATION = "<?xml version='1.0' encoding='utf-8'?>\n"
 BATCH = 1 << 20  # characters of the document encoded at a time
 
 
-@dataclass
 class Element:
     """An XML element as xml.etree.ElementTree writes it (attributes in order, escaped as it escapes them; an element
-    with neither text nor children closed at once), its children indented two spaces a level as `ET.indent` does."""
+    with neither text nor children closed at once), its children indented two spaces a level as `ET.indent` does.
+    (A plain class of slots: a report of 10^5 variants makes two a variant.)"""
 
-    tag: str
-    attributes: dict[str, str] = field(default_factory=dict)
-    text: str | None = None
-    children: list[Element] = field(default_factory=list)
+    __slots__ = ("tag", "attributes", "text", "children")
+
+    def __init__(
+        self,
+        tag: str,
+        attributes: dict[str, str] | None = None,
+        text: str | None = None,
+        children: list[Element] | None = None,
+    ) -> None:
+        self.tag, self.attributes, self.text = tag, {} if attributes is None else attributes, text
+        self.children = [] if children is None else children
 
     def opening(self) -> str:
         return f"<{self.tag}" + "".join(f' {name}="{_attribute(value)}"' for name, value in self.attributes.items())
@@ -99,41 +106,47 @@ def _pieces(report: dict) -> Iterator[str]:
     suites = Element("testsuites", {"name": "mlacheck", **counts})
     suite = Element("testsuite", {"name": "mlacheck", **counts, "skipped": "0"})
     yield f"{DECLARATION}{suites.opening()}>\n  {suite.opening()}>"
-    testcases = (
-        _testcase(classname, name, findings, keys.get((classname, name))) for classname, name, findings in cases
-    )
     errors = report.get("internal_errors") or []
     suffix = (
         [Element("system-err", text="\n".join(f"internal error in capture: {e}" for e in errors))] if errors else []
     )
-    for element in (_properties(report), *testcases, *unseen, *suffix):
+    yield "\n    " + _properties(report).written(2)
+    for classname, name, findings in cases:
+        yield "\n    " + _testcase_text(classname, name, findings, keys.get(classname, {}).get(name))
+    for element in (*unseen, *suffix):
         yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
 
 
-def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[tuple[str, str], str]]:
+def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[str, dict[str, str]]]:
     """The testcases, (classname, name, the findings on it): one per variant of each family, then one per finding that
     matches no variant; and the whole key of each variant's testcase, by (family, testcase name)."""
     fields = family_key_fields(report)
     cases: list[tuple[str, str, list[dict]]] = []
-    by_variant: dict[tuple, list[dict]] = {}
-    keys: dict[tuple[str, str], str] = {}
+    by_variant: dict[str, dict[tuple, list[dict]]] = {}  # family -> its variants' findings, by key (`_identity`)
+    keys: dict[str, dict[str, str]] = {}  # family -> testcase name -> its whole key
     for family in report.get("families") or []:
         variants = family.get("variants") or []
         names = _names(variants, fields.get(family["name"]))
+        ours, texts = by_variant.setdefault(family["name"], {}), keys.setdefault(family["name"], {})
         for variant, name in zip(variants, names):
             findings: list[dict] = []
-            by_variant[(family["name"], key_identity(variant.get("key") or {}))] = findings
-            keys[(family["name"], name)] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
+            ours[_identity(variant.get("key") or {})] = findings
+            texts[name] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
             cases.append((family["name"], name, findings))
     for finding in report.get("findings") or []:
-        home = by_variant.get((finding.get("family"), key_identity(finding.get("key") or {})))
+        home = by_variant.get(finding.get("family"), {}).get(_identity(finding.get("key") or {}))
         if home is not None:
             home.append(finding)
         else:
             name = f"{finding.get('code')} {finding.get('name', '')}".strip()
             cases.append((finding.get("family") or "mlacheck", name, [finding]))
     return cases, keys
+
+
+def _identity(key: dict) -> tuple:
+    """`key_identity`'s pairs in one flat tuple (as much as it says, in half the room: one a variant)."""
+    return tuple(chain.from_iterable(key_identity(key)))
 
 
 def _properties(report: dict) -> Element:
@@ -152,6 +165,17 @@ def _properties(report: dict) -> Element:
 def _failures(findings: list[dict]) -> list[dict]:
     """The findings that fail a testcase: new errors."""
     return [f for f in findings if is_new(f) and severity(f) == "error"]
+
+
+def _testcase_text(classname: str, name: str, findings: list[dict], key: str | None) -> str:
+    """A testcase as `Element.written` writes it two levels deep; a variant's with no finding on it (the usual one:
+    its key alone) written at once."""
+    if findings:
+        return _testcase(classname, name, findings, key).written(2)
+    opening = f'<testcase classname="{_attribute(classname)}" name="{_attribute(name)}"'
+    if key is None:
+        return f"{opening} />"
+    return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"
 
 
 def _testcase(classname: str, name: str, findings: list[dict], key: str | None) -> Element:

@@ -17,11 +17,14 @@ from __future__ import annotations
 import dataclasses
 import signal
 import typing
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from mlacheck.analysis import Analysis, FamilyResult, Finding, Variant
 from mlacheck.codes import CODES
@@ -221,22 +224,26 @@ def reported(item: object) -> dict:
 def build_report(
     analysis: Analysis, facts: dict, processes: list[dict] | None = None, policy: ReportPolicy = ReportPolicy()
 ) -> Report:
-    """The report of one run (or several merged); `decide` gives it its verdict."""
-    processes = processes or []
-    findings = []
-    for finding in analysis.findings:
+    """The report of one run (or several merged); `decide` gives it its verdict. The analysis is taken: its findings
+    and each family's variants are let go of as the report's are made (10^5 of each are never held twice)."""
+    processes, given = processes or [], {}
+
+    def finding_of(finding: Finding) -> dict:
         process = processes[finding.proc] if finding.proc is not None and finding.proc < len(processes) else None
-        findings.append(
-            FindingReport.model_validate(
-                {
-                    **reported(finding),
-                    "severity": finding.severity.value,
-                    "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
-                }
-            )
-        )
+        return {
+            **reported(finding),
+            "severity": finding.severity.value,
+            "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
+        }
+
+    findings = _validated(FindingReport, map(finding_of, _each_kept(analysis.findings)), given)
     families = [
-        FamilyReport.model_validate({**reported(family), "variants": [reported(v) for v in family.variants]})
+        FamilyReport.model_validate(
+            {
+                **reported(family),
+                "variants": _validated(VariantReport, map(reported, _each_kept(family.variants)), given),
+            }
+        )
         for family in analysis.families
     ]
     report = Report(
@@ -254,6 +261,69 @@ def build_report(
         **facts,
     )
     return decide(report, policy)
+
+
+def dumped(report: Report) -> dict:
+    """`report.model_dump(mode="json")`, made a finding and a variant at a time, each model let go of once dumped: the
+    model and its JSON form are never both whole (10^5 variants). The report is left without its findings and
+    variants."""
+    findings, families, report.findings, report.families = report.findings, report.families, [], []
+    data = report.model_dump(mode="json")
+    data["findings"] = _each_dumped(findings)
+    data["families"] = []
+    for family in _each_kept(families):
+        variants, family.variants = family.variants, []
+        dumped_family = family.model_dump(mode="json")
+        dumped_family["variants"] = _each_dumped(variants)
+        data["families"].append(dumped_family)
+    return data  # (each list in its own place: a key given a new value keeps its place)
+
+
+def _each_dumped(models: list[BaseModel]) -> list[dict]:
+    """Each model's JSON form (a model of the list's first's type), a slice of them at a time (pydantic-core's loop)."""
+    if not models:
+        return []
+    adapter, dumped_models = _adapter(type(models[0])), []
+    for part in _slices(_each_kept(models)):
+        dumped_models += adapter.dump_python(part, mode="json")
+    return dumped_models
+
+
+def _validated(model: type[BaseModel], items: Iterator[dict], given: dict[frozenset, set[str]]) -> list[BaseModel]:
+    """A model of each item, a slice of them at a time (pydantic-core's loop; never all of them as dicts too)."""
+    adapter, models = _adapter(model), []
+    for part in _slices(items):
+        models += [_lean(made, given) for made in adapter.validate_python(part)]
+    return models
+
+
+SLICE = 1024  # the models validated or dumped at a time
+
+
+def _slices(items: Iterator) -> Iterator[list]:
+    while part := list(islice(items, SLICE)):
+        yield part
+
+
+@cache
+def _adapter(model: type[BaseModel]) -> TypeAdapter:
+    return TypeAdapter(list[model])
+
+
+def _each_kept(items: list) -> Iterator:
+    """The items of a list, in order, each taken out of it as it comes (the list is left empty)."""
+    items.reverse()
+    while items:
+        yield items.pop()
+
+
+def _lean(model: BaseModel, given: dict[frozenset, set[str]]) -> BaseModel:
+    """The model, the set of the fields it was given (pydantic keeps one a model: some 700 bytes for 17 names) shared
+    with every model given the same: a report of 10^5 variants and findings holds it once. (A field assigned later
+    joins the set of each: `decide` assigns each finding the same ones.)"""
+    fields = model.__pydantic_fields_set__
+    object.__setattr__(model, "__pydantic_fields_set__", given.setdefault(frozenset(fields), fields))
+    return model
 
 
 JOINED = ("findings", "incomplete", "not_checked", "timeline", "unwatched_compiles", "internal_errors")
@@ -289,7 +359,8 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
         policy.known,
         policy.baseline,
     )
-    for finding, print_ in zip(report.findings, report_fingerprints([f.model_dump() for f in report.findings])):
+    identities = [{"code": f.code, "family": f.family, "key": f.key, "process": f.process} for f in report.findings]
+    for finding, print_ in zip(report.findings, report_fingerprints(identities)):  # (what a fingerprint hashes)
         finding.fingerprint = print_
         finding.ignored = policy.ignores(finding.code)
         finding.baselined = known is not None and print_ in known and not finding.ignored

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, json_bytes, severity
+from mlacheck.report.common import Repository, Rewrite, Slices, json_stream, severity, whole
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -42,6 +42,14 @@ RUN_PROPERTIES = (
 def to_sarif(report: dict, anchor: str | None = None, repository: Repository | None = None) -> dict:
     """The report as a SARIF 2.1.0 log (a dict; json.dumps it); anchor ("path[:line]") locates findings without a
     site in the repository (default: the one mlacheck runs in)."""
+    log = _log(report, anchor, repository)
+    run = log["runs"][0]
+    run["results"] = run["results"][0 : len(run["results"])]
+    return log
+
+
+def _log(report: dict, anchor: str | None = None, repository: Repository | None = None) -> dict:
+    """`to_sarif`'s log, its results made a slice at a time as it is written."""
     rules = list(CODES.values())
     return {
         "$schema": SARIF_SCHEMA,
@@ -91,8 +99,9 @@ def _invocation(report: dict) -> dict:
     return invocation
 
 
-def _results(report: dict, rules: list, anchor: str | None, repository: Repository) -> list[dict]:
-    """A result per finding, located at its site, else where its variant was compiled, else at the anchor."""
+def _results(report: dict, rules: list, anchor: str | None, repository: Repository) -> Slices:
+    """A result per finding, located at its site, else where its variant was compiled, else at the anchor (made a
+    slice at a time as the log is written)."""
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
     compiled_by = {
@@ -107,12 +116,18 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
             located[site] = repository.locate(site)
         return located[site]
 
-    results = []
-    for finding, print_ in zip(findings, report_fingerprints(findings)):
-        variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-        location = locate(finding.get("site")) or locate(variant_site)
-        results.append(_result(finding, print_, index, location, anchor))
-    return results
+    prints = [finding.get("fingerprint") for finding in findings]  # (`decide` made them: each made again otherwise)
+    prints = prints if all(prints) else report_fingerprints(findings)
+
+    def results(start: int, stop: int) -> list[dict]:
+        made = []
+        for finding, print_ in zip(findings[start:stop], prints[start:stop]):
+            variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
+            location = locate(finding.get("site")) or locate(variant_site)
+            made.append(_result(finding, print_, index, location, anchor))
+        return made
+
+    return Slices(len(findings), results)
 
 
 def _result(
@@ -172,10 +187,13 @@ def path_uri(path: str) -> str:
 def encoded(report: dict, options=None) -> Iterator[bytes]:
     """The renderer protocol (report/formats.py): the log as JSON, findings without a site located at the options'
     anchor."""
-    yield from json_bytes(to_sarif(report, getattr(options, "anchor", None)))
+    try:
+        yield from json_stream(_log(report, getattr(options, "anchor", None)))
+    except Rewrite as again:
+        raise Rewrite([*again.pieces, b"\n"]) from None
     yield b"\n"
 
 
 def render(report: dict, options=None) -> str:
     """The renderer protocol: the log as JSON text."""
-    return b"".join(encoded(report, options)).decode()
+    return b"".join(whole(encoded(report, options))).decode()

@@ -90,3 +90,40 @@ def test_junit_elements_are_what_elementtree_writes(text, value, children):
     ET.indent(outer)
     expected = ET.tostring(outer, encoding="unicode")
     assert "<suite>\n  " + ours.written(1) + "\n</suite>" == expected
+
+
+@given(st.text(), st.text(), st.one_of(st.none(), st.text()))
+def test_a_variant_testcase_written_at_once_is_what_its_elements_write(classname, name, key):
+    from mlacheck.report.junit import _testcase, _testcase_text
+
+    assert _testcase_text(classname, name, [], key) == _testcase(classname, name, [], key).written(2)
+
+
+def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):
+    """The JSON report and SARIF log are written a piece at a time; text beyond ASCII in the last variant (after many
+    pieces were written) makes the json module's document, written over them: the same file as one written whole."""
+    from mlacheck.report.formats import write_outputs
+    from mlacheck.report.jsonreport import render
+
+    variants = [{"key": {"dtype": f"v{n}"}} for n in range(3000)] + [{"key": {"dtype": "é\u202e"}}]
+    report = {"verdict": "pass", "families": [{"name": "f", "variants": variants}], "findings": []}
+    write_outputs(report, [("json", tmp_path / "r.json"), ("sarif", tmp_path / "r.sarif")])
+    assert (tmp_path / "r.json").read_text() == render(report) == json.dumps(report, indent=2) + "\n"
+    assert (tmp_path / "r.json").read_bytes().isascii()
+    ascii_report = {**report, "families": [{"name": "f", "variants": variants[:-1]}]}
+    write_outputs(ascii_report, [("json", tmp_path / "r.json")])
+    assert (tmp_path / "r.json").read_text() == json.dumps(ascii_report, indent=2) + "\n"
+
+
+def test_a_sarif_log_of_many_findings_made_a_slice_at_a_time_is_the_log_whole(tmp_path):
+    """SARIF's results are made a slice at a time as the log is written: the same text as the log made whole, also
+    where a late result holds text beyond ASCII (the json module's document then) or a number the two write apart."""
+    from mlacheck.report.formats import write_outputs
+    from mlacheck.report.sarif import to_sarif
+
+    finding = {"code": "MLA001", "family": "f", "severity": "error", "message": "m", "fingerprint": "0" * 32}
+    findings = [{**finding, "key": {"dtype": f"v{n}"}} for n in range(1300)]
+    for last in ({"message": "m"}, {"message": "é\u202e"}, {"key": {"seconds": 1e-05}}):
+        report = {"verdict": "fail", "families": [], "findings": [*findings, {**finding, **last}]}
+        write_outputs(report, [("sarif", tmp_path / "r.sarif")])
+        assert (tmp_path / "r.sarif").read_text() == json.dumps(to_sarif(report), indent=2) + "\n"

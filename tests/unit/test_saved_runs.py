@@ -169,7 +169,7 @@ def test_a_supervised_run_whose_folder_vanished_or_was_replaced_reads_nothing_fr
         "777)): nothing in it is read",
         "p: full",
     ]
-    assert loaded.events == [] and loaded.programs == [supervised.meta]
+    assert loaded.processes == [] and loaded.digest.families == set() and loaded.programs == [supervised.meta]
     assert report.verdict == "incomplete" and report.incomplete[:2] == loaded.problems
 
 

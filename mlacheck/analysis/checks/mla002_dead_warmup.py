@@ -20,7 +20,7 @@ from mlacheck.keys import key_identity
 
 def check(view: FamilyView) -> list[Finding]:
     findings = []
-    dispatched_anywhere = {v.identity for v in view.merged if v.dispatches or v.captured}
+    dispatched_anywhere: set[tuple] | None = None  # (made when a process that judged nothing needs it)
     reported: set[tuple] = set()
     for table in view.tables:
         judged_here = table.lookups > 0 or table.every_lookup_counted is True
@@ -28,12 +28,16 @@ def check(view: FamilyView) -> list[Finding]:
         judged = [variant for _, variant in view.judged(table)]
         borrowers = _borrowers(view, judged)
         for variant in judged:
-            if variant.status != "dead warm-up" or key_identity(variant.key) in respelled:
+            if variant.status != "dead warm-up" or (respelled and key_identity(variant.key) in respelled):
                 continue
             if judged_here:
                 findings.append(_finding(view, variant, table.proc, borrowers=borrowers))
-            elif variant.identity not in dispatched_anywhere and variant.identity not in reported:
-                reported.add(variant.identity)
+                continue
+            if dispatched_anywhere is None:
+                dispatched_anywhere = {v.identity for v in view.merged if v.dispatches or v.captured}
+            identity = variant.identity
+            if identity not in dispatched_anywhere and identity not in reported:
+                reported.add(identity)
                 findings.append(_finding(view, variant, table.proc, " by any process", borrowers))
     return findings
 

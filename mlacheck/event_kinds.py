@@ -1,0 +1,150 @@
+"""What each kind of trace event holds (`mlacheck.events` documents them): its fields, required and optional, and of
+which types or choices; why an event does not fit its kind (`wrong`), or at a glance that it does (`fits`). A trace of
+format 1 had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
+
+from __future__ import annotations
+
+COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
+DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
+NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")  # unmarked: format 2's name for unknown
+START_PHASES = ("warmup", "capture", "serving", "unknown")
+FORMAT_1_TYPES = ("run", "family", "compile", "dispatch", "numerics", "internal_error", "exit")
+
+
+def wrong(event: dict) -> str | None:
+    """Why an event of format 2 or 3 does not fit its kind, else None."""
+    kind = event["type"]
+    for name, expected in REQUIRED.get(kind, {}).items():
+        if name not in event:
+            return f"a {kind} event without {name!r}"
+        why = _mistyped(kind, name, event[name], expected)
+        if why:
+            return why
+    for name, expected in OPTIONAL.get(kind, {}).items():
+        if event.get(name) is not None:
+            why = _mistyped(kind, name, event[name], expected)
+            if why:
+                return why
+    if kind == "compile_start" and event.get("vid") is not None and not isinstance(event.get("key"), dict):
+        return "a compile_start event with a vid and no key"
+    if kind == "counts":
+        for label, count in (event.get("dispatches") or {}).items():
+            vid, _, phase = label.partition(":")
+            if not vid.isdigit() or phase not in DISPATCH_PHASES or not _is(count, int):
+                return f"a counts event with a dispatch count {label[:40]!r}: {str(count)[:20]}"
+        if any(not _is(count, int) for count in (event.get("calls") or {}).values()):
+            return "a counts event with a call count that is not a number"
+    return None
+
+
+def fits(event: dict) -> bool:
+    """Whether an event of format 2 or 3 fits its kind at a glance: each field of exactly a type it takes, or one of
+    its choices. True only where `wrong` finds nothing (anything else goes to `wrong`, which says why)."""
+    kind = event["type"]
+    if kind == "counts" or (
+        kind == "compile_start" and event.get("vid") is not None and type(event.get("key")) is not dict
+    ):
+        return False
+    for name, exact, choices in _FIT_REQUIRED.get(kind, ()):
+        value = event.get(name, fits)  # (a function: of no type a field takes)
+        if type(value) not in exact and not (type(value) is str and value in choices):
+            return False
+    for name, exact, choices in _FIT_OPTIONAL.get(kind, ()):
+        value = event.get(name)
+        if value is not None and type(value) not in exact and not (type(value) is str and value in choices):
+            return False
+    return True
+
+
+def wrong_in_format_1(event: dict) -> str | None:
+    """Why an event does not fit format 1 (keys as lists of strings, phases precompile or dispatch), else None."""
+    kind = event["type"]
+    if kind not in FORMAT_1_TYPES:
+        return f"a {kind} event in a format-1 trace"
+    if kind in ("family", "compile", "dispatch", "numerics") and not isinstance(event.get("family"), str):
+        return f"a {kind} event without a family name"
+    if kind in ("compile", "dispatch", "numerics"):
+        if "vid" in event or not isinstance(event.get("key"), list):
+            return f"a {kind} event that is not of format 1 (its key is not a list)"
+    if kind == "compile" and event.get("phase") not in ("precompile", "dispatch"):
+        return f"a compile event whose phase {str(event.get('phase'))[:40]!r} is not of format 1"
+    return None
+
+
+def _mistyped(kind: str, name: str, value: object, expected: object) -> str | None:
+    if type(value) in _EXACT.get(expected, ()) or (type(value) is str and value in _CHOICES.get(expected, ())):
+        return None  # the usual case, said at once: a value of exactly an expected type, or one of the choices
+    if isinstance(expected, tuple) and all(isinstance(choice, str) for choice in expected):
+        if value not in expected:
+            return f"a {kind} event whose {name} {str(value)[:40]!r} is not one of {', '.join(expected)}"
+        return None
+    if not _is(value, expected):
+        return f"a {kind} event whose {name} is not {_NAMES.get(expected, 'of the right type')}"
+    return None
+
+
+def _is(value: object, expected: object) -> bool:
+    """isinstance, where a bool is not a number."""
+    return isinstance(value, expected) and not (isinstance(value, bool) and expected in (int, float, (int, float)))
+
+
+_NAMES = {int: "a whole number", str: "text", dict: "an object", list: "a list", bool: "true or false"}
+_NAMES[(int, float)] = "a number"
+REQUIRED = {
+    "run": {"format_version": int},
+    "family": {"family": str},
+    "compile": {"family": str, "vid": int, "key": dict, "phase": COMPILE_PHASES},
+    "dispatch": {"family": str, "vid": int, "key": dict, "phase": DISPATCH_PHASES},
+    "counts": {"family": str},
+    "dispatch_error": {"family": str, "function": str},
+    "no_lookup": {"family": str, "function": str},
+    "context": {"values": dict},
+    "numerics": {"family": str},
+    "unwatched": {"module": str, "cache": str, "provider": (str, type(None))},
+    "unwatched_dispatch": {"module": str, "function": str},
+    "unwatched_compile": {"net": str, "phase": NET_PHASES},
+    "lost": {"events": int},
+    "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
+    "compile_end": {"id": int},
+    "unseen": {"family": str, "what": str},
+    "slow_step": {"function": str, "seconds": (int, float), "usual": (int, float), "t": (int, float)},
+}
+OPTIONAL = {
+    "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
+    "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
+    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str, "t": (int, float)},
+    "dispatch": {"site": str, "stack": list, "call": dict},
+    "counts": {"dispatches": dict, "calls": dict, "final": bool},
+    "dispatch_error": {"reached_lookup": bool, "error": str, "message": str, "site": str},
+    "no_lookup": {"site": str},
+    "serving_start": {"how": str, "site": str, "t": (int, float)},
+    "numerics": {"key": dict},
+    "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list, "t": (int, float)},
+    "internal_error": {"where": str, "message": str},
+    "exit": {"rank": int, "how": str, "t": (int, float)},
+    "slow_step": {"step": int, "serving": bool},
+    "lost": {"errors": dict},
+    "exec": {"path": str, "argv": list, "python": bool, "failed": str},
+    "compile_start": {
+        "family": str,
+        "vid": int,
+        "spelling": dict,
+        "site": str,
+        "stack": list,
+        "net": str,
+        "kernel": str,
+    },
+    "compile_end": {"seconds": (int, float), "outcome": ("returned", "raised", "skipped", "cached"), "t": (int, float)},
+}
+
+
+_EXPECTED = {expected for kinds in (REQUIRED, OPTIONAL) for fields in kinds.values() for expected in fields.values()}
+_CHOICES = {e: frozenset(e) for e in _EXPECTED if isinstance(e, tuple) and all(isinstance(c, str) for c in e)}
+_EXACT = {e: frozenset(e if isinstance(e, tuple) else (e,)) for e in _EXPECTED if e not in _CHOICES}  # bool is no int
+_FIT_REQUIRED, _FIT_OPTIONAL = (
+    {
+        kind: tuple((name, _EXACT.get(e, frozenset()), _CHOICES.get(e, frozenset())) for name, e in fields.items())
+        for kind, fields in kinds.items()
+    }
+    for kinds in (REQUIRED, OPTIONAL)
+)

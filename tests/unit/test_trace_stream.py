@@ -1,0 +1,238 @@
+"""A run folder's traces stream through the analysis (issue 29: never held whole), read ahead for each image's
+serving-start marks. Properties: over random traces (several images through an exec, marks anywhere and more than
+one, repeated counts, bad, hostile and cut-short lines, a mark or a run spelt with escapes, lines in UTF-16), the
+analysis of the stream is the analysis of the same events held in a list; the quick schema check (`fits`) passes only
+what the full one (`wrong`) passes. And a trace that lost lines, ends cut short, was killed or exec'd mid-way still
+ends the run INCOMPLETE or FAIL, as before."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mlacheck import events, trace
+from mlacheck.analysis import analyse
+from mlacheck.event_kinds import OPTIONAL, REQUIRED, fits, wrong
+from mlacheck.program.run_folder import RunFolder
+from mlacheck.program.saved import load_runs, program_report
+from mlacheck.report.model import ReportPolicy
+from mlacheck.rulefiles import load_rules
+from mlacheck.trace import TraceStream, read_trace
+from tests.conftest import FIXTURES
+
+RULES = load_rules(FIXTURES / "synthetic.toml")
+KEYS = [{"dtype": dtype, "causal": causal} for dtype in ("fp8", "bf16") for causal in (True, False)]
+
+
+def _compile(vid: int, phase: str, t: float) -> dict:
+    return events.compile_event("synthetic", vid, KEYS[vid], None, phase, 0.5, "compile", "w.py:1", ["w.py:1 f"]) | {
+        "t": t
+    }
+
+
+def _escaped(line: str) -> str:
+    """The same event with its type spelt with an escape (a hostile writer's JSON, as valid as any)."""
+    return line.replace('"type": "serving_start"', '"type": "\\u0073erving_start"').replace(
+        '"type": "run"', '"type": "\\u0072un"'
+    )
+
+
+def _event(what: str, pid: int, vid: int, phase: str, t: float, count: int) -> dict | None:
+    """An event of the kind `what` (None: a garbage line)."""
+    made = {
+        "compile": lambda: _compile(vid, phase, t),
+        "dispatch": lambda: events.dispatch_event("synthetic", vid, KEYS[vid], None, phase, "s.py:2", [], {}),
+        "mark": lambda: {"type": "serving_start", "how": "marked", "t": t},
+        "counts": lambda: events.counts_event("synthetic", {f"{vid}:serving": count}, {}, False),
+        "start": lambda: {"type": "compile_start", "id": vid, "phase": phase, "family": "synthetic", "t": t},
+        "end": lambda: {"type": "compile_end", "id": vid, "seconds": 0.1, "outcome": "returned", "t": t},
+        "net": lambda: {"type": "unwatched_compile", "net": "n", "kernel": "k", "phase": phase, "t": t},
+        "exec": lambda: events.run_event(pid, 100.0 + t),
+        "exit": lambda: {"type": "exit", "how": "exit", "t": t},
+        "bad": lambda: {"type": "serving_start", "t": "soon"},
+        "garbage": lambda: None,
+    }
+    return made[what]()
+
+
+KINDS = ["compile", "dispatch", "mark", "counts", "start", "end", "net", "exec", "garbage", "bad", "exit"]
+
+
+@st.composite
+def lines(draw, pid: int) -> list[bytes]:
+    """The lines of one process's trace: events of every kind the analysis reads, some of them damaged."""
+    written: list[bytes] = []
+    for step in range(draw(st.integers(1, 25))):
+        phase = draw(st.sampled_from(["warmup", "serving", "unknown"]))
+        event = _event(
+            draw(st.sampled_from(KINDS)), pid, draw(st.integers(0, 3)), phase, step / 4, draw(st.integers(0, 9))
+        )
+        if event is None:
+            written.append(b'{"type": "run", "pid": \n')
+            continue
+        if draw(st.integers(0, 9)) == 0:  # longer than the line limit below: a bad line, even where it is a mark
+            written.append(json.dumps(event | {"padding": "x" * 300}).encode() + b"\n")
+            continue
+        text = json.dumps(event)
+        if draw(st.booleans()):
+            text = _escaped(text)
+        if draw(st.integers(0, 6)) == 0:
+            written.append(text.encode("utf-16-be") + b"\x00\n")
+        else:
+            written.append((text + "\n").encode())
+    if draw(st.booleans()):
+        written[-1] = written[-1][: len(written[-1]) // 2]  # cut short: the process was killed while writing
+    return written
+
+
+@st.composite
+def folders(draw) -> list[list[bytes]]:
+    return [
+        [(json.dumps(events.run_event(pid, 100.0)) + "\n").encode(), *draw(lines(pid))]
+        for pid in range(1, draw(st.integers(1, 3)) + 1)
+    ]
+
+
+def _listed(run: Path) -> list[dict]:
+    """Every trace's events read whole into one list, each tagged with its process (an image each)."""
+    listed, proc = [], -1
+    for path in RunFolder(run).traces():
+        for index, event in enumerate(read_trace(path).events):
+            proc += event["type"] == "run" or index == 0
+            listed.append({**event, "proc": proc})
+    return listed
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(folders(), st.integers(1, 400))
+def test_the_streamed_analysis_is_the_analysis_of_the_events_held_whole(tmp_path_factory, traces, block):
+    """(The read-ahead's blocks and the line limit made small, so that lines span blocks and some are too long.)"""
+    run = RunFolder.create(tmp_path_factory.mktemp("run") / "run").path
+    for pid, written in enumerate(traces, 1):
+        (run / f"trace-{pid}.jsonl").write_bytes(b"".join(written))
+    limits = trace.BLOCK, trace.LINE_LIMIT
+    trace.BLOCK, trace.LINE_LIMIT = block, 320
+    try:
+        streamed = analyse(load_runs([run]).digest, RULES)
+        assert asdict(streamed) == asdict(analyse(_listed(run), RULES))
+        for path in RunFolder(run).traces():  # what a trace counts against the budget of events: each it gives
+            stream = TraceStream(path)
+            assert sum(1 for _ in stream) == stream.count
+    finally:
+        trace.BLOCK, trace.LINE_LIMIT = limits
+
+
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.sampled_from(["warmup", "serving", "unknown", "returned", "raised"]),
+    st.lists(st.text(max_size=2), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+kinds = sorted(set(REQUIRED) | set(OPTIONAL))
+
+
+@st.composite
+def json_events(draw) -> dict:
+    kind = draw(st.sampled_from(kinds))
+    names = [*REQUIRED.get(kind, {}), *OPTIONAL.get(kind, {}), "other"]
+    chosen = draw(st.lists(st.sampled_from(names), unique=True))
+    return {"type": kind} | {name: draw(values) for name in chosen}
+
+
+@settings(max_examples=2000, deadline=None)
+@given(json_events())
+def test_the_quick_schema_check_passes_only_what_the_full_one_passes(event):
+    if fits(event):
+        assert wrong(event) is None
+    elif event["type"] != "counts" and not (event["type"] == "compile_start" and event.get("vid") is not None):
+        assert wrong(event) is not None  # (JSON's values are of exactly their types: the two agree)
+
+
+def _verdict(tmp_path: Path, *written: bytes) -> tuple[str, list[str]]:
+    folder = RunFolder.create(tmp_path / "run")
+    folder.write_meta({"command": ["python", "serve.py"], "exit_code": 0, "signal": None})
+    run = folder.path
+    (run / "trace-7.jsonl").write_bytes(b"".join(written))
+    report = program_report([run], RULES, policy=ReportPolicy(allow_incomplete=True))
+    return report.verdict, report.incomplete
+
+
+def _line(event: dict) -> bytes:
+    return (json.dumps(event) + "\n").encode()
+
+
+RUN = _line(events.run_event(7, 100.0)) + _line(
+    events.family_event("synthetic", "mlacheck", "0.3.0", [], ["dtype", "causal"], "dict", None, 0)
+)
+WARM = _line(_compile(0, "warmup", 0.5) | {"vid": 0})
+MARK = _line({"type": "serving_start", "how": "marked", "t": 1.0})
+SERVED = _line(events.dispatch_event("synthetic", 0, KEYS[0], None, "serving", "s.py:2", [], {}))
+EXIT = _line({"type": "exit", "how": "exit", "t": 2.0})
+FINAL = _line(events.counts_event("synthetic", {"0:serving": 3}, {}, True))
+
+
+def test_a_clean_trace_passes_so_the_damage_below_is_what_fails_it(tmp_path):
+    assert _verdict(tmp_path, RUN, WARM, MARK, SERVED, FINAL, EXIT) == ("pass", [])
+
+
+LOST = _line({"type": "lost", "events": 2, "errors": {"OSError": 2}})
+NEVER_ENTERED = (
+    "synthetic: 1 dispatched variant(s) never seen entering the cache: (dtype=fp8, causal=True) (an insert capture "
+    "did not see, such as one made from C or through a reference taken before mlacheck): whether it compiled on the "
+    "serving path is unknown"
+)
+
+
+@pytest.mark.parametrize(
+    ("written", "verdict", "incomplete"),
+    [
+        (
+            (RUN, WARM, LOST, MARK, SERVED, FINAL, EXIT),
+            "incomplete",
+            ["TRACE: 2 event(s) were never written to it (OSError x2)"],
+        ),
+        (
+            (RUN, WARM, b'{"type": "dispatch", "fam', MARK, SERVED, FINAL, EXIT),
+            "incomplete",
+            ["TRACE:4 could not be read"],
+        ),
+        (
+            (RUN, WARM, MARK, SERVED, FINAL, EXIT[:-9]),
+            "incomplete",
+            ["TRACE ends in a cut-short line (its process was killed while writing it)"],
+        ),
+        ((RUN, WARM, MARK, _line(_compile(1, "serving", 1.5) | {"vid": 1}), FINAL), "fail", []),  # killed: no exit
+        ((RUN, WARM, MARK, SERVED, _line(events.run_event(7, 200.0)), SERVED, EXIT), "incomplete", [NEVER_ENTERED]),
+    ],
+    ids=["lost lines", "a garbage line", "cut short", "killed", "an exec mid-way"],
+)
+def test_lost_lines_a_cut_short_line_a_kill_or_an_exec_mid_way_never_pass(tmp_path, written, verdict, incomplete):
+    """Word for word what the reader that held every event said (measured before the stream, e916e6e)."""
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    expected = [
+        line if line == NEVER_ENTERED else f"events were lost: {line.replace('TRACE', str(trace))}"
+        for line in incomplete
+    ]
+    assert _verdict(tmp_path, *written) == (verdict, expected)
+
+
+def test_a_format_1_trace_in_a_run_folder_streams_as_it_reads_whole(tmp_path):
+    """A trace of format 1 is read whole and upgraded (no marks to read ahead): its analysis is that of its events."""
+    from tests.unit.test_analysis_rules import FORMAT_1, PREFILL
+
+    run = RunFolder.create(tmp_path / "run").path
+    (run / "trace-7.jsonl").write_text("".join(json.dumps(event) + "\n" for event in FORMAT_1))
+    streamed = analyse(load_runs([run]).digest, PREFILL.rules())
+    assert [f.code for f in streamed.findings] == ["MLA001", "MLA002"]  # (without the context MLA003 needs)
+    assert asdict(streamed) == asdict(analyse(_listed(run), PREFILL.rules()))
