@@ -157,6 +157,20 @@ def _alike(data: bytes) -> bool:
     return data.isascii() and b"\x7f" not in data and b"0.0000" not in data and not _exponents(data)
 
 
+def json_document(value, alike: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
+    """`json_stream` of a whole document, ending in a newline as its file does (a Rewrite's pieces end in one too)."""
+    try:
+        yield from json_stream(value, alike)
+    except Rewrite as again:
+        raise Rewrite([*again.pieces, b"\n"]) from None
+    yield b"\n"
+
+
+def document_text(pieces: Iterable[bytes]) -> str:
+    """A document's pieces as text (a Rewrite's, where one comes)."""
+    return b"".join(whole(pieces)).decode()
+
+
 def json_bytes(value) -> list[bytes]:
     """`json.dumps(value, indent=2)` as UTF-8, in pieces (`json_stream`)."""
     return whole(json_stream(value))

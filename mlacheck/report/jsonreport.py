@@ -10,19 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mlacheck.report.common import Rewrite, json_stream, whole
+from mlacheck.report.common import document_text, json_document
 
 
 def encoded(report: dict, options: object = None) -> Iterator[bytes]:
     """The renderer protocol (report/formats.py): the report as JSON, a piece at a time (a Rewrite where a piece
     holds text beyond ASCII)."""
-    try:
-        yield from json_stream(report, bytes.isascii)
-    except Rewrite as again:
-        raise Rewrite([*again.pieces, b"\n"]) from None
-    yield b"\n"
+    return json_document(report, bytes.isascii)
 
 
 def render(report: dict, options: object = None) -> str:
     """The renderer protocol: the report as JSON text."""
-    return b"".join(whole(encoded(report, options))).decode()
+    return document_text(encoded(report, options))

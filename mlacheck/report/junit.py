@@ -59,16 +59,20 @@ class Element:
         return f"{self.opening()}>{written}\n{'  ' * level}</{self.tag}>"
 
 
+TEXT_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))  # as ElementTree escapes text, "&" first
+ATTRIBUTE_ENTITIES = (*TEXT_ENTITIES, ('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
+
+
 def _attribute(value: str) -> str:
-    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
-        value = value.replace(char, entity) if char in value else value
-    for char, entity in (("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;")):
-        value = value.replace(char, entity) if char in value else value
-    return value
+    return _escaped(value, ATTRIBUTE_ENTITIES)
 
 
 def _text(value: str) -> str:
-    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+    return _escaped(value, TEXT_ENTITIES)
+
+
+def _escaped(value: str, entities: tuple[tuple[str, str], ...]) -> str:
+    for char, entity in entities:
         value = value.replace(char, entity) if char in value else value
     return value
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, Rewrite, Slices, json_stream, severity, whole
+from mlacheck.report.common import Repository, Slices, document_text, json_document, severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RUN_PROPERTIES = (
@@ -187,13 +187,9 @@ def path_uri(path: str) -> str:
 def encoded(report: dict, options=None) -> Iterator[bytes]:
     """The renderer protocol (report/formats.py): the log as JSON, findings without a site located at the options'
     anchor."""
-    try:
-        yield from json_stream(_log(report, getattr(options, "anchor", None)))
-    except Rewrite as again:
-        raise Rewrite([*again.pieces, b"\n"]) from None
-    yield b"\n"
+    return json_document(_log(report, getattr(options, "anchor", None)))
 
 
 def render(report: dict, options=None) -> str:
     """The renderer protocol: the log as JSON text."""
-    return b"".join(whole(encoded(report, options))).decode()
+    return document_text(encoded(report, options))
