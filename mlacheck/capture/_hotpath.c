@@ -12,7 +12,7 @@
 
 #define FLUSH_EVERY 1023 /* a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches */
 
-static PyObject *str_missed, *str_maybe_flush, *str_shape, *str_dtype;
+static PyObject *str_missed, *str_maybe_flush, *str_shape, *str_dtype, *str_stride;
 
 /* -- Counter: what the hot path steps, without making an int each time ------------------------------------ */
 
@@ -711,9 +711,9 @@ typedef struct {
 } ObservedCall;
 
 /* One argument as the key holds it: `value` itself (borrowed), or where its type's kind is a marker and its shape is
- * not None, (kind, dtype, shape) (new references). */
+ * not None, (kind, dtype, shape, layout) (new references). */
 typedef struct {
-    PyObject *value, *kind, *shape, *dtype;
+    PyObject *value, *kind, *shape, *dtype, *layout;
 } Probe;
 
 static void
@@ -723,6 +723,7 @@ release_probes(Probe *probes, Py_ssize_t count)
         Py_XDECREF(probes[at].kind);
         Py_XDECREF(probes[at].shape);
         Py_XDECREF(probes[at].dtype);
+        Py_XDECREF(probes[at].layout);
     }
 }
 
@@ -819,13 +820,50 @@ read_list(PyObject *value, Probe *probe)
     return 1;
 }
 
+/* A tensor's layout as the key holds it (hotpath_py.layout): where its type has a `stride`, the dimension of stride 1
+ * nearest its end (-1: the last), 0 where none is; None where its type has no `stride`. 1 where read (a new
+ * reference in *layout), 0 where its strides are not a tuple of ints (the slow path's to read), -1 with an error. */
+static int
+read_layout(PyObject *value, PyObject **layout)
+{
+    if (_PyType_Lookup(Py_TYPE(value), str_stride) == NULL) {
+        *layout = Py_NewRef(Py_None);
+        return 1;
+    }
+    PyObject *call[] = {value};
+    PyObject *strides = PyObject_VectorcallMethod(str_stride, call, 1, NULL);
+    if (strides == NULL)
+        return -1;
+    PyObject *found = NULL; /* the dimension found (a new reference) */
+    int read = PyTuple_CheckExact(strides);
+    for (Py_ssize_t at = read ? PyTuple_GET_SIZE(strides) - 1 : -1; at >= 0; at--) {
+        PyObject *item = PyTuple_GET_ITEM(strides, at);
+        int overflow = 0;
+        if (!PyLong_CheckExact(item)) {
+            read = 0;
+            break;
+        }
+        if (PyLong_AsLongAndOverflow(item, &overflow) == 1 && !overflow) {
+            found = PyLong_FromSsize_t(at - PyTuple_GET_SIZE(strides));
+            read = found != NULL ? 1 : -1;
+            break;
+        }
+    }
+    Py_DECREF(strides);
+    if (read == 1 && found == NULL && (found = PyLong_FromLong(0)) == NULL)
+        read = -1;
+    if (read == 1)
+        *layout = found;
+    return read;
+}
+
 /* Read an argument for the key: a scalar is itself, a list of scalars its tuple; any other value goes by its type's
- * kind: None, itself; a marker, its shape then its dtype (itself where the shape is None). 1 where read, 0 where its
- * type has no kind, -1 with an error where reading it failed. */
+ * kind: None, itself; a marker, its shape, its dtype then its layout (itself where the shape is None). 1 where read,
+ * 0 where its type has no kind or its layout is the slow path's to read, -1 with an error where reading it failed. */
 static int
 read_probe(ObservedCall *self, PyObject *value, Probe *probe)
 {
-    *probe = (Probe){value, NULL, NULL, NULL};
+    *probe = (Probe){value, NULL, NULL, NULL, NULL};
     PyTypeObject *type = Py_TYPE(value);
     if (scalar(value))
         return 1;
@@ -847,7 +885,7 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
     }
     else if (probe->shape != NULL) {
         probe->dtype = read_attribute(&reader, reader.dtype, value, str_dtype);
-        read = probe->dtype != NULL ? 1 : -1;
+        read = probe->dtype != NULL ? read_layout(value, &probe->layout) : -1;
     }
     Py_DECREF(reader.type);
     Py_XDECREF(reader.shape);
@@ -861,7 +899,7 @@ probe_field(Probe *probe)
 {
     if (probe->kind == NULL)
         return Py_NewRef(probe->value);
-    return PyTuple_Pack(3, probe->kind, probe->dtype, probe->shape);
+    return PyTuple_Pack(4, probe->kind, probe->dtype, probe->shape, probe->layout);
 }
 
 /* The same object, or exact ints of one value (int's own comparison, called straight: two ints need neither the
@@ -914,10 +952,11 @@ memo_entry(ObservedCall *self, PyObject *setting, Probe *probes)
             Probe *probe = &probes[field];
             PyObject *known = PyTuple_GET_ITEM(key, 2 + field);
             if (probe->kind == NULL ? !same_field(known, probe->value)
-                                    : !(PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 3 &&
+                                    : !(PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 4 &&
                                         PyTuple_GET_ITEM(known, 0) == probe->kind &&
                                         PyTuple_GET_ITEM(known, 1) == probe->dtype &&
-                                        same_field(PyTuple_GET_ITEM(known, 2), probe->shape)))
+                                        same_field(PyTuple_GET_ITEM(known, 2), probe->shape) &&
+                                        same_int(PyTuple_GET_ITEM(known, 3), probe->layout)))
                 break;
         }
         if (field == self->fields)
@@ -1327,7 +1366,8 @@ PyInit__hotpath(void)
     str_maybe_flush = PyUnicode_InternFromString("maybe_flush");
     str_shape = PyUnicode_InternFromString("shape");
     str_dtype = PyUnicode_InternFromString("dtype");
-    if (str_missed == NULL || str_maybe_flush == NULL || str_shape == NULL || str_dtype == NULL)
+    str_stride = PyUnicode_InternFromString("stride");
+    if (str_missed == NULL || str_maybe_flush == NULL || str_shape == NULL || str_dtype == NULL || str_stride == NULL)
         return NULL;
     if (pthread_key_create(&thread_ticks_key, free_thread_ticks) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "mlacheck: cannot make the threads' ticks key");

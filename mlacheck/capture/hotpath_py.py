@@ -22,11 +22,12 @@ dispatch); this module is what runs where the build had no C compiler, and the c
   arguments only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument
   there (None where the call has fewer), an exact None, bool, int, float or str as itself, an exact list as the
   tuple of its items at this call (the compiled one: where every item is such a scalar), any other value by
-  `kinds[type(value)]`: None, itself; a marker, `(marker, value.dtype, value.shape)` (read in that order: shape,
-  then dtype), itself where its shape is None. A key in `fast` is served as a launcher's call is (its counter
+  `kinds[type(value)]`: None, itself; a marker, `(marker, value.dtype, value.shape, layout(value))` (read in that
+  order: shape, dtype, then `stride()`), itself where its shape is None. A key in `fast` is served as a launcher's call is (its counter
   steps, calling `flush()` every FLUSH_EVERY + 1 steps, then the ticks) and the operation is called; any other
   call goes to `slow(key, args, kwargs, caller's frame)`, key None where the call has keywords, an argument's
-  type is not in `kinds` or reading one raised (an Exception; anything else propagates). (The compiled one reads
+  type is not in `kinds` or reading one raised (an Exception; anything else propagates) (the compiled one: or a
+  `stride()` that did not give a tuple of ints). (The compiled one reads
   each argument once and compares the fields with the few keys it served last, a shape item by item, before it
   builds and hashes a key; it forgets them whenever the fast table changes. Where a type's `shape` and `dtype` are
   getset descriptors (torch's tensors) and it looks attributes up as object does, it calls their getters straight,
@@ -182,6 +183,15 @@ def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Cal
 _ITSELF = frozenset({type(None), bool, int, float, str})
 
 
+def layout(value: object) -> int | None:
+    """A tensor's layout as a key holds it: the dimension of stride 1 nearest its end (-1: the last; a native library
+    may pick its kernel by which dimension is contiguous), 0 where none is, None where its type has no `stride`."""
+    if not any("stride" in vars(klass) for klass in type(value).__mro__):
+        return None
+    strides = value.stride()
+    return next((at - len(strides) for at in range(len(strides) - 1, -1, -1) if strides[at] == 1), 0)
+
+
 def observed_call(operation: Callable, head, state: list, positions, kinds: dict, fast, ticks, flush, slow) -> Callable:
     positions = tuple(positions)
 
@@ -201,7 +211,7 @@ def observed_call(operation: Callable, head, state: list, positions, kinds: dict
                     fields.append(value)
                 else:
                     shape = value.shape
-                    fields.append(value if shape is None else (kind, value.dtype, shape))
+                    fields.append(value if shape is None else (kind, value.dtype, shape, layout(value)))
             key = tuple(fields)
             entry = fast.get(key)
         except Exception:  # noqa: BLE001 - the slow path keys it, or says why it cannot

@@ -5,7 +5,10 @@ entries). A warm-up over some Ms, then traffic that needs another: the serving-p
 shape and its stall, the warm-up shapes never served are MLA002. The false passes come first: a cache root moved
 after DeepGEMM's first use, a cache folder that cannot be read, an entry committed without its marker."""
 
+import json
+import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -65,6 +68,21 @@ def run(tmp_path, deep_gemm, warmup, serve, **env):
     return result
 
 
+UNKEYED = """
+import importlib, json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import deep_gemm_extension
+deep_gemm_extension.install()
+importlib.import_module(sys.argv[3])
+from mlacheck.capture import FamilyCapture
+from mlacheck.rulefiles import load_rules
+from mlacheck.sinks import MemorySink
+capture = FamilyCapture(load_rules().family(sys.argv[4]), MemorySink())
+capture.install()
+print(json.dumps({"observed": sorted(capture._adapter._names), "unkeyed": capture._adapter._unkeyed}))
+"""
+
+
 def findings(result, code):
     return [f for f in result.report["findings"] if f["code"] == code]
 
@@ -98,6 +116,25 @@ def test_a_setting_changed_for_serving_compiles_again_and_the_diff_names_it(tmp_
     assert result.code == 1, result.stdout
     [serving] = findings(result, "MLA001")
     assert serving["diff"] == {"num_sms": [None, 66]}
+
+
+def test_an_activation_served_mn_major_after_a_k_major_warmup_is_a_serving_path_compile_not_a_pass(tmp_path, deep_gemm):
+    # the same dtype and shape: DeepGEMM picks its kernel by the operands' majors too (csrc/utils/layout.hpp
+    # get_major_type_ab), so the key holds which dimension has stride 1
+    result = run(tmp_path, deep_gemm, [64], [64], DG_ENGINE_SERVE_MN_MAJOR="1")
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["key"]["a"] == "float8_e4m3fn[64, 7168] (dimension 0 of stride 1)"
+    assert serving["diff"] == {"a": ["float8_e4m3fn[64, 7168]", "float8_e4m3fn[64, 7168] (dimension 0 of stride 1)"]}
+
+
+def test_an_alpha_served_that_the_warmup_never_passed_is_a_serving_path_compile_not_a_pass(tmp_path, deep_gemm):
+    # every argument of the extension's operation is in the key: `alpha` picks another epilogue (another kernel)
+    result = run(tmp_path, deep_gemm, [64], [64], DG_ENGINE_SERVE_ALPHA="0.5")
+    assert result.code == 1, result.stdout
+    [serving] = findings(result, "MLA001")
+    assert serving["diff"] == {"alpha": [None, 0.5]}
+    assert not result.report["internal_errors"]
 
 
 def test_a_warmup_that_misses_a_served_m_is_mla001_with_the_shape_and_stall_and_mla002_for_unserved_shapes(
@@ -153,3 +190,21 @@ def test_vllm_s_vendored_deep_gemm_is_watched_too(tmp_path, vllm_deep_gemm, bf16
     assert serving["key"]["kernel"] == ("bf16_gemm_nt" if bf16 else "fp8_fp4_gemm_nt")
     assert serving["key"]["d"] == "bfloat16[300, 2112]"
     assert [f["key"]["d"] for f in findings(result, "MLA002")] == ["bfloat16[32, 2112]"]
+
+
+@pytest.mark.parametrize("which", ["sgl-deep-gemm", "vllm"])
+def test_the_bundled_rules_key_every_argument_of_every_operation_the_wrappers_call(tmp_path, which, request):
+    """Against the published extensions' own schemas: an argument left out of the key could pick (and compile) another
+    kernel for a call the key says was served before."""
+    site = request.getfixturevalue("deep_gemm" if which == "sgl-deep-gemm" else "vllm_deep_gemm")
+    module, family = (
+        ("deep_gemm", FAMILY) if which == "sgl-deep-gemm" else ("vllm.third_party.deep_gemm", "vllm.deep_gemm")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", UNKEYED, str(site), str(ROOT / "tests" / "fixtures"), module, family],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "DG_JIT_CACHE_DIR": str(tmp_path / "dg")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[-1])
+    assert {"fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_masked"} <= set(answer["observed"])
+    assert answer["unkeyed"] == {}

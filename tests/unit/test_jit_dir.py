@@ -152,3 +152,29 @@ def test_a_call_that_cannot_be_keyed_is_an_internal_error_and_still_runs(capture
     assert native.loaded  # the library ran the call
     [error] = of_type(capture.sink.events, "internal_error")
     assert "cannot key a call of gemm" in error["message"]
+
+
+def test_an_operation_argument_the_key_does_not_hold_is_an_internal_error_at_its_first_call(tmp_path, monkeypatch):
+    """The native library may pick its kernel by any argument: one that no key field names could make a call that
+    compiles look like a hit of a variant served before."""
+    monkeypatch.setenv("SYNTHETIC_JIT_DIR", str(tmp_path / "jit"))
+    monkeypatch.setattr(synthetic_jit_dir, "_native", synthetic_jit_dir.Native())
+    monkeypatch.setattr(synthetic_jit_dir, "set_num_sms", synthetic_jit_dir._native.set_num_sms)
+    text = (FIXTURES / "synthetic_jit_dir.toml").read_text()
+    rule = tmp_path / "synthetic_jit_dir.toml"
+    rule.write_text(text.replace('"out", "block"]', '"out"]'))
+    rules = RuleSet([load_rule_file(rule)])
+    capture = FamilyCapture(rules.families[0], MemorySink(), phases=rules.phases)
+    capture.install()
+    try:
+        assert not of_type(capture.sink.events, "internal_error")  # installing reports nothing: no call yet
+        mark_serving_start(capture)
+        for block in (64, 128, 128):
+            synthetic_jit_dir.matmul_spelled(Array(300, 64), Array(8, 64), None, block)
+    finally:
+        capture.remove()
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert (
+        "synthetic_jit_dir._native.gemm takes block, which synthetic.jit_dir's key_fields do not hold"
+        in error["message"]
+    )

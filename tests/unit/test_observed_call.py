@@ -29,9 +29,16 @@ def reference_key(head, setting, positions, args):
     for index in positions:
         value = args[index] if index < len(args) else None
         if isinstance(value, torch.Tensor):
-            value = (MARK, value.dtype, tuple(value.shape))
+            value = (MARK, value.dtype, tuple(value.shape), stride_one_dimension(value))
         fields.append(tuple(value) if isinstance(value, list) else value)
     return tuple(fields)
+
+
+def stride_one_dimension(tensor):
+    """Where a tensor's dimension of stride 1 nearest its end is, counted from the end (-1: the last), or 0."""
+    strides = tensor.stride()
+    found = [at for at in range(tensor.dim()) if strides[at] == 1]
+    return found[-1] - tensor.dim() if found else 0
 
 
 class Observed:
@@ -106,7 +113,7 @@ def test_a_tensor_resized_in_place_is_another_key_not_a_hit(hot):
     a.resize_(300, 16)
     library_call(observed, a, sfa, b)
     [(key, *_)] = observed.slow_calls
-    assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([300, 16]))
+    assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([300, 16]), -1)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +203,7 @@ def test_a_key_served_lately_is_matched_without_building_or_hashing_it_and_each_
     observed = Observed(hot, positions=(0, 1), kinds={Shaped: MARK})
     dims = [Field(f"m{number}") for number in range(6)]
     fp8, n = Field("fp8"), Field("n")
-    counters = [observed.serve(("gemm", ("num_sms", None), (MARK, fp8, (dim, n)), 7)) for dim in dims]
+    counters = [observed.serve(("gemm", ("num_sms", None), (MARK, fp8, (dim, n), None), 7)) for dim in dims]
     Field.hashed = 0
     for _ in range(100):
         library_call(observed, Shaped(fp8, dims[0], n), 7)

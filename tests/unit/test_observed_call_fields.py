@@ -1,9 +1,10 @@
 """The observed call's key, field by field (issue 28 item 5: a hit made cheaper must never be a hit for another
 variant): a DeepGEMM-shaped call (sgl-deep-gemm 0.2.5's `fp8_fp4_gemm_nt` operation: five tensors and six other key
 fields) whose key differs from the served one in any one field of any argument is never served as a hit, on either
-hot path; a tensor changed in place (the same object, another shape or dtype) included. And an argument read as
-Python reads it: a subclass's own `shape`, a class changed after its first hit, a `__getattribute__`, a
-`__torch_function__` or a torch function mode that answers for `shape` or `dtype`."""
+hot path; a tensor changed in place (the same object, another shape or dtype) included, and one whose shape and dtype
+are the same but whose dimension of stride 1 is another (DeepGEMM picks its kernel by it: K- or MN-major). And an
+argument read as Python reads it: a subclass's own `shape`, a class changed after its first hit, a
+`__getattribute__`, a `__torch_function__` or a torch function mode that answers for `shape` or `dtype`."""
 
 import gc
 import sys
@@ -58,6 +59,14 @@ def change_tensor(args, at, change):
         args[at] = tensor.unsqueeze(0)
     elif change == "none":
         args[at] = None
+    elif change == "layout":  # the same shape and dtype, the other dimension of stride 1 (DeepGEMM's MN-major)
+        args[at] = torch.empty(shape[::-1], dtype=dtype).t()
+    elif change == "no stride 1":
+        args[at] = torch.empty(shape[0], 2 * shape[1], dtype=dtype)[:, ::2]
+    elif change == "as_strided_ layout":
+        tensor.as_strided_(shape, (1, shape[0]))
+    elif change == "data replaced layout":
+        tensor.data = torch.empty(shape[::-1], dtype=dtype).t()
     elif change == "resize_":
         tensor.resize_(grown(shape, 0))
     elif change == "t_":
@@ -72,11 +81,16 @@ def change_tensor(args, at, change):
         tensor.data = torch.empty(shape, dtype=OTHER_DTYPE[dtype])
     else:
         torch.utils.swap_tensors(tensor, torch.empty(grown(shape, 1), dtype=dtype))
-    assert change in ("dtype", "rank", "none") or change.startswith("dim ") or args[at] is tensor
+    assert (
+        change in ("dtype", "rank", "none", "layout", "no stride 1") or change.startswith("dim ") or args[at] is tensor
+    )
+    kept = args[at] is not None and list(args[at].shape) == shape and args[at].dtype == dtype
+    assert kept == (change in LAYOUT_CHANGES)
 
 
 TENSOR_CHANGES = ["dtype", "dim 0", "dim 1", "rank", "none", "resize_", "t_", "unsqueeze_", "as_strided_", "set_"]
-TENSOR_CHANGES += ["data replaced", "swap_tensors"]
+LAYOUT_CHANGES = ["layout", "no stride 1", "as_strided_ layout", "data replaced layout"]  # shape and dtype kept
+TENSOR_CHANGES += ["data replaced", "swap_tensors", *LAYOUT_CHANGES]
 OTHER_CHANGES = [
     (5, torch.empty(64, 96, dtype=torch.bfloat16)),
     (6, (1, 128, 64)),
@@ -190,7 +204,7 @@ def test_a_torch_function_subclass_is_keyed_by_what_it_reports(hot):
     observed = Observed(hot, positions=POSITIONS, kinds={torch.Tensor: MARK, tuple: None, Shrunk: MARK})
     library_call(observed, *args)
     [(key, *_)] = observed.slow_calls
-    assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([1]))
+    assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([1]), -1)
 
 
 def test_a_torch_function_mode_is_honoured_after_hits_without_it(hot):
@@ -199,7 +213,7 @@ def test_a_torch_function_mode_is_honoured_after_hits_without_it(hot):
     with Shrinking():
         library_call(observed, *args)
     [(key, *_)] = observed.slow_calls
-    assert count_of(counter) == 3 and key[2] == (MARK, torch.float8_e4m3fn, torch.Size([1]))
+    assert count_of(counter) == 3 and key[2] == (MARK, torch.float8_e4m3fn, torch.Size([1]), -1)
 
 
 def test_a_class_its_own_shape_read_changes_is_read_as_it_is_after_that_read(hot):
@@ -218,7 +232,7 @@ def test_a_class_its_own_shape_read_changes_is_read_as_it_is_after_that_read(hot
     shifting.append(True)
     library_call(observed, *args)
     [(key, *_)] = observed.slow_calls
-    assert count_of(counter) == 3 and key[2] == (MARK, torch.int8, torch.Size([64, 128]))
+    assert count_of(counter) == 3 and key[2] == (MARK, torch.int8, torch.Size([64, 128]), -1)
 
 
 def test_reading_arguments_of_many_types_leaks_no_reference(hot):

@@ -6,7 +6,7 @@ through.
 
 A variant's key is what Python passes: the operation's name (`kernel`), the process-wide settings the rule names
 (`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields
-name, a tensor as its dtype and shape. A compile is an entry that appears in the library's disk cache (the rule's
+name, a tensor as its dtype, shape and layout (`hotpath_py.layout`: which dimension has stride 1). A compile is an entry that appears in the library's disk cache (the rule's
 `jit_dir`: its root from the environment as the library reads it, or its default) during a dispatch call; the call's
 time is its compile time, and the first call of each key in a process is bracketed by `compile_start` and
 `compile_end` (a process that dies in it leaves it behind). A call that compiled nothing made nothing on the serving
@@ -17,7 +17,8 @@ call is watched by the folder's change time and link count (a renamed-in entry f
 when they move.
 
 A cache root the process changed after the library's first use (the library keeps the root it read first), or one
-that cannot be read, is an internal error: compiles may happen where capture does not look.
+that cannot be read, is an internal error: compiles may happen where capture does not look. So is the first call of an
+operation with an argument that no key field names: the key cannot vouch that a hit ran a kernel already built.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from time import perf_counter
 
 from mlacheck.capture import hotpath, phase
 from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.hotpath_py import FLUSH_EVERY
+from mlacheck.capture.hotpath_py import FLUSH_EVERY, layout
 from mlacheck.capture.install import Patches
 from mlacheck.rulefiles.plain import Family
 
@@ -60,6 +61,7 @@ class JitDir:
         self._state = [(None,) * len(self._settings)]  # [the settings' last values], as the key holds them
         self._fields = [name for name in family.key_fields[1:] if name not in self._settings]
         self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of its key fields, in argument order
+        self._unkeyed: dict[str, list[str]] = {}  # operation -> its arguments the key does not hold
         self._warmed: set = set()  # keys a warm-up or capture frame dispatched
         self._called: set = set()  # keys called inside a dispatch (the first call of each may compile)
         self._root: str | None = None  # the cache root of the first observed call
@@ -104,10 +106,9 @@ class JitDir:
     def describe(self, key: tuple) -> tuple[dict[str, object], dict | None]:
         name, settings, raws = key[0], key[1], key[2:]
         named = dict(zip(self._names[name], raws))
-        return (
-            {"kernel": name, **dict(zip(self._settings, settings)), **{f: _text(named.get(f)) for f in self._fields}},
-            None,
-        )
+        fields = {f: _text(named.get(f)) for f in self._fields}
+        passed = {f: _text(named[f]) for f in self._settings if f in named}  # the operation's own, for this call
+        return {"kernel": name, **dict(zip(self._settings, settings)), **passed, **fields}, None
 
     def cached(self, keys: Collection) -> list:
         return list(keys)
@@ -128,8 +129,11 @@ class JitDir:
     def _observed(self, name: str, operation: object) -> object:
         """The operation as the run sees it: a call keyed on the hot path (`hotpath.observed_call`), else here."""
         parameters = _parameters(operation)
-        chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in self._fields]
+        keyed = {*self._fields, *self._settings}  # an argument named as a setting is keyed too (it picks the kernel)
+        chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in keyed]
         self._names[name] = tuple(parameter for _, parameter in chosen)
+        if len(chosen) < len(parameters):
+            self._unkeyed[name] = [parameter for parameter in parameters if parameter not in keyed]
         capture = self.capture
 
         def slow(key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
@@ -164,8 +168,15 @@ class JitDir:
     def _slow(self, name, operation, parameters, key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
         """A call the hot path did not serve: keyed here where it could not be (keywords, a list, a type not seen
         yet), served from the fast table where it is there, else, inside a dispatch, timed, looking for new entries
-        on the disk."""
+        on the disk. An operation with arguments the key does not hold is reported at its first call: the library may
+        pick (and compile) another kernel by one of them where the key says the variant was served."""
         capture = self.capture
+        if name in self._unkeyed:
+            self._report(
+                f"unkeyed {name}",
+                f"{self.family.module}.{self.family.cache}.{name} takes {', '.join(self._unkeyed[name])}, which "
+                f"{self.family.name}'s key_fields do not hold: a kernel they choose could compile unseen",
+            )
         if key is None:
             try:
                 arguments = dict(zip(parameters, args)) | kwargs
@@ -277,19 +288,19 @@ def _parameters(operation: object) -> list[str]:
     return list(inspect.signature(operation).parameters)
 
 
-_TENSOR = object()  # marks a tensor's (dtype, shape) in a key
+_TENSOR = object()  # marks a tensor's (dtype, shape, layout) in a key
 _KINDS: dict[type, object] = {}
-"""How the hot path keys an argument of a type seen (hotpath.observed_call's kinds): _TENSOR, by its dtype and shape;
+"""How the hot path keys an argument of a type seen (hotpath.observed_call's kinds): _TENSOR, by its dtype, shape and layout;
 None, as itself (only a type that cannot hold a shape: no `shape` on the type, no instance dict)."""
 
 
 def _raw(value: object) -> object:
-    """What a key holds of an argument: a tensor's dtype and shape, a list as a tuple, anything else itself (and
-    which of these its type takes, noted for the hot path)."""
+    """What a key holds of an argument: a tensor's dtype, shape and layout, a list as a tuple, anything else itself
+    (and which of these its type takes, noted for the hot path)."""
     shape = getattr(value, "shape", None)
     if shape is not None:
         _KINDS[type(value)] = _TENSOR
-        return (_TENSOR, value.dtype, shape)
+        return (_TENSOR, value.dtype, shape, layout(value))
     if isinstance(value, list):
         return tuple(value)
     if not hasattr(type(value), "shape") and not hasattr(value, "__dict__"):
@@ -298,7 +309,12 @@ def _raw(value: object) -> object:
 
 
 def _text(value: object) -> object:
-    """A key field as the trace holds it: a tensor as dtype[shape], a tuple as a list."""
-    if isinstance(value, tuple) and len(value) == 3 and value[0] is _TENSOR:
-        return f"{str(value[1]).removeprefix('torch.')}{list(value[2])}"
+    """A key field as the trace holds it: a tensor as dtype[shape] (then where its dimension of stride 1 is where its
+    strides are known and it is not the last), a tuple as a list."""
+    if isinstance(value, tuple) and len(value) == 4 and value[0] is _TENSOR:
+        _, dtype, shape, last = value
+        text = f"{str(dtype).removeprefix('torch.')}{list(shape)}"
+        if last in (None, -1) or not shape:
+            return text
+        return f"{text} ({f'dimension {len(shape) + last}' if last else 'no dimension'} of stride 1)"
     return list(value) if isinstance(value, tuple) else value
