@@ -7,8 +7,9 @@
   compile nets of jit_compile_nets.toml installed vs not (a hit never reaches a net: what they cost there).
 The arms take turns in A B B A order, 50 timed calls each after 10 untimed; a turn's figure is the ratio of its
 medians, the run's the median of the turns'. Target: <= 1.02 per call (issue 28 item 5). DeepGEMM's figure comes with
-the same call with each tensor argument's dtype and shape read from Python (what its key holds), measured the same way:
-torch's getters, the floor of any key that holds them, plus attrgetter's calls (the compiled hot path calls the getters
+the same call with each tensor argument's dtype, shape and strides read from Python (what its key holds), measured the
+same way: torch's getters and `stride()`, the floor of any key that holds them, plus attrgetter's calls (the compiled
+hot path calls the getters
 from C, so a hit can cost less than this line).
 Usage: python tests/benchmarks/bench_jit_watchers.py [deep_gemm|flashinfer|all] [calls per arm (10000)]
 sgl-deep-gemm comes from MLACHECK_DEEP_GEMM_SITE, else is installed (--no-deps) into ~/.cache/mlacheck-tests.
@@ -149,15 +150,16 @@ def deep_gemm_figures(calls: int) -> dict:
 
 
 def floor(one_call, calls: int, tensors: tuple) -> dict:
-    """What reading the key's tensor fields from Python costs the same call (each tensor's dtype and shape, through
-    operator.attrgetter: torch's getters, which no key that holds them avoids, plus attrgetter's calls and attribute
-    lookup), in the same A B B A turns."""
-    fields, reading = operator.attrgetter("dtype", "shape"), [False]
+    """What reading the key's tensor fields from Python costs the same call (each tensor's dtype, shape and strides,
+    through operator.attrgetter and methodcaller: torch's getters and `stride()`, which no key that holds them avoids,
+    plus those calls and attribute lookup), in the same A B B A turns."""
+    fields, strides, reading = operator.attrgetter("dtype", "shape"), operator.methodcaller("stride"), [False]
 
     def call_and_read():
         one_call()
         if reading[0]:
             collections.deque(map(fields, tensors), 0)
+            collections.deque(map(strides, tensors), 0)
 
     return timed(call_and_read, calls, False, True, put=lambda arm: reading.__setitem__(0, arm))
 
@@ -218,8 +220,9 @@ def main() -> None:
         )
         if "floor" in figure:
             print(
-                f"  reading the key's tensors' dtype and shape alone: +{figure['floor']['added_us']:.2f} us, ratio "
-                f"{figure['floor']['ratio']:.4f} (torch's getters, the floor of any key that holds them, plus attrgetter's calls)"
+                f"  reading the key's tensors' dtype, shape and strides alone: +{figure['floor']['added_us']:.2f} us, "
+                f"ratio {figure['floor']['ratio']:.4f} (torch's getters and stride(), the floor of any key that holds "
+                "them, plus attrgetter's and methodcaller's calls)"
             )
 
 
