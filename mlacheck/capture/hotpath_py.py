@@ -18,20 +18,20 @@ dispatch); this module is what runs where the build had no C compiler, and the c
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
 - `observed_call(operation, head, state, positions, kinds, fast, ticks, flush, slow)`: what a native operation
-  becomes where its key is what Python passes it (a `jit_dir` family's operations). A call with positional
-  arguments only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument
-  there (None where the call has fewer), an exact None, bool, int, float or str as itself, an exact list as the
-  tuple of its items at this call (the compiled one: where every item is such a scalar), any other value by
-  `kinds[type(value)]`: None, itself; a marker, `(marker, value.dtype, value.shape, layout(value))` (read in that
-  order: shape, dtype, then `stride()`), itself where its shape is None. A key in `fast` is served as a launcher's call is (its counter
-  steps, calling `flush()` every FLUSH_EVERY + 1 steps, then the ticks) and the operation is called; any other
-  call goes to `slow(key, args, kwargs, caller's frame)`, key None where the call has keywords, an argument's
-  type is not in `kinds` or reading one raised (an Exception; anything else propagates) (the compiled one: or a
-  `stride()` that did not give a tuple of ints). (The compiled one reads
-  each argument once and compares the fields with the few keys it served last, a shape item by item, before it
-  builds and hashes a key; it forgets them whenever the fast table changes. Where a type's `shape` and `dtype` are
-  getset descriptors (torch's tensors) and it looks attributes up as object does, it calls their getters straight,
-  as PyObject_GetAttr would, while the type's version tag says it is unchanged. It does not bind as a method.)
+  becomes where its key is what Python passes it (a `jit_dir` family's operations). A call with positional arguments
+  only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument there (None where
+  the call has fewer), an exact None, bool, int, float or str as itself, an exact list as the tuple of its items at this
+  call (the compiled one: where every item is such a scalar), any other value by `kinds[type(value)]`: None, itself; a
+  marker, `(marker, value.dtype, value.shape, layout(value))` (read in that order: shape, dtype, then `stride()`),
+  itself where its shape is None. A key in `fast` is served as a launcher's call is (its counter steps, calling
+  `flush()` every FLUSH_EVERY + 1 steps, then the ticks) and the operation is called; any other call goes to `slow(key,
+  args, kwargs, caller's frame)`, key None where the call has keywords, an argument's type is not in `kinds` or reading
+  one raised (an Exception; anything else propagates) (the compiled one: or a `stride()` that did not give a tuple of
+  ints). (The compiled one reads each argument once and compares the fields with the few keys it served last, a shape
+  item by item, before it builds and hashes a key; it forgets them whenever the fast table changes. Where a type's
+  `shape` and `dtype` are getset descriptors (torch's tensors) and it looks attributes up as object does, it calls their
+  getters straight, as PyObject_GetAttr would, while the type's version tag says it is unchanged. It does not bind as a
+  method.)
 - `FastTable()`: the capture's table of variants seen in serving, key -> (counter, value), a mapping with
   `get`, `pop`, `clear`, `[]`, `in` and `len` (a dict here; the compiled one also remembers the few keys it
   served last and finds a key whose fields are the same objects as one of those without hashing it, and it

@@ -5,16 +5,16 @@ operations are observed, those the dispatch functions call (the names and texts 
 through.
 
 A variant's key is what Python passes: the operation's name (`kernel`), the process-wide settings the rule names
-(`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields
-name, a tensor as its dtype, shape and layout (`hotpath_py.layout`: which dimension has stride 1). A compile is an entry that appears in the library's disk cache (the rule's
-`jit_dir`: its root from the environment as the library reads it, or its default) during a dispatch call; the call's
-time is its compile time, and the first call of each key in a process is bracketed by `compile_start` and
-`compile_end` (a process that dies in it leaves it behind). A call that compiled nothing made nothing on the serving
-path: its key is only dispatched (precompiled where a warm-up or capture frame called it before serving start: the
-kernel was loaded, or built under another key; after serving start such a frame is serving, `capture.phase`). A
-variant already dispatched on the serving path is counted on the hot path without looking at the disk; any other
-call is watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only
-when they move.
+(`jit_dir.settings`, e.g. num_sms, as last set through the library's setters), then each argument the key fields name, a
+tensor as its dtype, shape and layout (`hotpath_py.layout`: which dimension has stride 1). A compile is an entry that
+appears in the library's disk cache (the rule's `jit_dir`: its root from the environment as the library reads it, or its
+default) during a dispatch call; the call's time is its compile time, and the first call of each key in a process is
+bracketed by `compile_start` and `compile_end` (a process that dies in it leaves it behind). A call that compiled
+nothing made nothing on the serving path: its key is only dispatched (precompiled where a warm-up or capture frame
+called it before serving start: the kernel was loaded, or built under another key; after serving start such a frame is
+serving, `capture.phase`). A variant already dispatched on the serving path is counted on the hot path without looking
+at the disk; any other call is watched by the folder's change time and link count (a renamed-in entry folder changes
+both), listed only when they move.
 
 A cache root the process changed after the library's first use (the library keeps the root it read first), or one
 that cannot be read, is an internal error: compiles may happen where capture does not look. So is the first call of an
@@ -290,8 +290,8 @@ def _parameters(operation: object) -> list[str]:
 
 _TENSOR = object()  # marks a tensor's (dtype, shape, layout) in a key
 _KINDS: dict[type, object] = {}
-"""How the hot path keys an argument of a type seen (hotpath.observed_call's kinds): _TENSOR, by its dtype, shape and layout;
-None, as itself (only a type that cannot hold a shape: no `shape` on the type, no instance dict)."""
+"""How the hot path keys an argument of a type seen (hotpath.observed_call's kinds): _TENSOR, by its dtype, shape and
+layout; None, as itself (only a type that cannot hold a shape: no `shape` on the type, no instance dict)."""
 
 
 def _raw(value: object) -> object:
