@@ -1,0 +1,51 @@
+"""`mlacheck run -- COMMAND` starts the program as soon as the command line and the rules are checked: what only the
+report needs (the analysis, the report model, the trace reader) is loaded while the program runs (issue 29: a fixed
+cost before every observed program)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT_ONLY = ("mlacheck.analysis", "mlacheck.report.model", "mlacheck.program.saved", "mlacheck.trace")
+CHECKS = f"""
+import json, sys
+from mlacheck import cli
+from mlacheck.program.observation import Observation
+from mlacheck.program.session import ProgramOptions
+
+settings, specs, policy = cli._inputs({{"rules": sys.argv[1], "run_dir": sys.argv[2], "select": ["MLA001"]}})
+Observation(ProgramOptions(**settings.program()), policy).prepare()
+print(json.dumps(sorted(name for name in {REPORT_ONLY!r} if name in sys.modules)))
+"""
+
+
+def test_the_input_checks_and_the_run_folder_load_nothing_only_the_report_needs(tmp_path):
+    rules = ROOT / "tests" / "fixtures" / "synthetic.toml"
+    done = subprocess.run(
+        [sys.executable, "-c", CHECKS, str(rules), str(tmp_path / "run")],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    assert (tmp_path / "run" / "capture.json").is_file()  # the run folder was made: the program could start now
+
+
+def test_a_bad_select_is_still_refused_before_the_program_runs(tmp_path):
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--select", "MLA999", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and not marker.exists()
+    assert done.stderr.count("\n") == 1 and "MLA999" in done.stderr and "Traceback" not in done.stderr
