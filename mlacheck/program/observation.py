@@ -13,6 +13,7 @@ manifest`), or of one saved JSON report. A bad option is one MlacheckError line 
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import shlex
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,15 +76,20 @@ class Observation:
         of it ended (program/supervisor.py); then meta.json. `watch`, a progress display (`phase(name)`,
         `event(event)`), follows the traces as the program writes them."""
         run = self._run()
-        gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
         on_tick = None
         if watch is not None:
             watch.phase(f"running {shlex.join(command)}")
             follower = TraceFollower(run.folder.path)
             on_tick = lambda: [watch.event(event) for event in follower.poll()]  # noqa: E731
-        supervised = run_program(
-            command, run.folder, extra_environment=run.environment, on_tick=on_tick, on_started=_load_report_modules
-        )
+        # the CLI runs with collections off; this process now waits on the program for as long as it runs: they are
+        # on again once the report's modules are loaded (or the program did not start)
+        loaded = functools.partial(_load_report_modules, then=gc.enable)
+        try:
+            supervised = run_program(
+                command, run.folder, extra_environment=run.environment, on_tick=on_tick, on_started=loaded
+            )
+        finally:
+            gc.enable()
         if on_tick is not None:
             on_tick()
             watch.phase("analysing the run folder")
@@ -182,10 +189,10 @@ class _InProcess:
         self.agent.stop()
 
 
-def _load_report_modules() -> None:
+def _load_report_modules(then: Callable[[], object]) -> None:
     """Import what the report needs (the analysis, the report model, the terminal view) on a thread of its own while
-    the program runs, which the supervisor mostly waits on: the report then starts as soon as the program ends. What
-    fails here is imported, and raises, where the report needs it."""
+    the program runs, which the supervisor mostly waits on: the report then starts as soon as the program ends; then
+    call `then`. What fails here is imported, and raises, where the report needs it."""
 
     def load() -> None:
         try:
@@ -193,8 +200,13 @@ def _load_report_modules() -> None:
             import mlacheck.report.terminal  # noqa: F401
         except Exception:  # noqa: BLE001 - the report's own import says it
             pass
+        finally:
+            then()
 
-    threading.Thread(target=load, name="mlacheck-report-imports", daemon=True).start()
+    try:
+        threading.Thread(target=load, name="mlacheck-report-imports", daemon=True).start()
+    except RuntimeError:  # no thread to be had: the report imports them itself
+        then()
 
 
 def _start_watcher(run_dir: Path) -> subprocess.Popen | None:
