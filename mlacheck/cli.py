@@ -413,7 +413,7 @@ def _inputs(given: dict[str, object]) -> tuple[Settings, list, object]:
     """The settings (the command line's over [tool.mlacheck]: mlacheck/config.py states the precedence), the outputs
     and the verdict policy, checked before anything runs; an error names a setting where the user wrote it."""
     from mlacheck.report.formats import output_specs
-    from mlacheck.report.model import ReportPolicy
+    from mlacheck.report.policy import ReportPolicy
 
     settings = _guard(lambda: Settings("cli", given).read())
 

@@ -13,7 +13,6 @@ argument on as it came.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,8 @@ from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import counting
 
 if TYPE_CHECKING:
+    import inspect
+
     from mlacheck.capture.dry import DryStandIns
 
 
@@ -43,6 +44,8 @@ def wrap_dispatch(
     if dry is None:
         dispatch = hotpath.forwarder(original, calls, ticks, raised, checked)
     else:
+        import inspect  # here: only --dry needs a signature
+
         from mlacheck.capture.dry import zero_results  # here: only --dry loads it
 
         signature = inspect.signature(original)

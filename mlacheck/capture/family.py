@@ -10,7 +10,6 @@ code's fingerprint (`fingerprint`) are each their own module's.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ from mlacheck.capture.compile_timer import SkippedCompile
 from mlacheck.capture.dispatch import wrap_dispatch
 from mlacheck.capture.fingerprint import fingerprint, installed_version, providers, unreadable_key_function
 from mlacheck.capture.hooks import MISSING, LaunchPolicy
-from mlacheck.capture.install import AlreadyRecorded, Patches, import_advice
+from mlacheck.capture.install import AlreadyRecorded, Patches, import_advice, unwrapped
 from mlacheck.capture.ledger import NO_KEY, Ledger
 from mlacheck.capture.policy import CapturePolicy
 from mlacheck.capture.stack import StackReader, Where
@@ -83,7 +82,7 @@ class FamilyCapture:
         dispatch = {name: patches.function(name, module) for name in family.dispatch}  # name -> (owner, attribute)
         functions = {name: getattr(owner, attribute) for name, (owner, attribute) in dispatch.items()}
         self._reader = StackReader(
-            frozenset(id(inspect.unwrap(f).__code__) for f in functions.values()),
+            frozenset(id(unwrapped(f).__code__) for f in functions.values()),
             self.phases,
             (family.package, *family.site_skip),
         )
@@ -161,7 +160,7 @@ class FamilyCapture:
             owner, attribute = patches.function(name, module)
             if not patches.holds(owner, attribute):
                 function = getattr(owner, attribute)
-                self._reader.dispatch_code_ids |= {id(inspect.unwrap(function).__code__)}
+                self._reader.dispatch_code_ids |= {id(unwrapped(function).__code__)}
                 patches.wrap_function(
                     owner, attribute, wrap_dispatch(function, name, self, family.every_call_looks_up, dry)
                 )

@@ -3,9 +3,6 @@ and which distributions install the family's package (a fork can install the sam
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-
 from mlacheck.capture.install import Patches
 from mlacheck.capture.installed import answer
 from mlacheck.errors import MlacheckError
@@ -15,6 +12,9 @@ def fingerprint(module: object, key_functions: list[str]) -> str | None:
     """sha256 over the signature and source of the functions the key depends on (None where unreadable or none)."""
     if not key_functions:
         return None
+    import hashlib  # here: a family without key functions loads neither (a watched import, in every process)
+    import inspect
+
     digest, patches = hashlib.sha256(), Patches("fingerprint")
     try:
         for name in key_functions:
@@ -29,6 +29,10 @@ def unreadable_key_function(module: object, key_functions: list[str]) -> str | N
     """Why the fingerprint of the key functions cannot be computed (the first that cannot be read), or None: a
     key function renamed away or without source (a compiled or .pyc-only build) leaves the rule unverified, never
     "unchanged"."""
+    if not key_functions:
+        return None
+    import inspect
+
     patches = Patches("fingerprint")
     for name in key_functions:
         try:

@@ -45,11 +45,14 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import inspect
 
 FLUSH_EVERY = 1023  # a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches
 
@@ -99,6 +102,8 @@ def forwarder(original: Callable, calls, ticks, raised, unlooked=None) -> Callab
     """The forwarder, with the original's signature where it has a readable one: a `*args, **kwargs` wrapper
     re-packs every call (about 0.5 us for a dozen keywords), this one costs a frame. It is generated from the
     signature, as dataclasses generates its methods."""
+    import inspect  # here: the compiled hot path, where it is built, needs none
+
     try:
         parameters = list(inspect.signature(original).parameters.values())
     except (TypeError, ValueError):

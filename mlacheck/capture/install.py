@@ -9,8 +9,8 @@ from then on, and that is said.
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
+import types
 from collections.abc import Callable
 
 from mlacheck.errors import MlacheckError
@@ -120,7 +120,7 @@ class Patches:
     def wrap_function(self, owner: object, attribute: str, wrapper: object) -> None:
         """Put `wrapper` in place of `owner.attribute`: a module function in its module and wherever its package
         re-exports it, a method (Class.method) on its class."""
-        if inspect.ismodule(owner):
+        if isinstance(owner, types.ModuleType):
             self.replace_everywhere(owner.__name__.partition(".")[0], getattr(owner, attribute), wrapper)
         else:
             self.replace(owner, attribute, wrapper)
@@ -134,7 +134,7 @@ class Patches:
             if module is original:
                 self._replace_item(sys.modules, name, replacement)
                 continue
-            if not inspect.ismodule(module):
+            if not isinstance(module, types.ModuleType):
                 continue
             for attribute, value in list(vars(module).items()):
                 if value is original:
@@ -168,3 +168,13 @@ def import_advice(distribution: str) -> str:
     except importlib.metadata.PackageNotFoundError:
         return f"install {distribution}"
     return f"{distribution} {version} is installed: check the rule file's module (or the dependency the error names)"
+
+
+def unwrapped(function: object) -> object:
+    """`inspect.unwrap(function)`, with inspect loaded only for a function that wraps another: a family's install, in
+    every observed process that imports a watched library, loads no module it does not need."""
+    if not hasattr(function, "__wrapped__"):
+        return function
+    import inspect
+
+    return inspect.unwrap(function)

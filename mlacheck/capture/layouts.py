@@ -10,8 +10,6 @@ watched, and the process says so.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
 from collections import namedtuple
@@ -66,6 +64,9 @@ def _provider(path: str, package: str) -> Provider:
 
 
 def _digest(path: str, mode: str) -> str | None:
+    import base64  # here: only a file that a RECORD lists with its hash is read
+    import hashlib
+
     try:
         with open(path, "rb") as file:
             digest = hashlib.new(mode, file.read()).digest()

@@ -13,22 +13,28 @@ manifest`), or of one saved JSON report. A bad option is one MlacheckError line 
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlacheck.errors import MlacheckError
 from mlacheck.program import registry
 from mlacheck.program.follow import TraceFollower
-from mlacheck.program.saved import load_report, program_report
 from mlacheck.program.session import PreparedRun, ProgramOptions, prepare_run
 from mlacheck.program.supervisor import Supervised, observed_environment, run_program
-from mlacheck.report.model import Report, ReportPolicy, decide
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import load_rules
+
+if TYPE_CHECKING:
+    from mlacheck.report.model import Report
 
 WATCHER_SECONDS = 30  # how long the watcher may take to write the process tree once told the session is done
 
@@ -70,13 +76,20 @@ class Observation:
         of it ended (program/supervisor.py); then meta.json. `watch`, a progress display (`phase(name)`,
         `event(event)`), follows the traces as the program writes them."""
         run = self._run()
-        gc.enable()  # the CLI runs with collections off; this process now waits on the program for as long as it runs
         on_tick = None
         if watch is not None:
             watch.phase(f"running {shlex.join(command)}")
             follower = TraceFollower(run.folder.path)
             on_tick = lambda: [watch.event(event) for event in follower.poll()]  # noqa: E731
-        supervised = run_program(command, run.folder, extra_environment=run.environment, on_tick=on_tick)
+        # the CLI runs with collections off; this process now waits on the program for as long as it runs: they are
+        # on again once the report's modules are loaded (or the program did not start)
+        loaded = functools.partial(_load_report_modules, then=gc.enable)
+        try:
+            supervised = run_program(
+                command, run.folder, extra_environment=run.environment, on_tick=on_tick, on_started=loaded
+            )
+        finally:
+            gc.enable()
         if on_tick is not None:
             on_tick()
             watch.phase("analysing the run folder")
@@ -108,6 +121,9 @@ class Observation:
 
     def report(self) -> Report:
         """The report: of the run, with the rules it was recorded under; or of the saved sources."""
+        from mlacheck.program.saved import load_report, program_report
+        from mlacheck.report.model import decide
+
         files = [source for source in self.sources if source.is_file()]
         if files:
             if len(self.sources) > 1:
@@ -171,6 +187,26 @@ class _InProcess:
         if self.entry is not None:
             registry.unregister(self.entry)
         self.agent.stop()
+
+
+def _load_report_modules(then: Callable[[], object]) -> None:
+    """Import what the report needs (the analysis, the report model, the terminal view) on a thread of its own while
+    the program runs, which the supervisor mostly waits on: the report then starts as soon as the program ends; then
+    call `then`. What fails here is imported, and raises, where the report needs it."""
+
+    def load() -> None:
+        try:
+            import mlacheck.program.saved  # noqa: F401
+            import mlacheck.report.terminal  # noqa: F401
+        except Exception:  # noqa: BLE001 - the report's own import says it
+            pass
+        finally:
+            then()
+
+    try:
+        threading.Thread(target=load, name="mlacheck-report-imports", daemon=True).start()
+    except RuntimeError:  # no thread to be had: the report imports them itself
+        then()
 
 
 def _start_watcher(run_dir: Path) -> subprocess.Popen | None:

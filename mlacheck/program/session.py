@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck import arch, qualnames
-from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import installed
 from mlacheck.capture.caches import check_rules
 from mlacheck.capture.policy import CapturePolicy
@@ -107,8 +106,11 @@ def _checked(options: ProgramOptions) -> tuple[RuleSet, str]:
         raise MlacheckError(f"{SETTING}: an SM count is a positive number (148 on a B200)", "num_sms", options.num_sms)
     rules = load_rules(options.rules)
     check_rules(rules)
-    with about("context"):
-        check_context(options.context, rules, flag=SETTING)
+    if options.context:  # (the analysis it needs is loaded only then: the program starts sooner)
+        from mlacheck.analysis.context_check import check_context
+
+        with about("context"):
+            check_context(options.context, rules, flag=SETTING)
     if options.arch != "auto" and options.arch not in rules.arches:
         raise MlacheckError(
             f"{SETTING}: no loaded family has kernels for it; choose auto or one of {', '.join(rules.arches)}",

@@ -63,10 +63,13 @@ def run_program(
     extra_environment: dict[str, str] | None = None,
     grace_seconds: float = GRACE_SECONDS,
     on_tick: Callable[[], object] | None = None,
+    on_started: Callable[[], object] | None = None,
 ) -> Supervised:
     """Run `command` to its end under observation; what it recorded (meta.json's content: command, exit code,
     signal; the process tree).
-    `on_tick` is called while it waits (a progress display following the traces); what it raises is its own loss."""
+    `on_tick` is called while it waits (a progress display following the traces); what it raises is its own loss.
+    `on_started` is called once, as soon as the program has started (what the supervisor needs only after the
+    program's end is prepared while it waits); what it raises is its own loss too."""
     started = time.time()
     environment = observed_environment(run, {**os.environ, **(extra_environment or {})})
     subreaper = become_subreaper()
@@ -86,6 +89,11 @@ def run_program(
         guard.done()
         raise MlacheckError(f"cannot start {command[0]!r}: {exc.strerror or exc}; check the command after --") from None
     guard.record([(process.pid, _start_of(process.pid))])
+    if on_started is not None:
+        try:
+            on_started()
+        except Exception:  # noqa: BLE001 - a preparation never stops the supervision
+            pass
     forwarded: list[str] = []
 
     def forward(signum: int, frame: object) -> None:

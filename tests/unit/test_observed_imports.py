@@ -36,6 +36,28 @@ def test_a_process_that_imports_a_watched_library_loads_no_pydantic_typer_or_ric
     assert any('"type":"compile"' in line for line in compiles)
 
 
+def test_a_watched_import_loads_no_inspect_or_hashlib_where_its_family_needs_none(tmp_path):
+    """A family without key functions (nothing to fingerprint) whose functions wrap nothing: its install loads no
+    inspect (ast, dis, tokenize: about 6 ms) nor hashlib (OpenSSL: about 3 ms) in a process that did not load them
+    itself: 64 spawned workers pay it 64 times (issue 29)."""
+    costly = ("inspect", "ast", "dis", "tokenize", "hashlib", "_hashlib", "base64")
+    program = PROGRAM.replace(f"{HEAVY!r}", f"{costly!r}")
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--", sys.executable, "-c", program],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.splitlines()[0]) == []
+    traces = "".join(trace.read_text() for trace in run_dir.glob("trace-*.jsonl"))
+    assert '"type":"family"' in traces and '"type":"compile"' in traces  # installed, and it recorded
+
+
 def test_capture_json_of_another_format_is_refused_in_the_observed_process_in_one_line(tmp_path):
     """A process whose capture.json another mlacheck wrote records why it could not watch: the run cannot pass."""
     from mlacheck.program.agent import Agent
