@@ -115,8 +115,10 @@ def _pieces(report: dict) -> Iterator[str]:
         [Element("system-err", text="\n".join(f"internal error in capture: {e}" for e in errors))] if errors else []
     )
     yield "\n    " + _properties(report).written(2)
+    classnames: dict[str, str] = {}  # each family's name as an attribute (escaped once)
     for classname, name, findings in cases:
-        yield "\n    " + _testcase_text(classname, name, findings, keys.get(classname, {}).get(name))
+        escaped = classnames.get(classname) or classnames.setdefault(classname, _attribute(classname))
+        yield "\n    " + _testcase_text(classname, escaped, name, findings, keys.get(classname, {}).get(name))
     for element in (*unseen, *suffix):
         yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
@@ -129,13 +131,15 @@ def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[str, d
     cases: list[tuple[str, str, list[dict]]] = []
     by_variant: dict[str, dict[tuple, list[dict]]] = {}  # family -> its variants' findings, by key (`_identity`)
     keys: dict[str, dict[str, str]] = {}  # family -> testcase name -> its whole key
+    named = {finding.get("family") for finding in report.get("findings") or []}  # (only their variants are looked up)
     for family in report.get("families") or []:
         variants = family.get("variants") or []
         names = _names(variants, fields.get(family["name"]))
         ours, texts = by_variant.setdefault(family["name"], {}), keys.setdefault(family["name"], {})
         for variant, name in zip(variants, names):
             findings: list[dict] = []
-            ours[_identity(variant.get("key") or {})] = findings
+            if family["name"] in named:
+                ours[_identity(variant.get("key") or {})] = findings
             texts[name] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
             cases.append((family["name"], name, findings))
     for finding in report.get("findings") or []:
@@ -171,12 +175,12 @@ def _failures(findings: list[dict]) -> list[dict]:
     return [f for f in findings if is_new(f) and severity(f) == "error"]
 
 
-def _testcase_text(classname: str, name: str, findings: list[dict], key: str | None) -> str:
+def _testcase_text(classname: str, escaped: str, name: str, findings: list[dict], key: str | None) -> str:
     """A testcase as `Element.written` writes it two levels deep; a variant's with no finding on it (the usual one:
-    its key alone) written at once."""
+    its key alone) written at once (`escaped`: the classname as an attribute)."""
     if findings:
         return _testcase(classname, name, findings, key).written(2)
-    opening = f'<testcase classname="{_attribute(classname)}" name="{_attribute(name)}"'
+    opening = f'<testcase classname="{escaped}" name="{_attribute(name)}"'
     if key is None:
         return f"{opening} />"
     return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"

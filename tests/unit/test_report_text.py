@@ -94,9 +94,11 @@ def test_junit_elements_are_what_elementtree_writes(text, value, children):
 
 @given(st.text(), st.text(), st.one_of(st.none(), st.text()))
 def test_a_variant_testcase_written_at_once_is_what_its_elements_write(classname, name, key):
-    from mlacheck.report.junit import _testcase, _testcase_text
+    from mlacheck.report.junit import _attribute, _testcase, _testcase_text
 
-    assert _testcase_text(classname, name, [], key) == _testcase(classname, name, [], key).written(2)
+    assert _testcase_text(classname, _attribute(classname), name, [], key) == _testcase(
+        classname, name, [], key
+    ).written(2)
 
 
 def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):

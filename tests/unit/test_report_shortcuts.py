@@ -1,0 +1,80 @@
+"""The shortcuts the report takes at scale (issue 29) say what the long way says. Properties over random JSON values and
+trace lines: `printable_report` (one quick look at a value's compact JSON text, a walk only where it finds an escape
+or a control character) gives what escaping every string gives, so no control character of a run reaches a terminal
+or a CI file unescaped; a trace line's quick parse is `json.loads`'s, and a line json.loads refuses stays refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlacheck.report import common
+from mlacheck.report.common import printable, printable_report
+from mlacheck.trace import _loads
+
+HOSTILE = st.sampled_from(["\x1b[31m", "\n", "\t", "\x7f", "\x85", "\u202e", "\u2066", "\\", '"', "é", "日", "\x00"])
+TEXT = st.one_of(st.text(max_size=6), st.lists(st.one_of(st.text(max_size=3), HOSTILE), max_size=4).map("".join))
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), TEXT)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(TEXT, inner, max_size=4)),
+    max_leaves=30,
+)
+
+
+def escaped(value):
+    """Every string of a JSON value, keys included, made printable: the long way."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(name)): escaped(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [escaped(item) for item in value]
+    return value
+
+
+def same(one, other) -> bool:
+    """Equal, and of the same types all the way down (NaN equal to NaN)."""
+    return json.dumps(one) == json.dumps(other)
+
+
+@settings(max_examples=600, deadline=None)
+@given(VALUES)
+def test_printable_report_escapes_what_escaping_every_string_escapes(value):
+    assert same(printable_report(value), escaped(value))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(VALUES, min_size=1, max_size=40), st.integers(0, 39))
+def test_a_long_list_checked_a_slice_at_a_time_misses_no_control_character(items, at):
+    items = [*items, *items]
+    items[at % len(items)] = {"site": "x.py:1\x1b]0;pwned\x07"}
+    original, common.SLICE = common.SLICE, 3  # (slices of 3 items: a control character in any slice)
+    try:
+        assert same(printable_report({"variants": items}), escaped({"variants": items}))
+    finally:
+        common.SLICE = original
+
+
+LINES = st.one_of(
+    VALUES.map(lambda value: json.dumps(value, ensure_ascii=False)),
+    st.dictionaries(TEXT, VALUES, max_size=4).map(lambda value: json.dumps({"type": "run", **value})),
+    st.text(max_size=20),
+)
+ENDS = st.sampled_from(["", "\n", " \n", "\r\n", "\t", "x", "}\n", "\n\n", " {}\n"])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(LINES, ENDS)
+def test_a_lines_quick_parse_is_json_loads(text, end):
+    line = (text + end).encode()
+    try:
+        expected = json.loads(line)
+    except (ValueError, RecursionError):
+        with pytest.raises(ValueError):
+            _loads(line)
+        return
+    assert same(_loads(line), expected)
