@@ -48,14 +48,14 @@ class Element:
         self.children = [] if children is None else children
 
     def opening(self) -> str:
-        return f"<{self.tag}" + "".join(f' {name}="{_attribute(value)}"' for name, value in self.attributes.items())
+        return f"<{self.tag}" + "".join([f' {name}="{_attribute(value)}"' for name, value in self.attributes.items()])
 
     def written(self, level: int) -> str:
         """The element as ElementTree writes it, `level` deep in an indented tree."""
         if not self.children:
             return f"{self.opening()}>{_text(self.text)}</{self.tag}>" if self.text else f"{self.opening()} />"
         inner = "\n" + "  " * (level + 1)
-        written = "".join(inner + child.written(level + 1) for child in self.children)
+        written = "".join([inner + child.written(level + 1) for child in self.children])
         return f"{self.opening()}>{written}\n{'  ' * level}</{self.tag}>"
 
 

@@ -104,12 +104,18 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
     slice at a time as the log is written)."""
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
-    compiled_by = {
-        (family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
-        for family in report.get("families") or []
-        for variant in family.get("variants") or []
-    }
+    compiled_by: dict[tuple, str | None] = {}  # (family, key identity) -> where its variant was compiled (made once a
+    # finding's site is not in the repository: `compiled_at`)
     located: dict[str | None, tuple[str, int | None] | None] = {}  # site -> its location (thousands share one)
+
+    def compiled_at(finding: dict) -> str | None:
+        if not compiled_by:
+            compiled_by.update(
+                ((family["name"], key_identity(variant.get("key") or {})), variant.get("compiled_by"))
+                for family in report.get("families") or []
+                for variant in family.get("variants") or []
+            )
+        return compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
 
     def locate(site: str | None) -> tuple[str, int | None] | None:
         if site not in located:
@@ -122,8 +128,7 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
     def results(start: int, stop: int) -> list[dict]:
         made = []
         for finding, print_ in zip(findings[start:stop], prints[start:stop]):
-            variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-            location = locate(finding.get("site")) or locate(variant_site)
+            location = locate(finding.get("site")) or locate(compiled_at(finding))
             made.append(_result(finding, print_, index, location, anchor))
         return made
 

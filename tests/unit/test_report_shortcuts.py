@@ -1,7 +1,8 @@
 """The shortcuts the report takes at scale (issue 29) say what the long way says. Properties over random JSON values and
 trace lines: `printable_report` (one quick look at a value's compact JSON text, a walk only where it finds an escape
 or a control character) gives what escaping every string gives, so no control character of a run reaches a terminal
-or a CI file unescaped; a trace line's quick parse is `json.loads`'s, and a line json.loads refuses stays refused."""
+or a CI file unescaped; a trace line's quick parse is `json.loads`'s, and a line json.loads refuses stays refused; a
+finding fingerprint's identity is the json module's text of it (a baseline made before matches)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlacheck.keys import key_identity
 from mlacheck.report import common
+from mlacheck.report.baseline import FINGERPRINT_SCHEME, _identity_json
 from mlacheck.report.common import printable, printable_report
 from mlacheck.trace import _loads
 
@@ -78,3 +81,16 @@ def test_a_lines_quick_parse_is_json_loads(text, end):
             _loads(line)
         return
     assert same(_loads(line), expected)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.one_of(TEXT, SCALARS),
+    st.one_of(TEXT, SCALARS),
+    st.dictionaries(TEXT, VALUES, max_size=4),
+    st.one_of(st.none(), st.integers(), st.booleans(), st.floats(), TEXT),
+    st.lists(st.one_of(st.integers(1, 5), st.booleans()), max_size=1),
+)
+def test_a_fingerprints_identity_is_the_json_modules_text(code, family, key, rank, occurrence):
+    identity = [FINGERPRINT_SCHEME, code, family, key_identity(key), rank, *occurrence]
+    assert _identity_json(identity) == json.dumps(identity, separators=(",", ":"), ensure_ascii=True)
