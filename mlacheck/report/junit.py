@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import chain
 
-from mlacheck.keys import fields_text, key_identity, spelling_text, varying_fields
+from mlacheck.keys import fields_text, key_identity, spelling_text, value_text, varying_fields
 from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
 from mlacheck.report.common import state as state_of
 
@@ -176,28 +176,32 @@ def _failures(findings: list[dict]) -> list[dict]:
 
 
 def _testcase_text(classname: str, escaped: str, name: str, findings: list[dict], key: str | None) -> str:
-    """A testcase as `Element.written` writes it two levels deep; a variant's with no finding on it (the usual one:
-    its key alone) written at once (`escaped`: the classname as an attribute)."""
-    if findings:
-        return _testcase(classname, name, findings, key).written(2)
+    """A variant's (or a lone finding's) testcase as `Element.written` writes it two levels deep, written at once
+    (`escaped`: the classname as an attribute): a <failure> per new error finding, the key and every other finding in
+    its <system-out>."""
     opening = f'<testcase classname="{escaped}" name="{_attribute(name)}"'
-    if key is None:
-        return f"{opening} />"
-    return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"
-
-
-def _testcase(classname: str, name: str, findings: list[dict], key: str | None) -> Element:
-    """A variant's (or a lone finding's) testcase: a <failure> per new error finding, the key and every other finding
-    in its <system-out>."""
+    if not findings:  # the usual one: its key alone
+        if key is None:
+            return f"{opening} />"
+        return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"
     failures = _failures(findings)
-    children = [
-        Element("failure", {"message": finding.get("message", ""), "type": finding.get("code", "")}, _details(finding))
-        for finding in failures
-    ]
+    children = [_failure(finding) for finding in failures]
     notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
     if key is not None or notes:
-        children.append(Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes])))
-    return Element("testcase", {"classname": classname, "name": name}, children=children)
+        out = "\n".join([*([f"key: {key}"] if key is not None else []), *notes])
+        children.append(f"<system-out>{_text(out)}</system-out>" if out else "<system-out />")
+    if not children:
+        return f"{opening} />"
+    return opening + ">" + "".join(["\n      " + child for child in children]) + "\n    </testcase>"
+
+
+def _failure(finding: dict) -> str:
+    """A <failure> as `Element.written` writes it: the finding's message and code, its details as text."""
+    details = _details(finding)
+    opening = (
+        f'<failure message="{_attribute(finding.get("message", ""))}" type="{_attribute(finding.get("code", ""))}"'
+    )
+    return f"{opening}>{_text(details)}</failure>" if details else f"{opening} />"
 
 
 def _unseen(report: dict) -> list[Element]:
@@ -219,7 +223,11 @@ def _names(variants: list[dict], fields: list[str] | None) -> list[str]:
     """Each variant's testcase name: its fields that tell the family's variants apart (and how a functools call
     spelled it, where only that tells two apart); a lone variant is "variant"."""
     varying = varying_fields([v.get("key") or {} for v in variants], fields)
-    names = [fields_text({name: (v.get("key") or {}).get(name) for name in varying}) or "variant" for v in variants]
+    if len(set(varying)) == len(varying):  # (each once: `fields_text` of the fields' values, written at once)
+        names = [", ".join([f"{n}={value_text((v.get('key') or {}).get(n))}" for n in varying]) for v in variants]
+        names = [name or "variant" for name in names]
+    else:
+        names = [fields_text({n: (v.get("key") or {}).get(n) for n in varying}) or "variant" for v in variants]
     if len(set(names)) < len(names):
         names = [f"{name} ({spelling_text(v.get('spelling'))})" for name, v in zip(names, variants)]
     return names
