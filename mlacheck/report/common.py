@@ -193,6 +193,8 @@ def json_bytes(value) -> list[bytes]:
 
 
 def _exponents(data: bytes) -> bool:
+    if b"e-" not in data:  # (the usual piece, at once)
+        return False
     return any(data[match.start() - 1 : match.start()].isdigit() for match in ONE_DIGIT_EXPONENT.finditer(data))
 
 
