@@ -2,7 +2,8 @@
 trace lines: `printable_report` (one quick look at a value's compact JSON text, a walk only where it finds an escape
 or a control character) gives what escaping every string gives, so no control character of a run reaches a terminal
 or a CI file unescaped; a trace line's quick parse is `json.loads`'s, and a line json.loads refuses stays refused; a
-finding fingerprint's identity is the json module's text of it (a baseline made before matches)."""
+finding fingerprint's identity is the json module's text of it (a baseline made before matches); a variant's report
+read from the analysis's object is the one read from the dict of its fields."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
+from mlacheck.analysis.tables import Variant
 from mlacheck.keys import key_identity
 from mlacheck.report import common
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, _identity_json
 from mlacheck.report.common import printable, printable_report
+from mlacheck.report.model import VariantReport, reported
 from mlacheck.trace import _loads
 
 HOSTILE = st.sampled_from(["\x1b[31m", "\n", "\t", "\x7f", "\x85", "\u202e", "\u2066", "\\", '"', "é", "日", "\x00"])
@@ -94,3 +98,43 @@ def test_a_lines_quick_parse_is_json_loads(text, end):
 def test_a_fingerprints_identity_is_the_json_modules_text(code, family, key, rank, occurrence):
     identity = [FINGERPRINT_SCHEME, code, family, key_identity(key), rank, *occurrence]
     assert _identity_json(identity) == json.dumps(identity, separators=(",", ":"), ensure_ascii=True)
+
+
+NUMBERS = st.one_of(st.none(), st.integers(-2, 2), st.floats(allow_nan=True, allow_infinity=True), st.booleans())
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(TEXT, VALUES, max_size=3),
+    st.one_of(st.none(), st.dictionaries(TEXT, VALUES, max_size=2)),
+    st.booleans(),
+    NUMBERS,
+    st.one_of(st.none(), TEXT),
+    st.integers(0, 3),
+    st.booleans(),
+    st.dictionaries(TEXT, VALUES, max_size=2),
+    st.one_of(st.none(), st.dictionaries(TEXT, NUMBERS, max_size=2)),
+)
+def test_a_variant_read_from_its_attributes_is_the_variant_read_from_its_fields(
+    key, spelling, precompiled, seconds, site, dispatches, serving, call, numerics
+):
+    """The report model reads a variant's report from the analysis's object (pydantic's from_attributes) as it reads
+    the dict of the fields it reports (`reported`): the same model, or the same refusal."""
+    variant = Variant(key, spelling, precompiled=precompiled, compile_s=seconds, compiled_by=site)
+    variant.dispatches, variant.serving_path_compile, variant.first_call, variant.numerics = (
+        dispatches,
+        serving,
+        call,
+        numerics,
+    )
+    variant.serving_path_compile_s = seconds if serving else None
+    adapter = TypeAdapter(list[VariantReport])
+    try:
+        expected = adapter.validate_python([reported(variant)])[0]
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            adapter.validate_python([variant], from_attributes=True)
+        return
+    made = adapter.validate_python([variant], from_attributes=True)[0]
+    assert made.model_fields_set == expected.model_fields_set
+    assert same(made.model_dump(mode="json"), expected.model_dump(mode="json"))
