@@ -52,6 +52,15 @@ def printable_report(value):
     return [printable_report(item) for item in value]
 
 
+UNREAD = ("timeline",)  # what the terminal, JUnit and GitHub renderers never read (each process's timed compiles)
+
+
+def printable_read(report: dict) -> dict:
+    """`printable_report` of what the terminal, JUnit and GitHub renderers read of a report: all of it but `UNREAD` (a
+    timeline of 10^5 compiles is not checked for them)."""
+    return printable_report({name: value for name, value in report.items() if name not in UNREAD})
+
+
 def _plain(value: dict | list) -> bool:
     """Whether no string of a JSON value needs `printable` (its compact JSON text has no escape and no control
     character: no whitespace of its own, which a control character would be)."""

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from itertools import chain
 
 from mlacheck.keys import fields_text, key_identity, spelling_text, value_text, varying_fields
-from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
+from mlacheck.report.common import family_key_fields, is_new, printable_read, process_text, severity, summary_line
 from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
@@ -102,7 +102,7 @@ def render(report: dict, options: object = None) -> str:
 
 def _pieces(report: dict) -> Iterator[str]:
     """The document, a testcase at a time (the suite's counts first: the testcases are counted before)."""
-    report = printable_report(report)
+    report = printable_read(report)
     cases, keys = _cases(report)
     unseen = _unseen(report)
     failed = sum(bool(_failures(findings)) for _, _, findings in cases)

@@ -7,16 +7,18 @@ read from the analysis's object is the one read from the dict of its fields."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
+from rich.console import Console
 
 from mlacheck.analysis.tables import Variant
 from mlacheck.keys import key_identity
-from mlacheck.report import common
+from mlacheck.report import common, formats, terminal
 from mlacheck.report.baseline import FINGERPRINT_SCHEME, _identity_json
 from mlacheck.report.common import printable, printable_report
 from mlacheck.report.model import VariantReport, reported
@@ -138,3 +140,23 @@ def test_a_variant_read_from_its_attributes_is_the_variant_read_from_its_fields(
     made = adapter.validate_python([variant], from_attributes=True)[0]
     assert made.model_fields_set == expected.model_fields_set
     assert same(made.model_dump(mode="json"), expected.model_dump(mode="json"))
+
+
+class Untouchable(list):
+    """A value any read of which fails the test."""
+
+    def __iter__(self):
+        raise AssertionError("read")
+
+    __len__ = __getitem__ = __bool__ = __iter__
+
+
+def test_the_renderers_that_leave_the_timeline_unchecked_never_read_it():
+    """The terminal, JUnit and GitHub renderers escape what they read (`printable_read`) and leave the timeline out of
+    it: none of them may read the timeline (its labels would reach the page unescaped)."""
+    from tests.gold import gold
+
+    report = {**gold("hostile"), "timeline": Untouchable()}
+    terminal.render(report, Console(file=io.StringIO(), width=100), "verbose")
+    for fmt in ("junit", "github"):
+        formats.render(report, fmt)
