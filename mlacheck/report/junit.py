@@ -118,7 +118,7 @@ def _pieces(report: dict) -> Iterator[str]:
     classnames: dict[str, str] = {}  # each family's name as an attribute (escaped once)
     for classname, name, findings in cases:
         escaped = classnames.get(classname) or classnames.setdefault(classname, _attribute(classname))
-        yield "\n    " + _testcase_text(classname, escaped, name, findings, keys.get(classname, {}).get(name))
+        yield "\n    " + _testcase_text(escaped, name, findings, keys.get(classname, {}).get(name))
     for element in (*unseen, *suffix):
         yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
@@ -175,9 +175,9 @@ def _failures(findings: list[dict]) -> list[dict]:
     return [f for f in findings if is_new(f) and severity(f) == "error"]
 
 
-def _testcase_text(classname: str, escaped: str, name: str, findings: list[dict], key: str | None) -> str:
+def _testcase_text(escaped: str, name: str, findings: list[dict], key: str | None) -> str:
     """A variant's (or a lone finding's) testcase as `Element.written` writes it two levels deep, written at once
-    (`escaped`: the classname as an attribute): a <failure> per new error finding, the key and every other finding in
+    (`escaped`: its classname as an attribute): a <failure> per new error finding, the key and every other finding in
     its <system-out>."""
     opening = f'<testcase classname="{escaped}" name="{_attribute(name)}"'
     if not findings:  # the usual one: its key alone

@@ -125,7 +125,7 @@ def test_a_testcase_written_at_once_is_what_its_elements_write(classname, name, 
     if key is not None or notes:
         children.append(Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes])))
     expected = Element("testcase", {"classname": classname, "name": name}, children=children).written(2)
-    assert _testcase_text(classname, _attribute(classname), name, findings, key) == expected
+    assert _testcase_text(_attribute(classname), name, findings, key) == expected
 
 
 def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):
