@@ -25,6 +25,8 @@ def typed(value: object) -> JsonValue:
 
 def value_text(value: JsonValue) -> str:
     """A typed value as the report writes it: True, 192, float8_e4m3fn, (2, 1), None."""
+    if type(value) is str:  # (the usual value, as it is)
+        return value
     if isinstance(value, list):
         return "(" + ", ".join(value_text(item) for item in value) + ("," if len(value) == 1 else "") + ")"
     return str(value)

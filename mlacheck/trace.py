@@ -125,7 +125,7 @@ def _lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
             while (rest := file.readline(LINE_LIMIT)) and not rest.endswith(b"\n"):
                 pass
             yield number, None
-        elif line.strip():
+        elif not line.isspace():  # (ASCII whitespace, as strip's)
             yield number, line
 
 
@@ -319,7 +319,7 @@ def _loads(line: bytes) -> object:
     try:
         text = line.decode()
         value, end = _SCAN(text, 0)
-        if end == len(text) or not text[end:].strip(" \t\n\r"):
+        if end >= len(text) - 1 and (end == len(text) or text[end] == "\n") or not text[end:].strip(" \t\n\r"):
             return value
     except (ValueError, StopIteration, RecursionError):
         pass
@@ -399,8 +399,13 @@ class _Reader:
             if type(value) is str:
                 event[name] = self.texts.setdefault(value, value)
         stack = event.get("stack") if stacked else None
-        if type(stack) is list and all(type(frame) is str for frame in stack):
-            event["stack"] = self.stacks.setdefault(tuple(stack), stack)
+        if type(stack) is list:
+            frames = tuple(stack)
+            held = self.stacks.get(frames)  # (held: its frames are text)
+            if held is not None:
+                event["stack"] = held
+            elif all(type(frame) is str for frame in stack):
+                self.stacks[frames] = stack
 
 
 def upgrade_format_1(events: list[dict]) -> list[dict]:

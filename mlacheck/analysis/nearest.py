@@ -9,7 +9,7 @@ candidate, as `nearest` does.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from itertools import combinations
 
 from mlacheck.keys import JsonValue, Key
@@ -88,10 +88,22 @@ def _diff(key: Key, candidate: Key) -> Diff:
 
 def _kept(key: Key, fields: tuple[str, ...], left_out: tuple[int, ...]) -> tuple | None:
     """The key's values on `fields` but those left out, as a hashable tuple (None where a value is not JSON)."""
+    values = tuple([key.get(name) for name in _others(fields, left_out)])
     try:
-        return tuple(_hashable(key.get(name)) for i, name in enumerate(fields) if i not in left_out)
+        hash(values)  # the usual key: no list in it, its values as they are
+        return values
+    except TypeError:
+        pass
+    try:
+        return tuple(_hashable(value) for value in values)
     except TypeError:
         return None
+
+
+@lru_cache(maxsize=1024)
+def _others(fields: tuple[str, ...], left_out: tuple[int, ...]) -> tuple[str, ...]:
+    """The fields but those left out (their positions)."""
+    return tuple(name for i, name in enumerate(fields) if i not in left_out)
 
 
 def _hashable(value: JsonValue) -> object:

@@ -316,10 +316,15 @@ def _recorded(starts: dict[tuple, tuple[int, dict, dict | None]], proc: int | No
     """A compile's own record arrived: the ended compile it closes is done (of the same family or net in the same
     process; the one of the same variant where its start knew it, else the first)."""
     owner, name = ("family", event["family"]) if event["type"] == "compile" else ("net", event.get("net"))
-    ended = [key for key, (_, start, end) in starts.items() if key[0] == proc and end and start.get(owner) == name]
-    same = [key for key in ended if "vid" in starts[key][1] and starts[key][1]["vid"] == event.get("vid")]
-    if same or ended:
-        del starts[(same or ended)[0]]
+    first = None  # the first ended compile of the family or net, where none of the same variant is
+    for key, (_, start, end) in starts.items():
+        if key[0] == proc and end and start.get(owner) == name:
+            if "vid" in start and start["vid"] == event.get("vid"):
+                first = key
+                break
+            first = key if first is None else first
+    if first is not None:
+        del starts[first]
 
 
 def _unfinished(

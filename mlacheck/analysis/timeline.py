@@ -66,7 +66,15 @@ class TimelineReader:
         names each variant."""
         for entry in self.by_proc.values():
             entry["compiles"] = [
-                dict(zip(COMPILE, (family, label(family, key), *rest))) for family, key, *rest in entry["compiles"]
+                {
+                    "family": family,
+                    "label": label(family, key),
+                    "phase": phase,
+                    "start": start,
+                    "seconds": s,
+                    "origin": o,
+                }
+                for family, key, phase, start, s, o in entry["compiles"]
             ]
         for (proc, _), start in self.unended.items():
             family = start.get("family") or f"unwatched:{start.get('kernel')}"
@@ -103,7 +111,7 @@ def _compiled(drawn: TimelineReader, entry: dict, event: dict, t: float | None) 
         return
     before_mark = event.get("proc") in drawn.marked and entry["serving_start"] is None
     seconds = event.get("seconds")
-    entry["compiles"].append(  # (its key, until `finish` names it; a tuple of COMPILE's values until then)
+    entry["compiles"].append(  # (its key, until `finish` names it: family, key, phase, start, seconds, origin)
         (
             event["family"],
             event.get("key") or {},
@@ -113,9 +121,6 @@ def _compiled(drawn: TimelineReader, entry: dict, event: dict, t: float | None) 
             event.get("origin"),
         )
     )
-
-
-COMPILE = ("family", "label", "phase", "start", "seconds", "origin")  # what the timeline says of a compile
 
 
 def _slow_step(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:

@@ -10,6 +10,7 @@ and the verdict's seconds still add up), each key field's value where every vari
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 ROWS = 40  # variant rows a family's table shows
 FINDINGS = 20  # findings of one code, family and state listed
@@ -31,7 +32,7 @@ def _family(family: dict) -> dict:
     variants = family["variants"]
     if len(variants) <= ROWS:
         return family
-    shown = _rows(variants)
+    shown, key = _rows(variants), _summary_key(variants)
     rest: dict[str | None, list[dict]] = {}  # status -> the variants not shown
     for i, variant in enumerate(variants):
         if i not in shown:
@@ -43,7 +44,7 @@ def _family(family: dict) -> dict:
     )
     return {
         **family,
-        "variants": [variants[i] for i in sorted(shown)] + [_summary_row(variants, group) for group in rest.values()],
+        "variants": [variants[i] for i in sorted(shown)] + [_summary_row(key, group) for group in rest.values()],
         "notes": [*(family.get("notes") or []), note],
     }
 
@@ -64,13 +65,13 @@ def _rank(status: str | None) -> int:
     return ATTENTION.index(status) if status in ATTENTION else len(ATTENTION)
 
 
-def _summary_row(variants: list[dict], rest: list[dict]) -> dict:
-    """One row for `rest` (variants of one status): its key (`_summary_key`); dispatches and seconds summed (the
+def _summary_row(key: Callable[[int], dict], rest: list[dict]) -> dict:
+    """One row for `rest` (variants of one status): its key (`key`: `_summary_key`'s); dispatches and seconds summed (the
     title's dispatch calls and the verdict's seconds still add up); its site theirs where they share one, "…" where
     they have several (so no caption says they share one)."""
     sites = {v.get("compiled_by") for v in rest}
     return {
-        "key": _summary_key(variants, len(rest)),
+        "key": key(len(rest)),
         "precompiled": any(v.get("precompiled") for v in rest),
         "compile_phase": MORE,
         "compile_s": _sum(v.get("compile_s") for v in rest),
@@ -82,16 +83,20 @@ def _summary_row(variants: list[dict], rest: list[dict]) -> dict:
     }
 
 
-def _summary_key(variants: list[dict], count: int) -> dict:
-    """A summary row's key: a field every variant of the family shares keeps its value, the others read "…" (the
-    first names how many variants the row stands for)."""
+def _summary_key(variants: list[dict]) -> Callable[[int], dict]:
+    """A summary row's key, of the row's count: a field every variant of the family shares keeps its value, the
+    others read "…" (the first names how many variants the row stands for). The family's shared fields found once."""
     fields = list(dict.fromkeys(name for variant in variants for name in variant["key"]))
     first = variants[0]["key"]
     shared = {name for name in fields if name in first and all(v["key"].get(name) == first[name] for v in variants)}
     varying = [name for name in fields if name not in shared]
-    key = {name: first[name] if name in shared else MORE for name in fields}
-    if varying:
-        key[varying[0]] = f"{MORE} {count:,} more"
+
+    def key(count: int) -> dict:
+        made = {name: first[name] if name in shared else MORE for name in fields}
+        if varying:
+            made[varying[0]] = f"{MORE} {count:,} more"
+        return made
+
     return key
 
 

@@ -36,8 +36,22 @@ def fingerprint(finding: dict, occurrence: int = 0) -> str:
     ]
     if occurrence:
         identity.append(occurrence)
-    payload = json.dumps(identity, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(_identity_json(identity).encode("utf-8")).hexdigest()[:32]
+
+
+def _identity_json(identity: list) -> str:
+    """`json.dumps(identity, separators=(",", ":"), ensure_ascii=True)`; its usual form (code and family text, a rank
+    and an occurrence null or whole numbers) written at once, with the json module's own string escaping."""
+    scheme, code, family, pairs, *numbers = identity
+    if type(code) is not str or type(family) is not str or any(n is not None and type(n) is not int for n in numbers):
+        return _IDENTITY.encode(identity)
+    key = ",".join([f"[{_text(name)},{_text(value)}]" for name, value in pairs])  # (key_identity's: text pairs)
+    rest = "".join(["," + ("null" if number is None else str(number)) for number in numbers])
+    return f"[{_text(scheme)},{_text(code)},{_text(family)},[{key}]{rest}]"
+
+
+_IDENTITY = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)  # json.dumps's, made once (10^5 findings)
+_text = json.encoder.encode_basestring_ascii
 
 
 def report_fingerprints(findings: list[dict]) -> list[str]:

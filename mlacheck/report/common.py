@@ -52,12 +52,37 @@ def printable_report(value):
     return [printable_report(item) for item in value]
 
 
+UNREAD = ("timeline",)  # what the terminal, JUnit and GitHub renderers never read (each process's timed compiles)
+
+
+def printable_read(report: dict) -> dict:
+    """`printable_report` of what the terminal, JUnit and GitHub renderers read of a report: all of it but `UNREAD` (a
+    timeline of 10^5 compiles is not checked for them)."""
+    return printable_report({name: value for name, value in report.items() if name not in UNREAD})
+
+
 def _plain(value: dict | list) -> bool:
-    """Whether no string of a JSON value needs `printable` (its JSON text has no escape and no control character)."""
+    """Whether no string of a JSON value needs `printable` (its compact JSON text has no escape and no control
+    character: no whitespace of its own, which a control character would be)."""
     try:
-        return not any(_escaped(piece) for piece in json_pieces(value))
+        return not any(_escaped(piece) for piece in _compact(value))
     except (PydanticSerializationError, ValueError, RecursionError):
         return False
+
+
+def _compact(value) -> Iterator[bytes]:
+    """The compact JSON text of a value's keys and values, in pieces: a list of more than `SLICE` items a slice at a
+    time (never the whole text of a report of 10^5 variants)."""
+    if isinstance(value, list) and len(value) > SLICE:
+        for start in range(0, len(value), SLICE):
+            yield to_json(value[start : start + SLICE], inf_nan_mode="constants")
+    elif isinstance(value, (list, dict)) and _large(value):
+        if isinstance(value, dict):
+            yield to_json(list(value), inf_nan_mode="constants")
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _compact(item)
+    else:
+        yield to_json(value, inf_nan_mode="constants")
 
 
 def _escaped(text: bytes) -> bool:
@@ -177,6 +202,8 @@ def json_bytes(value) -> list[bytes]:
 
 
 def _exponents(data: bytes) -> bool:
+    if b"e-" not in data:  # (the usual piece, at once)
+        return False
     return any(data[match.start() - 1 : match.start()].isdigit() for match in ONE_DIGIT_EXPONENT.finditer(data))
 
 

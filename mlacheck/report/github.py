@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import Repository, is_new, printable_report, process_text, severity
+from mlacheck.report.common import Repository, is_new, printable_read, process_text, severity
 from mlacheck.report.markdown import to_markdown
 
 
@@ -54,7 +54,7 @@ def annotation(finding: dict, repository: Repository | None = None) -> str:
 def to_github(report: dict, repository: Repository | None = None) -> str:
     """The annotation lines for the report's new findings, incomplete reasons and internal errors; every string of the
     run with its control characters escaped (a log viewer is a terminal too)."""
-    report = printable_report(report)
+    report = printable_read(report)
     repository = repository or Repository.here()
     lines = [annotation(finding, repository) for finding in report.get("findings") or [] if is_new(finding)]
     lines += [command("error", reason, title="mlacheck incomplete") for reason in report.get("incomplete") or []]

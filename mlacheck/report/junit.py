@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import chain
 
-from mlacheck.keys import fields_text, key_identity, spelling_text, varying_fields
-from mlacheck.report.common import family_key_fields, is_new, printable_report, process_text, severity, summary_line
+from mlacheck.keys import fields_text, key_identity, spelling_text, value_text, varying_fields
+from mlacheck.report.common import family_key_fields, is_new, printable_read, process_text, severity, summary_line
 from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
@@ -48,14 +48,14 @@ class Element:
         self.children = [] if children is None else children
 
     def opening(self) -> str:
-        return f"<{self.tag}" + "".join(f' {name}="{_attribute(value)}"' for name, value in self.attributes.items())
+        return f"<{self.tag}" + "".join([f' {name}="{_attribute(value)}"' for name, value in self.attributes.items()])
 
     def written(self, level: int) -> str:
         """The element as ElementTree writes it, `level` deep in an indented tree."""
         if not self.children:
             return f"{self.opening()}>{_text(self.text)}</{self.tag}>" if self.text else f"{self.opening()} />"
         inner = "\n" + "  " * (level + 1)
-        written = "".join(inner + child.written(level + 1) for child in self.children)
+        written = "".join([inner + child.written(level + 1) for child in self.children])
         return f"{self.opening()}>{written}\n{'  ' * level}</{self.tag}>"
 
 
@@ -102,7 +102,7 @@ def render(report: dict, options: object = None) -> str:
 
 def _pieces(report: dict) -> Iterator[str]:
     """The document, a testcase at a time (the suite's counts first: the testcases are counted before)."""
-    report = printable_report(report)
+    report = printable_read(report)
     cases, keys = _cases(report)
     unseen = _unseen(report)
     failed = sum(bool(_failures(findings)) for _, _, findings in cases)
@@ -115,8 +115,10 @@ def _pieces(report: dict) -> Iterator[str]:
         [Element("system-err", text="\n".join(f"internal error in capture: {e}" for e in errors))] if errors else []
     )
     yield "\n    " + _properties(report).written(2)
+    classnames: dict[str, str] = {}  # each family's name as an attribute (escaped once)
     for classname, name, findings in cases:
-        yield "\n    " + _testcase_text(classname, name, findings, keys.get(classname, {}).get(name))
+        escaped = classnames.get(classname) or classnames.setdefault(classname, _attribute(classname))
+        yield "\n    " + _testcase_text(escaped, name, findings, keys.get(classname, {}).get(name))
     for element in (*unseen, *suffix):
         yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
@@ -129,13 +131,15 @@ def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[str, d
     cases: list[tuple[str, str, list[dict]]] = []
     by_variant: dict[str, dict[tuple, list[dict]]] = {}  # family -> its variants' findings, by key (`_identity`)
     keys: dict[str, dict[str, str]] = {}  # family -> testcase name -> its whole key
+    named = {finding.get("family") for finding in report.get("findings") or []}  # (only their variants are looked up)
     for family in report.get("families") or []:
         variants = family.get("variants") or []
         names = _names(variants, fields.get(family["name"]))
         ours, texts = by_variant.setdefault(family["name"], {}), keys.setdefault(family["name"], {})
         for variant, name in zip(variants, names):
             findings: list[dict] = []
-            ours[_identity(variant.get("key") or {})] = findings
+            if family["name"] in named:
+                ours[_identity(variant.get("key") or {})] = findings
             texts[name] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
             cases.append((family["name"], name, findings))
     for finding in report.get("findings") or []:
@@ -171,29 +175,33 @@ def _failures(findings: list[dict]) -> list[dict]:
     return [f for f in findings if is_new(f) and severity(f) == "error"]
 
 
-def _testcase_text(classname: str, name: str, findings: list[dict], key: str | None) -> str:
-    """A testcase as `Element.written` writes it two levels deep; a variant's with no finding on it (the usual one:
-    its key alone) written at once."""
-    if findings:
-        return _testcase(classname, name, findings, key).written(2)
-    opening = f'<testcase classname="{_attribute(classname)}" name="{_attribute(name)}"'
-    if key is None:
-        return f"{opening} />"
-    return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"
-
-
-def _testcase(classname: str, name: str, findings: list[dict], key: str | None) -> Element:
-    """A variant's (or a lone finding's) testcase: a <failure> per new error finding, the key and every other finding
-    in its <system-out>."""
+def _testcase_text(escaped: str, name: str, findings: list[dict], key: str | None) -> str:
+    """A variant's (or a lone finding's) testcase as `Element.written` writes it two levels deep, written at once
+    (`escaped`: its classname as an attribute): a <failure> per new error finding, the key and every other finding in
+    its <system-out>."""
+    opening = f'<testcase classname="{escaped}" name="{_attribute(name)}"'
+    if not findings:  # the usual one: its key alone
+        if key is None:
+            return f"{opening} />"
+        return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"
     failures = _failures(findings)
-    children = [
-        Element("failure", {"message": finding.get("message", ""), "type": finding.get("code", "")}, _details(finding))
-        for finding in failures
-    ]
+    children = [_failure(finding) for finding in failures]
     notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
     if key is not None or notes:
-        children.append(Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes])))
-    return Element("testcase", {"classname": classname, "name": name}, children=children)
+        out = "\n".join([*([f"key: {key}"] if key is not None else []), *notes])
+        children.append(f"<system-out>{_text(out)}</system-out>" if out else "<system-out />")
+    if not children:
+        return f"{opening} />"
+    return opening + ">" + "".join(["\n      " + child for child in children]) + "\n    </testcase>"
+
+
+def _failure(finding: dict) -> str:
+    """A <failure> as `Element.written` writes it: the finding's message and code, its details as text."""
+    details = _details(finding)
+    opening = (
+        f'<failure message="{_attribute(finding.get("message", ""))}" type="{_attribute(finding.get("code", ""))}"'
+    )
+    return f"{opening}>{_text(details)}</failure>" if details else f"{opening} />"
 
 
 def _unseen(report: dict) -> list[Element]:
@@ -215,7 +223,11 @@ def _names(variants: list[dict], fields: list[str] | None) -> list[str]:
     """Each variant's testcase name: its fields that tell the family's variants apart (and how a functools call
     spelled it, where only that tells two apart); a lone variant is "variant"."""
     varying = varying_fields([v.get("key") or {} for v in variants], fields)
-    names = [fields_text({name: (v.get("key") or {}).get(name) for name in varying}) or "variant" for v in variants]
+    if len(set(varying)) == len(varying):  # (each once: `fields_text` of the fields' values, written at once)
+        names = [", ".join([f"{n}={value_text((v.get('key') or {}).get(n))}" for n in varying]) for v in variants]
+        names = [name or "variant" for name in names]
+    else:
+        names = [fields_text({n: (v.get("key") or {}).get(n) for n in varying}) or "variant" for v in variants]
     if len(set(names)) < len(names):
         names = [f"{name} ({spelling_text(v.get('spelling'))})" for name, v in zip(names, variants)]
     return names

@@ -173,7 +173,7 @@ def build_report(
         FamilyReport.model_validate(
             {
                 **reported(family),
-                "variants": _validated(VariantReport, map(reported, _each_kept(family.variants)), given),
+                "variants": _validated(VariantReport, _each_kept(family.variants), given, from_attributes=True),
             }
         )
         for family in analysis.families
@@ -221,11 +221,14 @@ def _each_dumped(models: list[BaseModel]) -> list[dict]:
     return dumped_models
 
 
-def _validated(model: type[BaseModel], items: Iterator[dict], given: dict[frozenset, set[str]]) -> list[BaseModel]:
-    """A model of each item, a slice of them at a time (pydantic-core's loop; never all of them as dicts too)."""
+def _validated(
+    model: type[BaseModel], items: Iterator, given: dict[frozenset, set[str]], from_attributes: bool = False
+) -> list[BaseModel]:
+    """A model of each item (a dict; `from_attributes`: an object whose attributes are its fields, as `reported`
+    gives them), a slice of them at a time (pydantic-core's loop; never all of them as dicts too)."""
     adapter, models = _adapter(model), []
     for part in _slices(items):
-        models += [_lean(made, given) for made in adapter.validate_python(part)]
+        models += [_lean(made, given) for made in adapter.validate_python(part, from_attributes=from_attributes)]
     return models
 
 

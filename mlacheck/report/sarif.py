@@ -104,17 +104,32 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
     slice at a time as the log is written)."""
     index = {rule.code: position for position, rule in enumerate(rules)}
     findings = report.get("findings") or []
-    compiled_by = {
-        (family["name"], key_identity(variant.get("key") or {})): variant.get("compiled_by")
-        for family in report.get("families") or []
-        for variant in family.get("variants") or []
-    }
+    compiled_by: dict[tuple, str | None] = {}  # (family, key identity) -> where its variant was compiled
     located: dict[str | None, tuple[str, int | None] | None] = {}  # site -> its location (thousands share one)
+    anywhere: list[bool] = []  # whether any variant was compiled at a site in the repository
 
     def locate(site: str | None) -> tuple[str, int | None] | None:
         if site not in located:
             located[site] = repository.locate(site)
         return located[site]
+
+    def compiled_at(finding: dict) -> tuple[str, int | None] | None:
+        """Where the finding's variant was compiled, located (looked at once a finding's site is not in the
+        repository; each variant's key looked up only where some variant's site is)."""
+        if not anywhere:
+            sites = {
+                v.get("compiled_by") for family in report.get("families") or [] for v in family.get("variants") or []
+            }
+            anywhere.append(any(locate(site) for site in sites))
+        if not anywhere[0]:
+            return None
+        if not compiled_by:
+            compiled_by.update(
+                ((family["name"], key_identity(variant.get("key") or {})), variant.get("compiled_by"))
+                for family in report.get("families") or []
+                for variant in family.get("variants") or []
+            )
+        return locate(compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {}))))
 
     prints = [finding.get("fingerprint") for finding in findings]  # (`decide` made them: each made again otherwise)
     prints = prints if all(prints) else report_fingerprints(findings)
@@ -122,8 +137,7 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
     def results(start: int, stop: int) -> list[dict]:
         made = []
         for finding, print_ in zip(findings[start:stop], prints[start:stop]):
-            variant_site = compiled_by.get((finding.get("family"), key_identity(finding.get("key") or {})))
-            location = locate(finding.get("site")) or locate(variant_site)
+            location = locate(finding.get("site")) or compiled_at(finding)
             made.append(_result(finding, print_, index, location, anchor))
         return made
 

@@ -22,7 +22,7 @@ from mlacheck.report.common import (
     MODELLED,
     compile_text,
     is_modelled,
-    printable_report,
+    printable_read,
     program_runs,
     short_site,
     slowest_step,
@@ -68,7 +68,7 @@ NAME_WIDTH = 16  # the header's names column
 def render(report, console: Console, detail: str = "normal") -> None:
     """Print the whole report."""
     data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
-    data, quiet = discovered.shown(printable_report(data), summarise=detail != "verbose")
+    data, quiet = discovered.shown(printable_read(data), summarise=detail != "verbose")
     width = max(console.width, 40)
     say = _printer(console)
     modelled = _modelled(data)

@@ -92,11 +92,40 @@ def test_junit_elements_are_what_elementtree_writes(text, value, children):
     assert "<suite>\n  " + ours.written(1) + "\n</suite>" == expected
 
 
-@given(st.text(), st.text(), st.one_of(st.none(), st.text()))
-def test_a_variant_testcase_written_at_once_is_what_its_elements_write(classname, name, key):
-    from mlacheck.report.junit import _testcase, _testcase_text
+MARKUP = st.one_of(st.text(max_size=6), st.text(alphabet='a"&<>\n\t\r é', max_size=8))  # what XML escapes
+FINDINGS = st.lists(
+    st.fixed_dictionaries(
+        {"code": st.sampled_from(["MLA001", "MLA002", "MLA004", 'a"<']), "message": MARKUP},
+        optional={
+            "name": st.text(max_size=4),
+            "severity": st.sampled_from(["error", "warning", "note"]),
+            "site": st.one_of(st.none(), MARKUP),
+            "hint": MARKUP,
+            "diff": st.dictionaries(st.text(max_size=3), st.tuples(st.text(max_size=2), st.integers()), max_size=2),
+            "baselined": st.booleans(),
+            "ignored": st.booleans(),
+            "process": st.one_of(st.none(), st.fixed_dictionaries({"pid": st.integers(), "rank": st.integers()})),
+        },
+    ),
+    max_size=3,
+)
 
-    assert _testcase_text(classname, name, [], key) == _testcase(classname, name, [], key).written(2)
+
+@given(MARKUP, MARKUP, FINDINGS, st.one_of(st.none(), MARKUP))
+def test_a_testcase_written_at_once_is_what_its_elements_write(classname, name, findings, key):
+    """A testcase (a variant's, with its findings or none, or a lone finding's) written as one string is what the
+    elements of the documented layout write (`Element.written` is ElementTree's text: the test above)."""
+    from mlacheck.report.junit import Element, _attribute, _details, _failures, _label, _testcase_text
+
+    failures = _failures(findings)
+    children = [
+        Element("failure", {"message": f.get("message", ""), "type": f.get("code", "")}, _details(f)) for f in failures
+    ]
+    notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
+    if key is not None or notes:
+        children.append(Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes])))
+    expected = Element("testcase", {"classname": classname, "name": name}, children=children).written(2)
+    assert _testcase_text(_attribute(classname), name, findings, key) == expected
 
 
 def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):

@@ -32,8 +32,9 @@ def check(view: FamilyView) -> list[Finding | NotChecked]:
                         tuple(missing),
                     )
                 )
-        for variant in table.variants.values():
-            for finding in _broken(view, variant, context):
+        live = [(contract, wanted) for contract, wanted in _wanted(view, context) if applies(contract, context)]
+        for variant in table.variants.values() if live else ():
+            for finding in _broken(view, variant, context, live):
                 if identity_of(finding) not in seen:
                     seen.add(identity_of(finding))
                     found.append(finding)
@@ -57,13 +58,23 @@ def expected(contract: Contract, context: dict[str, str]) -> str | None:
     return value_text(contract.equals) if contract.equals_context is None else context.get(contract.equals_context)
 
 
-def _broken(view: FamilyView, variant: Variant, context: dict[str, str]) -> list[Finding]:
+def _wanted(view: FamilyView, context: dict[str, str]) -> list[tuple[Contract, str]]:
+    """Each contract of the rule whose required value the context says, with it."""
+    return [
+        (contract, wanted) for contract in view.rule.contract if (wanted := expected(contract, context)) is not None
+    ]
+
+
+def _broken(
+    view: FamilyView, variant: Variant, context: dict[str, str], live: list[tuple[Contract, str]]
+) -> list[Finding]:
+    """The findings of the contracts that apply in the context (`live`, with the value each requires) that the
+    variant breaks."""
     family = view.rule.family
     findings = []
-    for contract in view.rule.contract:
-        wanted = expected(contract, context)
+    for contract, wanted in live:
         actual = value_text(variant.key.get(contract.field))
-        if wanted is None or not applies(contract, context) or actual == wanted:
+        if actual == wanted:
             continue
         where = ", ".join(f"{name}={context[name]}" for name in contract.when)
         role = "precompiled" if variant.precompiled else "dispatched"
