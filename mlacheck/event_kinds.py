@@ -1,8 +1,10 @@
 """What each kind of trace event holds (`mlacheck.events` documents them): its fields, required and optional, and of
-which types or choices; why an event does not fit its kind (`wrong`), or at a glance that it does (`fits`). A trace of
-format 1 had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
+which types or choices (a number, NaN and Infinity aside); why an event does not fit its kind (`wrong`), or at a glance
+that it does (`fits`). A trace of format 1 had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
 
 from __future__ import annotations
+
+from math import isfinite
 
 COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
 DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
@@ -17,12 +19,12 @@ def wrong(event: dict) -> str | None:
     for name, expected in REQUIRED.get(kind, {}).items():
         if name not in event:
             return f"a {kind} event without {name!r}"
-        why = _mistyped(kind, name, event[name], expected)
+        why = _mistyped(kind, name, event[name], expected) or _infinite(kind, name, event[name])
         if why:
             return why
     for name, expected in OPTIONAL.get(kind, {}).items():
         if event.get(name) is not None:
-            why = _mistyped(kind, name, event[name], expected)
+            why = _mistyped(kind, name, event[name], expected) or _infinite(kind, name, event[name])
             if why:
                 return why
     if kind == "compile_start" and event.get("vid") is not None and not isinstance(event.get("key"), dict):
@@ -49,9 +51,13 @@ def fits(event: dict) -> bool:
         value = event.get(name, fits)  # (a function: of no type a field takes)
         if type(value) not in exact and not (type(value) is str and value in choices):
             return False
+        if type(value) is float and not isfinite(value):
+            return False
     for name, exact, choices in _FIT_OPTIONAL.get(kind, ()):
         value = event.get(name)
         if value is not None and type(value) not in exact and not (type(value) is str and value in choices):
+            return False
+        if type(value) is float and not isfinite(value):
             return False
     return True
 
@@ -80,6 +86,13 @@ def _mistyped(kind: str, name: str, value: object, expected: object) -> str | No
         return None
     if not _is(value, expected):
         return f"a {kind} event whose {name} is not {_NAMES.get(expected, 'of the right type')}"
+    return None
+
+
+def _infinite(kind: str, name: str, value: object) -> str | None:
+    """A number field (each is a time: `t`, `seconds`, `usual`) that JSON gave as NaN or Infinity."""
+    if type(value) is float and not isfinite(value):
+        return f"a {kind} event whose {name} is not a finite number"
     return None
 
 

@@ -219,6 +219,27 @@ def test_a_garbage_line_loses_that_line_only(tmp_path):
     assert serving(again) == serving(first.report) and again["families"] == first.report["families"]
 
 
+@pytest.mark.parametrize("value", ["-Infinity", "Infinity", "NaN"])
+def test_a_time_that_is_not_a_finite_number_loses_that_line_only_and_every_output_is_written(tmp_path, value):
+    """JSON's parser takes NaN and Infinity: a compile whose seconds is one was drawn at no place on the timeline (the
+    HTML writer raised)."""
+    first, run_dir = observe(tmp_path)
+    [trace] = run_dir.glob("trace-*.jsonl")
+    lines = trace.read_text().splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if json.loads(line)["type"] == "compile")
+    event = json.loads(lines[at])
+    lines[at] = json.dumps(event | {"seconds": float(value)}) + "\n"
+    trace.write_text("".join(lines))
+    html, saved = tmp_path / "report.html", tmp_path / "again.json"
+    result = run_cli("report", str(run_dir), "--json", str(saved), "--output", f"html:{html}")
+    again = json.loads(saved.read_text())
+    assert result.code in (1, 2) and "Traceback" not in result.stderr, result.stdout + result.stderr
+    line = f"{trace}:{at + 1} (a compile event whose seconds is not a finite number)"
+    assert again["verdict"] != "pass" and again["bad_lines"] == [line], again["bad_lines"]
+    assert any(text.startswith(f"events were lost: {trace}:{at + 1}") for text in again["incomplete"]), again
+    assert html.read_text().rstrip().endswith("</html>")
+
+
 def test_truncated_last_line_is_read_as_truncated(tmp_path):
     _, run_dir = observe(tmp_path)
     [trace] = run_dir.glob("trace-*.jsonl")
