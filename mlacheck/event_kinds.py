@@ -19,12 +19,12 @@ def wrong(event: dict) -> str | None:
     for name, expected in REQUIRED.get(kind, {}).items():
         if name not in event:
             return f"a {kind} event without {name!r}"
-        why = _mistyped(kind, name, event[name], expected) or _infinite(kind, name, event[name])
+        why = _misfit(kind, name, event[name], expected)
         if why:
             return why
     for name, expected in OPTIONAL.get(kind, {}).items():
         if event.get(name) is not None:
-            why = _mistyped(kind, name, event[name], expected) or _infinite(kind, name, event[name])
+            why = _misfit(kind, name, event[name], expected)
             if why:
                 return why
     if kind == "compile_start" and event.get("vid") is not None and not isinstance(event.get("key"), dict):
@@ -89,11 +89,13 @@ def _mistyped(kind: str, name: str, value: object, expected: object) -> str | No
     return None
 
 
-def _infinite(kind: str, name: str, value: object) -> str | None:
-    """A number field (each is a time: `t`, `seconds`, `usual`) that JSON gave as NaN or Infinity."""
-    if type(value) is float and not isfinite(value):
+def _misfit(kind: str, name: str, value: object, expected: object) -> str | None:
+    """Why a field's value does not fit: of another type, or a number (each is a time: `t`, `seconds`, `usual`) that
+    JSON gave as NaN or Infinity."""
+    why = _mistyped(kind, name, value, expected)
+    if why is None and type(value) is float and not isfinite(value):
         return f"a {kind} event whose {name} is not a finite number"
-    return None
+    return why
 
 
 def _is(value: object, expected: object) -> bool:
