@@ -1,5 +1,5 @@
 """What each kind of trace event holds (`mlacheck.events` documents them): its fields, required and optional, and of
-which types or choices (a number, NaN and Infinity aside); why an event does not fit its kind (`wrong`), or at a glance
+which types or choices (a number, NaN and Infinity aside; a stack, of text frames); why an event does not fit its kind (`wrong`), or at a glance
 that it does (`fits`). A trace of format 1 had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
 
 from __future__ import annotations
@@ -49,17 +49,22 @@ def fits(event: dict) -> bool:
         return False
     for name, exact, choices in _FIT_REQUIRED.get(kind, ()):
         value = event.get(name, fits)  # (a function: of no type a field takes)
-        if type(value) not in exact and not (type(value) is str and value in choices):
-            return False
-        if type(value) is float and not isfinite(value):
+        if type(value) not in exact and not (type(value) is str and value in choices) or not _fine(name, value):
             return False
     for name, exact, choices in _FIT_OPTIONAL.get(kind, ()):
         value = event.get(name)
         if value is not None and type(value) not in exact and not (type(value) is str and value in choices):
             return False
-        if type(value) is float and not isfinite(value):
+        if not _fine(name, value):
             return False
     return True
+
+
+def _fine(name: str, value: object) -> bool:
+    """Not a NaN or Infinity, nor a stack with a frame that is not text (what `_misfit` says of a value of its type)."""
+    if type(value) is float:
+        return isfinite(value)
+    return name != "stack" or type(value) is not list or all(type(frame) is str for frame in value)
 
 
 def wrong_in_format_1(event: dict) -> str | None:
@@ -74,6 +79,8 @@ def wrong_in_format_1(event: dict) -> str | None:
             return f"a {kind} event that is not of format 1 (its key is not a list)"
     if kind == "compile" and event.get("phase") not in ("precompile", "dispatch"):
         return f"a compile event whose phase {str(event.get('phase'))[:40]!r} is not of format 1"
+    if event.get("stack") is not None:
+        return _misfit(kind, "stack", event["stack"], list)
     return None
 
 
@@ -90,11 +97,13 @@ def _mistyped(kind: str, name: str, value: object, expected: object) -> str | No
 
 
 def _misfit(kind: str, name: str, value: object, expected: object) -> str | None:
-    """Why a field's value does not fit: of another type, or a number (each is a time: `t`, `seconds`, `usual`) that
-    JSON gave as NaN or Infinity."""
+    """Why a field's value does not fit: of another type, a number (each is a time: `t`, `seconds`, `usual`) that
+    JSON gave as NaN or Infinity, or a stack with a frame that is not text."""
     why = _mistyped(kind, name, value, expected)
     if why is None and type(value) is float and not isfinite(value):
         return f"a {kind} event whose {name} is not a finite number"
+    if why is None and name == "stack" and not all(type(frame) is str for frame in value):
+        return f"a {kind} event whose stack is not a list of text"
     return why
 
 

@@ -137,6 +137,7 @@ values = st.one_of(
     st.text(max_size=3),
     st.sampled_from(["warmup", "serving", "unknown", "returned", "raised"]),
     st.lists(st.text(max_size=2), max_size=2),
+    st.lists(st.one_of(st.text(max_size=2), st.integers(), st.lists(st.integers(), max_size=1)), max_size=2),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
 )
 kinds = sorted(set(REQUIRED) | set(OPTIONAL))
@@ -184,6 +185,17 @@ FINAL = _line(events.counts_event("synthetic", {"0:serving": 3}, {}, True))
 
 def test_a_clean_trace_passes_so_the_damage_below_is_what_fails_it(tmp_path):
     assert _verdict(tmp_path, RUN, WARM, MARK, SERVED, FINAL, EXIT) == ("pass", [])
+
+
+def test_a_stack_whose_frames_are_not_text_is_a_line_that_could_not_be_read(tmp_path):
+    """A hostile stack of lists and objects: the report model takes frames of text only (it raised on one)."""
+    hostile = _line(_compile(0, "warmup", 0.5) | {"vid": 0, "stack": [["serve.py", 3], {"frame": 1}]})
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, hostile, MARK, SERVED, FINAL, EXIT)
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:3 (a compile event whose stack is not a list of text) could not be read" in (
+        incomplete
+    )
 
 
 LOST = _line({"type": "lost", "events": 2, "errors": {"OSError": 2}})
