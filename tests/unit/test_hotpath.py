@@ -76,6 +76,24 @@ def test_the_compiled_hot_path_is_built_where_a_compiler_is():
     assert COMPILED.FLUSH_EVERY == PYTHON.FLUSH_EVERY
 
 
+def test_the_checkout_that_subprocess_tests_run_has_the_compiled_hot_path_where_a_compiler_is():
+    """The CLI that tests start in subprocesses imports this checkout's mlacheck (PYTHONPATH): built in place by the
+    editable install the README's test command makes. A plain `pip install .` leaves the checkout without it, and every
+    such test then ran the pure-Python hot path unsaid (this pytest process imports the installed package)."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        pytest.skip(f"no C compiler ({compiler}) or Python headers here: the pure-Python hot path is the one")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", "import mlacheck.capture.hotpath as h, mlacheck; print(h.IMPLEMENTATION, mlacheck.__file__)"],
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    implementation, where = done.stdout.split()
+    assert Path(where).is_relative_to(root) and implementation == "c", (
+        f"{where} runs the {implementation} hot path: build it in the checkout with pip install -e '.[test,fa4]'"
+    )
+
+
 def test_a_counter_counts_from_its_start_and_reads_without_stepping(hot):
     counter = counter_of(hot)(5)
     assert [next(counter) for _ in range(3)] == [5, 6, 7] and count_of(counter) == count_of(counter) == 8
