@@ -248,7 +248,7 @@ def manifest(
     from mlacheck.program.session import ProgramOptions
     from mlacheck.report.manifest import manifest as make_manifest
     from mlacheck.report.manifest import write_manifest
-    from mlacheck.report.model import ReportPolicy
+    from mlacheck.report.policy import ReportPolicy
     from mlacheck.rulefiles import load_rules
 
     def build() -> dict:

@@ -73,7 +73,7 @@ class MlacheckSession:
         from mlacheck.program.session import ProgramOptions
         from mlacheck.report.common import printable
         from mlacheck.report.formats import output_specs
-        from mlacheck.report.model import ReportPolicy
+        from mlacheck.report.policy import ReportPolicy
 
         self.config, self.report, self.error, self.failed_session = config, None, None, False
         if os.environ.get(ENV_RUN_DIR):

@@ -26,7 +26,8 @@ from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
-from mlacheck.report.model import Report, ReportPolicy, build_report
+from mlacheck.report.model import Report, build_report
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import RuleSet, load_rules
 from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, TraceStream
 from mlacheck_startup import refusal

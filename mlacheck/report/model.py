@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from mlacheck.analysis import Analysis, FamilyResult, Finding, Variant
 from mlacheck.report.baseline import report_fingerprints
-from mlacheck.report.policy import ReportPolicy  # (where it lives: checking a command line loads no model)
+from mlacheck.report.policy import ReportPolicy
 
 FORMAT_VERSION = 4
 """The JSON report's format. 1: mlacheck 0.1. 2: typed keys, processes, baseline, exit_reason. 3: no field is named

@@ -20,7 +20,8 @@ from mlacheck.analysis.context_check import check_context
 from mlacheck.capture import CapturePolicy
 from mlacheck.errors import MlacheckError
 from mlacheck.events import exit_event, run_clock, run_event, serving_start_event, start_run_clock
-from mlacheck.report.model import Report, ReportPolicy, build_report
+from mlacheck.report.model import Report, build_report
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.scenario import startup
 from mlacheck.scenario.backends import Bound, TrafficStats
 from mlacheck.scenario.environment import Environment

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from mlacheck import arch
 from mlacheck.errors import MlacheckError
-from mlacheck.report.model import Report, ReportPolicy, combined
+from mlacheck.report.model import Report, combined
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.scenario.check import Watch, run_check
 from mlacheck.scenario.environment import device_capability
 from mlacheck.scenario.header import library_warnings_text

@@ -48,7 +48,7 @@ def observed(run_dir: Path, *args: str) -> str:
 def counted(run_dir: Path) -> dict:
     """The dispatches the report counts over every process, and whether that is "at least"."""
     from mlacheck.program.saved import program_report
-    from mlacheck.report.model import ReportPolicy
+    from mlacheck.report.policy import ReportPolicy
 
     [family] = program_report([run_dir], policy=ReportPolicy(allow_incomplete=True)).families
     return {

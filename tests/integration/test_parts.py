@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.model import ReportPolicy
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import BUNDLED
 from mlacheck.scenario import parts
 from mlacheck.scenario.check import run_check

@@ -10,7 +10,8 @@ from mlacheck.config import load_config
 from mlacheck.errors import MlacheckError
 from mlacheck.report.common import is_new
 from mlacheck.report.github import to_github
-from mlacheck.report.model import Report, ReportPolicy, decide
+from mlacheck.report.model import Report, decide
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.report.sarif import to_sarif
 from tests.unit.test_formats import hand_made
 

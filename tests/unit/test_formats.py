@@ -26,7 +26,8 @@ from mlacheck.report.formats import output_specs, parse_output, write_outputs
 from mlacheck.report.github import escape_property, publish, to_github
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
-from mlacheck.report.model import Report, ReportPolicy, decide
+from mlacheck.report.model import Report, decide
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.report.sarif import to_sarif
 from tests.gold import gold
 

@@ -11,7 +11,7 @@ import pytest
 
 from mlacheck.config import POLICY, PROGRAM, SCENARIO, SETTINGS, Settings
 from mlacheck.errors import SETTING, MlacheckError, about
-from mlacheck.report.model import ReportPolicy
+from mlacheck.report.policy import ReportPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 FRONT_ENDS = ("cli.py", "pytest_plugin.py")

@@ -20,7 +20,7 @@ from mlacheck.analysis import analyse
 from mlacheck.event_kinds import OPTIONAL, REQUIRED, fits, wrong
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import load_runs, program_report
-from mlacheck.report.model import ReportPolicy
+from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import load_rules
 from mlacheck.trace import TraceStream, read_trace
 from tests.conftest import FIXTURES
