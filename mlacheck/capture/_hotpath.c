@@ -751,6 +751,24 @@ getset_of(PyTypeObject *type, PyObject *name)
     return found;
 }
 
+/* The same reader, holding references of its own. */
+static Reader
+held(Reader reader)
+{
+    Py_XINCREF(reader.type);
+    Py_XINCREF(reader.shape);
+    Py_XINCREF(reader.dtype);
+    return reader;
+}
+
+static void
+release_reader(Reader reader)
+{
+    Py_XDECREF(reader.type);
+    Py_XDECREF(reader.shape);
+    Py_XDECREF(reader.dtype);
+}
+
 /* The reader of a type (a copy that holds its own references), its descriptors NULL where its instances are read by
  * PyObject_GetAttr. A type not among the readers is looked up and takes the next slot. */
 static Reader
@@ -759,8 +777,7 @@ reader_of(ObservedCall *self, PyTypeObject *type)
     for (int slot = 0; slot < READERS; slot++) {
         Reader *known = &self->readers[slot];
         if (known->type == type && unchanged(type, known->version))
-            return (Reader){(PyTypeObject *)Py_NewRef(type), known->version, Py_NewRef(known->shape),
-                            Py_NewRef(known->dtype)};
+            return held(*known);
     }
     PyObject *shape = NULL, *dtype = NULL;
     if (type->tp_getattro == PyObject_GenericGetAttr) {
@@ -768,15 +785,11 @@ reader_of(ObservedCall *self, PyTypeObject *type)
         dtype = getset_of(type, str_dtype);
     }
     if (shape == NULL || dtype == NULL || !unchanged(type, type->tp_version_tag))
-        return (Reader){(PyTypeObject *)Py_NewRef(type), 0, NULL, NULL};
-    Reader old = self->readers[self->next_reader];
-    self->readers[self->next_reader] = (Reader){(PyTypeObject *)Py_NewRef(type), type->tp_version_tag,
-                                                Py_NewRef(shape), Py_NewRef(dtype)};
+        return held((Reader){type, 0, NULL, NULL});
+    Reader old = self->readers[self->next_reader], learned = held((Reader){type, type->tp_version_tag, shape, dtype});
+    self->readers[self->next_reader] = held(learned);
     self->next_reader = (self->next_reader + 1) % READERS;
-    Reader learned = {(PyTypeObject *)Py_NewRef(type), type->tp_version_tag, Py_NewRef(shape), Py_NewRef(dtype)};
-    Py_XDECREF(old.type); /* last: what this may run finds the readers as they are now */
-    Py_XDECREF(old.shape);
-    Py_XDECREF(old.dtype);
+    release_reader(old); /* last: what this may run finds the readers as they are now */
     return learned;
 }
 
@@ -887,9 +900,7 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
         probe->dtype = read_attribute(&reader, reader.dtype, value, str_dtype);
         read = probe->dtype != NULL ? read_layout(value, &probe->layout) : -1;
     }
-    Py_DECREF(reader.type);
-    Py_XDECREF(reader.shape);
-    Py_XDECREF(reader.dtype);
+    release_reader(reader);
     return read;
 }
 
