@@ -66,12 +66,16 @@ def fast_table(hot, entries):
     return table
 
 
-def test_the_compiled_hot_path_is_built_where_a_compiler_is():
-    """pip builds `_hotpath` wherever the interpreter's C compiler is installed; a build that silently left it
-    out would make every dispatch pay the pure-Python frames."""
+def skip_without_a_compiler() -> None:
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists():
         pytest.skip(f"no C compiler ({compiler}) or Python headers here: the pure-Python hot path is the one")
+
+
+def test_the_compiled_hot_path_is_built_where_a_compiler_is():
+    """pip builds `_hotpath` wherever the interpreter's C compiler is installed; a build that silently left it
+    out would make every dispatch pay the pure-Python frames."""
+    skip_without_a_compiler()
     assert COMPILED is not None and hotpath.IMPLEMENTATION == "c"
     assert COMPILED.FLUSH_EVERY == PYTHON.FLUSH_EVERY
 
@@ -80,9 +84,7 @@ def test_the_checkout_that_subprocess_tests_run_has_the_compiled_hot_path_where_
     """The CLI that tests start in subprocesses imports this checkout's mlacheck (PYTHONPATH): built in place by the
     editable install the README's test command makes. A plain `pip install .` leaves the checkout without it, and every
     such test then ran the pure-Python hot path unsaid (this pytest process imports the installed package)."""
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists():
-        pytest.skip(f"no C compiler ({compiler}) or Python headers here: the pure-Python hot path is the one")
+    skip_without_a_compiler()
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", "import mlacheck.capture.hotpath as h, mlacheck; print(h.IMPLEMENTATION, mlacheck.__file__)"],

@@ -132,8 +132,8 @@ class JitDir:
         keyed = {*self._fields, *self._settings}  # an argument named as a setting is keyed too (it picks the kernel)
         chosen = [(index, parameter) for index, parameter in enumerate(parameters) if parameter in keyed]
         self._names[name] = tuple(parameter for _, parameter in chosen)
-        if len(chosen) < len(parameters):
-            self._unkeyed[name] = [parameter for parameter in parameters if parameter not in keyed]
+        if unkeyed := [parameter for parameter in parameters if parameter not in keyed]:
+            self._unkeyed[name] = unkeyed
         capture = self.capture
 
         def slow(key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
