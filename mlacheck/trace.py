@@ -399,13 +399,8 @@ class _Reader:
             if type(value) is str:
                 event[name] = self.texts.setdefault(value, value)
         stack = event.get("stack") if stacked else None
-        if type(stack) is list:
-            frames = tuple(stack)
-            held = self.stacks.get(frames)  # (held: its frames are text)
-            if held is not None:
-                event["stack"] = held
-            elif all(type(frame) is str for frame in stack):
-                self.stacks[frames] = stack
+        if type(stack) is list:  # (its frames are text: the event's kind check says so)
+            event["stack"] = self.stacks.setdefault(tuple(stack), stack)
 
 
 def upgrade_format_1(events: list[dict]) -> list[dict]:
