@@ -1,6 +1,7 @@
 """What each kind of trace event holds (`mlacheck.events` documents them): its fields, required and optional, and of
-which types or choices (a number, NaN and Infinity aside; a stack, of text frames); why an event does not fit its kind (`wrong`), or at a glance
-that it does (`fits`). A trace of format 1 had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
+which types or choices (a number, NaN and Infinity aside; a stack, of text frames); why an event does not fit its
+kind (`wrong`), or at a glance that it does (`fits`). A trace of format 1 had fewer kinds, keys as lists of strings
+(`wrong_in_format_1`)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def fits(event: dict) -> bool:
 
 
 def _fine(name: str, value: object) -> bool:
-    """Not a NaN or Infinity, nor a stack with a frame that is not text (what `_misfit` says of a value of its type)."""
+    """Not a NaN or Infinity, nor a stack with a frame that is not text (what `_misfit` also asks of a value of its
+    type)."""
     if type(value) is float:
         return isfinite(value)
     return name != "stack" or type(value) is not list or all(type(frame) is str for frame in value)
@@ -100,10 +102,10 @@ def _misfit(kind: str, name: str, value: object, expected: object) -> str | None
     """Why a field's value does not fit: of another type, a number (each is a time: `t`, `seconds`, `usual`) that
     JSON gave as NaN or Infinity, or a stack with a frame that is not text."""
     why = _mistyped(kind, name, value, expected)
-    if why is None and type(value) is float and not isfinite(value):
-        return f"a {kind} event whose {name} is not a finite number"
-    if why is None and name == "stack" and not all(type(frame) is str for frame in value):
-        return f"a {kind} event whose stack is not a list of text"
+    if why is None and not _fine(name, value):
+        return (
+            f"a {kind} event whose {name} is {'not a finite number' if type(value) is float else 'not a list of text'}"
+        )
     return why
 
 
