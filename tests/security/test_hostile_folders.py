@@ -145,8 +145,19 @@ def spoil_the_serving_compile(**fields):
         ({"key": ["bf16", True]}, "key"),
         ({"vid": "1"}, "vid"),
         ({"family": "synthetic2"}, "synthetic2"),
+        ({"seconds": float("nan")}, "seconds is not a finite number"),
+        ({"seconds": float("-inf")}, "seconds is not a finite number"),
+        ({"stack": [["serve.py", 3], {"frame": 1}]}, "stack is not a list of text"),
     ],
-    ids=["an unknown phase", "a key that is a list", "a vid that is text", "an unknown family"],
+    ids=[
+        "an unknown phase",
+        "a key that is a list",
+        "a vid that is text",
+        "an unknown family",
+        "NaN seconds",
+        "-Infinity seconds",
+        "a stack of lists",
+    ],
 )
 def test_a_serving_compile_of_the_wrong_shape_is_never_dropped_in_silence(copy_of, tmp_path, fields, needle):
     rewrite(copy_of, spoil_the_serving_compile(**fields))
