@@ -52,7 +52,7 @@ def main() -> None:
     watched = [us for observed, us in turns if observed]
     ratio = sum(watched) / sum(plain)
     print(f"{module} hit, host time a call (A B B A twice): plain {plain} us, observed {watched} us")
-    print(f"ratio {ratio:.4f} (+{(sum(watched) - sum(plain)) / 2:.2f} us), target <= {TARGET}:", end=" ")
+    print(f"ratio {ratio:.4f} (+{(sum(watched) - sum(plain)) / len(plain):.2f} us), target <= {TARGET}:", end=" ")
     print("met" if ratio <= TARGET else "MISSED")
 
 
