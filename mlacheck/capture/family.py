@@ -281,6 +281,32 @@ class FamilyCapture:
         nothing."""
         self.safely("compile", lambda: self.ledger.compile_ended(start, seconds, outcome))
 
+    def unwatched_began(self, frame: FrameType, kernel: str) -> tuple | None:
+        """A call that may build a kernel no variant stands for begins: its `compile_start` as this family's net's,
+        its phase as a compile net's (a capture path that cannot tell whether a dispatch made it)."""
+        try:
+            where = self._reader.read(frame)
+            phase = self.ledger.phase(where.phase, None)
+            event = events.compile_start_event(phase, where.site, where.stack, net=self.family.name, kernel=kernel)
+            self.ledger.sink.write(event)
+            return event["id"], phase, where, kernel
+        except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            self.internal_error("compile", exc)
+            return None
+
+    def unwatched_ended(self, start: tuple | None, seconds: float, outcome: str, fields: dict) -> None:
+        """That call ended: its `compile_end`, and where it built a kernel, its `unwatched_compile`."""
+        if start is None:
+            return
+        started, phase, where, kernel = start
+        self.ledger.write(events.compile_end_event(started, seconds, outcome))
+        if outcome == "returned":
+            self.ledger.write(
+                events.unwatched_compile_event(
+                    self.family.name, kernel, fields, seconds, phase, where.site, where.stack
+                )
+            )
+
     def call_counter(self, name: str) -> object:
         return self.ledger.counts.calls(name)
 

@@ -179,6 +179,38 @@ def test_a_warmup_run_inside_serving_is_a_stall_not_a_warmup(tmp_path, deep_gemm
     assert [f["key"]["a"] for f in findings(result, "MLA001")] == ["float8_e4m3fn[300, 7168]"], result.stdout
 
 
+UNOBSERVED = {"layout": "get_mn_major_tma_aligned_tensor", "mega": "fp8_fp4_mega_moe"}
+
+
+@pytest.mark.parametrize("kernel", sorted(UNOBSERVED))
+@pytest.mark.parametrize("which", ["sgl-deep-gemm", "vllm"])
+def test_a_deep_gemm_kernel_no_rule_keys_compiled_on_the_serving_path_is_mla007_not_a_pass(
+    tmp_path, request, which, kernel
+):
+    """DeepGEMM JIT-builds its scale-factor layout kernels and the Mega MoE too, through operations no dispatch function
+    of the rules calls (sgl-deep-gemm's deep_gemm.mega holds `_C` bound at import; vLLM binds the layout operations
+    into its `_C` module): each compile is still seen in the disk cache and named."""
+    site = request.getfixturevalue("deep_gemm" if which == "sgl-deep-gemm" else "vllm_deep_gemm")
+    env = {"DG_ENGINE_MODULE": "vllm.third_party.deep_gemm"} if which == "vllm" else {}
+    result = run(tmp_path, site, [64], [64], DG_ENGINE_UNOBSERVED_SERVE=kernel, **env)
+    assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
+    [unwatched] = findings(result, "MLA007")
+    assert unwatched["family"].startswith("unwatched:") and unwatched["family"].endswith("." + UNOBSERVED[kernel])
+    assert "compiled on the serving path" in unwatched["message"], unwatched
+    assert not findings(result, "MLA001")  # the GEMM itself was warmed up
+
+
+@pytest.mark.parametrize("which", ["sgl-deep-gemm", "vllm"])
+def test_the_same_kernels_built_in_the_warmup_pass(tmp_path, request, which):
+    site = request.getfixturevalue("deep_gemm" if which == "sgl-deep-gemm" else "vllm_deep_gemm")
+    env = {"DG_ENGINE_MODULE": "vllm.third_party.deep_gemm"} if which == "vllm" else {}
+    kernels = ",".join(UNOBSERVED)
+    result = run(
+        tmp_path, site, [64], [64], DG_ENGINE_UNOBSERVED_WARMUP=kernels, DG_ENGINE_UNOBSERVED_SERVE=kernels, **env
+    )
+    assert result.code == 0 and result.report["verdict"] == "pass", result.stdout
+
+
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp8_gemm_nt", "bf16_gemm_nt"])
 def test_vllm_s_vendored_deep_gemm_is_watched_too(tmp_path, vllm_deep_gemm, bf16):
     # its BF16 wrappers reach their operator by name (`_bf16_gemm('bf16_gemm_nt', ...)`): observed all the same

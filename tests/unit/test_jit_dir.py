@@ -19,11 +19,17 @@ def warm_up(ms):
         synthetic_jit_dir.matmul(Array(m, 64), Array(8, 64), None)
 
 
-@pytest.fixture
-def capture(tmp_path, monkeypatch):
+def fresh_native(tmp_path, monkeypatch):
+    """A native library of its own for the test, bound into the module as at import."""
     monkeypatch.setenv("SYNTHETIC_JIT_DIR", str(tmp_path / "jit"))
     monkeypatch.setattr(synthetic_jit_dir, "_native", synthetic_jit_dir.Native())
     monkeypatch.setattr(synthetic_jit_dir, "set_num_sms", synthetic_jit_dir._native.set_num_sms)
+    monkeypatch.setattr(synthetic_jit_dir, "layout_bound", synthetic_jit_dir._native.layout)
+
+
+@pytest.fixture
+def capture(tmp_path, monkeypatch):
+    fresh_native(tmp_path, monkeypatch)
     rules = RuleSet([load_rule_file(FIXTURES / "synthetic_jit_dir.toml")])
     capture = FamilyCapture(rules.families[0], MemorySink(), phases=rules.phases)
     capture.install()
@@ -93,10 +99,67 @@ def test_an_unreadable_cache_folder_is_an_internal_error(capture, tmp_path):
 
 def test_a_call_of_the_native_library_outside_any_dispatch_is_not_a_dispatch_and_remove_gives_it_back(capture):
     native = capture._adapter.module._native._library
+    bound = synthetic_jit_dir.layout_bound
     synthetic_jit_dir._native.gemm(Array(300, 64), Array(8, 64), None)
     assert not of_type(capture.sink.events, "compile") and not of_type(capture.sink.events, "dispatch")
+    assert synthetic_jit_dir._native.loaded is native.loaded  # what is not an operation is the library's own
     capture.remove()
     assert synthetic_jit_dir._native is native
+    assert synthetic_jit_dir.layout_bound is not bound and synthetic_jit_dir.layout_bound == native.layout
+
+
+def unwatched(capture):
+    return [(e["kernel"], e["key"], e["phase"]) for e in of_type(capture.sink.events, "unwatched_compile")]
+
+
+@pytest.mark.parametrize("route", ["a name no dispatch uses", "bound at import", "an observed one, no dispatch"])
+def test_a_kernel_built_by_a_call_no_dispatch_observes_is_an_unwatched_compile_not_nothing(capture, route):
+    """DeepGEMM's layout and Mega MoE kernels compile through operations no rule keys: reached by a helper through
+    the stand-in, bound to the library before capture installed, or an observed operation called from elsewhere."""
+    call = {
+        "a name no dispatch uses": lambda m: synthetic_jit_dir.transform(Array(m, 8)),
+        "bound at import": lambda m: synthetic_jit_dir.layout_bound(Array(m, 8)),
+        "an observed one, no dispatch": lambda m: synthetic_jit_dir._native.gemm(Array(m, 64), Array(8, 64), None),
+    }[route]
+    kernel, field = ("gemm", "a") if route.startswith("an observed") else ("layout", "sf")
+    mark_serving_start(capture)
+    call(300)
+    call(300)  # the library holds the kernel now: nothing new on the disk
+    call(512 if kernel == "layout" else 32)  # another shape: another kernel
+    label = f"synthetic_jit_dir._native.{kernel}"
+    found = unwatched(capture)
+    assert [(k, key[field], phase) for k, key, phase in found] == [
+        (label, "fp8[300, 8]" if kernel == "layout" else "fp8[300, 64]", "serving"),
+        (label, "fp8[512, 8]" if kernel == "layout" else "fp8[32, 64]", "serving"),
+    ]
+    assert {e["net"] for e in of_type(capture.sink.events, "unwatched_compile")} == {"synthetic.jit_dir"}
+    assert not of_type(capture.sink.events, "internal_error")
+
+
+def test_a_netted_kernel_built_in_the_warmup_is_warmup_and_its_later_calls_are_not_looked_at(capture, monkeypatch):
+    def warm_layouts():  # not a warm-up frame of the rules: the phase comes from the mark that follows
+        synthetic_jit_dir.transform(Array(300, 8))
+
+    warm_layouts()
+    mark_serving_start(capture)
+    looked = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: looked.append(path) or real_stat(path, *a, **k))
+    for _ in range(3):
+        synthetic_jit_dir.transform(Array(300, 8))
+    assert looked == []
+    [(kernel, key, phase)] = unwatched(capture)
+    assert phase == "unknown" and key == {"sf": "fp8[300, 8]"}  # settled as warm-up by the mark after it
+    starts = [e for e in of_type(capture.sink.events, "compile_start") if e.get("net")]
+    ends = {e["id"]: e["outcome"] for e in of_type(capture.sink.events, "compile_end")}
+    assert [ends[e["id"]] for e in starts] == ["returned"]
+
+
+def test_a_netted_call_the_hot_path_cannot_key_is_keyed_by_the_slow_path(capture):
+    mark_serving_start(capture)
+    for m in (300, 300, 600):
+        synthetic_jit_dir._native.layout(sf=Array(m, 8))  # a keyword
+    assert [key["sf"] for _, key, _ in unwatched(capture)] == ["fp8[300, 8]", "fp8[600, 8]"]
 
 
 def serving_dispatches(capture):
@@ -157,9 +220,7 @@ def test_a_call_that_cannot_be_keyed_is_an_internal_error_and_still_runs(capture
 def test_an_operation_argument_the_key_does_not_hold_is_an_internal_error_at_its_first_call(tmp_path, monkeypatch):
     """The native library may pick its kernel by any argument: one that no key field names could make a call that
     compiles look like a hit of a variant served before."""
-    monkeypatch.setenv("SYNTHETIC_JIT_DIR", str(tmp_path / "jit"))
-    monkeypatch.setattr(synthetic_jit_dir, "_native", synthetic_jit_dir.Native())
-    monkeypatch.setattr(synthetic_jit_dir, "set_num_sms", synthetic_jit_dir._native.set_num_sms)
+    fresh_native(tmp_path, monkeypatch)
     text = (FIXTURES / "synthetic_jit_dir.toml").read_text()
     rule = tmp_path / "synthetic_jit_dir.toml"
     rule.write_text(text.replace('"out", "block"]', '"out"]'))

@@ -19,6 +19,10 @@ both), listed only when they move.
 A cache root the process changed after the library's first use (the library keeps the root it read first), or one
 that cannot be read, is an internal error: compiles may happen where capture does not look. So is the first call of an
 operation with an argument that no key field names: the key cannot vouch that a hit ran a kernel already built.
+
+The library's other operations, and an observed one called outside any dispatch function, are netted (`jit_net`): a
+kernel built in such a call is an unwatched compile. The stand-in replaces the library, and its operations replace
+theirs, wherever a module of the library's package bound them before capture installed.
 """
 
 from __future__ import annotations
@@ -26,12 +30,16 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Collection
+import sys
+import types
+from collections.abc import Callable, Collection
 from time import perf_counter
 
 from mlacheck.capture import hotpath, phase
+from mlacheck.capture.caches.jit_keys import KINDS, raw, text
+from mlacheck.capture.caches.jit_net import JitNet
 from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.hotpath_py import FLUSH_EVERY, layout
+from mlacheck.capture.hotpath_py import FLUSH_EVERY
 from mlacheck.capture.install import Patches
 from mlacheck.rulefiles.plain import Family
 
@@ -39,15 +47,20 @@ STARTUP = (phase.WARMUP, phase.CAPTURE)
 
 
 class Observed:
-    """The native library as the dispatch functions see it for the run: observed operations as attributes, anything
-    else the library's own."""
+    """The native library as the program sees it for the run: observed operations as attributes, its other operations
+    netted (`jit_net`, each made at its first use), anything else the library's own."""
 
-    def __init__(self, library: object, operations: dict[str, object]) -> None:
+    def __init__(self, library: object, operations: dict[str, object], netted: Callable[[str, object], object]) -> None:
         self.__dict__.update(operations)
         self.__dict__["_library"] = library
+        self.__dict__["_netted"] = netted
 
     def __getattr__(self, name: str) -> object:
-        return getattr(self.__dict__["_library"], name)
+        value = getattr(self.__dict__["_library"], name)
+        if name.startswith("__") or not _operation(value):
+            return value
+        netted = self.__dict__[name] = self.__dict__["_netted"](name, value)
+        return netted
 
 
 class JitDir:
@@ -97,7 +110,32 @@ class JitDir:
             setter_owner, setter_attribute = self.patches.function(setter, self.module)
             function = getattr(setter_owner, setter_attribute)
             self.patches.wrap_function(setter_owner, setter_attribute, self._setting(index, function))
-        self.patches.replace(owner, attribute, Observed(library, operations))
+        self._net = JitNet(self.capture, f"{self.family.module}.{self.family.cache}", self._entries_now, self._state)
+        stand_in = Observed(library, operations, self._netted)
+        self.patches.replace(owner, attribute, stand_in)
+        self._bound_at_import(library, stand_in)
+
+    def _bound_at_import(self, library: object, stand_in: Observed) -> None:
+        """What the library's package bound before capture installed, pointed at the stand-in: the library itself
+        (sgl-deep-gemm's deep_gemm.mega holds `_C`) and its operations (vLLM's `_C` module binds the layout ones)."""
+        package = self.module.__name__ if hasattr(self.module, "__path__") else self.module.__name__.rpartition(".")[0]
+        package = package or self.module.__name__
+        self.patches.replace_everywhere(package, library, stand_in)
+        bound: dict[tuple[bool, int], str] = {}  # the identity of each operation -> its name
+        for name in dir(library):
+            try:
+                value = None if name.startswith("_") else getattr(library, name, None)
+            except Exception:  # noqa: BLE001 - an attribute that cannot be read binds nothing
+                continue
+            if _operation(value):
+                bound[_identity(value, library)] = name
+        for name, module in list(sys.modules.items()):
+            if not isinstance(module, types.ModuleType) or not (name == package or name.startswith(package + ".")):
+                continue
+            for attribute, value in list(vars(module).items()):
+                operation = bound.get(_identity(value, library))
+                if operation is not None:
+                    self.patches.replace(module, attribute, getattr(stand_in, operation))
 
     def preexisting(self) -> tuple[list, int]:
         """Native caches cannot be listed."""
@@ -106,8 +144,8 @@ class JitDir:
     def describe(self, key: tuple) -> tuple[dict[str, object], dict | None]:
         name, settings, raws = key[0], key[1], key[2:]
         named = dict(zip(self._names[name], raws))
-        fields = {f: _text(named.get(f)) for f in self._fields}
-        passed = {f: _text(named[f]) for f in self._settings if f in named}  # the operation's own, for this call
+        fields = {f: text(named.get(f)) for f in self._fields}
+        passed = {f: text(named[f]) for f in self._settings if f in named}  # the operation's own, for this call
         return {"kernel": name, **dict(zip(self._settings, settings)), **passed, **fields}, None
 
     def cached(self, keys: Collection) -> list:
@@ -144,7 +182,7 @@ class JitDir:
             name,
             self._state,
             [index for index, _ in chosen],
-            _KINDS,
+            KINDS,
             capture.fast,
             capture.ticks,
             capture.maybe_flush,
@@ -158,7 +196,7 @@ class JitDir:
             result = setter(*args, **kwargs)
             values = [*args, *kwargs.values()]
             settings = list(state[0])
-            settings[index] = _text(_raw(values[0] if len(values) == 1 else tuple(values)))
+            settings[index] = text(raw(values[0] if len(values) == 1 else tuple(values)))
             state[0] = tuple(settings)
             return result
 
@@ -180,7 +218,7 @@ class JitDir:
         if key is None:
             try:
                 arguments = dict(zip(parameters, args)) | kwargs
-                key = (name, self._state[0], *[_raw(arguments.get(p)) for p in self._names[name]])
+                key = (name, self._state[0], *[raw(arguments.get(p)) for p in self._names[name]])
                 entry = capture.fast.get(key)
             except Exception as exc:  # noqa: BLE001 - capture never raises into the program
                 self._report("key", f"cannot key a call of {name}: {type(exc).__name__}: {exc}")
@@ -191,8 +229,10 @@ class JitDir:
                 next(capture.ticks)
                 return operation(*args, **kwargs)
         where = capture.where(frame)
-        if where is None or where.dispatch_depth is None:
+        if where is None:
             return operation(*args, **kwargs)
+        if where.dispatch_depth is None:  # called from elsewhere: netted as the library's other operations are
+            return self._net.call(name, operation, parameters, None, args, kwargs, frame)
         folder = self._folder()
         before = self._entries(folder)
         start = capture.compile_began(frame, key) if key not in self._called else None  # a first call may compile
@@ -217,7 +257,17 @@ class JitDir:
         capture.looked_up(key, None, frame, where)
         return result
 
+    def _netted(self, name: str, operation: object) -> object:
+        try:
+            parameters = _parameters(operation)
+        except (TypeError, ValueError):  # no schema and no signature: looked at every call
+            parameters = None
+        return self._net.wrap(name, operation, parameters)
+
     # -- the disk cache -----------------------------------------------------------------------------------
+    def _entries_now(self) -> set[str] | None:
+        return self._entries(self._folder())
+
     def _folder(self) -> str:
         """The folder of entries the library writes now: the first root its variables name, else the default; a
         root changed since the first call is reported (the library reads it once)."""
@@ -288,33 +338,14 @@ def _parameters(operation: object) -> list[str]:
     return list(inspect.signature(operation).parameters)
 
 
-_TENSOR = object()  # marks a tensor's (dtype, shape, layout) in a key
-_KINDS: dict[type, object] = {}
-"""How the hot path keys an argument of a type seen (hotpath.observed_call's kinds): _TENSOR, by its dtype, shape and
-layout; None, as itself (only a type that cannot hold a shape: no `shape` on the type, no instance dict)."""
+def _operation(value: object) -> bool:
+    """Whether an attribute of the library is one of its operations (callable, not a class)."""
+    return callable(value) and not isinstance(value, type)
 
 
-def _raw(value: object) -> object:
-    """What a key holds of an argument: a tensor's dtype, shape and layout, a list as a tuple, anything else itself
-    (and which of these its type takes, noted for the hot path)."""
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        _KINDS[type(value)] = _TENSOR
-        return (_TENSOR, value.dtype, shape, layout(value))
-    if isinstance(value, list):
-        return tuple(value)
-    if not hasattr(type(value), "shape") and not hasattr(value, "__dict__"):
-        _KINDS.setdefault(type(value), None)
-    return value
-
-
-def _text(value: object) -> object:
-    """A key field as the trace holds it: a tensor as dtype[shape] (then where its dimension of stride 1 is where its
-    strides are known and it is not the last), a tuple as a list."""
-    if isinstance(value, tuple) and len(value) == 4 and value[0] is _TENSOR:
-        _, dtype, shape, last = value
-        text = f"{str(dtype).removeprefix('torch.')}{list(shape)}"
-        if last in (None, -1) or not shape:
-            return text
-        return f"{text} ({f'dimension {len(shape) + last}' if last else 'no dimension'} of stride 1)"
-    return list(value) if isinstance(value, tuple) else value
+def _identity(value: object, library: object) -> tuple[bool, int]:
+    """What tells an operation apart: a method bound to the library by its function (each lookup binds anew),
+    anything else by itself."""
+    if isinstance(value, types.MethodType) and value.__self__ is library:
+        return True, id(value.__func__)
+    return False, id(value)
