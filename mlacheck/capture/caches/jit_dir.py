@@ -118,17 +118,17 @@ class JitDir:
     def _bound_at_import(self, library: object, stand_in: Observed) -> None:
         """What the library's package bound before capture installed, pointed at the stand-in: the library itself
         (sgl-deep-gemm's deep_gemm.mega holds `_C`) and its operations (vLLM's `_C` module binds the layout ones)."""
-        package = self.module.__name__ if hasattr(self.module, "__path__") else self.module.__name__.rpartition(".")[0]
-        package = package or self.module.__name__
+        name = self.module.__name__
+        package = name if hasattr(self.module, "__path__") or "." not in name else name.rpartition(".")[0]
         self.patches.replace_everywhere(package, library, stand_in)
         bound: dict[tuple[bool, int], str] = {}  # the identity of each operation -> its name
-        for name in dir(library):
+        for attribute in dir(library):
             try:
-                value = None if name.startswith("_") else getattr(library, name, None)
+                value = None if attribute.startswith("_") else getattr(library, attribute, None)
             except Exception:  # noqa: BLE001 - an attribute that cannot be read binds nothing
                 continue
             if _operation(value):
-                bound[_identity(value, library)] = name
+                bound[_identity(value, library)] = attribute
         for name, module in list(sys.modules.items()):
             if not isinstance(module, types.ModuleType) or not (name == package or name.startswith(package + ".")):
                 continue
