@@ -46,29 +46,37 @@ def importable(module, site):
         pytest.skip(f"{module} does not import here (README-deep-gemm.md): {last}")
 
 
-@pytest.mark.parametrize("which", sorted(DEEP_GEMMS))
-def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(tmp_path, which):
+def observed(tmp_path, which, name, **env):
+    """The program under `mlacheck run` (a cold DeepGEMM cache: every kernel compiles in this run): its result, report
+    and figures, kept in $OUT/deep_gemm_<name>-<family>.json where $OUT is set."""
     module, family, site = DEEP_GEMMS[which]
     importable(module, site)
     rules = tmp_path / "rules"
     rules.mkdir()
-    for path in [*BUNDLED.glob("*.toml"), ROOT / "tests" / "fixtures" / "deep_gemm_engine.toml"]:
+    for path in BUNDLED.glob("*.toml"):
         shutil.copy(path, rules)
     (rules / "deep_gemm_engine.toml").write_text('[[phase]]\nphase = "warmup"\nfunction = "__main__:warm_up"\n')
     result = run_cli(
         "run", "--rules", str(rules), "--run-dir", str(tmp_path / "run"), "--", sys.executable, PROGRAM,
         tmp_path=tmp_path,
-        env_extra={"PYTHONPATH": python_path(site), "DG_GPU_MODULE": module,
-                   "DG_JIT_CACHE_DIR": str(tmp_path / "dg"),  # a cold cache: every kernel compiles in this run
-                   "DG_GPU_WARMUP": ",".join(map(str, WARMUP)), "DG_GPU_SERVE": ",".join(map(str, SERVE))},
+        env_extra={"PYTHONPATH": python_path(site), "DG_GPU_MODULE": module, "DG_JIT_CACHE_DIR": str(tmp_path / "dg"),
+                   **env},
     )  # fmt: skip
     report = result.report
     assert report is not None, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("DEEP_GEMM_FIGURES "))
     figures = json.loads(line.partition(" ")[2])
     if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], f"deep_gemm_figures-{family}.json"), "w") as out:
+        with open(os.path.join(os.environ["OUT"], f"deep_gemm_{name}-{family}.json"), "w") as out:
             json.dump({"figures": figures, "findings": report["findings"], "stdout": result.stdout}, out, indent=1)
+    return result, report, figures
+
+
+@pytest.mark.parametrize("which", sorted(DEEP_GEMMS))
+def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(tmp_path, which):
+    family = DEEP_GEMMS[which][1]
+    result, report, figures = observed(tmp_path, which, "figures", DG_GPU_WARMUP=",".join(map(str, WARMUP)),
+                                       DG_GPU_SERVE=",".join(map(str, SERVE)))  # fmt: skip
     assert figures["worst_diff"] < 1e-3, figures  # every output against torch
     assert report["incomplete"] == [] and report["internal_errors"] == [], result.stdout
     stalls = [f for f in report["findings"] if f["code"] == "MLA001" and f["family"] == family]
@@ -92,26 +100,8 @@ def test_deep_gemm_serving_path_compiles_are_found_timed_and_outputs_are_right(t
 def test_a_layout_kernel_no_rule_keys_compiled_on_the_serving_path_is_mla007_and_its_output_is_right(tmp_path, which):
     """DeepGEMM JIT-builds its scale-factor transpose (csrc/jit_kernels/impls/smxx_layout.hpp) at the first call of a
     shape: netted, not keyed (capture/caches/jit_net.py), so a serving-path build is named with its measured time."""
-    module, family, site = DEEP_GEMMS[which]
-    importable(module, site)
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    for path in BUNDLED.glob("*.toml"):
-        shutil.copy(path, rules)
-    (rules / "deep_gemm_engine.toml").write_text('[[phase]]\nphase = "warmup"\nfunction = "__main__:warm_up"\n')
-    result = run_cli(
-        "run", "--rules", str(rules), "--run-dir", str(tmp_path / "run"), "--", sys.executable, PROGRAM,
-        tmp_path=tmp_path,
-        env_extra={"PYTHONPATH": python_path(site), "DG_GPU_MODULE": module, "DG_JIT_CACHE_DIR": str(tmp_path / "dg"),
-                   "DG_GPU_WARMUP": "16", "DG_GPU_SERVE": "16", "DG_GPU_LAYOUT_SERVE": "1"},
-    )  # fmt: skip
-    report = result.report
-    assert report is not None, result.stdout + result.stderr
-    line = next(line for line in result.stdout.splitlines() if line.startswith("DEEP_GEMM_FIGURES "))
-    figures = json.loads(line.partition(" ")[2])
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], f"deep_gemm_layout-{family}.json"), "w") as out:
-            json.dump({"figures": figures, "findings": report["findings"], "stdout": result.stdout}, out, indent=1)
+    result, report, figures = observed(tmp_path, which, "layout", DG_GPU_WARMUP="16", DG_GPU_SERVE="16",
+                                       DG_GPU_LAYOUT_SERVE="1")  # fmt: skip
     assert [entry["equal"] for entry in figures["layout"]] == [True], figures
     assert report["incomplete"] == [] and report["internal_errors"] == [], result.stdout
     assert not [f for f in report["findings"] if f["code"] == "MLA001"], result.stdout
