@@ -79,6 +79,19 @@ def test_a_setting_changed_after_the_warmup_is_part_of_the_key(capture):
     assert [e["key"]["num_sms"] for e in serving] == [66]
 
 
+def test_a_setting_given_as_a_tuple_keys_the_calls_after_it(capture):
+    """DeepGEMM's set_block_size_multiple_of takes an int or a pair: the key must stay hashable with either."""
+    mark_serving_start(capture)
+    synthetic_jit_dir.set_num_sms((66, 2))
+    for _ in range(2):
+        synthetic_jit_dir.matmul(Array(300, 64), Array(8, 64), None)
+    assert not of_type(capture.sink.events, "internal_error")
+    serving = [e for e in of_type(capture.sink.events, "compile") if e["phase"] == "serving"]
+    assert [e["key"]["num_sms"] for e in serving] == [[66, 2]]
+    dispatched = [e["key"]["num_sms"] for e in of_type(capture.sink.events, "dispatch") if e["phase"] == "serving"]
+    assert dispatched == [[66, 2]]
+
+
 def test_a_cache_root_moved_after_first_use_is_an_internal_error(capture, tmp_path, monkeypatch):
     warm_up([32])
     monkeypatch.setenv("SYNTHETIC_JIT_DIR", str(tmp_path / "elsewhere"))

@@ -146,7 +146,7 @@ class JitDir:
         named = dict(zip(self._names[name], raws))
         fields = {f: text(named.get(f)) for f in self._fields}
         passed = {f: text(named[f]) for f in self._settings if f in named}  # the operation's own, for this call
-        return {"kernel": name, **dict(zip(self._settings, settings)), **passed, **fields}, None
+        return {"kernel": name, **{f: text(v) for f, v in zip(self._settings, settings)}, **passed, **fields}, None
 
     def cached(self, keys: Collection) -> list:
         return list(keys)
@@ -196,7 +196,7 @@ class JitDir:
             result = setter(*args, **kwargs)
             values = [*args, *kwargs.values()]
             settings = list(state[0])
-            settings[index] = text(raw(values[0] if len(values) == 1 else tuple(values)))
+            settings[index] = raw(values[0] if len(values) == 1 else tuple(values))  # hashable, as keys need
             state[0] = tuple(settings)
             return result
 
