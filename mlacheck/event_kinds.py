@@ -1,7 +1,7 @@
 """What each kind of trace event holds (`mlacheck.events` documents them): its fields, required and optional, and of
-which types or choices (a number, NaN and Infinity aside; a stack, of text frames); why an event does not fit its
-kind (`wrong`), or at a glance that it does (`fits`). A trace of format 1 had fewer kinds, keys as lists of strings
-(`wrong_in_format_1`)."""
+which types or choices (a number, NaN and Infinity aside; a stack, of text frames; a key or a call, of values that are
+no objects); why an event does not fit its kind (`wrong`), or at a glance that it does (`fits`). A trace of format 1
+had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def wrong(event: dict) -> str | None:
 
 def fits(event: dict) -> bool:
     """Whether an event of format 2 or 3 fits its kind at a glance: each field of exactly a type it takes, or one of
-    its choices. True only where `wrong` finds nothing (anything else goes to `wrong`, which says why)."""
+    its choices, and each field that may hold a number, a stack, a key or a call `_fine`. True only where `wrong` finds nothing
+    (anything else goes to `wrong`, which says why)."""
     kind = event["type"]
     if kind == "counts" or (
         kind == "compile_start" and event.get("vid") is not None and type(event.get("key")) is not dict
@@ -50,23 +51,30 @@ def fits(event: dict) -> bool:
         return False
     for name, exact, choices in _FIT_REQUIRED.get(kind, ()):
         value = event.get(name, fits)  # (a function: of no type a field takes)
-        if type(value) not in exact and not (type(value) is str and value in choices) or not _fine(name, value):
+        if type(value) not in exact and not (type(value) is str and value in choices):
             return False
     for name, exact, choices in _FIT_OPTIONAL.get(kind, ()):
         value = event.get(name)
         if value is not None and type(value) not in exact and not (type(value) is str and value in choices):
             return False
-        if not _fine(name, value):
+    for name in _FIT_FINE.get(kind, ()):
+        if not _fine(name, event.get(name)):
             return False
     return True
 
 
 def _fine(name: str, value: object) -> bool:
-    """Not a NaN or Infinity, nor a stack with a frame that is not text (what `_misfit` also asks of a value of its
-    type)."""
+    """Not a NaN or Infinity, nor a stack with a frame that is not text, nor a key or call with a value that is an
+    object (a key field's value is text, a number, true/false, null or a list) (what `_misfit` also asks of a value of
+    its type)."""
     if type(value) is float:
         return isfinite(value)
+    if name in KEYED and type(value) is dict:
+        return all(type(item) is not dict for item in value.values())
     return name != "stack" or type(value) is not list or all(type(frame) is str for frame in value)
+
+
+KEYED = ("key", "call")  # objects of key fields' values
 
 
 def wrong_in_format_1(event: dict) -> str | None:
@@ -103,9 +111,8 @@ def _misfit(kind: str, name: str, value: object, expected: object) -> str | None
     JSON gave as NaN or Infinity, or a stack with a frame that is not text."""
     why = _mistyped(kind, name, value, expected)
     if why is None and not _fine(name, value):
-        return (
-            f"a {kind} event whose {name} is {'not a finite number' if type(value) is float else 'not a list of text'}"
-        )
+        fault = "is not a finite number" if type(value) is float else "holds an object" if name in KEYED else None
+        return f"a {kind} event whose {name} {fault or 'is not a list of text'}"
     return why
 
 
@@ -138,8 +145,15 @@ REQUIRED = {
 OPTIONAL = {
     "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
     "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
-    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str, "t": (int, float)},
-    "dispatch": {"site": str, "stack": list, "call": dict},
+    "compile": {
+        "spelling": dict,
+        "seconds": (int, float),
+        "site": str,
+        "stack": list,
+        "origin": str,
+        "t": (int, float),
+    },
+    "dispatch": {"spelling": dict, "site": str, "stack": list, "call": dict},
     "counts": {"dispatches": dict, "calls": dict, "final": bool},
     "dispatch_error": {"reached_lookup": bool, "error": str, "message": str, "site": str},
     "no_lookup": {"site": str},
@@ -154,6 +168,7 @@ OPTIONAL = {
     "compile_start": {
         "family": str,
         "vid": int,
+        "key": dict,
         "spelling": dict,
         "site": str,
         "stack": list,
@@ -174,3 +189,12 @@ _FIT_REQUIRED, _FIT_OPTIONAL = (
     }
     for kinds in (REQUIRED, OPTIONAL)
 )
+_FIT_FINE = {  # the fields of each kind that `_fine` has more to ask of: a number, a stack, a key or a call
+    kind: tuple(
+        name
+        for fields in (REQUIRED.get(kind, {}), OPTIONAL.get(kind, {}))
+        for name, expected in fields.items()
+        if name in ("stack", *KEYED) or float in _EXACT.get(expected, ())
+    )
+    for kind in {*REQUIRED, *OPTIONAL}
+}

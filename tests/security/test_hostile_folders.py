@@ -148,6 +148,9 @@ def spoil_the_serving_compile(**fields):
         ({"seconds": float("nan")}, "seconds is not a finite number"),
         ({"seconds": float("-inf")}, "seconds is not a finite number"),
         ({"stack": [["serve.py", 3], {"frame": 1}]}, "stack is not a list of text"),
+        ({"spelling": ["bf16"]}, "spelling is not an object"),
+        ({"key": {"dtype": {"bf16": 1}, "causal": True}}, "key holds an object"),
+        ({"site": "serve.py:\ud800"}, "not Unicode (a lone surrogate)"),
     ],
     ids=[
         "an unknown phase",
@@ -157,6 +160,9 @@ def spoil_the_serving_compile(**fields):
         "NaN seconds",
         "-Infinity seconds",
         "a stack of lists",
+        "a spelling that is a list",
+        "a key that holds an object",
+        "half a surrogate pair",
     ],
 )
 def test_a_serving_compile_of_the_wrong_shape_is_never_dropped_in_silence(copy_of, tmp_path, fields, needle):

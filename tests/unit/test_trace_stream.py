@@ -139,6 +139,9 @@ values = st.one_of(
     st.lists(st.text(max_size=2), max_size=2),
     st.lists(st.one_of(st.text(max_size=2), st.integers(), st.lists(st.integers(), max_size=1)), max_size=2),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.dictionaries(
+        st.text(max_size=2), st.one_of(st.integers(), st.dictionaries(st.text(max_size=1), st.none())), max_size=2
+    ),
 )
 kinds = sorted(set(REQUIRED) | set(OPTIONAL))
 
@@ -196,6 +199,45 @@ def test_a_stack_whose_frames_are_not_text_is_a_line_that_could_not_be_read(tmp_
     assert f"events were lost: {trace}:3 (a compile event whose stack is not a list of text) could not be read" in (
         incomplete
     )
+
+
+SPOILED = [
+    ({"spelling": ["positional"]}, "a compile event whose spelling is not an object"),
+    ({"key": {"dtype": {"a": 1}, "causal": True}}, "a compile event whose key holds an object"),
+    ({"site": "serve.py:\ud800"}, "text that is not Unicode (a lone surrogate)"),
+    ({"type": {"a": 1}}, "an unknown event type \"{'a': 1}\""),
+]
+
+
+@pytest.mark.parametrize(("fields", "why"), SPOILED, ids=["a spelling", "a key", "a lone surrogate", "a type"])
+def test_a_warm_up_compile_the_report_cannot_hold_is_a_line_that_could_not_be_read(tmp_path, fields, why):
+    """A spelling that is no object, a key field's value that is an object, text with half a surrogate pair, a type
+    that is no text: the report model or a writer could not hold them (the report ended in an internal error)."""
+    hostile = _line(_compile(0, "warmup", 0.5) | {"vid": 0, **fields})
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, hostile, MARK, SERVED, FINAL, EXIT)
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:3 ({why}) could not be read" in incomplete
+
+
+def test_a_call_that_holds_an_object_and_a_target_arch_that_is_no_text_end_in_a_report(tmp_path):
+    """A first dispatch whose call facts hold an object is a line that could not be read; a target arch that a process
+    showed as a number or an object is its text (each ended the report in an internal error)."""
+    called = _line(events.dispatch_event("synthetic", 0, KEYS[0], None, "serving", "s.py:2", [], {"q": {"a": 1}}))
+    shown = _line({"type": "context", "values": {"target_arch": 90}})
+    run = _line(events.run_event(7, 100.0) | {"target_arch": {"sm": 90}})
+    family = RUN.splitlines(keepends=True)[1]
+    verdict, incomplete = _verdict(tmp_path, run, family, WARM, MARK, called, FINAL, EXIT)
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:5 (a dispatch event whose call holds an object) could not be read" in incomplete
+    folder = tmp_path / "again"
+    folder.mkdir()
+    assert _verdict(folder, run, family, shown, WARM, MARK, SERVED, FINAL, EXIT)[0] == "pass"
+    report = program_report([folder / "run"], RULES)
+    assert report.target_arch == "90"
+    (folder / "run" / "trace-7.jsonl").write_bytes(run + family + WARM + MARK + SERVED + FINAL + EXIT)
+    assert program_report([folder / "run"], RULES).target_arch == "{'sm': 90}"
 
 
 LOST = _line({"type": "lost", "events": 2, "errors": {"OSError": 2}})
