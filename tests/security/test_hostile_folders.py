@@ -69,6 +69,30 @@ def test_a_million_repeated_dispatch_events_are_read_in_seconds(copy_of, tmp_pat
     assert result.seconds < SECONDS and result.code == 1 and result.report["verdict"] == "fail", result.stderr[-2000:]
 
 
+def test_a_hundred_thousand_compiles_awaiting_their_record_are_read_in_seconds(copy_of, tmp_path):
+    """Compiles that returned and whose record never came, then records of other variants: each record was matched by a
+    walk over every compile awaiting one (10^5 of them: hours)."""
+    bracketed = [
+        json.dumps(line)
+        for n in range(100_000)
+        for line in (
+            {"type": "compile_start", "id": n, "phase": "warmup", "family": "synthetic", "vid": n, "key": {}, "t": 1.0},
+            {"type": "compile_end", "id": n, "seconds": 0.1, "outcome": "returned", "t": 1.0},
+        )
+    ]
+    recorded = [
+        json.dumps(
+            {"type": "compile", "family": "synthetic", "vid": 200_000 + n, "key": {"dtype": f"v{n}", "causal": True}}
+            | {"phase": "warmup", "origin": "compile", "seconds": 0.1, "t": 2.0}
+        )
+        for n in range(100_000)
+    ]
+    rewrite(copy_of, lambda event: [json.dumps(event), *bracketed, *recorded] if event["type"] == "family" else event)
+    result = report(str(copy_of), "--allow-incomplete", tmp_path=tmp_path)
+    assert result.seconds < SECONDS and result.report is not None, result.stderr[-3000:]
+    assert result.report["verdict"] != "pass"
+
+
 def test_a_million_variants_are_refused_in_one_line(copy_of, tmp_path):
     compile_event = next(e for e in events(copy_of) if e["type"] == "compile")
     with (copy_of / "trace-9.jsonl").open("a") as trace:
