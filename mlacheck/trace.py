@@ -428,7 +428,7 @@ class _Reader:
         what the analysis keeps of 10^5 variants is then mostly their own."""
         for name in objects:
             value = event.get(name)
-            if type(value) is dict:
+            if type(value) is dict and value:  # (an empty one holds no name)
                 event[name] = {intern(field): item for field, item in value.items()}
         for name in texts:
             value = event.get(name)
