@@ -33,7 +33,7 @@ def wrong(event: dict) -> str | None:
     if kind == "counts":
         for label, count in (event.get("dispatches") or {}).items():
             vid, _, phase = label.partition(":")
-            if not vid.isdigit() or phase not in DISPATCH_PHASES or not _is(count, int):
+            if not vid.isdecimal() or phase not in DISPATCH_PHASES or not _is(count, int):  # (int() reads it)
                 return f"a counts event with a dispatch count {label[:40]!r}: {str(count)[:20]}"
         if any(not _is(count, int) for count in (event.get("calls") or {}).values()):
             return "a counts event with a call count that is not a number"

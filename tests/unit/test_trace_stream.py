@@ -240,6 +240,18 @@ def test_a_call_that_holds_an_object_and_a_target_arch_that_is_no_text_end_in_a_
     assert program_report([folder / "run"], RULES).target_arch == "{'sm': 90}"
 
 
+def test_a_count_of_a_variant_numbered_in_other_digits_is_a_line_that_could_not_be_read(tmp_path):
+    """A dispatch count labelled "²:serving" (a digit, but no number int() reads): the report ended in an internal
+    error."""
+    hostile = _line(events.counts_event("synthetic", {"0:serving": 3, "²:serving": 1}, {}, True))
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, WARM, MARK, SERVED, hostile, EXIT)
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:6 (a counts event with a dispatch count '²:serving': 1) could not be read" in (
+        incomplete
+    )
+
+
 LOST = _line({"type": "lost", "events": 2, "errors": {"OSError": 2}})
 NEVER_ENTERED = (
     "synthetic: 1 dispatched variant(s) never seen entering the cache: (dtype=fp8, causal=True) (an insert capture "
