@@ -93,6 +93,16 @@ def test_a_hundred_thousand_compiles_awaiting_their_record_are_read_in_seconds(c
     assert result.report["verdict"] != "pass"
 
 
+def test_a_hundred_thousand_garbage_lines_are_named_in_seconds(copy_of, tmp_path):
+    """Each is a line that could not be read, so the run is INCOMPLETE; the terminal lists the first of them and one
+    line for the rest (it printed each twice, wrapped: minutes), the JSON report holds them all."""
+    rewrite(copy_of, lambda event: [json.dumps(event), *["not json"] * 100_000] if event["type"] == "family" else event)
+    result = report(str(copy_of), tmp_path=tmp_path)
+    assert_incomplete_naming(result, "trace-9.jsonl:3 could not be read")
+    assert len(result.report["bad_lines"]) == 100_000
+    assert "… and 99,900 more (the JSON, SARIF and JUnit reports list every one)" in result.stdout
+
+
 def test_a_million_variants_are_refused_in_one_line(copy_of, tmp_path):
     compile_event = next(e for e in events(copy_of) if e["type"] == "compile")
     with (copy_of / "trace-9.jsonl").open("a") as trace:
