@@ -16,7 +16,6 @@ variant and phase, and all but the last `counts` of a family in an image, say no
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,41 +311,7 @@ def _parse(line: bytes) -> tuple[dict | None, str | None]:
     kind = event.get("type")
     if type(kind) is not str or kind not in EVENT_TYPES:
         return None, f"an unknown event type {str(kind)[:40]!r}"
-    if (b"\\u" in line and SURROGATE.search(line) or not _utf8(line)) and _lone_surrogate(event):
-        return None, "text that is not Unicode (a lone surrogate)"
     return event, None
-
-
-SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escape that may spell half of a surrogate pair
-
-
-def _utf8(line: bytes) -> bool:
-    """Whether the line is UTF-8 (else JSON read it in another encoding, which may hold a lone surrogate)."""
-    if line.isascii():
-        return True
-    try:
-        line.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _lone_surrogate(value: object) -> bool:
-    """Whether a text of a JSON value, names included, holds half of a surrogate pair alone (no character: it cannot
-    be written as UTF-8, and every output writes UTF-8)."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if type(item) is str:
-            try:
-                item.encode()
-            except UnicodeEncodeError:
-                return True
-        elif type(item) is dict:
-            pending += [*item, *item.values()]
-        elif type(item) is list:
-            pending += item
-    return False
 
 
 def _loads(line: bytes) -> object:
