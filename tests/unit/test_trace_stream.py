@@ -239,6 +239,24 @@ def test_a_call_that_holds_an_object_and_a_target_arch_that_is_no_text_end_in_a_
     assert program_report([folder / "run"], RULES).target_arch == "{'sm': 90}"
 
 
+BARE = [
+    ({"type": "internal_error"}, "internal_error event without 'where'"),
+    ({"type": "dispatch_error", "family": "synthetic", "function": "dispatch"}, "without 'reached_lookup'"),
+    ({"type": "lost", "events": 1}, "a lost event without 'errors'"),
+    ({"type": "unwatched_compile", "net": "n", "phase": "warmup"}, "unwatched_compile event without 'kernel'"),
+]
+
+
+@pytest.mark.parametrize(("event", "why"), BARE, ids=[event["type"] for event, _ in BARE])
+def test_an_event_without_a_field_its_reader_reads_is_a_line_that_could_not_be_read(tmp_path, event, why):
+    """Fields the event's JSON Schema requires and the analysis reads, that the kind check took as optional: each
+    event without one ended the report in an internal error."""
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, WARM, _line(event), MARK, SERVED, FINAL, EXIT)
+    assert verdict == "incomplete"
+    assert any(line.startswith(f"events were lost: {trace}:4 (") and why in line for line in incomplete), incomplete
+
+
 def test_a_count_of_a_variant_numbered_in_other_digits_is_a_line_that_could_not_be_read(tmp_path):
     """A dispatch count labelled "²:serving" (a digit, but no number int() reads): the report ended in an internal
     error."""
