@@ -1,7 +1,7 @@
 """What each kind of trace event holds (`mlacheck.events` documents them): its fields, required and optional, and of
-which types or choices (a number, NaN and Infinity aside; a stack, of text frames); why an event does not fit its
-kind (`wrong`), or at a glance that it does (`fits`). A trace of format 1 had fewer kinds, keys as lists of strings
-(`wrong_in_format_1`)."""
+which types or choices (a number, NaN and Infinity aside; a stack, providers, key fields and argv, of text; a key or a
+call, of values that are no objects); why an event does not fit its kind (`wrong`), or at a glance that it does
+(`fits`). A trace of format 1 had fewer kinds, keys as lists of strings (`wrong_in_format_1`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def wrong(event: dict) -> str | None:
     if kind == "counts":
         for label, count in (event.get("dispatches") or {}).items():
             vid, _, phase = label.partition(":")
-            if not vid.isdigit() or phase not in DISPATCH_PHASES or not _is(count, int):
+            if not vid.isdecimal() or phase not in DISPATCH_PHASES or not _is(count, int):  # (int() reads it)
                 return f"a counts event with a dispatch count {label[:40]!r}: {str(count)[:20]}"
         if any(not _is(count, int) for count in (event.get("calls") or {}).values()):
             return "a counts event with a call count that is not a number"
@@ -42,7 +42,8 @@ def wrong(event: dict) -> str | None:
 
 def fits(event: dict) -> bool:
     """Whether an event of format 2 or 3 fits its kind at a glance: each field of exactly a type it takes, or one of
-    its choices. True only where `wrong` finds nothing (anything else goes to `wrong`, which says why)."""
+    its choices, and each field that may hold a number, a list of text, a key or a call `_fine`. True only where
+    `wrong` finds nothing (anything else goes to `wrong`, which says why)."""
     kind = event["type"]
     if kind == "counts" or (
         kind == "compile_start" and event.get("vid") is not None and type(event.get("key")) is not dict
@@ -50,23 +51,31 @@ def fits(event: dict) -> bool:
         return False
     for name, exact, choices in _FIT_REQUIRED.get(kind, ()):
         value = event.get(name, fits)  # (a function: of no type a field takes)
-        if type(value) not in exact and not (type(value) is str and value in choices) or not _fine(name, value):
+        if type(value) not in exact and not (type(value) is str and value in choices):
             return False
     for name, exact, choices in _FIT_OPTIONAL.get(kind, ()):
         value = event.get(name)
         if value is not None and type(value) not in exact and not (type(value) is str and value in choices):
             return False
-        if not _fine(name, value):
+    for name in _FIT_FINE.get(kind, ()):
+        if not _fine(name, event.get(name)):
             return False
     return True
 
 
 def _fine(name: str, value: object) -> bool:
-    """Not a NaN or Infinity, nor a stack with a frame that is not text (what `_misfit` also asks of a value of its
-    type)."""
+    """Not a NaN or Infinity, nor a list of text (a stack, providers, key fields, argv) with an item that is not text,
+    nor a key or call with a value that is an object (a key field's value is text, a number, true/false, null or a
+    list) (what `_misfit` also asks of a value of its type)."""
     if type(value) is float:
         return isfinite(value)
-    return name != "stack" or type(value) is not list or all(type(frame) is str for frame in value)
+    if name in KEYED and type(value) is dict:
+        return all(type(item) is not dict for item in value.values())
+    return name not in TEXTS or type(value) is not list or all(type(item) is str for item in value)
+
+
+KEYED = ("key", "call")  # objects of key fields' values
+TEXTS = ("stack", "providers", "key_fields", "argv")  # lists of text
 
 
 def wrong_in_format_1(event: dict) -> str | None:
@@ -81,6 +90,8 @@ def wrong_in_format_1(event: dict) -> str | None:
             return f"a {kind} event that is not of format 1 (its key is not a list)"
     if kind == "compile" and event.get("phase") not in ("precompile", "dispatch"):
         return f"a compile event whose phase {str(event.get('phase'))[:40]!r} is not of format 1"
+    if kind == "internal_error" and not all(isinstance(event.get(name), str) for name in ("where", "message")):
+        return "an internal_error event without its where and message"
     if event.get("stack") is not None:
         return _misfit(kind, "stack", event["stack"], list)
     return None
@@ -103,9 +114,8 @@ def _misfit(kind: str, name: str, value: object, expected: object) -> str | None
     JSON gave as NaN or Infinity, or a stack with a frame that is not text."""
     why = _mistyped(kind, name, value, expected)
     if why is None and not _fine(name, value):
-        return (
-            f"a {kind} event whose {name} is {'not a finite number' if type(value) is float else 'not a list of text'}"
-        )
+        fault = "is not a finite number" if type(value) is float else "holds an object" if name in KEYED else None
+        return f"a {kind} event whose {name} {fault or 'is not a list of text'}"
     return why
 
 
@@ -122,14 +132,15 @@ REQUIRED = {
     "compile": {"family": str, "vid": int, "key": dict, "phase": COMPILE_PHASES},
     "dispatch": {"family": str, "vid": int, "key": dict, "phase": DISPATCH_PHASES},
     "counts": {"family": str},
-    "dispatch_error": {"family": str, "function": str},
+    "dispatch_error": {"family": str, "function": str, "reached_lookup": bool, "error": str, "message": str},
     "no_lookup": {"family": str, "function": str},
     "context": {"values": dict},
     "numerics": {"family": str},
     "unwatched": {"module": str, "cache": str, "provider": (str, type(None))},
     "unwatched_dispatch": {"module": str, "function": str},
-    "unwatched_compile": {"net": str, "phase": NET_PHASES},
-    "lost": {"events": int},
+    "unwatched_compile": {"net": str, "kernel": str, "phase": NET_PHASES},
+    "lost": {"events": int, "errors": dict},
+    "internal_error": {"where": str, "message": str},
     "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
     "compile_end": {"id": int},
     "unseen": {"family": str, "what": str},
@@ -138,22 +149,28 @@ REQUIRED = {
 OPTIONAL = {
     "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
     "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
-    "compile": {"seconds": (int, float), "site": str, "stack": list, "origin": str, "t": (int, float)},
-    "dispatch": {"site": str, "stack": list, "call": dict},
+    "compile": {
+        "spelling": dict,
+        "seconds": (int, float),
+        "site": str,
+        "stack": list,
+        "origin": str,
+        "t": (int, float),
+    },
+    "dispatch": {"spelling": dict, "site": str, "stack": list, "call": dict},
     "counts": {"dispatches": dict, "calls": dict, "final": bool},
-    "dispatch_error": {"reached_lookup": bool, "error": str, "message": str, "site": str},
+    "dispatch_error": {"site": str},
     "no_lookup": {"site": str},
     "serving_start": {"how": str, "site": str, "t": (int, float)},
     "numerics": {"key": dict},
     "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list, "t": (int, float)},
-    "internal_error": {"where": str, "message": str},
     "exit": {"rank": int, "how": str, "t": (int, float)},
     "slow_step": {"step": int, "serving": bool},
-    "lost": {"errors": dict},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
     "compile_start": {
         "family": str,
         "vid": int,
+        "key": dict,
         "spelling": dict,
         "site": str,
         "stack": list,
@@ -174,3 +191,12 @@ _FIT_REQUIRED, _FIT_OPTIONAL = (
     }
     for kinds in (REQUIRED, OPTIONAL)
 )
+_FIT_FINE = {  # the fields of each kind that `_fine` has more to ask of: a number, a list of text, a key or a call
+    kind: tuple(
+        name
+        for fields in (REQUIRED.get(kind, {}), OPTIONAL.get(kind, {}))
+        for name, expected in fields.items()
+        if name in (*TEXTS, *KEYED) or float in _EXACT.get(expected, ())
+    )
+    for kind in {*REQUIRED, *OPTIONAL}
+}

@@ -308,8 +308,9 @@ def _parse(line: bytes) -> tuple[dict | None, str | None]:
         return None, None
     if not isinstance(event, dict):
         return None, "not a JSON object"
-    if event.get("type") not in EVENT_TYPES:
-        return None, f"an unknown event type {str(event.get('type'))[:40]!r}"
+    kind = event.get("type")
+    if type(kind) is not str or kind not in EVENT_TYPES:
+        return None, f"an unknown event type {str(kind)[:40]!r}"
     return event, None
 
 
@@ -392,7 +393,7 @@ class _Reader:
         what the analysis keeps of 10^5 variants is then mostly their own."""
         for name in objects:
             value = event.get(name)
-            if type(value) is dict:
+            if type(value) is dict and value:  # (an empty one holds no name)
                 event[name] = {intern(field): item for field, item in value.items()}
         for name in texts:
             value = event.get(name)

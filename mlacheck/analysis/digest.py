@@ -56,9 +56,10 @@ class Digest:
         if "family" in event and kind != "internal_error":
             self.families.add(event["family"])
         if kind == "context" and event["values"].get("target_arch"):
-            self.shown_arch = event["values"]["target_arch"]
+            self.shown_arch = str(event["values"]["target_arch"])  # (as text, as every context value is kept)
         elif kind == "run" and self.run_arch is None:
-            self.run_arch = event.get("target_arch") or event.get("cute_dsl_arch") or None
+            arch = event.get("target_arch") or event.get("cute_dsl_arch")
+            self.run_arch = str(arch) if arch else None
         elif kind in ("compile", "dispatch") and self.key_values is not None:
             for name, value in (event.get("key") or {}).items():
                 self.key_values.setdefault(name, []).append(value)

@@ -4,7 +4,9 @@ reports hold them all.
 A family of more than `ROWS` variants shows `ROWS` of them in its table, some of each status (those of a finding
 first), and one row for the others of each status: their dispatches and seconds summed (so the title's dispatch calls
 and the verdict's seconds still add up), each key field's value where every variant of the family has it, else "…". Of more than `FINDINGS` findings of one code, family and state (new, known, ignored), the first
-`FINDINGS` are listed and one line says how many more there are. Nothing is dropped from the report itself.
+`FINDINGS` are listed and one line says how many more there are; so are the first `LINES` of more incomplete
+reasons, unreadable trace lines or internal errors (a hostile trace of 10^5 garbage lines: 10^5 of each, which took
+the terminal minutes). Nothing is dropped from the report itself.
 """
 
 from __future__ import annotations
@@ -17,15 +19,27 @@ FINDINGS = 20  # findings of one code, family and state listed
 ATTENTION = ("serving-path compile", "dead warm-up", "unverified", "not compiled")  # statuses shown first
 MORE = "…"
 DISPATCHES = ("dispatches", "warmup_dispatches", "capture_dispatches")  # summed in a summary row
+LINES = 100  # incomplete reasons, unreadable lines and internal errors listed, each (a run at scale has more)
+LISTED = ("incomplete", "bad_lines", "internal_errors")  # the report's lists of lines
 
 
 def abridged(data: dict) -> dict:
-    """The report's JSON form with long tables and finding lists summarised (a copy where anything was)."""
+    """The report's JSON form with long tables, finding lists and lists of lines summarised (a copy where anything
+    was)."""
     families = [_family(family) for family in data["families"]]
     findings = _findings(data["findings"])
-    if findings is data["findings"] and all(new is old for new, old in zip(families, data["families"])):
+    lines = {name: _lines(data[name]) for name in LISTED if len(data.get(name) or []) > LINES}
+    if findings is data["findings"] and all(new is old for new, old in zip(families, data["families"])) and not lines:
         return data
-    return {**data, "families": families, "findings": findings}
+    return {**data, "families": families, "findings": findings, **lines}
+
+
+def _lines(items: list[str]) -> list[str]:
+    """The first LINES of a list of lines, then one that stands for the rest."""
+    return [
+        *items[:LINES],
+        f"{MORE} and {len(items) - LINES:,} more (the JSON, SARIF and JUnit reports list every one)",
+    ]
 
 
 def _family(family: dict) -> dict:

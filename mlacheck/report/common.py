@@ -18,7 +18,7 @@ from mlacheck.codes import CODES
 
 SITE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:\s+(?P<detail>.*))?$")
 MODELLED = "(modelled"
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # where a number may be one that the json module writes otherwise than pydantic-core (1e-05 against 0.00001, 1.5e-07
 # against 1.5e-7): a one-digit negative exponent after a digit, or "0.0000" (the literal first: the search is quick)
@@ -26,9 +26,10 @@ ONE_DIGIT_EXPONENT = re.compile(rb"e-\d(?!\d)")
 
 
 def printable(text: str) -> str:
-    """A string from a run as it may be printed: every control character (C0 with newlines and tabs, DEL, C1) and
-    every bidi override written as its escape (`\\x1b`, `\\n`, `\\u202e`), so that it can neither move the cursor,
-    retitle the terminal, make a link, hide text nor print a line of its own (a `verdict: PASS` line)."""
+    """A string from a run as it may be printed: every control character (C0 with newlines and tabs, DEL, C1), every
+    bidi override and every half of a surrogate pair (no UTF-8 can hold one alone) written as its escape (`\\x1b`,
+    `\\n`, `\\u202e`, `\\ud800`), so that it can neither move the cursor, retitle the terminal, make a link, hide text,
+    print a line of its own (a `verdict: PASS` line) nor stop the output."""
     if text.isascii() and text.isprintable():  # the usual text, at once: no control character in it
         return text
     return CONTROL.sub(lambda match: ESCAPES.get(match[0]) or _escape(match[0]), text)
@@ -172,10 +173,13 @@ def json_stream(value, alike: Callable[[bytes], bool] | None = None) -> Iterator
     faster than the json module's indented writer, which is pure Python) while each piece is `alike` (default: the
     same text as the json module's: ASCII, no DEL, no number that the two write differently), else (Rewrite) the json
     module's, whole."""
-    for piece in json_pieces(value):
-        if not (alike or _alike)(piece):
-            raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()])
-        yield piece
+    try:
+        for piece in json_pieces(value):
+            if not (alike or _alike)(piece):
+                raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()])
+            yield piece
+    except PydanticSerializationError:  # (text it cannot write as UTF-8: half a surrogate pair, which json escapes)
+        raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()]) from None
 
 
 def _alike(data: bytes) -> bool:

@@ -69,6 +69,40 @@ def test_a_million_repeated_dispatch_events_are_read_in_seconds(copy_of, tmp_pat
     assert result.seconds < SECONDS and result.code == 1 and result.report["verdict"] == "fail", result.stderr[-2000:]
 
 
+def test_a_hundred_thousand_compiles_awaiting_their_record_are_read_in_seconds(copy_of, tmp_path):
+    """Compiles that returned and whose record never came, then records of other variants: each record was matched by a
+    walk over every compile awaiting one (10^5 of them: hours)."""
+    bracketed = [
+        json.dumps(line)
+        for n in range(100_000)
+        for line in (
+            {"type": "compile_start", "id": n, "phase": "warmup", "family": "synthetic", "vid": n, "key": {}, "t": 1.0},
+            {"type": "compile_end", "id": n, "seconds": 0.1, "outcome": "returned", "t": 1.0},
+        )
+    ]
+    recorded = [
+        json.dumps(
+            {"type": "compile", "family": "synthetic", "vid": 200_000 + n, "key": {"dtype": f"v{n}", "causal": True}}
+            | {"phase": "warmup", "origin": "compile", "seconds": 0.1, "t": 2.0}
+        )
+        for n in range(100_000)
+    ]
+    rewrite(copy_of, lambda event: [json.dumps(event), *bracketed, *recorded] if event["type"] == "family" else event)
+    result = report(str(copy_of), "--allow-incomplete", tmp_path=tmp_path)
+    assert result.seconds < SECONDS and result.report is not None, result.stderr[-3000:]
+    assert result.report["verdict"] != "pass"
+
+
+def test_a_hundred_thousand_garbage_lines_are_named_in_seconds(copy_of, tmp_path):
+    """Each is a line that could not be read, so the run is INCOMPLETE; the terminal lists the first of them and one
+    line for the rest (it printed each twice, wrapped: minutes), the JSON report holds them all."""
+    rewrite(copy_of, lambda event: [json.dumps(event), *["not json"] * 100_000] if event["type"] == "family" else event)
+    result = report(str(copy_of), tmp_path=tmp_path)
+    assert_incomplete_naming(result, "trace-9.jsonl:3 could not be read")
+    assert len(result.report["bad_lines"]) == 100_000
+    assert "… and 99,900 more (the JSON, SARIF and JUnit reports list every one)" in result.stdout
+
+
 def test_a_million_variants_are_refused_in_one_line(copy_of, tmp_path):
     compile_event = next(e for e in events(copy_of) if e["type"] == "compile")
     with (copy_of / "trace-9.jsonl").open("a") as trace:
@@ -148,6 +182,8 @@ def spoil_the_serving_compile(**fields):
         ({"seconds": float("nan")}, "seconds is not a finite number"),
         ({"seconds": float("-inf")}, "seconds is not a finite number"),
         ({"stack": [["serve.py", 3], {"frame": 1}]}, "stack is not a list of text"),
+        ({"spelling": ["bf16"]}, "spelling is not an object"),
+        ({"key": {"dtype": {"bf16": 1}, "causal": True}}, "key holds an object"),
     ],
     ids=[
         "an unknown phase",
@@ -157,12 +193,26 @@ def spoil_the_serving_compile(**fields):
         "NaN seconds",
         "-Infinity seconds",
         "a stack of lists",
+        "a spelling that is a list",
+        "a key that holds an object",
     ],
 )
 def test_a_serving_compile_of_the_wrong_shape_is_never_dropped_in_silence(copy_of, tmp_path, fields, needle):
     rewrite(copy_of, spoil_the_serving_compile(**fields))
     result = report(str(copy_of), tmp_path=tmp_path)
     assert_incomplete_naming(result, needle)
+
+
+def test_a_serving_compile_at_a_site_of_half_a_surrogate_pair_is_reported_escaped(copy_of, tmp_path):
+    """A path that is not UTF-8 (Python decodes its bytes to half surrogate pairs, JSON spells them `\\udcff`): the
+    serving-path compile is read and reported, its site escaped in the terminal (printing it ended the report in an
+    internal error)."""
+    rewrite(copy_of, spoil_the_serving_compile(site="serve\udcff.py:3"))
+    result = report(str(copy_of), tmp_path=tmp_path)
+    assert result.code == 1 and "internal error" not in result.stderr, result.stderr[-3000:]
+    assert result.report["verdict"] == "fail"
+    assert [f["site"] for f in result.report["findings"] if f["code"] == "MLA001"] == ["serve\udcff.py:3"]
+    assert "serve\\udcff.py:3" in result.stdout
 
 
 def test_counts_of_the_wrong_types_are_a_bad_line(copy_of, tmp_path):

@@ -70,3 +70,21 @@ def test_verbose_shows_every_variant_and_finding():
     shown = console.file.getvalue()
     assert "more (the JSON" not in shown and f"{abridged.MORE} " not in shown.replace("…/", "")
     assert all(f"v{vid} " in shown for vid in range(300))  # every variant's row
+
+
+def test_thousands_of_lost_lines_are_summarised_and_the_run_stays_incomplete():
+    """A trace of thousands of garbage lines: the terminal lists the first of its incomplete reasons and unreadable
+    lines, one line for the rest, and the verdict is INCOMPLETE (its first reason above); --verbose lists them all."""
+    report = build_report(analyse(events(4), load_rules(FIXTURES / "synthetic.toml")), {"mode": "program"})
+    lost = [f"trace-7.jsonl:{n}" for n in range(3, 3003)]
+    data = {**report.model_dump(mode="json"), "verdict": "incomplete", "bad_lines": lost}
+    data["incomplete"] = [f"events were lost: {line} could not be read" for line in lost]
+    data["exit_reason"] = f"exit 2: incomplete: {data['incomplete'][0]}"
+    for detail, shown in (("normal", abridged.LINES), ("quiet", abridged.LINES), ("verbose", len(lost))):
+        console = Console(file=io.StringIO(), width=200)
+        render(data, console, detail)
+        lines = console.file.getvalue().splitlines()
+        assert sum(line.startswith("incomplete: events were lost") for line in lines) == shown
+        more = [line for line in lines if f"{abridged.MORE} and {len(lost) - abridged.LINES:,} more" in line]
+        assert len(more) == (0 if detail == "verbose" else 2 if detail == "normal" else 1)
+        assert "verdict: INCOMPLETE" in lines[-1] and "(the reason above)" in lines[-1]

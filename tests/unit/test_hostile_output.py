@@ -65,3 +65,23 @@ def test_the_progress_display_escapes_a_compiles_key():
 
 def test_printable_escapes_controls_and_keeps_text():
     assert printable("a\x1b[31m\nverdict: PASS\t\u202eé") == "a\\x1b[31m\\nverdict: PASS\\t\\u202eé"
+
+
+def test_half_a_surrogate_pair_is_written_escaped_in_every_output(tmp_path):
+    """JSON may spell half of a surrogate pair (`\\ud800`), which no UTF-8 output can hold: a saved report (or a run
+    folder's document) carrying one in a message, a command and a key is written in every format, the text formats
+    showing its escape, the JSON report holding it as JSON does (writing it ended the report in an internal error)."""
+    report = gold("hostile")
+    report["findings"][0]["message"] += " \ud800"
+    report["program"]["runs"][1]["command"].append("\udfff")
+    report["families"][0]["variants"][0]["key"] = {**report["families"][0]["variants"][0]["key"], "half": "\ud83d"}
+    paths = {fmt: tmp_path / f"report.{fmt}" for fmt in formats.FORMATS}
+    formats.write_outputs(report, list(paths.items()), environ={})
+    assert json.loads(paths["json"].read_text()) == report
+    assert "\\ud800" in paths["sarif"].read_text()
+    for fmt in ("junit", "html", "markdown", "github"):
+        assert "\\udfff" in paths[fmt].read_text() or "\\ud800" in paths[fmt].read_text(), fmt
+    out = io.StringIO()
+    terminal.render(report, Console(file=out, width=80), "verbose")
+    assert "\\ud800" in out.getvalue() and "\\udfff" in out.getvalue()
+    assert printable("a\ud800b") == "a\\ud800b"

@@ -139,6 +139,9 @@ values = st.one_of(
     st.lists(st.text(max_size=2), max_size=2),
     st.lists(st.one_of(st.text(max_size=2), st.integers(), st.lists(st.integers(), max_size=1)), max_size=2),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.dictionaries(
+        st.text(max_size=2), st.one_of(st.integers(), st.dictionaries(st.text(max_size=1), st.none())), max_size=2
+    ),
 )
 kinds = sorted(set(REQUIRED) | set(OPTIONAL))
 
@@ -194,6 +197,74 @@ def test_a_stack_whose_frames_are_not_text_is_a_line_that_could_not_be_read(tmp_
     verdict, incomplete = _verdict(tmp_path, RUN, hostile, MARK, SERVED, FINAL, EXIT)
     assert verdict == "incomplete"
     assert f"events were lost: {trace}:3 (a compile event whose stack is not a list of text) could not be read" in (
+        incomplete
+    )
+
+
+SPOILED = [
+    ({"spelling": ["positional"]}, "a compile event whose spelling is not an object"),
+    ({"key": {"dtype": {"a": 1}, "causal": True}}, "a compile event whose key holds an object"),
+    ({"type": {"a": 1}}, "an unknown event type \"{'a': 1}\""),
+]
+
+
+@pytest.mark.parametrize(("fields", "why"), SPOILED, ids=["a spelling", "a key", "a type"])
+def test_a_warm_up_compile_the_report_cannot_hold_is_a_line_that_could_not_be_read(tmp_path, fields, why):
+    """A spelling that is no object, a key field's value that is an object, a type that is no text: the report model
+    could not hold them (the report ended in an internal error)."""
+    hostile = _line(_compile(0, "warmup", 0.5) | {"vid": 0, **fields})
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, hostile, MARK, SERVED, FINAL, EXIT)
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:3 ({why}) could not be read" in incomplete
+
+
+def test_a_call_that_holds_an_object_and_a_target_arch_that_is_no_text_end_in_a_report(tmp_path):
+    """A first dispatch whose call facts hold an object is a line that could not be read; a target arch that a process
+    showed as a number or an object is its text (each ended the report in an internal error)."""
+    called = _line(events.dispatch_event("synthetic", 0, KEYS[0], None, "serving", "s.py:2", [], {"q": {"a": 1}}))
+    shown = _line({"type": "context", "values": {"target_arch": 90}})
+    run = _line(events.run_event(7, 100.0) | {"target_arch": {"sm": 90}})
+    family = RUN.splitlines(keepends=True)[1]
+    verdict, incomplete = _verdict(tmp_path, run, family, WARM, MARK, called, FINAL, EXIT)
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:5 (a dispatch event whose call holds an object) could not be read" in incomplete
+    folder = tmp_path / "again"
+    folder.mkdir()
+    assert _verdict(folder, run, family, shown, WARM, MARK, SERVED, FINAL, EXIT)[0] == "pass"
+    report = program_report([folder / "run"], RULES)
+    assert report.target_arch == "90"
+    (folder / "run" / "trace-7.jsonl").write_bytes(run + family + WARM + MARK + SERVED + FINAL + EXIT)
+    assert program_report([folder / "run"], RULES).target_arch == "{'sm': 90}"
+
+
+BARE = [
+    ({"type": "internal_error"}, "internal_error event without 'where'"),
+    ({"type": "dispatch_error", "family": "synthetic", "function": "dispatch"}, "without 'reached_lookup'"),
+    ({"type": "lost", "events": 1}, "a lost event without 'errors'"),
+    ({"type": "unwatched_compile", "net": "n", "phase": "warmup"}, "unwatched_compile event without 'kernel'"),
+]
+
+
+@pytest.mark.parametrize(("event", "why"), BARE, ids=[event["type"] for event, _ in BARE])
+def test_an_event_without_a_field_its_reader_reads_is_a_line_that_could_not_be_read(tmp_path, event, why):
+    """Fields the event's JSON Schema requires and the analysis reads, that the kind check took as optional: each
+    event without one ended the report in an internal error."""
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, WARM, _line(event), MARK, SERVED, FINAL, EXIT)
+    assert verdict == "incomplete"
+    assert any(line.startswith(f"events were lost: {trace}:4 (") and why in line for line in incomplete), incomplete
+
+
+def test_a_count_of_a_variant_numbered_in_other_digits_is_a_line_that_could_not_be_read(tmp_path):
+    """A dispatch count labelled "²:serving" (a digit, but no number int() reads): the report ended in an internal
+    error."""
+    hostile = _line(events.counts_event("synthetic", {"0:serving": 3, "²:serving": 1}, {}, True))
+    trace = tmp_path / "run" / "trace-7.jsonl"
+    verdict, incomplete = _verdict(tmp_path, RUN, WARM, MARK, SERVED, hostile, EXIT)
+    assert verdict == "incomplete"
+    assert f"events were lost: {trace}:6 (a counts event with a dispatch count '²:serving': 1) could not be read" in (
         incomplete
     )
 
