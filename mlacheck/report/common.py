@@ -173,13 +173,17 @@ def json_stream(value, alike: Callable[[bytes], bool] | None = None) -> Iterator
     faster than the json module's indented writer, which is pure Python) while each piece is `alike` (default: the
     same text as the json module's: ASCII, no DEL, no number that the two write differently), else (Rewrite) the json
     module's, whole."""
+
+    def whole() -> Rewrite:
+        return Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()])
+
     try:
         for piece in json_pieces(value):
             if not (alike or _alike)(piece):
-                raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()])
+                raise whole()
             yield piece
     except PydanticSerializationError:  # (text it cannot write as UTF-8: half a surrogate pair, which json escapes)
-        raise Rewrite([json.dumps(value, indent=2, default=_whole_list).encode()]) from None
+        raise whole() from None
 
 
 def _alike(data: bytes) -> bool:

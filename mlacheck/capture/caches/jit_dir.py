@@ -36,7 +36,7 @@ from collections.abc import Callable, Collection
 from time import perf_counter
 
 from mlacheck.capture import hotpath, phase
-from mlacheck.capture.caches.jit_keys import KINDS, raw, text
+from mlacheck.capture.caches.jit_keys import KINDS, call_key, raw, text
 from mlacheck.capture.caches.jit_net import JitNet
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.capture.hotpath_py import FLUSH_EVERY
@@ -217,8 +217,7 @@ class JitDir:
             )
         if key is None:
             try:
-                arguments = dict(zip(parameters, args)) | kwargs
-                key = (name, self._state[0], *[raw(arguments.get(p)) for p in self._names[name]])
+                key = call_key(name, self._state[0], parameters, self._names[name], args, kwargs)
                 entry = capture.fast.get(key)
             except Exception as exc:  # noqa: BLE001 - capture never raises into the program
                 self._report("key", f"cannot key a call of {name}: {type(exc).__name__}: {exc}")

@@ -1,5 +1,5 @@
-"""What a jit_dir key holds of an argument a native operation is passed (`raw`), how the trace writes it (`text`), and
-which keys hold values only (`by_value`). A tensor is keyed by its dtype, shape and layout (`hotpath_py.layout`: which
+"""What a jit_dir key holds of an argument a native operation is passed (`raw`) and of a call (`call_key`), how the
+trace writes it (`text`), and which keys hold values only (`by_value`). A tensor is keyed by its dtype, shape and layout (`hotpath_py.layout`: which
 dimension has stride 1), since the library picks its kernel by them."""
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ def raw(value: object) -> object:
     if not hasattr(type(value), "shape") and not hasattr(value, "__dict__"):
         KINDS.setdefault(type(value), None)
     return value
+
+
+def call_key(name: str, settings: tuple, parameters: list[str], keyed: tuple[str, ...], args: tuple, kwargs: dict):
+    """A call's key as the slow path builds it (positional arguments by `parameters`, then the keywords): the
+    operation, the settings, then each `keyed` argument's `raw` form (None where the call did not pass it)."""
+    arguments = dict(zip(parameters, args)) | kwargs
+    return (name, settings, *[raw(arguments.get(parameter)) for parameter in keyed])
 
 
 def text(value: object) -> object:

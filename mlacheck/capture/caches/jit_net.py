@@ -18,7 +18,7 @@ from sys import _getframe
 from time import perf_counter
 
 from mlacheck.capture import hotpath
-from mlacheck.capture.caches.jit_keys import KINDS, by_value, raw, text
+from mlacheck.capture.caches.jit_keys import KINDS, by_value, call_key, raw, text
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.keys import typed
 
@@ -48,8 +48,7 @@ class JitNet:
         """A call the fast table did not serve: timed, looking for new entries on the disk."""
         if key is None and parameters is not None:
             try:
-                arguments = dict(zip(parameters, args)) | kwargs
-                key = (name, self.state[0], *[raw(arguments.get(p)) for p in parameters])
+                key = call_key(name, self.state[0], parameters, parameters, args, kwargs)
                 if key in self.fast:
                     return operation(*args, **kwargs)
             except Exception:  # noqa: BLE001 - a call that cannot be keyed is looked at
