@@ -190,3 +190,36 @@ def test_the_readmes_watchdog_control_fails_with_the_compile_timed(tmp_path, dec
     [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
     assert finding["family"] == "tokenspeed_mla.decode" and "never ended" not in finding["message"]
     assert set(finding["diff"]) <= {"is_workspace_size_zero", "reducer_d_tiles", "reducer_max_splits"}
+
+
+NETTED = """
+import os, signal, sys, threading
+sys.path.insert(0, "tests/fixtures")
+import synthetic_jit_dir as library
+import mlacheck
+
+mlacheck.serving_started()
+if sys.argv[1] == "SIGKILL":  # the engine's watchdog: the request stalled in a build past its limit
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+library.transform(library.Array(300, 8))  # a kernel no rule keys (DeepGEMM's layout kernels): netted
+print("the netted call returned")
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "none"])
+def test_a_process_killed_in_a_netted_native_build_on_the_serving_path_fails(tmp_path, signal_name):
+    """A jit_dir library's operation that no rule keys (capture/caches/jit_net.py) writes its compile_start before the
+    call: killed inside the build, the compile is still named (MLA007, never ended); the control, with its time."""
+    result = observe(
+        tmp_path, sys.executable, program(tmp_path, NETTED), signal_name,
+        rules=str(ROOT / "tests" / "fixtures" / "synthetic_jit_dir.toml"),
+        env={"SYNTHETIC_JIT_DIR": str(tmp_path / "jit"), "SYNTHETIC_JIT_BUILD_SECONDS": "3"},
+    )  # fmt: skip
+    assert ("the netted call returned" in result.stdout) == (signal_name == "none"), result.stdout
+    assert_not_pass(result, "fail")
+    [finding] = [f for f in result.report["findings"] if f["code"] == "MLA007"]
+    assert finding["family"] == "unwatched:synthetic_jit_dir._native.layout"
+    if signal_name == "SIGKILL":
+        assert "never ended" in finding["message"] and "at least" in finding["message"]
+    else:
+        assert "a 3.0 s stall" in finding["message"] and finding["key"] == {"sf": "fp8[300, 8]"}
