@@ -3,6 +3,7 @@
 #   bash tests/gpu/device_run.sh install measure   # install, the hot path, the overhead benchmarks, execute mode's run
 #   bash tests/gpu/device_run.sh tests             # tests/gpu, the trace-mode runs (the machine still warm)
 #   bash tests/gpu/device_run.sh install deep_gemm # DeepGEMM alone: its GPU tests, a hit's cost, where a hit's time goes
+#                                                  (in that order: the least needed last, where a short call cuts it)
 # Each step is time-boxed so that one slow step does not cost the rest. Output: $OUT/log-PART.txt and JSON reports.
 set -u
 step() { local limit=$1; shift; echo "=== $* (limit ${limit}s) $(date +%T)" >>"$log"; timeout "$limit" "$@" >>"$log" 2>&1; echo "--- rc=$?" >>"$log"; }
@@ -32,12 +33,12 @@ for part in "$@"; do
     source /root/gpu-env.sh || exit 3
     export MLACHECK_VLLM_DEEP_GEMM_SITE=/tmp/vllm-deep-gemm-site
     step 200 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_deep_gemm_sm90.py
+    step 200 python3 tests/benchmarks/bench_deep_gemm_gpu.py vllm.third_party.deep_gemm 4000
     program="tests/fixtures/programs/deep_gemm_gpu.py"
     profiled=(env "PYTHONPATH=$MLACHECK_VLLM_DEEP_GEMM_SITE:$PWD:${PYTHONPATH:-}" DG_GPU_MODULE=vllm.third_party.deep_gemm
               DG_JIT_CACHE_DIR=/tmp/dg-profile DG_GPU_WARMUP=16 DG_GPU_SERVE=16 DG_GPU_PROFILE=1)
     step 100 "${profiled[@]}" python3 "$program"
     step 100 "${profiled[@]}" python3 -m mlacheck run -q --run-dir /tmp/dg-profile-run -- python3 "$program"
-    step 280 python3 tests/benchmarks/bench_deep_gemm_gpu.py vllm.third_party.deep_gemm 4000
     ;;
   tests)
     source /root/gpu-env.sh || exit 3
