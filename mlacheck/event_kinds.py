@@ -66,15 +66,19 @@ def fits(event: dict) -> bool:
 def _fine(name: str, value: object) -> bool:
     """Not a NaN or Infinity, nor a list of text (a stack, providers, key fields, argv) with an item that is not text,
     nor a key or call with a value that is an object (a key field's value is text, a number, true/false, null or a
-    list) (what `_misfit` also asks of a value of its type)."""
+    list), nor a launch's figures with one that is no number or null (what `_misfit` also asks of a value of its
+    type)."""
     if type(value) is float:
         return isfinite(value)
     if name in KEYED and type(value) is dict:
         return all(type(item) is not dict for item in value.values())
+    if name in MEASURED and type(value) is dict:
+        return all(item is None or type(item) is int or type(item) is float for item in value.values())
     return name not in TEXTS or type(value) is not list or all(type(item) is str for item in value)
 
 
 KEYED = ("key", "call")  # objects of key fields' values
+MEASURED = ("kernel",)  # objects of figures: each a number (NaN and Infinity too: what a launch measured) or null
 TEXTS = ("stack", "providers", "key_fields", "argv")  # lists of text
 
 
@@ -115,6 +119,7 @@ def _misfit(kind: str, name: str, value: object, expected: object) -> str | None
     why = _mistyped(kind, name, value, expected)
     if why is None and not _fine(name, value):
         fault = "is not a finite number" if type(value) is float else "holds an object" if name in KEYED else None
+        fault = "holds a figure that is not a number" if name in MEASURED else fault
         return f"a {kind} event whose {name} {fault or 'is not a list of text'}"
     return why
 
@@ -135,7 +140,7 @@ REQUIRED = {
     "dispatch_error": {"family": str, "function": str, "reached_lookup": bool, "error": str, "message": str},
     "no_lookup": {"family": str, "function": str},
     "context": {"values": dict},
-    "numerics": {"family": str},
+    "numerics": {"family": str, "key": dict, "kernel": dict},
     "unwatched": {"module": str, "cache": str, "provider": (str, type(None))},
     "unwatched_dispatch": {"module": str, "function": str},
     "unwatched_compile": {"net": str, "kernel": str, "phase": NET_PHASES},
@@ -162,7 +167,6 @@ OPTIONAL = {
     "dispatch_error": {"site": str},
     "no_lookup": {"site": str},
     "serving_start": {"how": str, "site": str, "t": (int, float)},
-    "numerics": {"key": dict},
     "unwatched_compile": {"key": dict, "seconds": (int, float), "site": str, "stack": list, "t": (int, float)},
     "exit": {"rank": int, "how": str, "t": (int, float)},
     "slow_step": {"step": int, "serving": bool},
@@ -196,7 +200,7 @@ _FIT_FINE = {  # the fields of each kind that `_fine` has more to ask of: a numb
         name
         for fields in (REQUIRED.get(kind, {}), OPTIONAL.get(kind, {}))
         for name, expected in fields.items()
-        if name in (*TEXTS, *KEYED) or float in _EXACT.get(expected, ())
+        if name in (*TEXTS, *KEYED, *MEASURED) or float in _EXACT.get(expected, ())
     )
     for kind in {*REQUIRED, *OPTIONAL}
 }

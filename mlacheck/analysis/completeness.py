@@ -2,9 +2,9 @@
 
 A check that saw nothing, or could not compare, never passes: no watched family loaded, a family whose
 warm-up no dispatch ever reached, dispatch calls that died before their lookup or returned without one
-(where the rule says every call looks up), a dispatched variant never seen entering its cache, what capture
-said it could not see (`unseen` events), processes that ran unobserved, and events that were lost (capture
-failed, or a trace line could not be read). Precompiled variants that such dispatches could have hit are
+(where the rule says every call looks up), a dispatched variant never seen entering its cache, a launch measured
+for a variant no record shows, what capture said it could not see (`unseen` events), processes that ran unobserved,
+and events that were lost (capture failed, or a trace line could not be read). Precompiled variants that such dispatches could have hit are
 "unverified", not dead warm-up.
 """
 
@@ -92,6 +92,7 @@ def _family_reasons(family_tables: dict[str, list[ProcessFamily]], dry: bool) ->
             reasons += _not_looked_up(name, tables)
         reasons += [_died_line(name, *death, dry) for death in died[name]]
         reasons += _unlooked(name, tables) + _never_entered(name, tables) + _unnamed(name, tables)
+        reasons += _unjudged(name, tables)
     return reasons
 
 
@@ -118,6 +119,18 @@ def _unnamed(name: str, tables: list[ProcessFamily]) -> list[str]:
     return [
         f"{name}: events were lost: the counts name {unnamed} variant(s) that no compile or dispatch record shows "
         "(whether they compiled on the serving path is unknown)"
+    ]
+
+
+def _unjudged(name: str, tables: list[ProcessFamily]) -> list[str]:
+    """Launches measured against the reference (numerics) of variants no record of their process shows: their records
+    were lost, or the measurement's key is not the capture's, so MLA005 could not judge them."""
+    keys = {key_text(key): None for t in tables for key in t.unjudged}
+    if not keys:
+        return []
+    return [
+        f"{name}: the kernel's output was measured for {len(keys)} variant(s) that no compile or dispatch record of "
+        f"its process shows: {', '.join(keys)}; the measurement could not be judged (MLA005)"
     ]
 
 

@@ -117,6 +117,7 @@ class ProcessFamily:
     exact: bool = False
     every_lookup_counted: bool | None = None  # the capture said whether it counts every lookup of the cache
     unnamed: set[int] = field(default_factory=set)  # vids the counts name and no compile or dispatch record shows
+    unjudged: list[dict] = field(default_factory=list)  # keys measured (numerics) that no variant's record shows
 
     @property
     def lookups(self) -> int:
@@ -300,10 +301,12 @@ def _no_lookup(table: ProcessFamily, event: dict, before_mark: bool) -> None:
 
 
 def _measured(table: ProcessFamily, event: dict, before_mark: bool) -> None:
-    """A launched variant's output against the reference: the worst of its launches is kept."""
+    """A launched variant's output against the reference: the worst of its launches is kept; a measurement of a
+    variant no record of the process shows cannot be judged (`unjudged`)."""
     identity = key_identity(event["key"])
     variant = next((v for v in table.variants.values() if key_identity(v.key) == identity), None)
     if variant is None:
+        table.unjudged.append(event["key"])
         return
     variant.numerics = worst(variant.numerics, event.get("kernel"))
 
