@@ -1,0 +1,108 @@
+"""Property: any event the kind check lets through (`event_kinds.wrong` finds nothing), of any kind, with any values of
+the types it takes, in a trace among a warm-up compile, a serving mark and a served dispatch, ends in a report in every
+format and in the terminal at each detail: never an internal error. A value the analysis or a renderer cannot hold is
+the kind check's to refuse as a bad line (numerics events with figures that were text ended the report this way)."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from mlacheck.event_kinds import KEYED, MEASURED, OPTIONAL, REQUIRED, TEXTS, wrong
+from mlacheck.program.saved import program_report
+from mlacheck.report import terminal
+from mlacheck.report.formats import FORMATS, render
+from mlacheck.report.policy import ReportPolicy
+from mlacheck.rulefiles import load_rules
+from tests.conftest import FIXTURES
+from tests.unit.test_trace_stream import EXIT, FINAL, MARK, RUN, SERVED, WARM, _line, _verdict
+
+KINDS = sorted(set(REQUIRED) | set(OPTIONAL))
+text = st.text(max_size=6)
+number = st.one_of(st.integers(-2, 3), st.floats(-10, 10, allow_nan=False))
+scalar = st.one_of(st.none(), st.booleans(), number, text, st.sampled_from(["fp8", "bf16"]))
+key = st.dictionaries(st.sampled_from(["dtype", "causal", "other"]), st.one_of(scalar, st.lists(scalar, max_size=2)))
+FIELDS = {  # values of the field names whose type alone says too little
+    "family": st.sampled_from(["synthetic", "other"]),
+    "vid": st.integers(-1, 2),
+    "id": st.integers(0, 2),
+    "kernel": st.dictionaries(
+        st.sampled_from(["max_rel_err", "cosine_similarity", "lse_max_abs_err", "x"]),
+        st.one_of(st.none(), number, st.sampled_from([float("nan"), float("inf"), float("-inf")])),
+    ),
+    "values": st.dictionaries(st.sampled_from(["target_arch", "kv_cache_dtype", "x"]), scalar),
+    "spelling": st.fixed_dictionaries({}, optional={"positional": st.lists(text), "keywords": st.lists(text)}),
+    "errors": st.dictionaries(text, st.integers(0, 3)),
+    "dispatches": st.dictionaries(
+        st.tuples(st.integers(0, 2), st.sampled_from(["warmup", "capture", "serving", "unknown"])).map(
+            lambda pair: f"{pair[0]}:{pair[1]}"
+        ),
+        st.integers(0, 5),
+    ),
+    "calls": st.dictionaries(st.sampled_from(["dispatch", "dispatch!before", "dispatch!nolookup"]), st.integers(0, 3)),
+}
+BY_TYPE = {
+    str: text,
+    int: st.integers(-1, 3),
+    bool: st.booleans(),
+    dict: st.dictionaries(text, scalar, max_size=2),
+    list: st.lists(text, max_size=2),
+    (int, float): number,
+    (str, type(None)): st.one_of(st.none(), text),
+}
+
+
+def value_of(kind: str, name: str, expected: object):
+    if isinstance(expected, tuple) and all(isinstance(choice, str) for choice in expected):
+        return st.sampled_from(expected)
+    if kind == "unwatched_compile" and name == "kernel" or kind == "compile_start" and name == "kernel":
+        return text
+    if name in KEYED:
+        return key
+    if name in TEXTS:
+        return st.lists(text, max_size=3)
+    if name in FIELDS and (name not in MEASURED or kind == "numerics"):
+        return FIELDS[name]
+    return BY_TYPE[expected]
+
+
+@st.composite
+def fitting_events(draw) -> dict:
+    kind = draw(st.sampled_from(KINDS))
+    event = {"type": kind}
+    for name, expected in REQUIRED.get(kind, {}).items():
+        event[name] = draw(value_of(kind, name, expected))
+    optional = OPTIONAL.get(kind, {})
+    for name in draw(st.lists(st.sampled_from(sorted(optional)), unique=True)) if optional else []:
+        event[name] = draw(value_of(kind, name, optional[name]))
+    return event
+
+
+RULES_TEXT = (FIXTURES / "synthetic.toml").read_text() + (
+    "\n[numerics]\nmax = { max_rel_err = 0.02 }\nmin = { cosine_similarity = 0.999 }\n"
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(event=fitting_events(), where=st.integers(0, 5))
+def test_any_event_that_fits_its_kind_ends_in_a_report_in_every_format(tmp_path_factory, event, where):
+    assume(wrong(event) is None)  # (a compile_start with a vid and no key does not fit its kind)
+    folder = tmp_path_factory.mktemp("case")
+    (folder / "synthetic.toml").write_text(RULES_TEXT)
+    rules = load_rules(folder / "synthetic.toml")
+    written = [RUN, WARM, MARK, SERVED, FINAL, EXIT]
+    written.insert(2 + where, _line(event))
+    _verdict(folder, *written)
+    report = program_report([folder / "run"], rules, policy=ReportPolicy(allow_incomplete=True))
+    assert report.verdict in ("pass", "fail", "incomplete")
+    assert report.internal_errors == [] or event["type"] == "internal_error", report.internal_errors
+    data = report.model_dump(mode="json")
+    for fmt in FORMATS:
+        assert isinstance(render(data, fmt), str)  # (github: annotations only, none where nothing is found)
+    for detail in ("quiet", "normal", "verbose"):
+        console = Console(file=io.StringIO(), width=100, color_system=None)
+        terminal.render(report, console, detail)
+        assert console.file.getvalue()
