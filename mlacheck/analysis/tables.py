@@ -454,10 +454,11 @@ def _at_least_once(variant: Variant) -> None:
 
 
 def worst(old: dict[str, float] | None, new: dict[str, float] | None) -> dict[str, float] | None:
-    """Per metric the worse of two: the larger error, the smaller cosine similarity (NaN wins)."""
+    """Per metric the worse of two: the larger error, the smaller cosine similarity (NaN wins); a metric one of them
+    lacks is the other's."""
     if old is None or new is None:
-        return old or new
-    return {name: _worse(name, old.get(name), value) for name, value in new.items()}
+        return new if old is None else old
+    return {name: _worse(name, old.get(name), new.get(name)) for name in {**old, **new}}
 
 
 def _worse(name: str, old: float | None, new: float | None) -> float | None:

@@ -58,6 +58,14 @@ def test_a_measurement_of_a_recorded_variant_is_judged(tmp_path, judged, kernel,
     assert verdict(tmp_path, judged, measured(**kernel)) == expected
 
 
+def test_a_later_launch_that_measured_less_never_hides_an_earlier_breach(tmp_path, judged):
+    """The worst of a variant's launches is judged, per figure: one that a later launch did not measure is kept (the
+    later launch's figures replaced it, and the run passed)."""
+    breach = measured(max_rel_err=0.5, cosine_similarity=0.99999)
+    later = measured(cosine_similarity=0.99999)
+    assert verdict(tmp_path, judged, breach, later) == ("fail", [], ["MLA005"])
+
+
 def test_a_measurement_of_a_variant_no_record_shows_never_passes(tmp_path, judged):
     """Its key names a variant its process never recorded (its records lost, or the scenario's key and the capture's
     disagree): the breach could not be judged, and the run said PASS."""
@@ -67,6 +75,19 @@ def test_a_measurement_of_a_variant_no_record_shows_never_passes(tmp_path, judge
     assert incomplete == [
         "synthetic: the kernel's output was measured for 1 variant(s) that no compile or dispatch record of its process "
         "shows: (dtype=bf16, causal=True); the measurement could not be judged (MLA005)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "kernel", [{}, {"max_abs_err": 0.5}, {"max_rel_err": None, "cosine_similarity": None}], ids=["none", "other", "nulls"]
+)
+def test_a_measurement_without_a_figure_the_tolerance_bounds_never_passes(tmp_path, judged, kernel):
+    """A launch measured, but none of the figures its family's [numerics] bounds: nothing was judged (it passed)."""
+    result, incomplete, codes = verdict(tmp_path, judged, measured(**kernel))
+    assert (result, codes) == ("incomplete", [])
+    assert incomplete == [
+        "synthetic: the kernel's output of (dtype=fp8, causal=True) was measured without a figure its [numerics] "
+        "bounds (max_rel_err, cosine_similarity): it could not be judged (MLA005)"
     ]
 
 

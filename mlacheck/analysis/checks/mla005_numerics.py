@@ -2,7 +2,8 @@
 (`codes.py` has its page).
 
 The tolerance is data (`rulefiles.schema.Numerics`: per metric an upper `max` or lower `min` bound); deciding it is
-here: a metric the launch measured beyond its bound, NaN counting as beyond; one it did not measure is not judged.
+here: a metric the launch measured beyond its bound, NaN counting as beyond; one it did not measure is not judged, and
+a launch that measured none of the bounded metrics could not be judged (the run cannot pass).
 """
 
 from __future__ import annotations
@@ -10,19 +11,32 @@ from __future__ import annotations
 import math
 
 from mlacheck import codes
-from mlacheck.analysis.findings import Finding, named, telling
+from mlacheck.analysis.findings import Finding, Incomplete, named, telling
 from mlacheck.analysis.view import FamilyView, identity_of
+from mlacheck.keys import key_text
 from mlacheck.rulefiles.schema import Numerics
 
 
-def check(view: FamilyView) -> list[Finding]:
+def check(view: FamilyView) -> list[Finding | Incomplete]:
     numerics, family = view.rule.numerics, view.rule.family
     if numerics is None:
         return []
-    findings, seen = [], set()
+    findings: list[Finding | Incomplete] = []
+    seen = set()
+    bounded = [*numerics.max, *numerics.min]
     for table in view.tables:
         for variant in table.variants.values():
-            found = breaches(numerics, variant.numerics) if variant.numerics is not None else []
+            if variant.numerics is None:
+                continue
+            if all(variant.numerics.get(name) is None for name in bounded):
+                unjudged = Incomplete(
+                    f"{family.name}: the kernel's output of {key_text(variant.key)} was measured without a figure "
+                    f"its [numerics] bounds ({', '.join(bounded)}): it could not be judged (MLA005)"
+                )
+                if unjudged not in findings:  # (one line however many processes measured it)
+                    findings.append(unjudged)
+                continue
+            found = breaches(numerics, variant.numerics)
             if not found:
                 continue
             finding = Finding(
