@@ -5,7 +5,7 @@ replaced while it ran) are the last state of each family of its image whose trac
 counts event at the end of that image (at least what it dispatched).
 
 A trace is streamed (`TraceStream`: a report reads each event once, never holding them all), read ahead first for the
-serving-start marks of each image (an event before its image's last mark was warm-up). It may be hostile (a run folder
+serving-start marks of each image (an event before its image's first mark was warm-up). It may be hostile (a run folder
 someone else wrote into) or damaged: it is read with a limit per line and on the events given (a report of 10^5
 variants fits), only from a regular file, never through a link (mlacheck.files). An event that does not fit its kind
 (a field missing or of the wrong type, an unknown phase, nesting too deep, a format-2 body labelled format 1) is a bad
@@ -130,7 +130,7 @@ def _lines(file: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
 
 
 def _marks(file: BinaryIO, path: Path) -> dict[int, int] | None:
-    """Read ahead: the line number of each image's last serving-start mark (None: a format-1 trace, read whole). Each
+    """Read ahead: the line number of each image's first serving-start mark (None: a format-1 trace, read whole). Each
     line is parsed until the first event is kept; after it, only a line that could be a run event or a mark
     (`_candidates`). The file is left at its start."""
     version, kept = None, None
@@ -153,7 +153,7 @@ def _marks(file: BinaryIO, path: Path) -> dict[int, int] | None:
                 if event["type"] == "run":
                     image += 1
                 elif event["type"] == "serving_start":
-                    marks[image] = number
+                    marks.setdefault(image, number)
     file.seek(0)
     return None if version == 1 else marks
 

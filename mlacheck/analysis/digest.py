@@ -6,13 +6,13 @@ what a program report says of the run (the families recorded, the target arch th
 key field took).
 
 An event comes with its position: in its process, a later event has a larger one. `marks` holds, per process, the
-position of its last serving-start mark, known before its events come (a trace is read ahead for them): the phase of a
+position of its first serving-start mark, known before its events come (a trace is read ahead for them): the phase of a
 compile or dispatch before it is settled as warm-up.
 """
 
 from __future__ import annotations
 
-from mlacheck.analysis.tables import TablesReader
+from mlacheck.analysis.tables import TablesReader, first_marks
 from mlacheck.analysis.timeline import TimelineReader
 from mlacheck.analysis.unwatched import UnwatchedReader
 
@@ -38,9 +38,7 @@ class Digest:
     def of(cls, events: list[dict]) -> Digest:
         """The digest of events held in a list (the scenario's, a test's), each at its index."""
         digest = cls()
-        digest.marks.update(
-            {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
-        )
+        digest.marks.update(first_marks(events))
         for index, event in enumerate(events):
             digest.read(index, event)
         return digest

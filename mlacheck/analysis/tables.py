@@ -165,11 +165,19 @@ class ProcessFacts:
     unfinished: list[UnfinishedCompile] = field(default_factory=list)
 
 
+def first_marks(events: list[dict]) -> dict[int | None, int]:
+    """Per process, the index of its first serving-start mark (the capture writes one; after it, every compile is
+    serving)."""
+    marks: dict[int | None, int] = {}
+    for index, event in enumerate(events):
+        if event["type"] == "serving_start":
+            marks.setdefault(event.get("proc"), index)
+    return marks
+
+
 def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
     """Per-(process, family) tables and per-process facts from the events of one or more traces."""
-    reader = TablesReader(
-        {event.get("proc"): index for index, event in enumerate(events) if event["type"] == "serving_start"}
-    )
+    reader = TablesReader(first_marks(events))
     for index, event in enumerate(events):
         reader.read(index, event)
     return reader.finish()
@@ -178,7 +186,7 @@ def build_tables(events: list[dict]) -> tuple[dict[tuple, ProcessFamily], dict[i
 class TablesReader:
     """`build_tables` event by event: what a process says of itself goes to its facts, what a family's event says to
     its table (`FAMILY_EVENTS`); compile brackets (`compile_start`, `compile_end`) are held until their record comes.
-    `marks`: per process, the position of its last serving-start mark (an event before it, in its process, was
+    `marks`: per process, the position of its first serving-start mark (an event before it, in its process, was
     before serving started); `read` takes each event with its position."""
 
     def __init__(self, marks: dict[int | None, int]) -> None:

@@ -18,7 +18,7 @@ from mlacheck.capture.triton.runtime import INTERPRETED
 class UnwatchedReader:
     """What no watched family covers, event by event (`read`, with its position): the caches whose layout no rule
     describes, the calls through them, the compiles of the compile nets (phases settled by `marks`: per process, the
-    position of its last serving-start mark) and each process's pid."""
+    position of its first serving-start mark) and each process's pid."""
 
     KINDS = frozenset(("unwatched", "unwatched_dispatch", "run", "unwatched_compile"))  # the events it reads
 

@@ -1,7 +1,10 @@
-"""Property: any event the kind check lets through (`event_kinds.wrong` finds nothing), of any kind, with any values of
-the types it takes, in a trace among a warm-up compile, a serving mark and a served dispatch, ends in a report in every
-format and in the terminal at each detail: never an internal error. A value the analysis or a renderer cannot hold is
-the kind check's to refuse as a bad line (numerics events with figures that were text ended the report this way)."""
+"""Properties of any event the kind check lets through (`event_kinds.wrong` finds nothing), of any kind, with any values
+of the types it takes:
+- among a warm-up compile, a serving mark and a served dispatch, it ends in a report in every format and in the
+  terminal at each detail: never an internal error (a value the analysis or a renderer cannot hold is the kind check's
+  to refuse as a bad line; numerics events with figures that were text ended the report this way);
+- anywhere in a trace with a serving-path compile, it never makes the run pass (a second serving mark did: the
+  compile before it was settled as warm-up)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from mlacheck import events
 from mlacheck.event_kinds import KEYED, MEASURED, OPTIONAL, REQUIRED, TEXTS, wrong
 from mlacheck.program.saved import program_report
 from mlacheck.report import terminal
@@ -18,7 +22,7 @@ from mlacheck.report.formats import FORMATS, render
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import load_rules
 from tests.conftest import FIXTURES
-from tests.unit.test_trace_stream import EXIT, FINAL, MARK, RUN, SERVED, WARM, _line, _verdict
+from tests.unit.test_trace_stream import EXIT, FINAL, KEYS, MARK, RUN, SERVED, WARM, _compile, _line, _verdict
 
 KINDS = sorted(set(REQUIRED) | set(OPTIONAL))
 text = st.text(max_size=6)
@@ -86,17 +90,22 @@ RULES_TEXT = (FIXTURES / "synthetic.toml").read_text() + (
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(event=fitting_events(), where=st.integers(0, 5))
-def test_any_event_that_fits_its_kind_ends_in_a_report_in_every_format(tmp_path_factory, event, where):
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def report_of(folder, written: list[bytes], event: dict, where: int):
+    """The report of a run folder whose trace is `written` with `event` at `where` (among the events after RUN)."""
     assume(wrong(event) is None)  # (a compile_start with a vid and no key does not fit its kind)
-    folder = tmp_path_factory.mktemp("case")
     (folder / "synthetic.toml").write_text(RULES_TEXT)
     rules = load_rules(folder / "synthetic.toml")
-    written = [RUN, WARM, MARK, SERVED, FINAL, EXIT]
-    written.insert(2 + where, _line(event))
-    _verdict(folder, *written)
-    report = program_report([folder / "run"], rules, policy=ReportPolicy(allow_incomplete=True))
+    _verdict(folder, *written[:where], _line(event), *written[where:])
+    return program_report([folder / "run"], rules, policy=ReportPolicy(allow_incomplete=True))
+
+
+@SETTINGS
+@given(event=fitting_events(), where=st.integers(1, 6))
+def test_any_event_that_fits_its_kind_ends_in_a_report_in_every_format(tmp_path_factory, event, where):
+    report = report_of(tmp_path_factory.mktemp("case"), [RUN, WARM, MARK, SERVED, FINAL, EXIT], event, where)
     assert report.verdict in ("pass", "fail", "incomplete")
     assert report.internal_errors == [] or event["type"] == "internal_error", report.internal_errors
     data = report.model_dump(mode="json")
@@ -106,3 +115,27 @@ def test_any_event_that_fits_its_kind_ends_in_a_report_in_every_format(tmp_path_
         console = Console(file=io.StringIO(), width=100, color_system=None)
         terminal.render(report, console, detail)
         assert console.file.getvalue()
+
+
+SERVING_COMPILE = [
+    RUN,
+    WARM,
+    MARK,
+    _line(_compile(1, "serving", 1.5) | {"vid": 1}),
+    _line(events.dispatch_event("synthetic", 1, KEYS[1], None, "serving", "s.py:2", [], {})),
+    _line(events.counts_event("synthetic", {"1:serving": 3}, {}, True)),
+    EXIT,
+]
+
+
+@SETTINGS
+@given(event=fitting_events(), where=st.integers(1, 7))
+def test_no_event_that_fits_its_kind_makes_a_run_with_a_serving_path_compile_pass(tmp_path_factory, event, where):
+    assert report_of(tmp_path_factory.mktemp("case"), SERVING_COMPILE, event, where).verdict != "pass", event
+
+
+def test_the_trace_with_a_serving_path_compile_fails_as_it_is(tmp_path):
+    (tmp_path / "synthetic.toml").write_text(RULES_TEXT)
+    _verdict(tmp_path, *SERVING_COMPILE)
+    report = program_report([tmp_path / "run"], load_rules(tmp_path / "synthetic.toml"))
+    assert (report.verdict, [f.code for f in report.findings]) == ("fail", ["MLA001", "MLA002"])

@@ -319,3 +319,15 @@ def test_a_format_1_trace_in_a_run_folder_streams_as_it_reads_whole(tmp_path):
     streamed = analyse(load_runs([run]).digest, PREFILL.rules())
     assert [f.code for f in streamed.findings] == ["MLA001", "MLA002"]  # (without the context MLA003 needs)
     assert asdict(streamed) == asdict(analyse(_listed(run), PREFILL.rules()))
+
+
+def test_a_second_serving_mark_never_turns_a_serving_path_compile_into_warm_up(tmp_path):
+    """The capture writes one mark an image (the first counts), and after it every compile is serving: a second mark
+    (written by another hand) settled the compile before it as warm-up, and the run passed. Streamed and held whole
+    alike."""
+    served = _line(_compile(1, "serving", 1.5) | {"vid": 1})
+    dispatched = _line(events.dispatch_event("synthetic", 1, KEYS[1], None, "serving", "s.py:2", [], {}))
+    final = _line(events.counts_event("synthetic", {"1:serving": 1}, {}, True))
+    assert _verdict(tmp_path, RUN, WARM, MARK, served, dispatched, MARK, final, EXIT) == ("fail", [])
+    held = analyse(_listed(tmp_path / "run"), RULES)
+    assert [f.code for f in held.findings if f.code == "MLA001"] == ["MLA001"]
