@@ -79,7 +79,9 @@ def test_a_measurement_of_a_variant_no_record_shows_never_passes(tmp_path, judge
 
 
 @pytest.mark.parametrize(
-    "kernel", [{}, {"max_abs_err": 0.5}, {"max_rel_err": None, "cosine_similarity": None}], ids=["none", "other", "nulls"]
+    "kernel",
+    [{}, {"max_abs_err": 0.5}, {"max_rel_err": None, "cosine_similarity": None}],
+    ids=["none", "other", "nulls"],
 )
 def test_a_measurement_without_a_figure_the_tolerance_bounds_never_passes(tmp_path, judged, kernel):
     """A launch measured, but none of the figures its family's [numerics] bounds: nothing was judged (it passed)."""
