@@ -9,7 +9,7 @@ report as extra columns of the variant tables.
 
 from __future__ import annotations
 
-from mlacheck.analysis.tables import worst
+from mlacheck.analysis.figures import worst
 from mlacheck.events import numerics_event
 from mlacheck.keys import key_identity
 from mlacheck.sinks import EventSink

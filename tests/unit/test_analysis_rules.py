@@ -236,7 +236,7 @@ def test_a_format_1_trace_of_a_killed_process_counts_at_least(tmp_path):
 
 
 def test_worst_metrics_keep_nan_and_tolerate_a_missing_lse():
-    from mlacheck.analysis.tables import worst
+    from mlacheck.analysis.figures import worst
 
     decode = {"max_abs_err": 0.1, "max_rel_err": 0.01, "cosine_similarity": 0.999, "lse_max_abs_err": None}
     other = {"max_abs_err": 0.2, "max_rel_err": float("nan"), "cosine_similarity": 0.998, "lse_max_abs_err": None}
