@@ -141,7 +141,9 @@ MLA005 attn.prefill (causal=True): max_rel_err 0.31 > 0.1
 ```""",
             fix="""Execute mode only (the kernel launches on its GPU and is compared with mlacheck's FP32 reference on
 the same inputs). Check that the variant was compiled for the inputs it is given (mask, scale, LSE,
-dtype), then the kernel itself on these shapes; the rule file's `[numerics]` holds the tolerance.""",
+dtype), then the kernel itself on these shapes; the rule file's `[numerics]` holds the tolerance. A launch measured
+without any figure the tolerance bounds, or for a variant that no record of its process shows, could not be judged:
+the run is incomplete, never a pass.""",
         ),
         Code(
             "MLA006",
