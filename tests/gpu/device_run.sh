@@ -4,23 +4,34 @@
 #   bash tests/gpu/device_run.sh tests             # tests/gpu, the trace-mode runs (the machine still warm)
 #   bash tests/gpu/device_run.sh install deep_gemm # DeepGEMM alone: its GPU tests, a hit's cost, where a hit's time goes
 #                                                  (in that order: the least needed last, where a short call cuts it)
+#   bash tests/gpu/device_run.sh lite deep_gemm    # the same in one call, with extra alone carried (no stash.sh first)
 # Each step is time-boxed so that one slow step does not cost the rest. Output: $OUT/log-PART.txt and JSON reports.
 set -u
 step() { local limit=$1; shift; echo "=== $* (limit ${limit}s) $(date +%T)" >>"$log"; timeout "$limit" "$@" >>"$log" 2>&1; echo "--- rc=$?" >>"$log"; }
+install_mlacheck() {
+  mkdir -p /tmp/vllm-deep-gemm-site && tar xJf .device-wheels/extra/vllm-deep-gemm.tar.xz -C /tmp/vllm-deep-gemm-site
+  source /root/gpu-env.sh || exit 3
+  nvidia-smi -L >>"$log" 2>&1
+  # mlacheck installed from the tree (editable: its metadata, and the compiled hot path built in place) by the
+  # setuptools carried in extra/build-tools, as the README's `pip install .` does with a compiler there.
+  python3 -m pip install -q --no-index --no-deps --target /tmp/build-tools .device-wheels/extra/build-tools/*.whl >>"$log" 2>&1
+  step 120 env PYTHONPATH="/tmp/build-tools:${PYTHONPATH:-}" python3 -m pip install -q --no-build-isolation --no-deps --no-index -e .
+  step 20 python3 -c "from mlacheck.capture import hotpath; print('hot path:', hotpath.IMPLEMENTATION)"
+}
 for part in "$@"; do
   log=$OUT/log-$part.txt
   case $part in
   install)
     bash .device-wheels/b/install.sh && bash .device-wheels/extra/install.sh || exit 3
     mkdir -p /tmp/flashinfer-site && tar xJf .device-wheels/extra/flashinfer-site.tar.xz -C /tmp/flashinfer-site
-    mkdir -p /tmp/vllm-deep-gemm-site && tar xJf .device-wheels/extra/vllm-deep-gemm.tar.xz -C /tmp/vllm-deep-gemm-site
-    source /root/gpu-env.sh || exit 3
-    nvidia-smi -L >>"$log" 2>&1
-    # mlacheck installed from the tree (editable: its metadata, and the compiled hot path built in place) by the
-    # setuptools carried in extra/build-tools, as the README's `pip install .` does with a compiler there.
-    python3 -m pip install -q --no-index --no-deps --target /tmp/build-tools .device-wheels/extra/build-tools/*.whl >>"$log" 2>&1
-    step 120 env PYTHONPATH="/tmp/build-tools:${PYTHONPATH:-}" python3 -m pip install -q --no-build-isolation --no-deps --no-index -e .
-    step 20 python3 -c "from mlacheck.capture import hotpath; print('hot path:', hotpath.IMPLEMENTATION)"
+    install_mlacheck
+    ;;
+  lite)
+    # What DeepGEMM's part needs, in one call with extra alone (no CuTe DSL, tokenspeed-mla or FlashInfer: program
+    # mode loads a family only where its library imports).
+    printf 'export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}\nexport PYTHONUNBUFFERED=1\n' > /root/gpu-env.sh
+    bash .device-wheels/extra/install.sh || exit 3
+    install_mlacheck
     ;;
   measure)
     source /root/gpu-env.sh || exit 3
@@ -32,6 +43,9 @@ for part in "$@"; do
   deep_gemm)
     source /root/gpu-env.sh || exit 3
     export MLACHECK_VLLM_DEEP_GEMM_SITE=/tmp/vllm-deep-gemm-site
+    nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)  # DeepGEMM's JIT finds nvcc through CUDA_HOME
+    [ -n "${CUDA_HOME:-}" ] || [ -z "$nvcc" ] || export CUDA_HOME=$(dirname "$(dirname "$nvcc")")
+    echo "CUDA_HOME=${CUDA_HOME:-} nvcc=$nvcc" >>"$log"
     step 200 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_deep_gemm_sm90.py
     step 200 python3 tests/benchmarks/bench_deep_gemm_gpu.py vllm.third_party.deep_gemm 4000
     program="tests/fixtures/programs/deep_gemm_gpu.py"
