@@ -4,8 +4,8 @@ A check that saw nothing, or could not compare, never passes: no watched family 
 warm-up no dispatch ever reached, dispatch calls that died before their lookup or returned without one
 (where the rule says every call looks up), a dispatched variant never seen entering its cache, a launch measured
 for a variant no record shows, what capture said it could not see (`unseen` events), processes that ran unobserved,
-and events that were lost (capture failed, or a trace line could not be read). Precompiled variants that such dispatches could have hit are
-"unverified", not dead warm-up.
+and events that were lost (capture failed, or a trace line could not be read). Precompiled variants that such
+dispatches could have hit are "unverified", not dead warm-up.
 """
 
 from __future__ import annotations
