@@ -3,13 +3,15 @@ of the types it takes:
 - among a warm-up compile, a serving mark and a served dispatch, it ends in a report in every format and in the
   terminal at each detail: never an internal error (a value the analysis or a renderer cannot hold is the kind check's
   to refuse as a bad line; numerics events with figures that were text ended the report this way);
-- anywhere in a trace with a serving-path compile, it never makes the run pass (a second serving mark did: the
-  compile before it was settled as warm-up)."""
+- anywhere in a trace that cannot pass (a serving-path compile, a process killed mid-compile, a lost record, an
+  unwatched compile on the serving path), it never makes the run pass (a second serving mark did: the compile before
+  it was settled as warm-up)."""
 
 from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -126,16 +128,39 @@ SERVING_COMPILE = [
     _line(events.counts_event("synthetic", {"1:serving": 3}, {}, True)),
     EXIT,
 ]
+NOT_PASSING = {  # traces that cannot pass as they are: (the trace, its verdict, its findings)
+    "a serving-path compile": (SERVING_COMPILE, "fail", ["MLA001", "MLA002"]),
+    "killed mid-compile": (
+        [RUN, WARM, MARK, SERVED, FINAL, _line({"type": "compile_start", "id": 5, "phase": "serving", "family": "synthetic", "t": 1.2})],
+        "fail",
+        ["MLA001"],
+    ),
+    "a lost record": (
+        [RUN, WARM, MARK, SERVED, _line({"type": "lost", "events": 1, "errors": {"OSError": 1}}), FINAL, EXIT],
+        "incomplete",
+        [],
+    ),
+    "an unwatched serving-path compile": (
+        [RUN, WARM, MARK, SERVED, _line(events.unwatched_compile_event("n", "k", {}, 0.4, "serving", "s.py:3", [])),
+         FINAL, EXIT],
+        "fail",
+        ["MLA007"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("base", sorted(NOT_PASSING))
+def test_each_trace_below_cannot_pass_as_it_is(tmp_path, base):
+    written, verdict, codes = NOT_PASSING[base]
+    (tmp_path / "synthetic.toml").write_text(RULES_TEXT)
+    _verdict(tmp_path, *written)
+    report = program_report([tmp_path / "run"], load_rules(tmp_path / "synthetic.toml"))
+    assert (report.verdict, [f.code for f in report.findings]) == (verdict, codes)
 
 
 @SETTINGS
-@given(event=fitting_events(), where=st.integers(1, 7))
-def test_no_event_that_fits_its_kind_makes_a_run_with_a_serving_path_compile_pass(tmp_path_factory, event, where):
-    assert report_of(tmp_path_factory.mktemp("case"), SERVING_COMPILE, event, where).verdict != "pass", event
-
-
-def test_the_trace_with_a_serving_path_compile_fails_as_it_is(tmp_path):
-    (tmp_path / "synthetic.toml").write_text(RULES_TEXT)
-    _verdict(tmp_path, *SERVING_COMPILE)
-    report = program_report([tmp_path / "run"], load_rules(tmp_path / "synthetic.toml"))
-    assert (report.verdict, [f.code for f in report.findings]) == ("fail", ["MLA001", "MLA002"])
+@given(base=st.sampled_from(sorted(NOT_PASSING)), event=fitting_events(), where=st.integers(1, 7))
+def test_no_event_that_fits_its_kind_makes_a_run_that_cannot_pass_pass(tmp_path_factory, base, event, where):
+    written = NOT_PASSING[base][0]
+    where = min(where, len(written))
+    assert report_of(tmp_path_factory.mktemp("case"), written, event, where).verdict != "pass", (base, event)
