@@ -331,3 +331,54 @@ def test_a_second_serving_mark_never_turns_a_serving_path_compile_into_warm_up(t
     assert _verdict(tmp_path, RUN, WARM, MARK, served, dispatched, MARK, final, EXIT) == ("fail", [])
     held = analyse(_listed(tmp_path / "run"), RULES)
     assert [f.code for f in held.findings if f.code == "MLA001"] == ["MLA001"]
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(min_value=-(10**40), max_value=10**40),
+        st.floats(),
+        st.text(),
+        st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF).map(str),  # lone surrogates
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=12,
+)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, of exactly the same types, NaN equal to NaN, -0.0 not 0.0, dict items in the same order."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return (a != a and b != b) or (a == b and str(a) == str(b))
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    value=json_values,
+    ascii_only=st.booleans(),
+    cut=st.integers(0, 400),
+    noise=st.sampled_from([b"", b"\n", b" \n", b"x", b"\xff", b"]", b"\\", b'"']),
+)
+def test_a_line_is_read_as_the_json_module_reads_it(value, ascii_only, cut, noise):
+    """The trace's quick JSON reader (pydantic-core's, which the json module backs wherever it refuses a line) reads any
+    line, whole, cut short or with bytes after it, as json.loads does: the same value, or an error."""
+    line = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    line = line[: cut if cut < len(line) else len(line)] + noise
+    try:
+        expected = json.loads(line)
+    except (ValueError, RecursionError) as error:
+        expected = type(error)
+    try:
+        read = trace._loads(line)
+    except (ValueError, RecursionError) as error:
+        read = type(error)
+    assert read is expected if isinstance(expected, type) else _same(read, expected), (line, read, expected)
