@@ -294,16 +294,22 @@ class FamilyCapture:
             self.internal_error("compile", exc)
             return None
 
-    def unwatched_ended(self, start: tuple | None, seconds: float, outcome: str, fields: dict) -> None:
-        """That call ended: its `compile_end`, and where it built a kernel, its `unwatched_compile`."""
+    def unwatched_ended(self, start: tuple | None, seconds: float, outcome: str, fields: Callable[[], dict]) -> None:
+        """That call ended: its `compile_end`, and where it built a kernel, its `unwatched_compile`, built for
+        `fields()` (read only then; where they cannot be read, an internal error and the compile without them)."""
         if start is None:
             return
         started, phase, where, kernel = start
         self.ledger.write(events.compile_end_event(started, seconds, outcome))
         if outcome == "returned":
+            try:
+                built_for = fields()
+            except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+                self.internal_error("compile", exc)
+                built_for = {}
             self.ledger.write(
                 events.unwatched_compile_event(
-                    self.family.name, kernel, fields, seconds, phase, where.site, where.stack
+                    self.family.name, kernel, built_for, seconds, phase, where.site, where.stack
                 )
             )
 

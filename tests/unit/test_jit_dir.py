@@ -149,6 +149,25 @@ def test_a_kernel_built_by_a_call_no_dispatch_observes_is_an_unwatched_compile_n
     assert not of_type(capture.sink.events, "internal_error")
 
 
+class Unreadable(Array):
+    """An argument the library reads (its shape and dtype) whose strides cannot be read (a key holds its layout)."""
+
+    def stride(self):
+        raise RuntimeError("no strides here")
+
+
+def test_a_netted_build_for_an_argument_that_cannot_be_read_is_still_named_and_never_raises(capture):
+    """What a netted compile was built for is read after the call ran: a failure there raised into the program, with
+    the library's result lost. Now the call returns, the build is still an unwatched compile, and the run has an
+    internal error (it cannot pass)."""
+    mark_serving_start(capture)
+    assert synthetic_jit_dir.transform(Unreadable(300, 8)) is None  # (the library's own result)
+    [(kernel, key, phase)] = unwatched(capture)
+    assert (kernel, key, phase) == ("synthetic_jit_dir._native.layout", {}, "serving")
+    [error] = of_type(capture.sink.events, "internal_error")
+    assert "no strides here" in error["message"]
+
+
 def test_a_netted_kernel_built_in_the_warmup_is_warmup_and_its_later_calls_are_not_looked_at(capture, monkeypatch):
     def warm_layouts():  # not a warm-up frame of the rules: the phase comes from the mark that follows
         synthetic_jit_dir.transform(Array(300, 8))

@@ -14,6 +14,7 @@ looking at the disk (the library keeps in memory what it built or loaded), unles
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from sys import _getframe
 from time import perf_counter
 
@@ -59,12 +60,12 @@ class JitNet:
         try:
             result = operation(*args, **kwargs)
         except BaseException:
-            self.capture.unwatched_ended(start, perf_counter() - started, "raised", {})
+            self.capture.unwatched_ended(start, perf_counter() - started, "raised", dict)
             raise
         seconds = perf_counter() - started
         after = self.listing()
         made = before is not None and after is not None and bool(after - before)
-        fields = _fields(parameters, args, kwargs) if made else {}
+        fields = partial(_fields, parameters, args, kwargs)  # (read only where it built a kernel)
         self.capture.unwatched_ended(start, seconds, "returned" if made else "cached", fields)
         if key is not None and by_value(key):
             self.fast[key] = (hotpath.counter(), None)
