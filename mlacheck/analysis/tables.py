@@ -17,8 +17,10 @@ serving-path compile of that variant as long as it took; else an `unfinished` co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import ClassVar
 
+from mlacheck.analysis.awaited import Awaited
 from mlacheck.analysis.figures import worst
 from mlacheck.capture.phase import SERVING, settled
 from mlacheck.keys import JsonValue, Key, key_identity
@@ -119,6 +121,17 @@ class ProcessFamily:
     every_lookup_counted: bool | None = None  # the capture said whether it counts every lookup of the cache
     unnamed: set[int] = field(default_factory=set)  # vids the counts name and no compile or dispatch record shows
     unjudged: list[dict] = field(default_factory=list)  # keys measured (numerics) that no variant's record shows
+    by_key: dict[tuple, Variant] = field(default_factory=dict, repr=False)  # the first variant of each key identity
+    indexed: int = 0  # (of the first `indexed` variants: `variant_of` takes in the rest)
+
+    def variant_of(self, key: dict) -> Variant | None:
+        """The first variant of a key's identity, found at once (a walk over every variant per `numerics` event took
+        hours at 10^5): the index takes in the variants added since it last looked."""
+        added = list(islice(reversed(self.variants.values()), len(self.variants) - self.indexed))  # newest first
+        for variant in reversed(added):
+            self.by_key.setdefault(key_identity(variant.key), variant)
+        self.indexed = len(self.variants)
+        return self.by_key.get(key_identity(key))
 
     @property
     def lookups(self) -> int:
@@ -312,8 +325,7 @@ def _no_lookup(table: ProcessFamily, event: dict, before_mark: bool) -> None:
 def _measured(table: ProcessFamily, event: dict, before_mark: bool) -> None:
     """A launched variant's output against the reference: the worst of its launches is kept; a measurement of a
     variant no record of the process shows cannot be judged (`unjudged`)."""
-    identity = key_identity(event["key"])
-    variant = next((v for v in table.variants.values() if key_identity(v.key) == identity), None)
+    variant = table.variant_of(event["key"])
     if variant is None:
         table.unjudged.append(event["key"])
         return
@@ -328,46 +340,6 @@ FAMILY_EVENTS = {
     "no_lookup": _no_lookup,
     "numerics": _measured,
 }  # (a family's `counts` event: only its process's last one counts, read at the end)
-
-
-class Awaited:
-    """The compiles that returned and whose record has not come yet (keys of `TablesReader.starts`), grouped by process
-    and family or net, and by variant too, each group in the order they returned: the one a record closes is found at
-    once (a hostile trace of 10^5 of them is no 10^10 comparisons)."""
-
-    def __init__(self) -> None:
-        self.groups: dict[tuple, dict[tuple, None]] = {}
-
-    def add(self, key: tuple, start: dict) -> None:
-        for group in _groups(key[0], start):
-            self.groups.setdefault(group, {})[key] = None
-
-    def remove(self, key: tuple, start: dict) -> None:
-        for group in _groups(key[0], start):
-            members = self.groups[group]
-            del members[key]
-            if not members:
-                del self.groups[group]
-
-    def closed(self, proc: int | None, event: dict) -> tuple | None:
-        """The compile a record closes (a `compile` of the same family, an `unwatched_compile` of the same net, in the
-        same process): the first that returned of the same variant where its start knew it, else the first."""
-        owner, name = ("family", event["family"]) if event["type"] == "compile" else ("net", event.get("net"))
-        try:
-            members = self.groups.get((proc, owner, name, event.get("vid"))) or self.groups.get((proc, owner, name))
-        except TypeError:  # (a vid no start can have)
-            members = self.groups.get((proc, owner, name))
-        return next(iter(members)) if members else None
-
-
-def _groups(proc: int | None, start: dict) -> list[tuple]:
-    """The groups a returned compile is found in: its family's and its net's, each also with its variant."""
-    groups = []
-    for owner in ("family", "net"):
-        groups.append((proc, owner, start.get(owner)))
-        if "vid" in start:
-            groups.append((proc, owner, start.get(owner), start["vid"]))
-    return groups
 
 
 def _unfinished(

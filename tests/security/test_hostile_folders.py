@@ -93,6 +93,28 @@ def test_a_hundred_thousand_compiles_awaiting_their_record_are_read_in_seconds(c
     assert result.report["verdict"] != "pass"
 
 
+def test_a_hundred_thousand_measurements_are_read_in_seconds(copy_of, tmp_path):
+    """Execute mode's measurements (`numerics`) of 10^5 variants: each was matched to its variant by a walk over every
+    variant of its process (10^10 key comparisons: hours)."""
+    keys = [{"dtype": f"v{n}", "causal": True} for n in range(100_000)]
+    recorded = [
+        json.dumps({"type": "compile", "family": "synthetic", "vid": 200_000 + n, "key": key, "phase": "warmup"})
+        for n, key in enumerate(keys)
+    ]
+    measured = [
+        json.dumps({"type": "numerics", "family": "synthetic", "key": key, "kernel": {"max_rel_err": 0.0}})
+        for key in keys
+    ]
+    half = len(keys) // 2  # each measured after its compile, then all at once after theirs
+    lines = (
+        [line for pair in zip(recorded[:half], measured[:half]) for line in pair] + recorded[half:] + measured[half:]
+    )
+    rewrite(copy_of, lambda event: [json.dumps(event), *lines] if event["type"] == "family" else event)
+    result = report(str(copy_of), "--allow-incomplete", tmp_path=tmp_path)
+    assert result.seconds < SECONDS and result.report is not None, result.stderr[-3000:]
+    assert result.report["verdict"] != "pass"  # (10^5 warm-up compiles never dispatched: dead warm-up)
+
+
 def test_a_hundred_thousand_garbage_lines_are_named_in_seconds(copy_of, tmp_path):
     """Each is a line that could not be read, so the run is INCOMPLETE; the terminal lists the first of them and one
     line for the rest (it printed each twice, wrapped: minutes), the JSON report holds them all."""

@@ -1,4 +1,4 @@
-"""The compiles that returned and await their record (`tables.Awaited`) are found at once, not by a walk over every
+"""The compiles that returned and await their record (`awaited.Awaited`) are found at once, not by a walk over every
 compile in flight (a hostile trace of 10^5 of them took hours): over random interleavings of compile brackets and
 records of several processes, families, nets and variants, the reader's compiles in flight are, after every event and
 in order, those the walk (the long way, written out below as the reader had it) leaves."""
