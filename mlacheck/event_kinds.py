@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from math import isfinite
 
-COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "unknown")
+COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "borrowed", "unknown")
 DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
 NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")  # unmarked: format 2's name for unknown
 START_PHASES = ("warmup", "capture", "serving", "unknown")

@@ -11,6 +11,7 @@ dispatches could have hit are "unverified", not dead warm-up.
 from __future__ import annotations
 
 from mlacheck.analysis.tables import ProcessFamily
+from mlacheck.capture.phase import HOW_TO_MARK
 from mlacheck.keys import key_text
 
 NO_DEVICE = (  # what torch says when a dispatch needs the CUDA device the process does not have
@@ -91,7 +92,8 @@ def _family_reasons(family_tables: dict[str, list[ProcessFamily]], dry: bool) ->
         if looked_up and name not in counted:
             reasons += _not_looked_up(name, tables)
         reasons += [_died_line(name, *death, dry) for death in died[name]]
-        reasons += _unlooked(name, tables) + _never_entered(name, tables) + _unnamed(name, tables)
+        reasons += _unlooked(name, tables) + _never_entered(name, tables) + _unsettled(name, tables)
+        reasons += _unnamed(name, tables)
         reasons += _unjudged(name, tables)
     return reasons
 
@@ -142,7 +144,12 @@ def unseen_reasons(events: list[dict]) -> list[str]:
 def _never_entered(name: str, tables: list[ProcessFamily]) -> list[str]:
     """Dispatched variants that no event shows entering the cache (not compiled, not there before): an insert capture
     did not see, so whether it compiled on the serving path is unknown."""
-    keys = {key_text(v.key): None for t in tables for v in t.variants.values() if v.status == "not compiled"}
+    keys = {
+        key_text(v.key): None
+        for t in tables
+        for v in t.variants.values()
+        if v.status == "not compiled" and not any(v is u for u in t.unsettled)
+    }
     if not keys:
         return []
     return [
@@ -150,6 +157,28 @@ def _never_entered(name: str, tables: list[ProcessFamily]) -> list[str]:
         "capture did not see, such as one made from C or through a reference taken before mlacheck): whether "
         "it compiled on the serving path is unknown"
     ]
+
+
+def _unsettled(name: str, tables: list[ProcessFamily]) -> list[str]:
+    """Variants that entered the cache with no compile of their own seen (loaded from a cache that held entries from
+    outside the process, or built for another key), where no serving-start mark came after them: ready before serving
+    start, but after it, or where the process never marked it, whether a warm-up covered them is unknown."""
+    after = {key_text(v.key): None for t in tables if t.marked for v in t.unsettled}
+    never = {key_text(v.key): None for t in tables if not t.marked for v in t.unsettled}
+    lines = []
+    if after:
+        lines.append(
+            f"{name}: {len(after)} variant(s) first dispatched on the serving path built nothing of their own while "
+            f"the cache held entries from outside this process (an earlier run's or another process's): "
+            f"{', '.join(after)}; whether a warm-up covered them, or they were loaded from there and would compile on "
+            "the serving path with an empty cache, is unknown: run it with an empty cache"
+        )
+    if never:
+        lines.append(
+            f"{name}: {len(never)} variant(s) built nothing of their own in a process that never marked serving "
+            f"start: {', '.join(never)}; whether that was before serving is unknown: {HOW_TO_MARK}"
+        )
+    return lines
 
 
 def _unlooked(name: str, tables: list[ProcessFamily]) -> list[str]:

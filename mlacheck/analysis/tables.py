@@ -22,10 +22,8 @@ from typing import ClassVar
 
 from mlacheck.analysis.awaited import Awaited
 from mlacheck.analysis.figures import worst
-from mlacheck.capture.phase import SERVING, settled
+from mlacheck.capture.phase import INHERITED, SERVING, UNKNOWN, settled
 from mlacheck.keys import JsonValue, Key, key_identity
-
-INHERITED_PHASES = ("preexisting", "inherited")
 
 
 @dataclass(slots=True)
@@ -95,9 +93,7 @@ class Variant:
         if self.precompiled and not self.dispatches:
             if self.captured:
                 return "captured"
-            if (
-                self.compile_phase in INHERITED_PHASES
-            ):  # compiled before this process's capture saw it: no warm-up of its own
+            if self.compile_phase in INHERITED:  # compiled before this process's capture saw it: no warm-up of its own
                 return "unused"
             return "unverified" if self.unverified else "dead warm-up"
         return "ok" if self.precompiled else "not compiled"
@@ -121,6 +117,9 @@ class ProcessFamily:
     every_lookup_counted: bool | None = None  # the capture said whether it counts every lookup of the cache
     unnamed: set[int] = field(default_factory=set)  # vids the counts name and no compile or dispatch record shows
     unjudged: list[dict] = field(default_factory=list)  # keys measured (numerics) that no variant's record shows
+    marked: bool = False  # its process marked serving start
+    unsettled: list[Variant] = field(default_factory=list)  # entered the cache built by nothing seen, after the mark
+    # or in a process that never marked it: whether a warm-up covered them is unknown
     by_key: dict[tuple, Variant] = field(default_factory=dict, repr=False)  # the first variant of each key identity
     indexed: int = 0  # (of the first `indexed` variants: `variant_of` takes in the rest)
 
@@ -248,7 +247,9 @@ class TablesReader:
     def _family_event(self, index: int, event: dict, proc: int | None, kind: str) -> None:
         table = self.tables.get((proc, event["family"]))
         if table is None:
-            table = self.tables[(proc, event["family"])] = ProcessFamily(proc, event["family"])
+            table = self.tables[(proc, event["family"])] = ProcessFamily(
+                proc, event["family"], marked=proc in self.marks
+            )
         if kind == "counts":
             self.last_counts[(proc, event["family"])] = event
         elif kind in FAMILY_EVENTS:
@@ -301,7 +302,11 @@ def _family(table: ProcessFamily, event: dict, before_mark: bool) -> None:
 
 
 def _compile(table: ProcessFamily, event: dict, before_mark: bool) -> None:
-    _compiled(_variant(table, event), event, settled(event["phase"], before_mark))
+    phase = settled(event["phase"], before_mark)
+    if phase == UNKNOWN:
+        table.unsettled.append(_variant(table, event))
+    else:
+        _compiled(_variant(table, event), event, phase)
 
 
 def _dispatch(table: ProcessFamily, event: dict, before_mark: bool) -> None:

@@ -175,9 +175,15 @@ class FamilyCapture:
 
     # -- hooks (called by the adapter and the dispatch wrappers: hooks.CaptureHooks) ---------------------
     def inserted(
-        self, key: object, value: object, frame: FrameType, seconds: float | None = None, origin: str | None = None
+        self,
+        key: object,
+        value: object,
+        frame: FrameType,
+        seconds: float | None = None,
+        origin: str | None = None,
+        phase: str | None = None,
     ) -> None:
-        """A variant entered the cache."""
+        """A variant entered the cache (in `phase`, where the adapter knows it; else the stack's)."""
         try:
             if origin is None:
                 timed = self._timer.seconds(value) if self._timer is not None else None
@@ -187,7 +193,7 @@ class FamilyCapture:
             self._missed.pop(threading.get_ident(), None)
             vid = self.ledger.vid(key)
             self._stand_ins.pop(vid, None)
-            self.ledger.compiled(vid, self.phase_at(where), seconds, origin, where.site, where.stack)
+            self.ledger.compiled(vid, phase or self.phase_at(where), seconds, origin, where.site, where.stack)
             self.ledger.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)

@@ -30,9 +30,16 @@ class CaptureHooks(Protocol):
     policy: CapturePolicy
 
     def inserted(
-        self, key: object, value: object, frame: FrameType, seconds: float | None = None, origin: str | None = None
+        self,
+        key: object,
+        value: object,
+        frame: FrameType,
+        seconds: float | None = None,
+        origin: str | None = None,
+        phase: str | None = None,
     ) -> None:
-        """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself)."""
+        """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself; `phase`
+        where the adapter knows it better than the stack does)."""
 
     def looked_up(
         self, key: object, value: object, frame: FrameType, where: Where | None = None, count: bool = True

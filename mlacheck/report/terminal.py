@@ -10,6 +10,7 @@ key field, whole paths).
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from rich.console import Console
@@ -60,7 +61,14 @@ STATUS_STYLES = {
 RANK_STYLES = {"serving-path compile": "bold red", "unobserved": "magenta", "never dispatched": "yellow", "ok": "green"}
 VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 CAPTION_LINES = 2  # shared key fields a table lists before "--verbose lists them all"
-PHASES = {"warmup": "warm-up", "capture": "capture", "preexisting": "before mlacheck", "inherited": "inherited"}
+WASTED = re.compile(r"\(\d+(?:\.\d+)? s wasted\)$")  # how an MLA002 summary ends where the time is known wasted
+PHASES = {
+    "warmup": "warm-up",
+    "capture": "capture",
+    "preexisting": "before mlacheck",
+    "inherited": "inherited",
+    "borrowed": "another key's build",
+}
 SITE_WIDTH = 30  # a site in a table keeps about this much of its path ("…/paged/tokenspeed_mla.py:724*")
 NAME_WIDTH = 16  # the header's names column
 
@@ -68,7 +76,8 @@ NAME_WIDTH = 16  # the header's names column
 def render(report, console: Console, detail: str = "normal") -> None:
     """Print the whole report."""
     data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
-    data, quiet = discovered.shown(printable_read(data), summarise=detail != "verbose")
+    whole = printable_read(data)
+    data, quiet = discovered.shown(whole, summarise=detail != "verbose")
     width = max(console.width, 40)
     say = _printer(console)
     modelled = _modelled(data)
@@ -90,7 +99,7 @@ def render(report, console: Console, detail: str = "normal") -> None:
     for line in _unseen(data, detail):  # quiet: the incomplete reasons still (the verdict line points at them)
         if detail != "quiet" or line.plain.startswith("incomplete: "):
             say(wrap(line, width, 0, 4))
-    say(wrap(_verdict(data), width, 0, 4))
+    say(wrap(_verdict(whole), width, 0, 4))  # (its seconds over every variant, not the rows shown)
 
 
 def _printer(console: Console):
@@ -371,7 +380,7 @@ def _verdict(data: dict) -> Text:
     counts = data["counts"]
     variants = [v for family in data["families"] for v in family["variants"]]
     stall = sum(v.get("serving_path_compile_s") or 0.0 for v in variants)
-    wasted = sum(v.get("compile_s") or 0.0 for v in variants if v["status"] == "dead warm-up")
+    wasted = _wasted(data)
     text = Text("verdict: ")
     text.append(data["verdict"].upper(), style=VERDICT_STYLES[data["verdict"]])
     text.append(
@@ -386,6 +395,23 @@ def _verdict(data: dict) -> Text:
         text.append(f"; {wasted:.1f} s of warm-up wasted")
     text.append(f" — {_exit_text(data)}", style="bold")
     return text
+
+
+def _wasted(data: dict) -> float:
+    """The compile time of the dead warm-ups, but those whose MLA002 finding does not call it wasted (one that may
+    have built a kernel other keys ran is not known to be)."""
+    unknown = {
+        (finding["family"], key_identity(finding["key"]))
+        for finding in data["findings"]
+        if finding["code"] == "MLA002" and not WASTED.search(finding.get("summary") or "")
+    }
+    return sum(
+        variant.get("compile_s") or 0.0
+        for family in data["families"]
+        for variant in family["variants"]
+        if variant["status"] == "dead warm-up"
+        and not (unknown and (family["name"], key_identity(variant["key"])) in unknown)
+    )
 
 
 def _exit_text(data: dict) -> str:

@@ -12,8 +12,9 @@ the same call with each tensor argument's dtype, shape and strides read from Pyt
 same way: torch's getters and `stride()`, the floor of any key that holds them, plus attrgetter's calls (the compiled
 hot path calls the getters
 from C, so a hit can cost less than this line).
-Usage: python tests/benchmarks/bench_jit_watchers.py [deep_gemm|flashinfer|all] [calls per arm (10000)]
-sgl-deep-gemm comes from MLACHECK_DEEP_GEMM_SITE, else is installed (--no-deps) into ~/.cache/mlacheck-tests.
+Usage: python tests/benchmarks/bench_jit_watchers.py [deep_gemm|flashinfer|all] [calls per arm (10000)] [module]
+sgl-deep-gemm comes from MLACHECK_DEEP_GEMM_SITE, else is installed (--no-deps) into ~/.cache/mlacheck-tests; module
+vllm.third_party.deep_gemm is vLLM's vendored copy, from MLACHECK_VLLM_DEEP_GEMM_SITE.
 """
 
 from __future__ import annotations
@@ -104,25 +105,30 @@ def timed(one_call, calls: int, plain, captured, put=put) -> dict:
     }
 
 
-def deep_gemm_figures(calls: int) -> dict:
+FAMILIES = {"deep_gemm": "deep_gemm.gemm", "vllm.third_party.deep_gemm": "vllm.deep_gemm"}  # module -> its family
+
+
+def deep_gemm_figures(calls: int, module: str = "deep_gemm") -> dict:
     import torch
 
-    sys.path[:0] = [deep_gemm_site(), str(ROOT / "tests" / "fixtures")]
+    site = deep_gemm_site() if module == "deep_gemm" else os.environ["MLACHECK_VLLM_DEEP_GEMM_SITE"]
+    sys.path[:0] = [site, str(ROOT / "tests" / "fixtures")]
     if not torch.cuda.is_available():  # on a CPU the native extension is stood in; on a device it runs
         import deep_gemm_extension
 
         deep_gemm_extension.install()
     os.environ.setdefault("DG_JIT_CACHE_DIR", str(Path.home() / ".cache" / "mlacheck-tests" / "bench-dg"))
-    import deep_gemm
+    deep_gemm = importlib.import_module(module)
 
     from mlacheck.capture import FamilyCapture
     from mlacheck.rulefiles import load_rules
     from mlacheck.sinks import MemorySink
 
-    rule = load_rules().family("deep_gemm.gemm")
+    rule = load_rules().family(FAMILIES[module])
     capture = FamilyCapture(rule, MemorySink())
     if torch.cuda.is_available():
-        from deep_gemm.utils import per_block_cast_to_fp8, per_token_cast_to_fp8
+        utils = importlib.import_module(module + ".utils")
+        per_block_cast_to_fp8, per_token_cast_to_fp8 = utils.per_block_cast_to_fp8, utils.per_token_cast_to_fp8
 
         ue8m0 = torch.cuda.get_device_capability()[0] >= 10
         lhs = per_token_cast_to_fp8(torch.randn(64, 7168, device="cuda", dtype=torch.bfloat16), use_ue8m0=ue8m0)
@@ -141,7 +147,7 @@ def deep_gemm_figures(calls: int) -> dict:
     def one_layout():  # netted, not keyed (capture/caches/jit_net.py)
         deep_gemm.get_mn_major_tma_aligned_tensor(scales)
 
-    plain, captured = arms(capture.install, "deep_gemm")
+    plain, captured = arms(capture.install, module)
     capture.serving_started()
     put(captured)
     one_call()  # the serving dispatch that makes the variant a hit
@@ -154,7 +160,7 @@ def deep_gemm_figures(calls: int) -> dict:
         capture.remove()
     put(plain)
     figures["floor"] = floor(one_call, calls, (*lhs, *rhs, out))
-    return {"deep_gemm fp8_gemm_nt hit": figures, "deep_gemm get_mn_major_tma_aligned_tensor, netted": layout}
+    return {f"{module} fp8_gemm_nt hit": figures, f"{module} get_mn_major_tma_aligned_tensor, netted": layout}
 
 
 def floor(one_call, calls: int, tensors: tuple) -> dict:
@@ -214,7 +220,7 @@ def main() -> None:
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     figures = {}
     if which in ("deep_gemm", "all"):
-        figures.update(deep_gemm_figures(calls))
+        figures.update(deep_gemm_figures(calls, *sys.argv[3:4]))
     if which in ("flashinfer", "all"):
         if importlib.util.find_spec("flashinfer") is None:
             print("flashinfer getter hit, compile nets: not measured (flashinfer is not installed here)")

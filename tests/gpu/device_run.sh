@@ -47,7 +47,8 @@ for part in "$@"; do
     [ -n "${CUDA_HOME:-}" ] || [ -z "$nvcc" ] || export CUDA_HOME=$(dirname "$(dirname "$nvcc")")
     echo "CUDA_HOME=${CUDA_HOME:-} nvcc=$nvcc" >>"$log"
     step 200 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_deep_gemm_sm90.py
-    step 110 python3 tests/benchmarks/bench_deep_gemm_gpu.py vllm.third_party.deep_gemm 2000
+    step 200 python3 tests/benchmarks/bench_deep_gemm_gpu.py vllm.third_party.deep_gemm 2000
+    step 120 python3 tests/benchmarks/bench_jit_watchers.py deep_gemm 4000 vllm.third_party.deep_gemm  # in one process
     program="tests/fixtures/programs/deep_gemm_gpu.py"
     profiled=(env "PYTHONPATH=$MLACHECK_VLLM_DEEP_GEMM_SITE:$PWD:${PYTHONPATH:-}" DG_GPU_MODULE=vllm.third_party.deep_gemm
               DG_JIT_CACHE_DIR=/tmp/dg-profile DG_GPU_WARMUP=16 DG_GPU_SERVE=16 DG_GPU_PROFILE=1)

@@ -39,18 +39,23 @@ def vllm_deep_gemm(tmp_path_factory):
     )
 
 
-def run(tmp_path, deep_gemm, warmup, serve, **env):
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    for path in [*BUNDLED.glob("*.toml"), ROOT / "tests" / "fixtures" / "deep_gemm_engine.toml"]:
-        shutil.copy(path, rules)
-    environment = {
+def engine_env(tmp_path, deep_gemm, warmup, serve, **env):
+    return {
         **first_on_path(deep_gemm),
         "DG_JIT_CACHE_DIR": str(tmp_path / "dg"),
         "DG_ENGINE_WARMUP": ",".join(map(str, warmup)),
         "DG_ENGINE_SERVE": ",".join(map(str, serve)),
         **env,
     }
+
+
+def run(tmp_path, deep_gemm, warmup, serve, frame=True, **env):
+    """The engine under `mlacheck run --dry`; `frame`: with its warm-up declared as a [[phase]] frame."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for path in [*BUNDLED.glob("*.toml"), *([ROOT / "tests" / "fixtures" / "deep_gemm_engine.toml"] if frame else [])]:
+        shutil.copy(path, rules)
+    environment = engine_env(tmp_path, deep_gemm, warmup, serve, **env)
     result = run_cli(
         "run",
         "--dry",
@@ -81,6 +86,11 @@ capture = FamilyCapture(load_rules().family(sys.argv[4]), MemorySink())
 capture.install()
 print(json.dumps({"observed": sorted(capture._adapter._names), "unkeyed": capture._adapter._unkeyed}))
 """
+
+
+def verdict_line(result):
+    """The terminal's verdict line, its wrapped parts joined."""
+    return " ".join(result.stdout[result.stdout.rindex("verdict:") :].split())
 
 
 def findings(result, code):
@@ -156,6 +166,15 @@ def test_a_warmup_that_misses_a_served_m_is_mla001_with_the_shape_and_stall_and_
     for finding in findings(result, "MLA002"):
         assert "wasted" not in finding["summary"] and "not known to be wasted" in finding["message"], finding
         assert "may have built" in finding["summary"]
+    verdict = verdict_line(result)
+    assert "wasted" not in verdict, verdict  # the findings say it is not known to be: the total says no more
+    # M=100 built nothing in a cache only this process filled: its kernel is one the warm-up built, not a variant
+    # capture did not see enter the cache
+    assert result.report["incomplete"] == [], result.report["incomplete"]
+    [served] = [
+        v for f in result.report["families"] for v in f["variants"] if v["key"]["a"].startswith("float8_e4m3fn[100,")
+    ]
+    assert (served["status"], served["compile_phase"]) == ("ok", "borrowed")
 
 
 def test_a_dead_warmup_is_wasted_where_every_dispatched_shape_built_its_own_kernel(tmp_path, deep_gemm):
@@ -163,6 +182,8 @@ def test_a_dead_warmup_is_wasted_where_every_dispatched_shape_built_its_own_kern
     [dead] = findings(result, "MLA002")
     assert dead["key"]["a"] == "float8_e4m3fn[300, 7168]"
     assert "s of compile wasted" in dead["message"] and "s wasted)" in dead["summary"], dead
+    verdict = verdict_line(result)
+    assert "s of warm-up wasted" in verdict, verdict
 
 
 def test_a_warmup_that_covers_every_served_m_passes(tmp_path, deep_gemm):
@@ -177,6 +198,36 @@ def test_a_warmup_run_inside_serving_is_a_stall_not_a_warmup(tmp_path, deep_gemm
     result = run(tmp_path, deep_gemm, [], [300], DG_ENGINE_LATE_WARMUP="300")
     assert result.report["verdict"] != "pass", "a 300-token compile inside serving passed"
     assert [f["key"]["a"] for f in findings(result, "MLA001")] == ["float8_e4m3fn[300, 7168]"], result.stdout
+
+
+def filled_earlier(tmp_path, deep_gemm, warmup):
+    """DeepGEMM's disk cache as an earlier run (or another rank) left it: the engine run alone, unobserved."""
+    done = subprocess.run(
+        [sys.executable, PROGRAM], capture_output=True, text=True, timeout=300,
+        env={**os.environ, **engine_env(tmp_path, deep_gemm, warmup, [])},
+    )  # fmt: skip
+    assert done.returncode == 0 and os.listdir(tmp_path / "dg" / "cache"), done.stdout + done.stderr
+
+
+def test_a_warmup_that_found_its_kernels_on_the_disk_before_serving_start_passes(tmp_path, deep_gemm):
+    """A warm disk cache (a persistent DG_JIT_CACHE_DIR): the warm-up, not declared as a frame, builds nothing, yet
+    it ran before the mark, so its shapes were ready for serving."""
+    filled_earlier(tmp_path, deep_gemm, [64, 300])
+    result = run(tmp_path, deep_gemm, [64, 300], [64, 300], frame=False)
+    assert (result.code, result.report["verdict"]) == (0, "pass"), result.stdout
+
+
+def test_a_shape_served_from_a_cache_an_earlier_run_filled_is_not_a_pass_nor_called_a_compile(tmp_path, deep_gemm):
+    """M=100 needs the kernel of M=128's bucket, which only an earlier run built: loaded from the disk here, on an empty
+    cache it compiles on the serving path. Which of the two this run's warm-up covers is unknown: incomplete, with
+    the way to tell (an empty cache), never PASS and never an MLA001 the run did not see."""
+    filled_earlier(tmp_path, deep_gemm, [64, 128])
+    result = run(tmp_path, deep_gemm, [64], [64, 100])
+    assert (result.code, result.report["verdict"]) == (2, "incomplete"), result.stdout
+    assert not findings(result, "MLA001")
+    [reason] = result.report["incomplete"]
+    assert "float8_e4m3fn[100, 7168]" in reason and "from outside this process" in reason, reason
+    assert "empty cache" in reason
 
 
 UNOBSERVED = {"layout": "get_mn_major_tma_aligned_tensor", "mega": "fp8_fp4_mega_moe"}

@@ -49,6 +49,7 @@ def test_an_entry_made_during_a_serving_call_is_a_serving_path_compile_and_a_war
     assert compiles(capture) == [
         ("fp8[32, 64]", "warmup", "compile"),
         ("fp8[64, 64]", "warmup", "unknown"),
+        ("fp8[48, 64]", "borrowed", "unknown"),  # built nothing: the warm-up's kernel
         ("fp8[300, 64]", "serving", "compile"),
     ]
     [serving] = [e for e in of_type(capture.sink.events, "compile") if e["phase"] == "serving"]
@@ -271,3 +272,57 @@ def test_an_operation_argument_the_key_does_not_hold_is_an_internal_error_at_its
         "synthetic_jit_dir._native.gemm takes block, which synthetic.jit_dir's key_fields do not hold"
         in error["message"]
     )
+
+
+def test_a_serving_call_that_built_nothing_where_only_this_process_filled_the_cache_borrowed_its_kernel(capture):
+    """M=48 runs the kernel M=32's warm-up built (one per M bucket, chosen in native code): not a compile, and not a
+    variant that never entered the cache either."""
+    warm_up([32])
+    mark_serving_start(capture)
+    synthetic_jit_dir.matmul(Array(48, 64), Array(8, 64), None)
+    assert compiles(capture) == [("fp8[32, 64]", "warmup", "compile"), ("fp8[48, 64]", "borrowed", "unknown")]
+
+
+def test_a_call_that_built_nothing_where_the_cache_held_another_processes_entry_is_not_called_borrowed(capture):
+    """An earlier run (or another rank) built M=300's kernel: loaded from the disk here, it would compile on the
+    serving path with an empty cache; M=48's kernel may be the warm-up's or the disk's: neither is known."""
+    synthetic_jit_dir.Native().gemm(Array(300, 64), Array(8, 64), None)  # another process, the same cache
+    warm_up([32])
+    mark_serving_start(capture)
+    synthetic_jit_dir.matmul(Array(300, 64), Array(8, 64), None)
+    synthetic_jit_dir.matmul(Array(48, 64), Array(8, 64), None)
+    assert compiles(capture) == [
+        ("fp8[32, 64]", "warmup", "compile"),
+        ("fp8[300, 64]", "unknown", "unknown"),
+        ("fp8[48, 64]", "unknown", "unknown"),
+    ]
+
+
+def test_an_entry_another_process_adds_between_the_calls_makes_the_cache_foreign(capture):
+    warm_up([32])
+    mark_serving_start(capture)
+    synthetic_jit_dir.Native().gemm(Array(300, 64), Array(8, 64), None)  # another rank, after this one's warm-up
+    synthetic_jit_dir.matmul(Array(48, 64), Array(8, 64), None)
+    assert compiles(capture)[-1] == ("fp8[48, 64]", "unknown", "unknown")
+
+
+def test_a_process_none_of_whose_calls_built_an_entry_where_capture_looks_borrows_nothing(
+    capture, monkeypatch, tmp_path
+):
+    """The library's builds land where capture does not look (a cache root it cannot know): no call built anything
+    seen, so a serving call that built nothing may have compiled there: never `borrowed`, never a pass."""
+    build = synthetic_jit_dir.Native._build
+
+    def elsewhere(native, kernel, config):
+        watched = os.environ["SYNTHETIC_JIT_DIR"]
+        os.environ["SYNTHETIC_JIT_DIR"] = str(tmp_path / "elsewhere")
+        try:
+            build(native, kernel, config)
+        finally:
+            os.environ["SYNTHETIC_JIT_DIR"] = watched
+
+    monkeypatch.setattr(synthetic_jit_dir.Native, "_build", elsewhere)
+    warm_up([32])
+    mark_serving_start(capture)
+    synthetic_jit_dir.matmul(Array(300, 64), Array(8, 64), None)  # a compile, unseen
+    assert compiles(capture) == [("fp8[32, 64]", "warmup", "unknown"), ("fp8[300, 64]", "unknown", "unknown")]

@@ -9,12 +9,14 @@ A variant's key is what Python passes: the operation's name (`kernel`), the proc
 tensor as its dtype, shape and layout (`hotpath_py.layout`: which dimension has stride 1). A compile is an entry that
 appears in the library's disk cache (the rule's `jit_dir`: its root from the environment as the library reads it, or its
 default) during a dispatch call; the call's time is its compile time, and the first call of each key in a process is
-bracketed by `compile_start` and `compile_end` (a process that dies in it leaves it behind). A call that compiled
-nothing made nothing on the serving path: its key is only dispatched (precompiled where a warm-up or capture frame
-called it before serving start: the kernel was loaded, or built under another key; after serving start such a frame is
-serving, `capture.phase`). A variant already dispatched on the serving path is counted on the hot path without looking
-at the disk; any other call is watched by the folder's change time and link count (a renamed-in entry folder changes
-both), listed only when they move.
+bracketed by `compile_start` and `compile_end` (a process that dies in it leaves it behind). The first call of a key
+that built nothing entered the cache all the same: in a warm-up or capture frame, in that phase; else `borrowed`
+where its kernel can only be one this process built for another key (its calls built at least one entry, and the cache
+never held one from outside them), else `unknown` (loaded from a disk cache that held other processes' or runs'
+entries, or built for another key): warm-up where serving start comes later, else the run cannot pass. A variant
+already dispatched on the serving path is counted on the hot path without looking at the disk; any other call is
+watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only when they
+move.
 
 A cache root the process changed after the library's first use (the library keeps the root it read first), or one
 that cannot be read, is an internal error: compiles may happen where capture does not look. So is the first call of an
@@ -75,8 +77,11 @@ class JitDir:
         self._fields = [name for name in family.key_fields[1:] if name not in self._settings]
         self._names: dict[str, tuple[str, ...]] = {}  # operation -> the names of its key fields, in argument order
         self._unkeyed: dict[str, list[str]] = {}  # operation -> its arguments the key does not hold
-        self._warmed: set = set()  # keys a warm-up or capture frame dispatched
         self._called: set = set()  # keys called inside a dispatch (the first call of each may compile)
+        self._own: set[str] = set()  # the entries this process's observed calls built
+        self._foreign = (
+            False  # whether the cache held an entry none of them built (an earlier run's, another process's)
+        )
         self._root: str | None = None  # the cache root of the first observed call
         self._listing: tuple[tuple[int, int], set[str]] | None = None  # ((change time, links), entries) last listed
         self._reported: set[str] = set()
@@ -110,7 +115,8 @@ class JitDir:
             setter_owner, setter_attribute = self.patches.function(setter, self.module)
             function = getattr(setter_owner, setter_attribute)
             self.patches.wrap_function(setter_owner, setter_attribute, self._setting(index, function))
-        self._net = JitNet(self.capture, f"{self.family.module}.{self.family.cache}", self._entries_now, self._state)
+        label = f"{self.family.module}.{self.family.cache}"
+        self._net = JitNet(self.capture, label, self._entries_now, self._state, self._built)
         stand_in = Observed(library, operations, self._netted)
         self.patches.replace(owner, attribute, stand_in)
         self._bound_at_import(library, stand_in)
@@ -234,7 +240,8 @@ class JitDir:
             return self._net.call(name, operation, parameters, None, args, kwargs, frame)
         folder = self._folder()
         before = self._entries(folder)
-        start = capture.compile_began(frame, key) if key not in self._called else None  # a first call may compile
+        first = key not in self._called
+        start = capture.compile_began(frame, key) if first else None  # a first call may compile
         self._called.add(key)
         started = perf_counter()
         try:
@@ -243,18 +250,32 @@ class JitDir:
             capture.compile_ended(start, perf_counter() - started, "raised")
             raise
         seconds = perf_counter() - started
-        after = self._entries(folder)
-        made = sorted(after - before) if before is not None and after is not None else []
+        made = sorted(self._built(before, self._entries(folder)))
         capture.compile_ended(start, seconds, "returned" if made else "cached")
-        starting = capture.phase_at(where) in STARTUP  # a warm-up or capture frame, before serving start
         if made:
             capture.inserted(key, made, frame, seconds=seconds, origin="compile")
-        elif starting and key not in self._warmed:
-            capture.inserted(key, None, frame, seconds=None, origin="unknown")
-        if starting:
-            self._warmed.add(key)
+        elif first:
+            capture.inserted(key, None, frame, seconds=None, origin="unknown", phase=self._built_nothing(where))
         capture.looked_up(key, None, frame, where)
         return result
+
+    def _built(self, before: set[str] | None, after: set[str] | None) -> set[str]:
+        """The entries an observed call built (none where the folder could not be read): this process's own; an entry
+        listed before it that no observed call built came from outside the process."""
+        if before is None or after is None:
+            return set()
+        if not self._foreign and not before <= self._own:
+            self._foreign = True
+        made = after - before
+        self._own |= made
+        return made
+
+    def _built_nothing(self, where) -> str:
+        """The phase a first call that built nothing entered the cache in (the module docstring says why)."""
+        now = self.capture.phase_at(where)
+        if now in STARTUP:
+            return now
+        return phase.BORROWED if self._own and not self._foreign else phase.UNKNOWN
 
     def _netted(self, name: str, operation: object) -> object:
         try:

@@ -27,10 +27,18 @@ from mlacheck.keys import typed
 class JitNet:
     """The netted calls of one jit_dir family in one process."""
 
-    def __init__(self, capture: CaptureHooks, label: str, listing: Callable[[], set | None], state: list) -> None:
+    def __init__(
+        self,
+        capture: CaptureHooks,
+        label: str,
+        listing: Callable[[], set | None],
+        state: list,
+        built: Callable[[set | None, set | None], set],
+    ) -> None:
         """`label`: where the library is reached (module.cache); `listing()`: the disk cache's entries now (None where
-        they cannot be read, an internal error already); `state`: the family's settings, as its keys hold them."""
-        self.capture, self.label, self.listing, self.state = capture, label, listing, state
+        they cannot be read, an internal error already); `state`: the family's settings, as its keys hold them;
+        `built(before, after)`: the entries a call built, by the listings around it (the family keeps them as its own)."""
+        self.capture, self.label, self.listing, self.state, self.built = capture, label, listing, state, built
         self.fast = hotpath.FastTable()  # argument keys whose first call returned -> (counter, None)
         self._ticks = hotpath.ticks()
 
@@ -63,8 +71,7 @@ class JitNet:
             self.capture.unwatched_ended(start, perf_counter() - started, "raised", dict)
             raise
         seconds = perf_counter() - started
-        after = self.listing()
-        made = before is not None and after is not None and bool(after - before)
+        made = bool(self.built(before, self.listing()))
         fields = partial(_fields, parameters, args, kwargs)  # (read only where it built a kernel)
         self.capture.unwatched_ended(start, seconds, "returned" if made else "cached", fields)
         if key is not None and by_value(key):

@@ -1,0 +1,60 @@
+"""A variant that entered the cache with no compile of its own (cache kind jit_dir: the library picks its kernel in
+native code, and a key's first call may build nothing). `borrowed`: its kernel can only be one this process built for
+another key: served, it is ok; never served, unused (no compile time wasted). `unknown`: loaded from a cache that held
+entries from outside the process, or built for another key: before the process's serving-start mark it was ready
+(warm-up); after it, or in a process that never marked serving start, the run cannot pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlacheck import events
+from mlacheck.capture.phase import HOW_TO_MARK
+from mlacheck.program.saved import program_report
+from mlacheck.report.policy import ReportPolicy
+from tests.unit.test_trace_stream import EXIT, FINAL, KEYS, MARK, RULES, RUN, SERVED, WARM, _line, _verdict
+
+
+def entered(vid: int, phase: str, t: float) -> bytes:
+    """A first call that built nothing, as the jit_dir adapter records it."""
+    compile_event = events.compile_event("synthetic", vid, KEYS[vid], None, phase, None, "unknown", "w.py:1", [])
+    return _line(compile_event | {"t": t})
+
+
+def report(tmp_path, *written: bytes):
+    _verdict(tmp_path, *written)
+    return program_report([tmp_path / "run"], RULES, policy=ReportPolicy(allow_incomplete=True))
+
+
+def test_a_borrowed_kernel_served_after_the_mark_is_ok(tmp_path):
+    result = report(tmp_path, RUN, MARK, entered(0, "borrowed", 1.5), SERVED, FINAL, EXIT)
+    assert (result.verdict, result.incomplete, result.findings) == ("pass", [], [])
+    [[variant]] = [f.variants for f in result.families]
+    assert variant.status == "ok" and variant.compile_phase == "borrowed" and variant.compile_s is None
+
+
+def test_a_borrowed_kernel_never_served_is_unused_not_dead_warmup(tmp_path):
+    result = report(tmp_path, RUN, WARM, entered(1, "borrowed", 0.7), MARK, SERVED, FINAL, EXIT)
+    assert (result.verdict, [f.code for f in result.findings]) == ("pass", [])
+    assert sorted(v.status for f in result.families for v in f.variants) == ["ok", "unused"]
+
+
+def test_a_kernel_of_unknown_origin_before_the_mark_was_ready_for_serving(tmp_path):
+    result = report(tmp_path, RUN, entered(0, "unknown", 0.5), MARK, SERVED, FINAL, EXIT)
+    assert (result.verdict, result.incomplete) == ("pass", [])
+
+
+@pytest.mark.parametrize("borrowed", [False, True], ids=["alone", "beside-a-borrowed-one"])
+def test_a_kernel_of_unknown_origin_after_the_mark_never_passes(tmp_path, borrowed):
+    extra = [entered(1, "borrowed", 1.6)] if borrowed else []
+    result = report(tmp_path, RUN, WARM, MARK, entered(0, "unknown", 1.5), *extra, SERVED, FINAL, EXIT)
+    assert result.verdict == "incomplete" and not result.findings
+    [reason] = result.incomplete
+    assert "from outside this process" in reason and "fp8" in reason and "empty cache" in reason, reason
+
+
+def test_a_kernel_of_unknown_origin_in_a_process_that_never_marked_serving_start_never_passes(tmp_path):
+    result = report(tmp_path, RUN, entered(0, "unknown", 0.5), SERVED, FINAL, EXIT)
+    assert result.verdict == "incomplete"
+    [reason] = result.incomplete
+    assert "never marked serving start" in reason and HOW_TO_MARK in reason, reason
