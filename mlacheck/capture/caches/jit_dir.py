@@ -79,9 +79,7 @@ class JitDir:
         self._unkeyed: dict[str, list[str]] = {}  # operation -> its arguments the key does not hold
         self._called: set = set()  # keys called inside a dispatch (the first call of each may compile)
         self._own: set[str] = set()  # the entries this process's observed calls built
-        self._foreign = (
-            False  # whether the cache held an entry none of them built (an earlier run's, another process's)
-        )
+        self._foreign = False  # whether the cache held an entry none built (an earlier run's, another process's)
         self._root: str | None = None  # the cache root of the first observed call
         self._listing: tuple[tuple[int, int], set[str]] | None = None  # ((change time, links), entries) last listed
         self._reported: set[str] = set()
