@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from mlacheck.capture.phase import INHERITED
 from mlacheck.keys import fields_text
 from mlacheck.report.common import printable
 
@@ -28,15 +29,16 @@ PHASES = {"warmup": "warm-up", "serving": "serving path"}
 
 def compile_line(event: dict) -> Text | None:
     """ "tokenspeed_mla.prefill compiled in 4.7 s (warm-up)" for a compile event; None for other events and for
-    entries that were in the cache before (nothing compiled them while mlacheck watched)."""
-    if event.get("type") != "compile" or event.get("phase") in ("preexisting", "inherited"):
+    entries that were in the cache before, or ran another key's kernel (nothing compiled them while mlacheck
+    watched)."""
+    if event.get("type") != "compile" or event.get("phase") in INHERITED:
         return None
     seconds = event.get("seconds")
     phase = PHASES.get(event.get("phase"), event.get("phase"))
     text = Text(f"{printable(str(event.get('family')))} ", no_wrap=True, overflow="ellipsis")
     text.append(f"compiled in {seconds:.1f} s" if seconds is not None else "key recorded (not compiled)")
     where = f" ({phase}" + (f", pid {event['pid']}" if event.get("pid") else "") + ")"
-    text.append(where, style="bold red" if phase == "serving" else "dim")
+    text.append(where, style="bold red" if event.get("phase") == "serving" else "dim")
     if event.get("key"):
         text.append(f"  {printable(fields_text(event['key']))}", style="dim")  # cut at the console's width
     return text

@@ -10,6 +10,7 @@ import pytest
 
 from mlacheck import events
 from mlacheck.capture.phase import HOW_TO_MARK
+from mlacheck.commands.progress import compile_line
 from mlacheck.program.saved import program_report
 from mlacheck.report.policy import ReportPolicy
 from tests.unit.test_trace_stream import EXIT, FINAL, KEYS, MARK, RULES, RUN, SERVED, WARM, _line, _verdict
@@ -58,3 +59,12 @@ def test_a_kernel_of_unknown_origin_in_a_process_that_never_marked_serving_start
     assert result.verdict == "incomplete"
     [reason] = result.incomplete
     assert "never marked serving start" in reason and HOW_TO_MARK in reason, reason
+
+
+def test_the_live_progress_lists_no_borrowed_key_and_a_serving_path_compile_in_red():
+    borrowed = events.compile_event("synthetic", 0, KEYS[0], None, "borrowed", None, "unknown", "w.py:1", [])
+    assert compile_line(borrowed) is None  # nothing compiled it
+    serving = events.compile_event("synthetic", 1, KEYS[1], None, "serving", 2.5, "compile", "w.py:1", [])
+    line = compile_line(serving)
+    assert "compiled in 2.5 s (serving path" in line.plain
+    assert [span.style for span in line.spans if "serving path" in line.plain[span.start : span.end]] == ["bold red"]
