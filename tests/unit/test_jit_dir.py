@@ -48,8 +48,8 @@ def test_an_entry_made_during_a_serving_call_is_a_serving_path_compile_and_a_war
     synthetic_jit_dir.matmul(Array(300, 64), Array(8, 64), None)  # another kernel: an entry appears
     assert compiles(capture) == [
         ("fp8[32, 64]", "warmup", "compile"),
-        ("fp8[64, 64]", "warmup", "unknown"),
-        ("fp8[48, 64]", "borrowed", "unknown"),  # built nothing: the warm-up's kernel
+        ("fp8[64, 64]", "borrowed", "unknown"),  # built nothing: 32's kernel
+        ("fp8[48, 64]", "borrowed", "unknown"),
         ("fp8[300, 64]", "serving", "compile"),
     ]
     [serving] = [e for e in of_type(capture.sink.events, "compile") if e["phase"] == "serving"]
@@ -326,3 +326,10 @@ def test_a_process_none_of_whose_calls_built_an_entry_where_capture_looks_borrow
     mark_serving_start(capture)
     synthetic_jit_dir.matmul(Array(300, 64), Array(8, 64), None)  # a compile, unseen
     assert compiles(capture) == [("fp8[32, 64]", "warmup", "unknown"), ("fp8[300, 64]", "unknown", "unknown")]
+
+
+def test_a_warmup_shape_that_built_nothing_ran_another_keys_kernel_and_wasted_no_compile(capture):
+    warm_up([32, 48])  # 48 runs 32's kernel
+    mark_serving_start(capture)
+    synthetic_jit_dir.matmul(Array(32, 64), Array(8, 64), None)
+    assert compiles(capture) == [("fp8[32, 64]", "warmup", "compile"), ("fp8[48, 64]", "borrowed", "unknown")]

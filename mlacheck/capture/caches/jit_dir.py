@@ -10,10 +10,10 @@ tensor as its dtype, shape and layout (`hotpath_py.layout`: which dimension has 
 appears in the library's disk cache (the rule's `jit_dir`: its root from the environment as the library reads it, or its
 default) during a dispatch call; the call's time is its compile time, and the first call of each key in a process is
 bracketed by `compile_start` and `compile_end` (a process that dies in it leaves it behind). The first call of a key
-that built nothing entered the cache all the same: in a warm-up or capture frame, in that phase; else `borrowed`
-where its kernel can only be one this process built for another key (its calls built at least one entry, and the cache
-never held one from outside them), else `unknown` (loaded from a disk cache that held other processes' or runs'
-entries, or built for another key): warm-up where serving start comes later, else the run cannot pass. A variant
+that built nothing entered the cache all the same: `borrowed` where its kernel can only be one this process built for
+another key (its calls built at least one entry, and the cache never held one from outside them); else (loaded from a
+disk cache that held other processes' or runs' entries, or built for another key) in a warm-up or capture frame, in
+that phase, and elsewhere `unknown`: warm-up where serving start comes later, else the run cannot pass. A variant
 already dispatched on the serving path is counted on the hot path without looking at the disk; any other call is
 watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only when they
 move.
@@ -270,10 +270,10 @@ class JitDir:
 
     def _built_nothing(self, where) -> str:
         """The phase a first call that built nothing entered the cache in (the module docstring says why)."""
+        if self._own and not self._foreign:
+            return phase.BORROWED
         now = self.capture.phase_at(where)
-        if now in STARTUP:
-            return now
-        return phase.BORROWED if self._own and not self._foreign else phase.UNKNOWN
+        return now if now in STARTUP else phase.UNKNOWN
 
     def _netted(self, name: str, operation: object) -> object:
         try:
