@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (docs/development.md), after stash.sh ran with half a, one device call per line:
 #   bash tests/gpu/device_run.sh install measure   # install, the hot path, the overhead benchmarks, execute mode's run
-#   bash tests/gpu/device_run.sh tests             # tests/gpu, the trace-mode runs (the machine still warm)
+#   bash tests/gpu/device_run.sh tests             # tests/gpu (the machine still warm; about 7 min on an H100)
+#   bash tests/gpu/device_run.sh traces            # the trace-mode runs of the SGLang and vLLM profiles
 #   bash tests/gpu/device_run.sh install deep_gemm # DeepGEMM alone: its GPU tests, a hit's cost, where a hit's time goes
 #                                                  (in that order: the least needed last, where a short call cuts it)
 #   bash tests/gpu/device_run.sh lite deep_gemm    # the same in one call, with extra alone carried (no stash.sh first)
@@ -57,7 +58,10 @@ for part in "$@"; do
     ;;
   tests)
     source /root/gpu-env.sh || exit 3
-    step 330 env MLACHECK_GPU_OUT="$OUT" python3 -m pytest -q -p no:cacheprovider tests/gpu
+    step 560 env MLACHECK_GPU_OUT="$OUT" python3 -m pytest -q -p no:cacheprovider tests/gpu
+    ;;
+  traces)
+    source /root/gpu-env.sh || exit 3
     step 120 env PYTHONPATH="${PYTHONPATH:-}:/tmp/flashinfer-site" python3 -m mlacheck run --profile sglang \
       --cuda-graph-max-bs 8 --batch-sizes 4,16 --json "$OUT/trace_sglang_flashinfer.json"
     step 120 python3 -m mlacheck run --profile vllm --kernel prefill --arch sm_100a --requests 6 \
