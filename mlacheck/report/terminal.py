@@ -70,7 +70,7 @@ PHASES = {
     "borrowed": "another key's build",
 }
 SITE_WIDTH = 30  # a site in a table keeps about this much of its path ("…/paged/tokenspeed_mla.py:724*")
-NAME_WIDTH = 16  # the header's names column
+NAME_WIDTH = 18  # the header's names column, at most ("library warnings" and two spaces)
 
 
 def render(report, console: Console, detail: str = "normal") -> None:

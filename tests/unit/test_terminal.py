@@ -50,3 +50,12 @@ def test_a_merged_report_whose_runs_compiled_does_not_say_skip():
 def test_the_fix_is_said_once_per_code():
     text = shown(gold("scenario"), 80)
     assert text.count("fix MLA001:") == 1 and text.count("fix MLA002:") == 1 and "fix: " not in text
+
+
+def test_every_header_name_stands_apart_from_its_value():
+    report = gold("scenario")
+    report["scenario"]["header"] = [*report["scenario"]["header"], ["library warnings", "2 from the libraries"]]
+    for width in (80, 120):
+        lines = shown(report, width).splitlines()
+        [row] = [line for line in lines if "library warnings" in line]
+        assert re.search(r"library warnings\s+2 from", row), row
