@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from mlacheck.analysis.awaited import Awaited
 from mlacheck.analysis.figures import worst
-from mlacheck.capture.phase import INHERITED, SERVING, UNKNOWN, settled
+from mlacheck.capture.phase import NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
 from mlacheck.keys import JsonValue, Key, key_identity
 
 
@@ -93,7 +93,7 @@ class Variant:
         if self.precompiled and not self.dispatches:
             if self.captured:
                 return "captured"
-            if self.compile_phase in INHERITED:  # compiled before this process's capture saw it: no warm-up of its own
+            if self.compile_phase in NOT_COMPILED_HERE:  # no compile of its own here: no warm-up of its own
                 return "unused"
             return "unverified" if self.unverified else "dead warm-up"
         return "ok" if self.precompiled else "not compiled"

@@ -107,7 +107,7 @@ def _ran(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> No
 
 def _compiled(drawn: TimelineReader, entry: dict, event: dict, t: float | None) -> None:
     """A compile with its time, in the phase the analysis judges (before the process's later mark: warm-up)."""
-    if t is None or event.get("phase") in phases.INHERITED:
+    if t is None or event.get("phase") in phases.NOT_COMPILED_HERE:
         return
     before_mark = event.get("proc") in drawn.marked and entry["serving_start"] is None
     seconds = event.get("seconds")

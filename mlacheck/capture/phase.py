@@ -23,7 +23,8 @@ from __future__ import annotations
 
 WARMUP, CAPTURE, SERVING, UNKNOWN = "warmup", "capture", "serving", "unknown"
 BORROWED = "borrowed"  # not a time: the variant built nothing, its kernel was one this process built for another key
-INHERITED = ("preexisting", "inherited", BORROWED)  # entered the cache with no compile of the variant's own here
+# the phases of a variant that entered the cache with no compile of its own in this process
+NOT_COMPILED_HERE = ("preexisting", "inherited", BORROWED)
 LEGACY = {"unmarked": UNKNOWN}  # what traces of mlacheck 0.3 and earlier called an unknown phase
 HOW_TO_MARK = (
     "mark where serving starts (call mlacheck.serving_started(), set MLACHECK_SERVING_START=MODULE:FUNCTION, or give "

@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from mlacheck.capture.phase import INHERITED
+from mlacheck.capture.phase import NOT_COMPILED_HERE
 from mlacheck.keys import fields_text
 from mlacheck.report.common import printable
 
@@ -31,7 +31,7 @@ def compile_line(event: dict) -> Text | None:
     """ "tokenspeed_mla.prefill compiled in 4.7 s (warm-up)" for a compile event; None for other events and for
     entries that were in the cache before, or ran another key's kernel (nothing compiled them while mlacheck
     watched)."""
-    if event.get("type") != "compile" or event.get("phase") in INHERITED:
+    if event.get("type") != "compile" or event.get("phase") in NOT_COMPILED_HERE:
         return None
     seconds = event.get("seconds")
     phase = PHASES.get(event.get("phase"), event.get("phase"))
