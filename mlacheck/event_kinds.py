@@ -79,7 +79,7 @@ def _fine(name: str, value: object) -> bool:
 
 KEYED = ("key", "call")  # objects of key fields' values
 MEASURED = ("kernel",)  # objects of figures: each a number (NaN and Infinity too: what a launch measured) or null
-TEXTS = ("stack", "providers", "key_fields", "argv")  # lists of text
+TEXTS = ("stack", "providers", "key_fields", "argv", "entries", "foreign")  # lists of text
 
 
 def wrong_in_format_1(event: dict) -> str | None:
@@ -161,6 +161,8 @@ OPTIONAL = {
         "stack": list,
         "origin": str,
         "t": (int, float),
+        "entries": list,
+        "foreign": list,
     },
     "dispatch": {"spelling": dict, "site": str, "stack": list, "call": dict},
     "counts": {"dispatches": dict, "calls": dict, "final": bool},

@@ -128,10 +128,15 @@ def compile_event(
     origin: str,
     site: str | None,
     stack: list[str],
+    entries: list[str] | None = None,
+    foreign: list[str] | None = None,
 ) -> dict:
     """A variant entered the cache, now. vid numbers the cache's own key in this process; key is {field: typed value};
     spelling is how a functools-cached call spelled its key (null for a dict key); origin is compile | skip | unknown
-    (not made by a watched compile); a variant there before install has site "before mlacheck"."""
+    (not made by a watched compile); a variant there before install has site "before mlacheck". A disk cache's
+    family (jit_dir) adds the `entries` the compile made, and the `foreign` entries its process found there since its
+    last record that no call of its own made."""
+    cache = {name: value for name, value in (("entries", entries), ("foreign", foreign)) if value is not None}
     return {
         "type": "compile",
         "family": family,
@@ -144,7 +149,7 @@ def compile_event(
         "site": site or "before mlacheck",
         "stack": list(stack),
         "t": run_clock(),
-    }
+    } | cache
 
 
 _compile_ids = itertools.count()

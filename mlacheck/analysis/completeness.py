@@ -148,7 +148,7 @@ def _never_entered(name: str, tables: list[ProcessFamily]) -> list[str]:
         key_text(v.key): None
         for t in tables
         for v in t.variants.values()
-        if v.status == "not compiled" and not any(v is u for u in t.unsettled)
+        if v.status == "not compiled" and not any(v is u for u, _, _ in t.unsettled)
     }
     if not keys:
         return []
@@ -163,13 +163,13 @@ def _unsettled(name: str, tables: list[ProcessFamily]) -> list[str]:
     """Variants that entered the cache with no compile of their own seen (loaded from a cache that held entries from
     outside the process, or built for another key), where no serving-start mark came after them: ready before serving
     start, but after it, or where the process never marked it, whether a warm-up covered them is unknown."""
-    after = {key_text(v.key): None for t in tables if t.marked for v in t.unsettled}
-    never = {key_text(v.key): None for t in tables if not t.marked for v in t.unsettled}
+    after = {key_text(v.key): None for t in tables if t.marked for v, _, _ in t.unsettled}
+    never = {key_text(v.key): None for t in tables if not t.marked for v, _, _ in t.unsettled}
     lines = []
     if after:
         lines.append(
             f"{name}: {len(after)} variant(s) first dispatched on the serving path built nothing of their own while "
-            f"the cache held entries from outside this process (an earlier run's or another process's): "
+            f"the cache held entries that no compile of this run made (an earlier run's, or an unobserved process's): "
             f"{', '.join(after)}; whether a warm-up covered them, or they were loaded from there and would compile on "
             "the serving path with an empty cache, is unknown: run it with an empty cache"
         )

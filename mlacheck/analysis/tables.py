@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from mlacheck.analysis.awaited import Awaited
 from mlacheck.analysis.figures import worst
-from mlacheck.capture.phase import NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
+from mlacheck.capture.phase import BORROWED, NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
 from mlacheck.keys import JsonValue, Key, key_identity
 
 
@@ -118,8 +118,12 @@ class ProcessFamily:
     unnamed: set[int] = field(default_factory=set)  # vids the counts name and no compile or dispatch record shows
     unjudged: list[dict] = field(default_factory=list)  # keys measured (numerics) that no variant's record shows
     marked: bool = False  # its process marked serving start
-    unsettled: list[Variant] = field(default_factory=list)  # entered the cache built by nothing seen, after the mark
-    # or in a process that never marked it: whether a warm-up covered them is unknown
+    # a disk cache's family: the entries its compiles made, and those its process found there that none made, in order
+    built: set[str] = field(default_factory=set)
+    foreign: list[str] = field(default_factory=list)
+    # entered the cache built by nothing seen, after the mark or in a process that never marked it: (the variant, how
+    # many foreign entries its process had found by then, its site); `settle_borrowed` takes in those of the run's
+    unsettled: list[tuple[Variant, int, str | None]] = field(default_factory=list)
     by_key: dict[tuple, Variant] = field(default_factory=dict, repr=False)  # the first variant of each key identity
     indexed: int = 0  # (of the first `indexed` variants: `variant_of` takes in the rest)
 
@@ -172,6 +176,7 @@ class ProcessFacts:
 
     proc: int | None
     pid: int | None = None
+    host: str | None = None
     exited: bool = False
     serving_started: str | None = None  # how
     context: dict[str, str] = field(default_factory=dict)
@@ -272,11 +277,12 @@ class TablesReader:
                 variant.procs = [proc]
                 variant.at_least |= not table.exact
                 _at_least_once(variant)
+        settle_borrowed(self.tables, {proc: fact.host for proc, fact in self.facts.items()})
         return self.tables, self.facts
 
 
 def _ran(fact: ProcessFacts, event: dict) -> None:
-    fact.pid = event.get("pid")
+    fact.pid, fact.host = event.get("pid"), event.get("host")
 
 
 def _exited(fact: ProcessFacts, event: dict) -> None:
@@ -302,11 +308,31 @@ def _family(table: ProcessFamily, event: dict, before_mark: bool) -> None:
 
 
 def _compile(table: ProcessFamily, event: dict, before_mark: bool) -> None:
+    table.built.update(event.get("entries") or ())
+    table.foreign += event.get("foreign") or ()
     phase = settled(event["phase"], before_mark)
     if phase == UNKNOWN:
-        table.unsettled.append(_variant(table, event))
+        table.unsettled.append((_variant(table, event), len(table.foreign), event.get("site")))
     else:
         _compiled(_variant(table, event), event, phase)
+
+
+def settle_borrowed(tables: dict[tuple, ProcessFamily], hosts: dict[int | None, str | None]) -> None:
+    """A variant that built nothing after serving start, in a process that had found entries no call of its own made:
+    borrowed where every such entry was made by a compile of the run on the same host (another process's, a rank
+    sharing the cache; one made on that process's serving path is its own finding), so its kernel is one of them; else
+    left unsettled (an earlier run's entries: the run cannot pass)."""
+    built: dict[str, set[tuple[str | None, str]]] = {}
+    for (proc, family), table in tables.items():
+        built.setdefault(family, set()).update((hosts.get(proc), entry) for entry in table.built)
+    for (proc, family), table in tables.items():
+        kept = []
+        for variant, found, site in table.unsettled:
+            if found and built[family].issuperset((hosts.get(proc), entry) for entry in table.foreign[:found]):
+                _precompiled(variant, BORROWED, None, site)
+            else:
+                kept.append((variant, found, site))
+        table.unsettled = kept
 
 
 def _dispatch(table: ProcessFamily, event: dict, before_mark: bool) -> None:

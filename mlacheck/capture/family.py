@@ -182,8 +182,10 @@ class FamilyCapture:
         seconds: float | None = None,
         origin: str | None = None,
         phase: str | None = None,
+        **cache: list[str],
     ) -> None:
-        """A variant entered the cache (in `phase`, where the adapter knows it; else the stack's)."""
+        """A variant entered the cache (in `phase`, where the adapter knows it; else the stack's; `cache`: a disk
+        cache's entries and foreign entries)."""
         try:
             if origin is None:
                 timed = self._timer.seconds(value) if self._timer is not None else None
@@ -193,7 +195,7 @@ class FamilyCapture:
             self._missed.pop(threading.get_ident(), None)
             vid = self.ledger.vid(key)
             self._stand_ins.pop(vid, None)
-            self.ledger.compiled(vid, phase or self.phase_at(where), seconds, origin, where.site, where.stack)
+            self.ledger.compiled(vid, phase or self.phase_at(where), seconds, origin, where.site, where.stack, **cache)
             self.ledger.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)

@@ -37,9 +37,11 @@ class CaptureHooks(Protocol):
         seconds: float | None = None,
         origin: str | None = None,
         phase: str | None = None,
+        **cache: list[str],
     ) -> None:
         """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself; `phase`
-        where the adapter knows it better than the stack does)."""
+        where the adapter knows it better than the stack does; `cache`: a disk cache's `entries` the compile made and
+        `foreign` entries found since the last record)."""
 
     def looked_up(
         self, key: object, value: object, frame: FrameType, where: Where | None = None, count: bool = True

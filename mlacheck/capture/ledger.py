@@ -83,11 +83,11 @@ class Ledger:
         self.write(events.unseen_event(self.name, what))
 
     def compiled(
-        self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None, stack: list[str]
+        self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None, stack: list[str], **cache
     ) -> None:
-        """A variant entered the cache."""
+        """A variant entered the cache (`cache`: a disk cache's entries and foreign entries, `events.compile_event`)."""
         key, spelling = self.described[vid]
-        self.write(events.compile_event(self.name, vid, key, spelling, phase, seconds, origin, site, stack))
+        self.write(events.compile_event(self.name, vid, key, spelling, phase, seconds, origin, site, stack, **cache))
 
     def compile_began(self, phase: str, site: str | None, stack: list[str], key: object = NO_KEY) -> int | None:
         """A compile begins (`key`: the cache key where it is known already): its `compile_start` event, written

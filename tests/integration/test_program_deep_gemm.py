@@ -49,8 +49,9 @@ def engine_env(tmp_path, deep_gemm, warmup, serve, **env):
     }
 
 
-def run(tmp_path, deep_gemm, warmup, serve, frame=True, **env):
-    """The engine under `mlacheck run --dry`; `frame`: with its warm-up declared as a [[phase]] frame."""
+def run(tmp_path, deep_gemm, warmup, serve, frame=True, command=(sys.executable, PROGRAM), **env):
+    """The engine under `mlacheck run --dry` (`command`: the program); `frame`: with its warm-up declared as a
+    [[phase]] frame."""
     rules = tmp_path / "rules"
     rules.mkdir()
     for path in [*BUNDLED.glob("*.toml"), *([ROOT / "tests" / "fixtures" / "deep_gemm_engine.toml"] if frame else [])]:
@@ -64,8 +65,7 @@ def run(tmp_path, deep_gemm, warmup, serve, frame=True, **env):
         "--run-dir",
         str(tmp_path / "run"),
         "--",
-        sys.executable,
-        PROGRAM,
+        *command,
         tmp_path=tmp_path,
         env_extra=environment,
     )
@@ -226,8 +226,23 @@ def test_a_shape_served_from_a_cache_an_earlier_run_filled_is_not_a_pass_nor_cal
     assert (result.code, result.report["verdict"]) == (2, "incomplete"), result.stdout
     assert not findings(result, "MLA001")
     [reason] = result.report["incomplete"]
-    assert "float8_e4m3fn[100, 7168]" in reason and "from outside this process" in reason, reason
+    assert "float8_e4m3fn[100, 7168]" in reason and "no compile of this run made" in reason, reason
     assert "empty cache" in reason
+
+
+def test_a_shape_served_from_the_cache_another_rank_of_the_run_filled_passes(tmp_path, deep_gemm):
+    """Two ranks, one DG_JIT_CACHE_DIR (as vLLM sets it for every rank): the first rank's warm-up builds the kernels of
+    M=64 and M=128; the second warms M=64 up and serves M=100, which runs M=128's kernel, built in this run by the
+    first: a compile the run saw, in its warm-up. (The same entry left by an earlier, unobserved run: the test above.)"""
+    second = f'DG_ENGINE_WARMUP=64 DG_ENGINE_SERVE=100 "{sys.executable}" "{PROGRAM}"'
+    command = ("sh", "-c", f'"{sys.executable}" "{PROGRAM}" && {second}')
+    result = run(tmp_path, deep_gemm, [64, 128], [], command=command)
+    assert (result.code, result.report["verdict"]) == (0, "pass"), result.stdout
+    assert len(result.report["processes"]) == 2
+    served = [
+        v for f in result.report["families"] for v in f["variants"] if v["key"]["a"].startswith("float8_e4m3fn[100,")
+    ]
+    assert [(v["status"], v["compile_phase"]) for v in served] == [("ok", "borrowed")]
 
 
 UNOBSERVED = {"layout": "get_mn_major_tma_aligned_tensor", "mega": "fp8_fp4_mega_moe"}

@@ -51,7 +51,7 @@ def test_a_kernel_of_unknown_origin_after_the_mark_never_passes(tmp_path, borrow
     result = report(tmp_path, RUN, WARM, MARK, entered(0, "unknown", 1.5), *extra, SERVED, FINAL, EXIT)
     assert result.verdict == "incomplete" and not result.findings
     [reason] = result.incomplete
-    assert "from outside this process" in reason and "fp8" in reason and "empty cache" in reason, reason
+    assert "no compile of this run made" in reason and "fp8" in reason and "empty cache" in reason, reason
 
 
 def test_a_kernel_of_unknown_origin_in_a_process_that_never_marked_serving_start_never_passes(tmp_path):
@@ -68,3 +68,51 @@ def test_the_live_progress_lists_no_borrowed_key_and_a_serving_path_compile_in_r
     line = compile_line(serving)
     assert "compiled in 2.5 s (serving path" in line.plain
     assert [span.style for span in line.spans if "serving path" in line.plain[span.start : span.end]] == ["bold red"]
+
+
+def two_processes(tmp_path, first: list[bytes], second: list[bytes], host: str | None = None):
+    """A run folder of two traces: process 7's (`first`) and process 8's (`second`, from its run event on, on `host`:
+    None, the first's)."""
+    _verdict(tmp_path, *first)
+    run8 = _line(events.run_event(8, 100.0, **({"host": host} if host else {}))) + _line(
+        events.family_event("synthetic", "mlacheck", "0.3.0", [], ["dtype", "causal"], "dict", None, 0)
+    )
+    (tmp_path / "run" / "trace-8.jsonl").write_bytes(b"".join([run8, *second]))
+    return program_report([tmp_path / "run"], RULES, policy=ReportPolicy(allow_incomplete=True))
+
+
+def built(vid: int, entries: list[str]) -> bytes:
+    compile_event = events.compile_event("synthetic", vid, KEYS[vid], None, "warmup", 0.5, "compile", "w.py:1", [])
+    return _line(compile_event | {"t": 0.5, "entries": entries})
+
+
+def found(vid: int, foreign: list[str]) -> bytes:
+    compile_event = events.compile_event("synthetic", vid, KEYS[vid], None, "unknown", None, "unknown", "w.py:1", [])
+    return _line(compile_event | {"t": 1.5, "foreign": foreign})
+
+
+def test_a_shape_that_ran_a_kernel_another_process_of_the_run_built_is_borrowed(tmp_path):
+    """Ranks sharing one cache (vLLM's DG_JIT_CACHE_DIR for every rank): process 8 served a shape whose kernel process
+    7's warm-up built; it found that entry, made by no call of its own, and a compile of the run made it."""
+    first = [RUN, built(0, ["gemm.aa"]), MARK, SERVED, FINAL, EXIT]
+    second = [MARK, found(0, ["gemm.aa"]), SERVED, FINAL, EXIT]
+    result = two_processes(tmp_path, first, second)
+    assert (result.verdict, result.incomplete) == ("pass", [])
+
+
+@pytest.mark.parametrize("foreign", [["gemm.aa", "gemm.zz"], []], ids=["an-earlier-runs-entry", "none-named"])
+def test_a_shape_whose_process_found_an_entry_no_compile_of_the_run_made_never_passes(tmp_path, foreign):
+    first = [RUN, built(0, ["gemm.aa"]), MARK, SERVED, FINAL, EXIT]
+    second = [MARK, found(0, foreign), SERVED, FINAL, EXIT]
+    result = two_processes(tmp_path, first, second)
+    assert result.verdict == "incomplete" and "no compile of this run made" in " ".join(result.incomplete)
+
+
+def test_an_entry_of_the_same_path_built_on_another_host_is_not_the_one_found(tmp_path):
+    """Nodes of a multi-node run each have their own disk: process 8, on another host, found its entry elsewhere."""
+    first = [RUN, built(0, ["/cache/gemm.aa"]), MARK, SERVED, FINAL, EXIT]
+    second = [MARK, found(0, ["/cache/gemm.aa"]), SERVED, FINAL, EXIT]
+    assert two_processes(tmp_path, first, second).verdict == "pass"
+    other = tmp_path / "other"
+    other.mkdir()
+    assert two_processes(other, first, second, host="node-2").verdict == "incomplete"

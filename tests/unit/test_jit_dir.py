@@ -333,3 +333,22 @@ def test_a_warmup_shape_that_built_nothing_ran_another_keys_kernel_and_wasted_no
     mark_serving_start(capture)
     synthetic_jit_dir.matmul(Array(32, 64), Array(8, 64), None)
     assert compiles(capture) == [("fp8[32, 64]", "warmup", "compile"), ("fp8[48, 64]", "borrowed", "unknown")]
+
+
+def test_records_name_the_entries_a_compile_made_and_the_foreign_ones_found_since_the_last_record(capture):
+    """What the analysis needs to tell another rank's build (a compile of the run) from an earlier run's entry: a
+    record that built nothing names the foreign entries found since the last such record."""
+    synthetic_jit_dir.Native().gemm(Array(300, 64), Array(8, 64), None)  # another process, the same cache
+    cache = os.path.join(os.environ["SYNTHETIC_JIT_DIR"], "cache")
+    [other] = [os.path.join(cache, name) for name in os.listdir(cache)]
+    warm_up([32])
+    mark_serving_start(capture)
+    synthetic_jit_dir.matmul(Array(300, 64), Array(8, 64), None)
+    synthetic_jit_dir.matmul(Array(48, 64), Array(8, 64), None)
+    records = of_type(capture.sink.events, "compile")
+    [own] = {os.path.join(cache, name) for name in os.listdir(cache)} - {other}
+    assert [(r["key"]["a"], r.get("entries"), r.get("foreign")) for r in records] == [
+        ("fp8[32, 64]", [own], None),
+        ("fp8[300, 64]", None, [other]),
+        ("fp8[48, 64]", None, None),
+    ]

@@ -13,7 +13,9 @@ bracketed by `compile_start` and `compile_end` (a process that dies in it leaves
 that built nothing entered the cache all the same: `borrowed` where its kernel can only be one this process built for
 another key (its calls built at least one entry, and the cache never held one from outside them); else (loaded from a
 disk cache that held other processes' or runs' entries, or built for another key) in a warm-up or capture frame, in
-that phase, and elsewhere `unknown`: warm-up where serving start comes later, else the run cannot pass. A variant
+that phase, and elsewhere `unknown`: warm-up where serving start comes later, else the run cannot pass unless every
+such entry was made by a compile of the run (`analysis.tables.settle_borrowed`: each record names the entries its
+compile made, and one that built nothing the foreign entries found since the last). A variant
 already dispatched on the serving path is counted on the hot path without looking at the disk; any other call is
 watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only when they
 move.
@@ -79,7 +81,8 @@ class JitDir:
         self._unkeyed: dict[str, list[str]] = {}  # operation -> its arguments the key does not hold
         self._called: set = set()  # keys called inside a dispatch (the first call of each may compile)
         self._own: set[str] = set()  # the entries this process's observed calls built
-        self._foreign = False  # whether the cache held an entry none built (an earlier run's, another process's)
+        self._foreign: set[str] = set()  # the entries it held that none built (an earlier run's, another process's)
+        self._found: set[str] = set()  # of those, the ones found since the last record (it names them)
         self._root: str | None = None  # the cache root of the first observed call
         self._listing: tuple[tuple[int, int], set[str]] | None = None  # ((change time, links), entries) last listed
         self._reported: set[str] = set()
@@ -251,9 +254,12 @@ class JitDir:
         made = sorted(self._built(before, self._entries(folder)))
         capture.compile_ended(start, seconds, "returned" if made else "cached")
         if made:
-            capture.inserted(key, made, frame, seconds=seconds, origin="compile")
+            entries = [os.path.join(folder, name) for name in made]
+            capture.inserted(key, made, frame, seconds=seconds, origin="compile", entries=entries)
         elif first:
-            capture.inserted(key, None, frame, seconds=None, origin="unknown", phase=self._built_nothing(where))
+            phase_now, found = self._built_nothing(where), [os.path.join(folder, name) for name in sorted(self._found)]
+            self._found.clear()
+            capture.inserted(key, None, frame, seconds=None, origin="unknown", phase=phase_now, foreign=found or None)
         capture.looked_up(key, None, frame, where)
         return result
 
@@ -262,8 +268,9 @@ class JitDir:
         listed before it that no observed call built came from outside the process."""
         if before is None or after is None:
             return set()
-        if not self._foreign and not before <= self._own:
-            self._foreign = True
+        if not before <= self._own and (found := before - self._own - self._foreign):
+            self._foreign |= found
+            self._found |= found
         made = after - before
         self._own |= made
         return made
