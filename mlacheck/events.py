@@ -313,9 +313,18 @@ def unwatched_dispatch_event(module: str, function: str, site: str | None) -> di
 
 
 def unwatched_compile_event(
-    net: str, kernel: str, key: dict, seconds: float, phase: str, site: str | None, stack: list[str]
+    net: str,
+    kernel: str,
+    key: dict,
+    seconds: float,
+    phase: str,
+    site: str | None,
+    stack: list[str],
+    entries: list[str] | None = None,
 ) -> dict:
-    """A compile through a compile net that no watched family accounted for, now."""
+    """A compile through a compile net that no watched family accounted for, now (`entries`: a disk cache family's
+    net, the entries it made)."""
+    made = {"entries": entries} if entries is not None else {}
     return {
         "type": "unwatched_compile",
         "net": net,
@@ -326,7 +335,7 @@ def unwatched_compile_event(
         "site": site,
         "stack": list(stack),
         "t": run_clock(),
-    }
+    } | made
 
 
 def checkpoint_path(trace: str | os.PathLike) -> str:

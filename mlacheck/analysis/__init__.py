@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from mlacheck.analysis.borrowed import settle_borrowed
 from mlacheck.analysis.checks import run_checks
 from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified, unseen_reasons
 from mlacheck.analysis.declared import declared
@@ -100,6 +101,7 @@ def analyse(
     """
     digest = events if isinstance(events, Digest) else Digest.of(events)
     tables, facts = digest.tables.finish()
+    settle_borrowed(tables, digest.tables.netted, {proc: fact.host for proc, fact in facts.items()})
     unseen = frozenset((e.get("proc"), e.get("family")) for e in digest.kept["unseen"])
     views = _views(rules, tables, facts, context or {}, interrupted is not None, unseen)
     labels = {view.name: (view.key_fields, view.varying) for view in views}

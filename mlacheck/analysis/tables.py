@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from mlacheck.analysis.awaited import Awaited
 from mlacheck.analysis.figures import worst
-from mlacheck.capture.phase import BORROWED, NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
+from mlacheck.capture.phase import NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
 from mlacheck.keys import JsonValue, Key, key_identity
 
 
@@ -122,7 +122,7 @@ class ProcessFamily:
     built: set[str] = field(default_factory=set)
     foreign: list[str] = field(default_factory=list)
     # entered the cache built by nothing seen, after the mark or in a process that never marked it: (the variant, how
-    # many foreign entries its process had found by then, its site); `settle_borrowed` takes in those of the run's
+    # many foreign entries its process had found by then, its site); `analysis.borrowed` takes in those of the run's
     unsettled: list[tuple[Variant, int, str | None]] = field(default_factory=list)
     by_key: dict[tuple, Variant] = field(default_factory=dict, repr=False)  # the first variant of each key identity
     indexed: int = 0  # (of the first `indexed` variants: `variant_of` takes in the rest)
@@ -216,6 +216,7 @@ class TablesReader:
         # record has not arrived yet
         self.starts: dict[tuple, tuple[int, dict, dict | None]] = {}
         self.awaited = Awaited()  # of `starts`, those that returned: by family or net, and by variant
+        self.netted: dict[tuple, set[str]] = {}  # (proc, net) -> the disk cache entries its netted compiles made
         self.last_t: dict[int | None, float] = {}
 
     def read(self, index: int, event: dict) -> None:
@@ -232,6 +233,8 @@ class TablesReader:
             closed = self.awaited.closed(proc, event)
             if closed is not None:
                 self.awaited.remove(closed, self.starts.pop(closed)[1])
+        if kind == "unwatched_compile" and event.get("entries") and type(event.get("net")) is str:
+            self.netted.setdefault((proc, event["net"]), set()).update(event["entries"])  # a jit_dir family's net
         if kind in PROCESS_EVENTS:
             PROCESS_EVENTS[kind](fact, event)
         if "family" in event and kind not in ("internal_error", "unseen"):
@@ -277,7 +280,6 @@ class TablesReader:
                 variant.procs = [proc]
                 variant.at_least |= not table.exact
                 _at_least_once(variant)
-        settle_borrowed(self.tables, {proc: fact.host for proc, fact in self.facts.items()})
         return self.tables, self.facts
 
 
@@ -315,24 +317,6 @@ def _compile(table: ProcessFamily, event: dict, before_mark: bool) -> None:
         table.unsettled.append((_variant(table, event), len(table.foreign), event.get("site")))
     else:
         _compiled(_variant(table, event), event, phase)
-
-
-def settle_borrowed(tables: dict[tuple, ProcessFamily], hosts: dict[int | None, str | None]) -> None:
-    """A variant that built nothing after serving start, in a process that had found entries no call of its own made:
-    borrowed where every such entry was made by a compile of the run on the same host (another process's, a rank
-    sharing the cache; one made on that process's serving path is its own finding), so its kernel is one of them; else
-    left unsettled (an earlier run's entries: the run cannot pass)."""
-    built: dict[str, set[tuple[str | None, str]]] = {}
-    for (proc, family), table in tables.items():
-        built.setdefault(family, set()).update((hosts.get(proc), entry) for entry in table.built)
-    for (proc, family), table in tables.items():
-        kept = []
-        for variant, found, site in table.unsettled:
-            if found and built[family].issuperset((hosts.get(proc), entry) for entry in table.foreign[:found]):
-                _precompiled(variant, BORROWED, None, site)
-            else:
-                kept.append((variant, found, site))
-        table.unsettled = kept
 
 
 def _dispatch(table: ProcessFamily, event: dict, before_mark: bool) -> None:
@@ -411,7 +395,7 @@ def _compiled(variant: Variant, event: dict, phase: str) -> None:
             variant, event.get("seconds"), event.get("site"), list(event.get("stack") or []), event.get("origin")
         )
     elif not variant.precompiled:
-        _precompiled(variant, phase, event.get("seconds"), event.get("site"))
+        precompiled(variant, phase, event.get("seconds"), event.get("site"))
         variant.captured |= phase == "capture"
 
 
@@ -427,8 +411,8 @@ def _serving_path_compile(
         variant.serving_path_origin = origin
 
 
-def _precompiled(variant: Variant, phase: str | None, seconds: float | None, site: str | None) -> None:
-    """A compile outside the serving path: the first one is the variant's."""
+def precompiled(variant: Variant, phase: str | None, seconds: float | None, site: str | None) -> None:
+    """A compile outside the serving path (or an entry with none of its own): the first one is the variant's."""
     if not variant.precompiled:
         variant.precompiled, variant.compile_phase, variant.compile_s, variant.compiled_by = True, phase, seconds, site
 
@@ -484,7 +468,7 @@ def merge(tables: list[ProcessFamily]) -> list[Variant]:
             if into.first_dispatch_site is None:
                 into.first_dispatch_site, into.first_call = variant.first_dispatch_site, variant.first_call
             if variant.precompiled:
-                _precompiled(into, variant.compile_phase, variant.compile_s, variant.compiled_by)
+                precompiled(into, variant.compile_phase, variant.compile_s, variant.compiled_by)
             if variant.serving_path_compile:
                 _serving_path_compile(
                     into,

@@ -302,9 +302,17 @@ class FamilyCapture:
             self.internal_error("compile", exc)
             return None
 
-    def unwatched_ended(self, start: tuple | None, seconds: float, outcome: str, fields: Callable[[], dict]) -> None:
+    def unwatched_ended(
+        self,
+        start: tuple | None,
+        seconds: float,
+        outcome: str,
+        fields: Callable[[], dict],
+        entries: list[str] | None = None,
+    ) -> None:
         """That call ended: its `compile_end`, and where it built a kernel, its `unwatched_compile`, built for
-        `fields()` (read only then; where they cannot be read, an internal error and the compile without them)."""
+        `fields()` (read only then; where they cannot be read, an internal error and the compile without them), with
+        the disk cache `entries` it made where there is one."""
         if start is None:
             return
         started, phase, where, kernel = start
@@ -317,7 +325,7 @@ class FamilyCapture:
                 built_for = {}
             self.ledger.write(
                 events.unwatched_compile_event(
-                    self.family.name, kernel, built_for, seconds, phase, where.site, where.stack
+                    self.family.name, kernel, built_for, seconds, phase, where.site, where.stack, entries
                 )
             )
 

@@ -71,9 +71,16 @@ class CaptureHooks(Protocol):
         """A call that may build a kernel no variant stands for begins (`kernel`: what was called): its `compile_start`,
         as a compile net's; what `unwatched_ended` needs (None where it was lost, an internal error)."""
 
-    def unwatched_ended(self, start: tuple | None, seconds: float, outcome: str, fields: Callable[[], dict]) -> None:
+    def unwatched_ended(
+        self,
+        start: tuple | None,
+        seconds: float,
+        outcome: str,
+        fields: Callable[[], dict],
+        entries: list[str] | None = None,
+    ) -> None:
         """That call ended (`compile_end`): returned (it built a kernel: its `unwatched_compile`, built for what
-        `fields()` reads), raised, or cached (it built nothing)."""
+        `fields()` reads, with the disk cache `entries` it made), raised, or cached (it built nothing)."""
 
     def call_counter(self, name: str) -> object:
         """The counter of calls of a dispatch function (or `function!before` etc.)."""

@@ -116,3 +116,12 @@ def test_an_entry_of_the_same_path_built_on_another_host_is_not_the_one_found(tm
     other = tmp_path / "other"
     other.mkdir()
     assert two_processes(other, first, second, host="node-2").verdict == "incomplete"
+
+
+def test_an_entry_another_process_built_in_a_netted_call_counts_as_the_runs(tmp_path):
+    """A layout kernel built at weight loading through a netted operation (vLLM and SGLang lay out weight scales with
+    DeepGEMM's helpers) is a compile of the run too, named by its net (the family's name)."""
+    netted = events.unwatched_compile_event("synthetic", "layout", {}, 0.4, "warmup", "w.py:2", [], ["/c/layout.aa"])
+    first = [RUN, WARM, _line(netted), MARK, SERVED, FINAL, EXIT]
+    second = [MARK, found(0, ["/c/layout.aa"]), SERVED, FINAL, EXIT]
+    assert two_processes(tmp_path, first, second).verdict == "pass"

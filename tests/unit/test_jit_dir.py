@@ -352,3 +352,10 @@ def test_records_name_the_entries_a_compile_made_and_the_foreign_ones_found_sinc
         ("fp8[300, 64]", None, [other]),
         ("fp8[48, 64]", None, None),
     ]
+
+
+def test_a_netted_build_names_the_entries_it_made(capture):
+    synthetic_jit_dir.transform(Array(64, 8, dtype="fp32"))
+    [netted] = of_type(capture.sink.events, "unwatched_compile")
+    cache = os.path.join(os.environ["SYNTHETIC_JIT_DIR"], "cache")
+    assert netted["entries"] == [os.path.join(cache, name) for name in os.listdir(cache)]

@@ -117,7 +117,7 @@ class JitDir:
             function = getattr(setter_owner, setter_attribute)
             self.patches.wrap_function(setter_owner, setter_attribute, self._setting(index, function))
         label = f"{self.family.module}.{self.family.cache}"
-        self._net = JitNet(self.capture, label, self._entries_now, self._state, self._built)
+        self._net = JitNet(self.capture, label, self._entries_now, self._state, self._built_paths)
         stand_in = Observed(library, operations, self._netted)
         self.patches.replace(owner, attribute, stand_in)
         self._bound_at_import(library, stand_in)
@@ -274,6 +274,11 @@ class JitDir:
         made = after - before
         self._own |= made
         return made
+
+    def _built_paths(self, before: set[str] | None, after: set[str] | None) -> list[str]:
+        """`_built`, each entry as its path (what a record names)."""
+        folder = self._folder()
+        return [os.path.join(folder, name) for name in sorted(self._built(before, after))]
 
     def _built_nothing(self, where) -> str:
         """The phase a first call that built nothing entered the cache in (the module docstring says why)."""

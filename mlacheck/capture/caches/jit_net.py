@@ -33,11 +33,12 @@ class JitNet:
         label: str,
         listing: Callable[[], set | None],
         state: list,
-        built: Callable[[set | None, set | None], set],
+        built: Callable[[set | None, set | None], list[str]],
     ) -> None:
         """`label`: where the library is reached (module.cache); `listing()`: the disk cache's entries now (None where
         they cannot be read, an internal error already); `state`: the family's settings, as its keys hold them;
-        `built(before, after)`: the entries a call built, by the listings around it (the family keeps them as its own)."""
+        `built(before, after)`: the entries a call built, by the listings around it, as paths (the family keeps them as
+        its own)."""
         self.capture, self.label, self.listing, self.state, self.built = capture, label, listing, state, built
         self.fast = hotpath.FastTable()  # argument keys whose first call returned -> (counter, None)
         self._ticks = hotpath.ticks()
@@ -71,9 +72,9 @@ class JitNet:
             self.capture.unwatched_ended(start, perf_counter() - started, "raised", dict)
             raise
         seconds = perf_counter() - started
-        made = bool(self.built(before, self.listing()))
+        entries = self.built(before, self.listing())
         fields = partial(_fields, parameters, args, kwargs)  # (read only where it built a kernel)
-        self.capture.unwatched_ended(start, seconds, "returned" if made else "cached", fields)
+        self.capture.unwatched_ended(start, seconds, "returned" if entries else "cached", fields, entries or None)
         if key is not None and by_value(key):
             self.fast[key] = (hotpath.counter(), None)
         return result
