@@ -14,7 +14,7 @@ that built nothing entered the cache all the same: `borrowed` where its kernel c
 another key (its calls built at least one entry, and the cache never held one from outside them); else (loaded from a
 disk cache that held other processes' or runs' entries, or built for another key) in a warm-up or capture frame, in
 that phase, and elsewhere `unknown`: warm-up where serving start comes later, else the run cannot pass unless every
-such entry was made by a compile of the run (`analysis.tables.settle_borrowed`: each record names the entries its
+such entry was made by a compile of the run (`analysis.borrowed.settle_borrowed`: each record names the entries its
 compile made, and one that built nothing the foreign entries found since the last). A variant
 already dispatched on the serving path is counted on the hot path without looking at the disk; any other call is
 watched by the folder's change time and link count (a renamed-in entry folder changes both), listed only when they
@@ -251,13 +251,12 @@ class JitDir:
             capture.compile_ended(start, perf_counter() - started, "raised")
             raise
         seconds = perf_counter() - started
-        made = sorted(self._built(before, self._entries(folder)))
+        made = _paths(folder, self._built(before, self._entries(folder)))
         capture.compile_ended(start, seconds, "returned" if made else "cached")
         if made:
-            entries = [os.path.join(folder, name) for name in made]
-            capture.inserted(key, made, frame, seconds=seconds, origin="compile", entries=entries)
+            capture.inserted(key, made, frame, seconds=seconds, origin="compile", entries=made)
         elif first:
-            phase_now, found = self._built_nothing(where), [os.path.join(folder, name) for name in sorted(self._found)]
+            phase_now, found = self._built_nothing(where), _paths(folder, self._found)
             self._found.clear()
             capture.inserted(key, None, frame, seconds=None, origin="unknown", phase=phase_now, foreign=found or None)
         capture.looked_up(key, None, frame, where)
@@ -268,7 +267,7 @@ class JitDir:
         listed before it that no observed call built came from outside the process."""
         if before is None or after is None:
             return set()
-        if not before <= self._own and (found := before - self._own - self._foreign):
+        if found := before - self._own - self._foreign:
             self._foreign |= found
             self._found |= found
         made = after - before
@@ -277,8 +276,7 @@ class JitDir:
 
     def _built_paths(self, before: set[str] | None, after: set[str] | None) -> list[str]:
         """`_built`, each entry as its path (what a record names)."""
-        folder = self._folder()
-        return [os.path.join(folder, name) for name in sorted(self._built(before, after))]
+        return _paths(self._folder(), self._built(before, after))
 
     def _built_nothing(self, where) -> str:
         """The phase a first call that built nothing entered the cache in (the module docstring says why)."""
@@ -341,6 +339,11 @@ class JitDir:
         if what not in self._reported:
             self._reported.add(what)
             self.capture.internal_error("jit_dir", message)
+
+
+def _paths(folder: str, names: set[str]) -> list[str]:
+    """Entries of the cache folder as their paths, in order (what a record names)."""
+    return [os.path.join(folder, name) for name in sorted(names)]
 
 
 def _names_used(patches: Patches, dispatch: str, module: object) -> list[str]:
