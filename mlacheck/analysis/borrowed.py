@@ -19,11 +19,12 @@ def settle_borrowed(
     for (proc, family), entries in [*((place, table.built) for place, table in tables.items()), *netted.items()]:
         built.setdefault(family, set()).update((hosts.get(proc), entry) for entry in entries)
     for (proc, family), table in tables.items():
+        ours, host = built.get(family, set()), hosts.get(proc)
+        # how many of the foreign entries, in the order found, a compile of the run made before the first it did not
+        covered = next((i for i, entry in enumerate(table.foreign) if (host, entry) not in ours), len(table.foreign))
         kept = []
         for variant, found, site in table.unsettled:
-            if found and built.get(family, set()).issuperset(
-                (hosts.get(proc), entry) for entry in table.foreign[:found]
-            ):
+            if 0 < found <= covered:
                 precompiled(variant, BORROWED, None, site)
             else:
                 kept.append((variant, found, site))

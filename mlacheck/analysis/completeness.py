@@ -144,12 +144,12 @@ def unseen_reasons(events: list[dict]) -> list[str]:
 def _never_entered(name: str, tables: list[ProcessFamily]) -> list[str]:
     """Dispatched variants that no event shows entering the cache (not compiled, not there before): an insert capture
     did not see, so whether it compiled on the serving path is unknown."""
-    keys = {
-        key_text(v.key): None
-        for t in tables
-        for v in t.variants.values()
-        if v.status == "not compiled" and not any(v is u for u, _, _ in t.unsettled)
-    }
+    keys = {}
+    for t in tables:
+        unsettled = {id(variant) for variant, _, _ in t.unsettled}  # (said by `_unsettled`)
+        keys |= {
+            key_text(v.key): None for v in t.variants.values() if v.status == "not compiled" and id(v) not in unsettled
+        }
     if not keys:
         return []
     return [

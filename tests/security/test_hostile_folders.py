@@ -115,6 +115,27 @@ def test_a_hundred_thousand_measurements_are_read_in_seconds(copy_of, tmp_path):
     assert result.report["verdict"] != "pass"  # (10^5 warm-up compiles never dispatched: dead warm-up)
 
 
+def test_a_hundred_thousand_shapes_that_built_nothing_each_naming_a_foreign_entry_are_read_in_seconds(
+    copy_of, tmp_path
+):
+    """After the serving-start mark, 10^5 shapes that built nothing, each naming one more entry found in the cache that no
+    compile of the run made: the run-wide settlement (`analysis.borrowed`) looked at every entry found up to each
+    record (10^10 lookups), and the never-entered reason compared every such variant with each (10^10 again)."""
+    found = [
+        json.dumps(
+            {"type": "compile", "family": "synthetic", "vid": 200_000 + n, "key": {"dtype": f"v{n}", "causal": True}}
+            | {"phase": "unknown", "origin": "unknown", "seconds": None, "t": 2.0, "foreign": [f"/cache/gemm.{n}"]}
+        )
+        for n in range(100_000)
+    ]
+    mark = json.dumps({"type": "serving_start", "how": "marked", "t": 1.9})
+    rewrite(copy_of, lambda event: [mark, *found, json.dumps(event)] if event["type"] == "exit" else event)
+    result = report(str(copy_of), "--allow-incomplete", tmp_path=tmp_path)
+    assert result.seconds < SECONDS and result.report is not None, result.stderr[-3000:]
+    assert result.report["verdict"] != "pass"
+    assert any("no compile of this run made" in reason for reason in result.report["incomplete"])
+
+
 def test_a_hundred_thousand_garbage_lines_are_named_in_seconds(copy_of, tmp_path):
     """Each is a line that could not be read, so the run is INCOMPLETE; the terminal lists the first of them and one
     line for the rest (it printed each twice, wrapped: minutes), the JSON report holds them all."""
