@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <structmember.h>
 
+#include "_tensor_fields.h"
+
 #define FLUSH_EVERY 1023 /* a variant's counter asks for a (time-bounded) counts flush every 1024 dispatches */
 
 static PyObject *str_missed, *str_maybe_flush, *str_shape, *str_dtype, *str_stride;
@@ -685,6 +687,7 @@ static PyTypeObject FastTableType = {
 /* -- ObservedCall: a native operation's stand-in, keyed in Python at each call ------------------------------ */
 
 #define PROBES 32 /* the arguments read on the stack (a call that keys more reads them into the heap) */
+#define CALL_MEMO 64 /* the keys an observed call remembers by default, each in one of two slots its hash names */
 #define READERS 4 /* the argument types whose `shape` and `dtype` getters an observed call keeps */
 
 /* How a type's instances read `shape` and `dtype` where both are getset descriptors found on the type (torch's
@@ -702,18 +705,22 @@ typedef struct {
     PyObject *operation, *head, *state, *kinds, *fast, *ticks, *flush, *slow;
     Py_ssize_t fields;     /* how many arguments the key holds */
     Py_ssize_t *positions; /* where each is among the call's positional arguments */
-    int next;                            /* the memo slot the next key served takes */
-    PyObject *key[MEMO_SLOTS];           /* a key served lately */
-    PyObject *entry[MEMO_SLOTS];         /* its (counter, value) */
-    unsigned long long seen[MEMO_SLOTS]; /* the fast table's changes when it was served */
+    int turn;                            /* which of its two slots a key served takes where both are held */
+    Py_ssize_t memo;                     /* how many keys served lately it remembers (its slots) */
+    PyObject **key;                      /* in each slot, a key served lately */
+    PyObject **entry;                    /* its (counter, value) */
+    unsigned long long *seen;            /* the fast table's changes when it was served */
     int next_reader;                     /* the reader slot the next type takes */
     Reader readers[READERS];             /* how the argument types seen lately read `shape` and `dtype` */
 } ObservedCall;
 
 /* One argument as the key holds it: `value` itself (borrowed), or where its type's kind is a marker and its shape is
- * not None, (kind, dtype, shape, layout) (new references). */
+ * not None, (kind, dtype, shape, layout) (new references; a tensor read below Python has its shape and layout in
+ * `fields`, `native` set, and shape and layout NULL). */
 typedef struct {
     PyObject *value, *kind, *shape, *dtype, *layout;
+    int native;
+    TensorFields fields;
 } Probe;
 
 static void
@@ -725,17 +732,6 @@ release_probes(Probe *probes, Py_ssize_t count)
         Py_XDECREF(probes[at].dtype);
         Py_XDECREF(probes[at].layout);
     }
-}
-
-/* Whether a type's attributes are as they were when its version tag was `version`. */
-static int
-unchanged(PyTypeObject *type, unsigned int version)
-{
-#if PY_VERSION_HEX < 0x030C0000
-    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
-        return 0;
-#endif
-    return version != 0 && type->tp_version_tag == version;
 }
 
 /* The getset descriptor a type's instances find for `name` (borrowed), NULL where it has another kind of attribute
@@ -776,7 +772,7 @@ reader_of(ObservedCall *self, PyTypeObject *type)
 {
     for (int slot = 0; slot < READERS; slot++) {
         Reader *known = &self->readers[slot];
-        if (known->type == type && unchanged(type, known->version))
+        if (known->type == type && type_unchanged(type, known->version))
             return held(*known);
     }
     PyObject *shape = NULL, *dtype = NULL;
@@ -784,7 +780,7 @@ reader_of(ObservedCall *self, PyTypeObject *type)
         shape = getset_of(type, str_shape);
         dtype = getset_of(type, str_dtype);
     }
-    if (shape == NULL || dtype == NULL || !unchanged(type, type->tp_version_tag))
+    if (shape == NULL || dtype == NULL || !type_unchanged(type, type->tp_version_tag))
         return held((Reader){type, 0, NULL, NULL});
     Reader old = self->readers[self->next_reader], learned = held((Reader){type, type->tp_version_tag, shape, dtype});
     self->readers[self->next_reader] = held(learned);
@@ -798,7 +794,7 @@ reader_of(ObservedCall *self, PyTypeObject *type)
 static PyObject *
 read_attribute(Reader *reader, PyObject *descriptor, PyObject *value, PyObject *name)
 {
-    if (descriptor == NULL || Py_TYPE(value) != reader->type || !unchanged(reader->type, reader->version))
+    if (descriptor == NULL || Py_TYPE(value) != reader->type || !type_unchanged(reader->type, reader->version))
         return PyObject_GetAttr(value, name);
     PyGetSetDef *getset = ((PyGetSetDescrObject *)descriptor)->d_getset;
     return getset->get(value, getset->closure);
@@ -874,9 +870,9 @@ read_layout(PyObject *value, PyObject **layout)
  * kind: None, itself; a marker, its shape, its dtype then its layout (itself where the shape is None). 1 where read,
  * 0 where its type has no kind or its layout is the slow path's to read, -1 with an error where reading it failed. */
 static int
-read_probe(ObservedCall *self, PyObject *value, Probe *probe)
+read_probe(ObservedCall *self, PyObject *value, Probe *probe, int *modes)
 {
-    *probe = (Probe){value, NULL, NULL, NULL, NULL};
+    *probe = (Probe){value, NULL, NULL, NULL, NULL, 0, {NULL, NULL, 0, 0}};
     PyTypeObject *type = Py_TYPE(value);
     if (scalar(value))
         return 1;
@@ -888,6 +884,12 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
     if (kind == Py_None)
         return 1;
     probe->kind = Py_NewRef(kind); /* held before the reads: they may run code that changes kinds */
+    int native = tensor_fields_read(value, &probe->fields, modes);
+    if (native != 0) {
+        probe->native = native > 0;
+        probe->dtype = Py_XNewRef(probe->fields.dtype);
+        return native;
+    }
     Reader reader = reader_of(self, type);
     int read = -1;
     probe->shape = read_attribute(&reader, reader.shape, value, str_shape);
@@ -904,13 +906,34 @@ read_probe(ObservedCall *self, PyObject *value, Probe *probe)
     return read;
 }
 
+/* The shape a tensor read below Python has, as a tuple (equal to its torch.Size, and hashed alike). */
+static PyObject *
+native_shape(TensorFields *fields)
+{
+    PyObject *shape = PyTuple_New(fields->rank);
+    for (int64_t at = 0; shape != NULL && at < fields->rank; at++) {
+        PyObject *size = PyLong_FromLongLong(fields->sizes[at]);
+        if (size == NULL)
+            Py_CLEAR(shape);
+        else
+            PyTuple_SET_ITEM(shape, at, size);
+    }
+    return shape;
+}
+
 /* The field a probe makes (a new reference). */
 static PyObject *
 probe_field(Probe *probe)
 {
     if (probe->kind == NULL)
         return Py_NewRef(probe->value);
-    return PyTuple_Pack(4, probe->kind, probe->dtype, probe->shape, probe->layout);
+    if (!probe->native)
+        return PyTuple_Pack(4, probe->kind, probe->dtype, probe->shape, probe->layout);
+    PyObject *shape = native_shape(&probe->fields), *layout = shape ? PyLong_FromLong(probe->fields.layout) : NULL;
+    PyObject *field = layout ? PyTuple_Pack(4, probe->kind, probe->dtype, shape, layout) : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(layout);
+    return field;
 }
 
 /* The same object, or exact ints of one value (int's own comparison, called straight: two ints need neither the
@@ -928,6 +951,30 @@ same_int(PyObject *x, PyObject *y)
     return same;
 }
 
+/* A tuple that keeps tuple's equality and hash (torch.Size does). */
+static int
+tuple_like(PyObject *value)
+{
+    PyTypeObject *type = Py_TYPE(value);
+    return PyTuple_Check(value) && type->tp_richcompare == PyTuple_Type.tp_richcompare &&
+           type->tp_hash == PyTuple_Type.tp_hash;
+}
+
+/* Whether a field's shape (`known`) holds exactly a tensor's sizes, read below Python. */
+static int
+same_sizes(PyObject *known, const TensorFields *fields)
+{
+    if (!tuple_like(known) || PyTuple_GET_SIZE(known) != fields->rank)
+        return 0;
+    for (int64_t at = 0; at < fields->rank; at++) {
+        PyObject *size = PyTuple_GET_ITEM(known, at);
+        int overflow;
+        if (!PyLong_CheckExact(size) || PyLong_AsLongLongAndOverflow(size, &overflow) != fields->sizes[at] || overflow)
+            return 0;
+    }
+    return 1;
+}
+
 /* Equal as a dict finds a key, decided without running any Python code: the same object, exact ints of one value,
  * or tuples (a subclass that keeps tuple's equality and hash: torch.Size) of such items. */
 static int
@@ -935,10 +982,7 @@ same_field(PyObject *known, PyObject *now)
 {
     if (same_int(known, now))
         return 1;
-    PyTypeObject *a = Py_TYPE(known), *b = Py_TYPE(now);
-    if (!PyTuple_Check(known) || !PyTuple_Check(now) || a->tp_richcompare != PyTuple_Type.tp_richcompare ||
-        b->tp_richcompare != PyTuple_Type.tp_richcompare || a->tp_hash != PyTuple_Type.tp_hash ||
-        b->tp_hash != PyTuple_Type.tp_hash || PyTuple_GET_SIZE(known) != PyTuple_GET_SIZE(now))
+    if (!tuple_like(known) || !tuple_like(now) || PyTuple_GET_SIZE(known) != PyTuple_GET_SIZE(now))
         return 0;
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(now); at++) {
         PyObject *x = PyTuple_GET_ITEM(known, at), *y = PyTuple_GET_ITEM(now, at);
@@ -948,40 +992,126 @@ same_field(PyObject *known, PyObject *now)
     return 1;
 }
 
-/* The (counter, value) of a key served lately whose fields are the probes' (a new reference), or NULL: compared
- * field by field, neither built nor hashed; forgotten once the fast table changed. */
-static PyObject *
-memo_entry(ObservedCall *self, PyObject *setting, Probe *probes)
+/* Whether a key's field is what a probe read: compared as same_field compares, without building either. */
+static int
+same_probe(PyObject *known, Probe *probe)
 {
-    unsigned long long changes = ((FastTable *)self->fast)->changes;
-    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+    if (probe->kind == NULL)
+        return same_field(known, probe->value);
+    if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 4 || PyTuple_GET_ITEM(known, 0) != probe->kind ||
+        PyTuple_GET_ITEM(known, 1) != probe->dtype)
+        return 0;
+    if (!probe->native)
+        return same_field(PyTuple_GET_ITEM(known, 2), probe->shape) &&
+               same_int(PyTuple_GET_ITEM(known, 3), probe->layout);
+    PyObject *layout = PyTuple_GET_ITEM(known, 3);
+    int overflow;
+    return same_sizes(PyTuple_GET_ITEM(known, 2), &probe->fields) && PyLong_CheckExact(layout) &&
+           PyLong_AsLongAndOverflow(layout, &overflow) == probe->fields.layout && !overflow;
+}
+
+/* -- the memo's hash: fields that compare the same hash the same, however they were read ------------------------ */
+
+static Py_uhash_t
+mix(Py_uhash_t hash, Py_uhash_t part)
+{
+    return (hash ^ part) * 1000003u;
+}
+
+/* An exact int by its value, anything else by its identity (as same_int compares them). */
+static Py_uhash_t
+number_hash(PyObject *value)
+{
+    int overflow;
+    long number = PyLong_CheckExact(value) ? PyLong_AsLongAndOverflow(value, &overflow) : 0;
+    return PyLong_CheckExact(value) && !overflow ? (Py_uhash_t)number : (Py_uhash_t)(uintptr_t)value;
+}
+
+/* A field as same_field compares it: a tuple by its items, else as number_hash. */
+static Py_uhash_t
+field_hash(PyObject *value)
+{
+    if (!tuple_like(value))
+        return number_hash(value);
+    Py_uhash_t hash = (Py_uhash_t)PyTuple_GET_SIZE(value);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(value); at++)
+        hash = mix(hash, number_hash(PyTuple_GET_ITEM(value, at)));
+    return hash;
+}
+
+/* The memo's hash of a call's setting and probes. */
+static Py_uhash_t
+memo_hash(ObservedCall *self, PyObject *setting, Probe *probes)
+{
+    Py_uhash_t hash = (Py_uhash_t)(uintptr_t)setting;
+    for (Py_ssize_t field = 0; field < self->fields; field++) {
+        Probe *probe = &probes[field];
+        if (probe->kind == NULL) {
+            hash = mix(hash, field_hash(probe->value));
+            continue;
+        }
+        hash = mix(hash, (Py_uhash_t)(uintptr_t)probe->dtype);
+        if (!probe->native) {
+            hash = mix(mix(hash, field_hash(probe->shape)), number_hash(probe->layout));
+            continue;
+        }
+        Py_uhash_t shape = (Py_uhash_t)probe->fields.rank;
+        for (int64_t at = 0; at < probe->fields.rank; at++)
+            shape = mix(shape, (Py_uhash_t)(long)probe->fields.sizes[at]);
+        hash = mix(mix(hash, shape), (Py_uhash_t)probe->fields.layout);
+    }
+    return hash ^ (hash >> 17);
+}
+
+/* The two memo slots a hash names (a key served lately is in one of them). */
+static void
+memo_slots(ObservedCall *self, Py_uhash_t hash, Py_ssize_t slots[2])
+{
+    Py_uhash_t count = (Py_uhash_t)self->memo;
+    slots[0] = (Py_ssize_t)(hash % count);
+    slots[1] = (Py_ssize_t)((hash / count + 1 + (Py_uhash_t)slots[0]) % count);
+}
+
+/* Whether a memo slot holds a key served since the fast table last changed. */
+static int
+memo_valid(ObservedCall *self, Py_ssize_t slot)
+{
+    return self->key[slot] != NULL && self->seen[slot] == ((FastTable *)self->fast)->changes;
+}
+
+/* The (counter, value) of a key served lately whose fields are the probes' (a new reference), or NULL: compared
+ * field by field in the two slots their hash names, neither built nor hashed as a whole; forgotten once the fast
+ * table changed. */
+static PyObject *
+memo_entry(ObservedCall *self, Py_uhash_t hash, PyObject *setting, Probe *probes)
+{
+    Py_ssize_t slots[2];
+    memo_slots(self, hash, slots);
+    for (int choice = 0; choice < 2; choice++) {
+        Py_ssize_t slot = slots[choice];
         PyObject *key = self->key[slot];
-        if (key == NULL || self->seen[slot] != changes || PyTuple_GET_ITEM(key, 1) != setting)
+        if (!memo_valid(self, slot) || PyTuple_GET_ITEM(key, 1) != setting)
             continue;
         Py_ssize_t field = 0;
-        for (; field < self->fields; field++) {
-            Probe *probe = &probes[field];
-            PyObject *known = PyTuple_GET_ITEM(key, 2 + field);
-            if (probe->kind == NULL ? !same_field(known, probe->value)
-                                    : !(PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 4 &&
-                                        PyTuple_GET_ITEM(known, 0) == probe->kind &&
-                                        PyTuple_GET_ITEM(known, 1) == probe->dtype &&
-                                        same_field(PyTuple_GET_ITEM(known, 2), probe->shape) &&
-                                        same_int(PyTuple_GET_ITEM(known, 3), probe->layout)))
-                break;
-        }
+        while (field < self->fields && same_probe(PyTuple_GET_ITEM(key, 2 + field), &probes[field]))
+            field++;
         if (field == self->fields)
             return Py_NewRef(self->entry[slot]);
     }
     return NULL;
 }
 
+/* Remember a key served in one of its two slots: a free one, else each in turn. */
 static void
-remember(ObservedCall *self, PyObject *key, PyObject *entry)
+remember(ObservedCall *self, Py_uhash_t hash, PyObject *key, PyObject *entry)
 {
-    int slot = self->next;
+    Py_ssize_t slots[2];
+    memo_slots(self, hash, slots);
+    Py_ssize_t slot = !memo_valid(self, slots[0])   ? slots[0]
+                      : !memo_valid(self, slots[1]) ? slots[1]
+                                                    : slots[self->turn];
+    self->turn ^= 1;
     PyObject *old_key = self->key[slot], *old_entry = self->entry[slot];
-    self->next = (slot + 1) % MEMO_SLOTS;
     self->key[slot] = Py_NewRef(key);
     self->entry[slot] = Py_NewRef(entry);
     self->seen[slot] = ((FastTable *)self->fast)->changes;
@@ -1013,14 +1143,17 @@ observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Prob
     }
     PyObject *setting = Py_NewRef(PyList_GET_ITEM(self->state, 0)), *entry = NULL, *key = NULL;
     Py_ssize_t read = 0;
+    int modes = -1; /* whether a torch function mode is active: asked once, where a tensor is read */
+    Py_uhash_t hash = 0;
     for (; read < self->fields; read++) {
         Py_ssize_t at = self->positions[read];
-        if (read_probe(self, at < count ? args[at] : Py_None, &probes[read]) <= 0) {
+        if (read_probe(self, at < count ? args[at] : Py_None, &probes[read], &modes) <= 0) {
             read++; /* what it holds is released with the rest */
             goto done;
         }
     }
-    entry = memo_entry(self, setting, probes);
+    hash = memo_hash(self, setting, probes);
+    entry = memo_entry(self, hash, setting, probes);
     if (entry != NULL)
         goto done;
     if ((key = PyTuple_New(2 + self->fields)) == NULL)
@@ -1037,7 +1170,7 @@ observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Prob
     }
     entry = fasttable_entry((FastTable *)self->fast, key);
     if (entry != NULL)
-        remember(self, key, entry);
+        remember(self, hash, key, entry);
 done:
     release_probes(probes, read);
     Py_DECREF(setting);
@@ -1079,7 +1212,7 @@ observed_call(ObservedCall *self, PyObject *args, PyObject *kwargs)
 static void
 forget_served(ObservedCall *self)
 {
-    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+    for (Py_ssize_t slot = 0; self->key != NULL && slot < self->memo; slot++) {
         Py_CLEAR(self->key[slot]);
         Py_CLEAR(self->entry[slot]);
     }
@@ -1094,11 +1227,12 @@ static PyObject *
 observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"operation", "head", "state", "positions", "kinds", "fast", "ticks", "flush", "slow",
-                            NULL};
+                            "memo", NULL};
     PyObject *operation, *head, *state, *positions, *kinds, *fast, *ticks, *flush, *slow;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!OO!O!OOO:ObservedCall", names, &operation, &head,
+    Py_ssize_t memo = CALL_MEMO;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO!OO!O!OOO|n:ObservedCall", names, &operation, &head,
                                      &PyList_Type, &state, &positions, &PyDict_Type, &kinds, &FastTableType, &fast,
-                                     &ticks, &flush, &slow))
+                                     &ticks, &flush, &slow, &memo))
         return NULL;
     if (check_counter(ticks, "ticks") < 0)
         return NULL;
@@ -1106,9 +1240,19 @@ observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (sequence == NULL)
         return NULL;
     Py_ssize_t fields = PySequence_Fast_GET_SIZE(sequence);
+    if (memo < 1) {
+        Py_DECREF(sequence);
+        PyErr_SetString(PyExc_ValueError, "an observed call remembers at least one key (memo >= 1)");
+        return NULL;
+    }
     ObservedCall *self = (ObservedCall *)type->tp_alloc(type, 0);
-    if (self != NULL && (self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL)
+    if (self != NULL && ((self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL ||
+                         (self->key = PyMem_Calloc(memo, sizeof(PyObject *))) == NULL ||
+                         (self->entry = PyMem_Calloc(memo, sizeof(PyObject *))) == NULL ||
+                         (self->seen = PyMem_Calloc(memo, sizeof(unsigned long long))) == NULL))
         PyErr_NoMemory();
+    if (self != NULL)
+        self->memo = memo;
     for (Py_ssize_t field = 0; !PyErr_Occurred() && field < fields; field++) {
         Py_ssize_t at = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(sequence, field), PyExc_OverflowError);
         if (at < 0 && !PyErr_Occurred())
@@ -1143,7 +1287,7 @@ observed_traverse(ObservedCall *self, visitproc visit, void *arg)
     Py_VISIT(self->ticks);
     Py_VISIT(self->flush);
     Py_VISIT(self->slow);
-    for (int slot = 0; slot < MEMO_SLOTS; slot++) {
+    for (Py_ssize_t slot = 0; self->key != NULL && slot < self->memo; slot++) {
         Py_VISIT(self->key[slot]);
         Py_VISIT(self->entry[slot]);
     }
@@ -1176,6 +1320,9 @@ observed_dealloc(ObservedCall *self)
     PyObject_GC_UnTrack(self);
     observed_clear(self);
     PyMem_Free(self->positions);
+    PyMem_Free(self->key);
+    PyMem_Free(self->entry);
+    PyMem_Free(self->seen);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1188,8 +1335,8 @@ observed_repr(ObservedCall *self)
 static PyTypeObject ObservedCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mlacheck.capture._hotpath.ObservedCall",
-    .tp_doc = "ObservedCall(operation, head, state, positions, kinds, fast, ticks, flush, slow): "
-              "hotpath_py.observed_call, compiled.",
+    .tp_doc = "ObservedCall(operation, head, state, positions, kinds, fast, ticks, flush, slow, memo=64): "
+              "hotpath_py.observed_call, compiled, remembering `memo` keys served lately.",
     .tp_basicsize = sizeof(ObservedCall),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = observed_new,
@@ -1363,11 +1510,19 @@ add_type(PyObject *module, PyTypeObject *type, PyTypeObject *base)
     return 0;
 }
 
+static PyMethodDef hotpath_functions[] = {
+    {"read_tensors_natively", (PyCFunction)(void (*)(void))tensor_fields_enable, METH_FASTCALL,
+     "read_tensors_natively(tensor_types, library, probes, mode_enabled): whether observed calls now read exact "
+     "tensors' fields below Python (_tensor_fields.c; tensor_fields.py calls it)"},
+    {NULL},
+};
+
 static struct PyModuleDef hotpath_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "mlacheck.capture._hotpath",
     .m_doc = "The capture's hot path, compiled (hotpath_py.py is the same in Python).",
     .m_size = -1,
+    .m_methods = hotpath_functions,
 };
 
 PyMODINIT_FUNC

@@ -11,7 +11,7 @@ from mlacheck.capture.hotpath_py import count_of
 try:
     if os.environ.get("MLACHECK_HOTPATH") == "python":
         raise ImportError("MLACHECK_HOTPATH=python")
-    from mlacheck.capture._hotpath import ContainsDict, FastTable, GetDict, GetitemDict
+    from mlacheck.capture._hotpath import ContainsDict, FastTable, GetDict, GetitemDict, read_tensors_natively
     from mlacheck.capture._hotpath import Counter as counter
     from mlacheck.capture._hotpath import Forwarder as forwarder
     from mlacheck.capture._hotpath import Launcher as launcher
@@ -32,6 +32,7 @@ except ImportError:
         ticks,
     )
 
+    read_tensors_natively = None  # the pure Python hot path reads every field through Python
     IMPLEMENTATION = "python"
 
 __all__ = [
@@ -45,5 +46,6 @@ __all__ = [
     "forwarder",
     "launcher",
     "observed_call",
+    "read_tensors_natively",
     "ticks",
 ]

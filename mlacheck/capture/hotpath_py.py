@@ -27,11 +27,12 @@ dispatch); this module is what runs where the build had no C compiler, and the c
   `flush()` every FLUSH_EVERY + 1 steps, then the ticks) and the operation is called; any other call goes to `slow(key,
   args, kwargs, caller's frame)`, key None where the call has keywords, an argument's type is not in `kinds` or reading
   one raised (an Exception; anything else propagates) (the compiled one: or a `stride()` that did not give a tuple of
-  ints). (The compiled one reads each argument once and compares the fields with the few keys it served last, a shape
-  item by item, before it builds and hashes a key; it forgets them whenever the fast table changes. Where a type's
-  `shape` and `dtype` are getset descriptors (torch's tensors) and it looks attributes up as object does, it calls their
-  getters straight, as PyObject_GetAttr would, while the type's version tag says it is unchanged. It does not bind as a
-  method.)
+  ints). (The compiled one reads each argument once and compares the fields with the keys it served lately (`memo` of
+  them, 64 unless told, each in one of two slots the fields' hash names), a shape item by item, before it builds and
+  hashes a key; it forgets them whenever the fast table changes. An exact torch tensor's fields it reads below Python
+  where `tensor_fields` verified that reading them there gives what Python reads; where a type's `shape` and `dtype`
+  are getset descriptors and it looks attributes up as object does, it calls their getters straight, as
+  PyObject_GetAttr would, while the type's version tag says it is unchanged. It does not bind as a method.)
 - `FastTable()`: the capture's table of variants seen in serving, key -> (counter, value), a mapping with
   `get`, `pop`, `clear`, `[]`, `in` and `len` (a dict here; the compiled one also remembers the few keys it
   served last and finds a key whose fields are the same objects as one of those without hashing it, and it

@@ -7,11 +7,10 @@
 - flashinfer: a FlashInfer module getter that hit its functools cache (flashinfer.norm.get_norm_module), with the
   compile nets of jit_compile_nets.toml installed vs not (a hit never reaches a net: what they cost there).
 The arms take turns in A B B A order, 50 timed calls each after 10 untimed; a turn's figure is the ratio of its
-medians, the run's the median of the turns'. Target: <= 1.02 per call (issue 28 item 5). DeepGEMM's figure comes with
-the same call with each tensor argument's dtype, shape and strides read from Python (what its key holds), measured the
-same way: torch's getters and `stride()`, the floor of any key that holds them, plus attrgetter's calls (the compiled
-hot path calls the getters
-from C, so a hit can cost less than this line).
+medians, the run's the median of the turns'. Target: <= 1.02 per call (issue 28 item 5). DeepGEMM's figure says whether
+the key's tensor fields were read below Python (capture/tensor_fields.py: on where verified) and comes with the same
+call with each tensor argument's dtype, shape and strides read through Python instead (torch's getters and `stride()`
+through attrgetter and methodcaller), measured the same way: what reading them through Python costs.
 Usage: python tests/benchmarks/bench_jit_watchers.py [deep_gemm|flashinfer|all] [calls per arm (10000)] [module]
 sgl-deep-gemm comes from MLACHECK_DEEP_GEMM_SITE, else is installed (--no-deps) into ~/.cache/mlacheck-tests; module
 vllm.third_party.deep_gemm is vLLM's vendored copy, from MLACHECK_VLLM_DEEP_GEMM_SITE.
@@ -120,7 +119,7 @@ def deep_gemm_figures(calls: int, module: str = "deep_gemm") -> dict:
     os.environ.setdefault("DG_JIT_CACHE_DIR", str(Path.home() / ".cache" / "mlacheck-tests" / "bench-dg"))
     deep_gemm = importlib.import_module(module)
 
-    from mlacheck.capture import FamilyCapture
+    from mlacheck.capture import FamilyCapture, tensor_fields
     from mlacheck.rulefiles import load_rules
     from mlacheck.sinks import MemorySink
 
@@ -160,6 +159,7 @@ def deep_gemm_figures(calls: int, module: str = "deep_gemm") -> dict:
         capture.remove()
     put(plain)
     figures["floor"] = floor(one_call, calls, (*lhs, *rhs, out))
+    figures["native"] = tensor_fields.read_natively()
     return {f"{module} fp8_gemm_nt hit": figures, f"{module} get_mn_major_tma_aligned_tensor, netted": layout}
 
 
@@ -234,9 +234,10 @@ def main() -> None:
         )
         if "floor" in figure:
             print(
-                f"  reading the key's tensors' dtype, shape and strides alone: +{figure['floor']['added_us']:.2f} us, "
-                f"ratio {figure['floor']['ratio']:.4f} (torch's getters and stride(), the floor of any key that holds "
-                "them, plus attrgetter's and methodcaller's calls)"
+                f"  the key's tensor fields read {'below Python' if figure['native'] else 'through Python'} "
+                f"(capture/tensor_fields.py); reading them through Python alone instead: "
+                f"+{figure['floor']['added_us']:.2f} us, ratio {figure['floor']['ratio']:.4f} (torch's getters and "
+                "stride(), plus attrgetter's and methodcaller's calls)"
             )
 
 

@@ -13,14 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlacheck.capture.hotpath import count_of
-from tests.unit.hotpaths import COMPILED, HOTPATHS, PYTHON, Field
+from tests.unit.hotpaths import COMPILED, OBSERVED_HOTPATHS, PYTHON, Field, reading
 
 MARK = object()  # what a key field of a tensor starts with
 
 
-@pytest.fixture(params=HOTPATHS, ids=lambda hot: hot.__name__)
+@pytest.fixture(params=OBSERVED_HOTPATHS, ids=lambda hot: hot.__name__)
 def hot(request):
-    return request.param
+    with reading(request.param) as hot:
+        yield hot
 
 
 def reference_key(head, setting, positions, args):
@@ -51,6 +52,7 @@ class Observed:
         self.fast = fast if fast is not None else hot.FastTable()
         self.ticks, self.flushes, self.calls, self.slow_calls = self.counter(), [], [], []
         make = hot.observed_call if hot is PYTHON else hot.ObservedCall
+        memo = {} if getattr(hot, "memo", None) is None else {"memo": hot.memo}  # the compiled one's memo slots
         self.call = make(
             self.operation,
             head,
@@ -61,6 +63,7 @@ class Observed:
             self.ticks,
             lambda: self.flushes.append(1),
             self.slow,
+            **memo,
         )
 
     def counter(self, start=0):
@@ -207,7 +210,7 @@ def test_a_key_served_lately_is_matched_without_building_or_hashing_it_and_each_
     Field.hashed = 0
     for _ in range(100):
         library_call(observed, Shaped(fp8, dims[0], n), 7)
-    assert Field.hashed == (3 if hot is COMPILED else 300)  # a lookup hashes the dtype and the shape's two dims
+    assert Field.hashed == (300 if hot is PYTHON else 3)  # a lookup hashes the dtype and the shape's two dims
     for _ in range(10):
         for dim in dims:
             library_call(observed, Shaped(fp8, dim, n), 7)
@@ -303,7 +306,7 @@ def test_the_compiled_one_refuses_what_it_cannot_use():
     good = dict(operation=print, head="x", state=[None], positions=(0,), kinds={}, fast=table, ticks=ticks)
     good.update(flush=print, slow=print)
     COMPILED.ObservedCall(**good)
-    for name, bad in [("state", (None,)), ("kinds", []), ("fast", {}), ("positions", (-1,)), ("ticks", 5)]:
+    for name, bad in [("state", (None,)), ("kinds", []), ("fast", {}), ("positions", (-1,)), ("ticks", 5), ("memo", 0)]:
         with pytest.raises((TypeError, ValueError)):
             COMPILED.ObservedCall(**{**good, name: bad})
 

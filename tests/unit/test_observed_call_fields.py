@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from mlacheck.capture.hotpath import count_of
-from tests.unit.hotpaths import HOTPATHS
+from tests.unit.hotpaths import OBSERVED_HOTPATHS, reading
 from tests.unit.test_observed_call import MARK, Observed, library_call, reference_key
 
 POSITIONS = tuple(range(11))  # a_data, a_sf, b_data, b_sf, d, c, recipe, recipe_a, recipe_b, compiled_dims, disable..
@@ -22,9 +22,10 @@ TENSORS = range(5)
 OTHER_DTYPE = {torch.float8_e4m3fn: torch.int8, torch.float32: torch.int32, torch.bfloat16: torch.float16}
 
 
-@pytest.fixture(params=HOTPATHS, ids=lambda hot: hot.__name__)
+@pytest.fixture(params=OBSERVED_HOTPATHS, ids=lambda hot: hot.__name__)
 def hot(request):
-    return request.param
+    with reading(request.param) as hot:
+        yield hot
 
 
 def served_call():

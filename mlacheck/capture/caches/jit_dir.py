@@ -39,7 +39,7 @@ import types
 from collections.abc import Callable, Collection
 from time import perf_counter
 
-from mlacheck.capture import hotpath, phase
+from mlacheck.capture import hotpath, phase, tensor_fields
 from mlacheck.capture.caches.jit_keys import KINDS, call_key, raw, text
 from mlacheck.capture.caches.jit_net import JitNet
 from mlacheck.capture.hooks import CaptureHooks
@@ -184,6 +184,7 @@ class JitDir:
         def slow(key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
             return self._slow(name, operation, parameters, key, args, kwargs, frame)
 
+        tensor_fields.read_natively()
         return hotpath.observed_call(
             operation,
             name,

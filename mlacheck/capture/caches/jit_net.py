@@ -18,7 +18,7 @@ from functools import partial
 from sys import _getframe
 from time import perf_counter
 
-from mlacheck.capture import hotpath
+from mlacheck.capture import hotpath, tensor_fields
 from mlacheck.capture.caches.jit_keys import KINDS, by_value, call_key, raw, text
 from mlacheck.capture.hooks import CaptureHooks
 from mlacheck.keys import typed
@@ -52,6 +52,7 @@ class JitNet:
         if parameters is None:
             return lambda *args, **kwargs: slow(None, args, kwargs, _getframe(1))
         positions = list(range(len(parameters)))
+        tensor_fields.read_natively()
         return hotpath.observed_call(operation, name, self.state, positions, KINDS, self.fast, self._ticks, _no, slow)
 
     def call(self, name, operation, parameters, key: tuple | None, args: tuple, kwargs: dict, frame) -> object:
