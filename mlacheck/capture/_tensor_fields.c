@@ -14,7 +14,9 @@
  * is active (a mode may answer for them too). */
 #include "_tensor_fields.h"
 
+#ifndef _WIN32
 #include <dlfcn.h>
+#endif
 
 typedef int32_t (*NumberFn)(void *tensor, int64_t *number);
 typedef int32_t (*ArrayFn)(void *tensor, int64_t **values);
@@ -160,6 +162,28 @@ verify(PyObject *probe)
     return verified;
 }
 
+/* Whether libtorch's C shim was found in the library at `path`, already loaded (nothing is loaded here). */
+static int
+find_shim(const char *path)
+{
+#ifdef _WIN32
+    (void)path;
+    return 0;
+#else
+    void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (library == NULL)
+        return 0;
+    native.rank = (NumberFn)dlsym(library, "aoti_torch_get_dim");
+    native.sizes = (ArrayFn)dlsym(library, "aoti_torch_get_sizes");
+    native.strides = (ArrayFn)dlsym(library, "aoti_torch_get_strides");
+    native.dtype = (CodeFn)dlsym(library, "aoti_torch_get_dtype");
+    native.layout = (CodeFn)dlsym(library, "aoti_torch_get_layout");
+    dlclose(library); /* torch keeps it loaded */
+    return native.rank != NULL && native.sizes != NULL && native.strides != NULL && native.dtype != NULL &&
+           native.layout != NULL;
+#endif
+}
+
 static void
 turn_off(void)
 {
@@ -186,17 +210,10 @@ tensor_fields_enable(PyObject *module, PyObject *const *args, Py_ssize_t count)
     for (int name = 0; name < NAMES; name++)
         if (native.names[name] == NULL && (native.names[name] = PyUnicode_InternFromString(names[name])) == NULL)
             return NULL;
-    void *library = dlopen(PyUnicode_AsUTF8(args[1]), RTLD_NOW | RTLD_NOLOAD); /* only the libtorch already loaded */
-    if (library == NULL)
-        Py_RETURN_FALSE;
-    native.rank = (NumberFn)dlsym(library, "aoti_torch_get_dim");
-    native.sizes = (ArrayFn)dlsym(library, "aoti_torch_get_sizes");
-    native.strides = (ArrayFn)dlsym(library, "aoti_torch_get_strides");
-    native.dtype = (CodeFn)dlsym(library, "aoti_torch_get_dtype");
-    native.layout = (CodeFn)dlsym(library, "aoti_torch_get_layout");
-    dlclose(library); /* torch keeps it loaded */
-    if (native.rank == NULL || native.sizes == NULL || native.strides == NULL || native.dtype == NULL ||
-        native.layout == NULL)
+    const char *path = PyUnicode_AsUTF8(args[1]);
+    if (path == NULL)
+        return NULL;
+    if (!find_shim(path))
         Py_RETURN_FALSE;
     for (int at = 0; at < TYPES; at++) {
         PyObject *type = PyTuple_GET_ITEM(args[0], at);
