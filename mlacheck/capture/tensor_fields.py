@@ -15,8 +15,11 @@ _answer: list[bool] = []  # whether it is on, once asked
 
 
 def read_natively() -> bool:
-    """Whether observed calls read exact tensors' fields below Python (turned on here at the first ask)."""
+    """Whether observed calls read exact tensors' fields below Python (turned on here at the first ask made with torch
+    imported: asked before, it answers no and asks again next time)."""
     if not _answer:
+        if "torch" not in sys.modules:
+            return False
         _answer.append(_enable())
     return _answer[0]
 

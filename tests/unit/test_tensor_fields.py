@@ -5,6 +5,7 @@ broadcast, a Parameter), a tensor changed in place, more keys than the memo hold
 
 import ctypes.util
 import os
+import sys
 
 import pytest
 import torch
@@ -32,6 +33,14 @@ def test_on_with_this_torch_off_without_the_compiled_hot_path(monkeypatch):
     assert tensor_fields._enable() is True
     monkeypatch.setattr(hotpath, "read_tensors_natively", None)
     assert tensor_fields._enable() is False
+
+
+def test_asked_before_torch_is_imported_it_answers_no_and_asks_again_later(monkeypatch):
+    monkeypatch.setattr(tensor_fields, "_answer", [])
+    with monkeypatch.context() as before_torch:
+        before_torch.delitem(sys.modules, "torch")
+        assert tensor_fields.read_natively() is False and tensor_fields._answer == []
+    assert tensor_fields.read_natively() is True and tensor_fields._answer == [True]
 
 
 class Impostor:
