@@ -1022,9 +1022,13 @@ mix(Py_uhash_t hash, Py_uhash_t part)
 static Py_uhash_t
 number_hash(PyObject *value)
 {
-    int overflow;
-    long number = PyLong_CheckExact(value) ? PyLong_AsLongAndOverflow(value, &overflow) : 0;
-    return PyLong_CheckExact(value) && !overflow ? (Py_uhash_t)number : (Py_uhash_t)(uintptr_t)value;
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        long number = PyLong_AsLongAndOverflow(value, &overflow);
+        if (!overflow)
+            return (Py_uhash_t)number;
+    }
+    return (Py_uhash_t)(uintptr_t)value;
 }
 
 /* A field as same_field compares it: a tuple by its items, else as number_hash. */

@@ -73,9 +73,9 @@ read_fields(PyObject *value, TensorFields *fields, int64_t **strides)
 {
     void *tensor = tensor_of(value);
     int32_t layout, code;
-    if (native.layout(tensor, &layout) != 0 || layout != STRIDED || native.dtype(tensor, &code) != 0 || code < 0 || code >= CODES || native.dtypes[code] == NULL ||
-        native.rank(tensor, &fields->rank) != 0 || native.sizes(tensor, (int64_t **)&fields->sizes) != 0 ||
-        native.strides(tensor, strides) != 0)
+    if (native.layout(tensor, &layout) != 0 || layout != STRIDED || native.dtype(tensor, &code) != 0 || code < 0 ||
+        code >= CODES || native.dtypes[code] == NULL || native.rank(tensor, &fields->rank) != 0 ||
+        native.sizes(tensor, (int64_t **)&fields->sizes) != 0 || native.strides(tensor, strides) != 0)
         return 0;
     fields->dtype = native.dtypes[code];
     fields->layout = 0;

@@ -17,8 +17,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mlacheck.capture import hotpath, tensor_fields  # noqa: E402
+from mlacheck.capture import hotpath  # noqa: E402
 from mlacheck.capture.caches.jit_keys import KINDS, raw  # noqa: E402
+from tests.unit.hotpaths import read_natively  # noqa: E402
 
 NUMBER, REPEAT, TURNS = 20_000, 5, 4
 
@@ -69,10 +70,7 @@ def per_call_ns(call, calls: list[tuple]) -> float:
 
 def arm(native: bool, calls: list[tuple]) -> float:
     assert hotpath.read_tensors_natively is not None, "the compiled hot path was not built here"
-    if native:
-        assert tensor_fields._enable()
-    else:
-        hotpath.read_tensors_natively((torch.Tensor, torch.nn.Parameter), "", [], None)
+    assert read_natively(native) == native
     return per_call_ns(observed(calls), calls) - per_call_ns(operation, calls)
 
 
@@ -88,7 +86,7 @@ def main() -> None:
             f"{shapes} shape(s) in turn, five tensors a call: +{below:.0f} ns a hit with the fields read below "
             f"Python, +{through:.0f} ns through Python (x{through / below:.1f})"
         )
-    tensor_fields._enable()
+    read_natively(True)
 
 
 if __name__ == "__main__":
