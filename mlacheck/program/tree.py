@@ -153,7 +153,8 @@ class ProcessTree:
     def _read_image(self, record: Seen, table: dict) -> None:
         """Read the process's executable and stack again, and its command line where the image may have changed: an
         exec starts a new image; a process title (or the exec of a fork seen before its stack changed) updates the
-        image it runs."""
+        image it runs. Its parent's stack is read again after the command line: the first read may have come
+        before an exec whose command line the second saw."""
         exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
@@ -163,6 +164,8 @@ class ProcessTree:
             argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
         else:
             argv = _read_argv(record.pid)
+        if stack and record.ppid in table and stack == table[record.ppid][5]:
+            stack = _stack_of(record.pid) or stack  # a fork's, or read before an exec whose command line was read
         execed = _execed(record, exe, argv, stack)
         record.stack = stack
         if record.images:
@@ -242,10 +245,19 @@ def _process_table(skip: dict[int, int]) -> tuple[dict[int, int], dict[int, tupl
 
 
 def _start_of(pid: int) -> int | None:
+    return _stat_field(pid, 19)
+
+
+def _stack_of(pid: int) -> int | None:
+    return _stat_field(pid, 25)
+
+
+def _stat_field(pid: int, index: int) -> int | None:
+    """A field of a live process's stat, counted after its state (None where it ended or cannot be read)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
-        return int(fields[19]) if fields[0] not in (b"Z", b"X") else None
+        return int(fields[index]) if fields[0] not in (b"Z", b"X") else None
     except (OSError, IndexError, ValueError):
         return None
 

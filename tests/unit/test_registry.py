@@ -13,6 +13,7 @@ import pytest
 
 import mlacheck_startup
 from mlacheck.program import registry
+from mlacheck.program import tree as tree_module
 from mlacheck.program.tree import FULL_POLLS, ProcessTree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,3 +174,48 @@ def test_a_process_of_the_run_started_later_is_found_at_the_next_poll_whatever_t
             process.wait()
         for seen in tree.live():
             os.kill(seen.pid, signal.SIGKILL)
+
+
+FORK_THEN_EXEC = """
+import os, sys, time
+child = os.fork()
+if child == 0:
+    os.read(0, 1)  # the test says when
+    os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(30)"])
+print(child, flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_child_whose_exec_falls_between_a_polls_two_reads_is_its_own_python(monkeypatch):
+    """A poll reads every stat first, then each process's executable and command line: a child that execs in between
+    shows its parent's stack (a fork's) with its own command line. Seen at that one poll alone (a worker that ends
+    before the next), its image is its own Python, not a fork's copy of its parent's: a worker started with -S that
+    wrote no trace would otherwise be missed, and the run would pass."""
+    root = subprocess.Popen([sys.executable, "-S", "-c", FORK_THEN_EXEC], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = int(root.stdout.readline())
+    argv = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]
+    real = tree_module._process_table
+
+    def exec_after_the_stats_are_read(skip):
+        table = real(skip)
+        assert table[1][child][5] == table[1][root.pid][5]  # the child has not exec'd: its parent's stack
+        root.stdin.write(b"x")
+        root.stdin.flush()
+        deadline = time.monotonic() + 10
+        while tree_module._read_argv(child) != argv:
+            assert time.monotonic() < deadline, "the child did not exec"
+            time.sleep(0.01)
+        return table
+
+    tree = ProcessTree(root=root.pid)
+    try:
+        monkeypatch.setattr(tree_module, "_process_table", exec_after_the_stats_are_read)
+        tree.poll()
+        [seen] = [seen for seen in tree.live() if seen.pid == child]
+        assert seen.argv == argv and seen.python and not seen.forked
+        assert [(image["python"], image["forked"]) for image in seen.images] == [(True, False)]
+    finally:
+        root.kill()
+        root.wait()
+        os.kill(child, signal.SIGKILL)
