@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 POLL_SECONDS = 0.05  # between two polls, or ten times what the last poll took where that is longer (many processes)
 TITLE_POLLS = 8  # an image's command line is read again every this many polls (a process title); an exec, at once
 FULL_POLLS = 20  # every this many polls, the stat of every process is read, not only of those that may be the run's
+LOADER_POLLS = 3  # an image not found to be Python is looked at again this many polls (its loader maps libpython)
 PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?$")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -154,7 +155,8 @@ class ProcessTree:
         """Read the process's executable and stack again, and its command line where the image may have changed: an
         exec starts a new image; a process title (or the exec of a fork seen before its stack changed) updates the
         image it runs. Its parent's stack is read again after the command line: the first read may have come
-        before an exec whose command line the second saw."""
+        before an exec whose command line the second saw. An image not named python* is Python where it maps a
+        libpython, which its loader does after the exec: it is looked at again for its first LOADER_POLLS polls."""
         exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
@@ -170,13 +172,14 @@ class ProcessTree:
         record.stack = stack
         if record.images:
             record.images[-1]["polls"] += 1
-        if exe == record.exe and argv == record.argv and not execed:
+        loading = not record.python and bool(record.images) and record.images[-1]["polls"] <= LOADER_POLLS
+        if exe == record.exe and argv == record.argv and not execed and not loading:
             return
         changed_exe = exe != record.exe or execed
         record.exe, record.argv = exe, argv
         forked = self._forked(record, stack, execed, table)
         record.forked &= forked
-        if changed_exe and exe is not None:
+        if (changed_exe or loading) and exe is not None:
             record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
             record.rank = _environment_rank(record.pid) if not record.forked else record.rank
         _keep_image(record, forked, execed)

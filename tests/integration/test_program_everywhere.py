@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,31 @@ def cleared_environment_server(tmp_path, interpreter: list[str], rank: int | Non
     )
 
 
+def without_site_packages(tmp_path, name: str) -> str:
+    """A copy of this Python named `name` in a prefix of its own: the base's lib/ and standard library linked, its
+    site-packages left out (an engine not named python* is skipped where the base maps no libpython: linked
+    statically, it is Python to mlacheck by its name alone)."""
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    with open("/proc/self/maps") as maps:
+        if not name.startswith("python") and "/libpython" not in maps.read():
+            pytest.skip("this interpreter is linked statically: no libpython to find")
+    root, lib = tmp_path / f"{name}-root", Path(sys.base_prefix) / "lib"
+    stdlib = root / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib.mkdir(parents=True)
+    for entry in lib.iterdir():
+        if entry.name != stdlib.name:
+            (root / "lib" / entry.name).symlink_to(entry)
+    for entry in (lib / stdlib.name).iterdir():
+        if entry.name != "site-packages":
+            (stdlib / entry.name).symlink_to(entry)
+    (root / "bin").mkdir()
+    copy = root / "bin" / name
+    copy.write_bytes(Path(base).read_bytes())
+    copy.chmod(0o755)
+    assert subprocess.run([copy, "-c", "import mlacheck"], capture_output=True, cwd="/", env={}).returncode != 0
+    return str(copy)
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -75,18 +101,16 @@ def test_a_worker_with_a_cleared_environment_is_observed_through_the_registry(tm
     assert run_event["found_by"] == "registry" and result.report["incomplete"] == []
 
 
-@pytest.mark.parametrize("how", ["no site (-S)", "an interpreter without mlacheck"])
+@pytest.mark.parametrize("how", ["no site (-S)", "an interpreter without mlacheck", "an engine embedding Python"])
 def test_a_worker_that_nothing_of_mlacheck_reaches_makes_the_run_incomplete(tmp_path, how):
     """Nothing of mlacheck runs in the worker, so nothing of it is recorded: the supervisor saw it run, and the run
-    names it and is incomplete, not a pass."""
+    names it and is incomplete, not a pass. The interpreter without mlacheck is this one's with a prefix of its own
+    (its standard library, no site-packages); the engine is the same named `engine`, found to be Python by the
+    libpython it maps, not by its name."""
     if how == "no site (-S)":
         interpreter = [sys.executable, "-S"]
     else:
-        base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-        probe = subprocess.run([base, "-c", "import mlacheck"], capture_output=True, cwd="/", env={"PATH": "/usr/bin"})
-        if probe.returncode == 0:
-            pytest.skip("the base interpreter has mlacheck installed too")
-        interpreter = [base]
+        interpreter = [without_site_packages(tmp_path, "engine" if "engine" in how else "python3")]
     result = observe(tmp_path, sys.executable, cleared_environment_server(tmp_path, interpreter, rank=3))
     assert result.code == 2 and result.report["verdict"] == "incomplete", result.stdout + result.stderr
     worker = int((tmp_path / "worker.pid").read_text())

@@ -219,3 +219,41 @@ def test_a_child_whose_exec_falls_between_a_polls_two_reads_is_its_own_python(mo
         root.kill()
         root.wait()
         os.kill(child, signal.SIGKILL)
+
+
+def test_a_program_embedding_python_under_another_name_seen_before_its_loader_mapped_libpython_is_python(
+    tmp_path, monkeypatch
+):
+    """An executable not named python* is Python where it maps a libpython, which its dynamic loader does just after
+    the exec: a poll in between sees no libpython. The next polls look again (a copy of this interpreter named
+    `engine` stands for an engine embedding Python; the first look is made to come too early)."""
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    with open(f"/proc/{os.getpid()}/maps") as maps:
+        if "/libpython" not in maps.read():
+            pytest.skip("this interpreter is linked statically: no libpython to find")
+    engine = tmp_path / "engine"
+    engine.write_bytes(Path(base).read_bytes())
+    engine.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "PYTHONHOME": sys.base_prefix}
+    child = subprocess.Popen([str(engine), "-S", "-c", "import time; time.sleep(30)"], env=env)
+    real, looks = tree_module._maps_libpython, []
+
+    def too_early_the_first_time(pid):
+        looks.append(pid)
+        return len(looks) > 1 and real(pid)
+
+    monkeypatch.setattr(tree_module, "_maps_libpython", too_early_the_first_time)
+    tree = ProcessTree()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(seen.pid == child.pid and seen.exe == str(engine) for seen in tree.live()):
+            assert time.monotonic() < deadline, "the engine was not seen"
+            tree.poll()
+            time.sleep(0.05)
+        for _ in range(3):
+            tree.poll()
+        [seen] = [seen for seen in tree.live() if seen.pid == child.pid]
+        assert seen.python and not seen.forked and seen.images[-1]["python"], (looks, seen)
+    finally:
+        child.kill()
+        child.wait()
