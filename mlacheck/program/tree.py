@@ -154,8 +154,8 @@ class ProcessTree:
     def _read_image(self, record: Seen, table: dict) -> None:
         """Read the process's executable and stack again, and its command line where the image may have changed: an
         exec starts a new image; a process title (or the exec of a fork seen before its stack changed) updates the
-        image it runs. Its parent's stack is read again after the command line: the first read may have come
-        before an exec whose command line the second saw. An image not named python* is Python where it maps a
+        image it runs. Where it showed its parent's stack, its own is read again after its command line: the
+        first read may have come before an exec whose command line the second saw. An image not named python* is Python where it maps a
         libpython, which its loader does after the exec: it is looked at again for its first LOADER_POLLS polls."""
         exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
@@ -166,8 +166,8 @@ class ProcessTree:
             argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
         else:
             argv = _read_argv(record.pid)
-        if stack and record.ppid in table and stack == table[record.ppid][5]:
-            stack = _stack_of(record.pid) or stack  # a fork's, or read before an exec whose command line was read
+            if stack and record.ppid in table and stack == table[record.ppid][5]:
+                stack = _stack_of(record.pid) or stack  # a fork's, or read before an exec whose command line was read
         execed = _execed(record, exe, argv, stack)
         record.stack = stack
         if record.images:
