@@ -154,9 +154,10 @@ class ProcessTree:
     def _read_image(self, record: Seen, table: dict) -> None:
         """Read the process's executable and stack again, and its command line where the image may have changed: an
         exec starts a new image; a process title (or the exec of a fork seen before its stack changed) updates the
-        image it runs. Where it showed its parent's stack, its own is read again after its command line: the
-        first read may have come before an exec whose command line the second saw. An image not named python* is Python where it maps a
-        libpython, which its loader does after the exec: it is looked at again for its first LOADER_POLLS polls."""
+        image it runs. Where it showed its parent's stack, its own is read again after its command line: the first
+        read may have come before an exec whose command line the second saw. An image not named python* is Python
+        where it maps a libpython, which its loader does after the exec: it is looked at again for its first
+        LOADER_POLLS polls."""
         exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
