@@ -154,9 +154,9 @@ class ProcessTree:
     def _read_image(self, record: Seen, table: dict) -> None:
         """Read the process's executable and stack again, and its command line where the image may have changed: an
         exec starts a new image; a process title (or the exec of a fork seen before its stack changed) updates the
-        image it runs. Where it showed its parent's stack, its own is read again after its command line: the first
-        read may have come before an exec whose command line the second saw. An image not named python* is Python
-        where it maps a libpython, which its loader does after the exec: it is looked at again for its first
+        image it runs. Where the command line is read, the stack is read again after it: the poll's first read may
+        have come before an exec whose executable or command line the later reads saw. An image not named python* is
+        Python where it maps a libpython, which its loader does after the exec: it is looked at again for its first
         LOADER_POLLS polls."""
         exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
@@ -167,9 +167,8 @@ class ProcessTree:
             argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
         else:
             argv = _read_argv(record.pid)
-            if stack and record.ppid in table and stack == table[record.ppid][5]:
-                stack = _stack_of(record.pid) or stack  # a fork's, or read before an exec whose command line was read
-        execed = _execed(record, exe, argv, stack)
+            stack = _stack_of(record.pid) or stack  # after the executable and command line: an exec may have come
+        execed = _execed(record, exe, stack)
         record.stack = stack
         if record.images:
             record.images[-1]["polls"] += 1
@@ -196,14 +195,12 @@ class ProcessTree:
         return not execed and (record.exe, record.argv) == parent_image
 
 
-def _execed(record: Seen, exe: str | None, argv: list[str], stack: int) -> bool:
+def _execed(record: Seen, exe: str | None, stack: int) -> bool:
     """Whether the process exec'd since the last poll: its stack moved (its executable changed, where a stack cannot be
-    read). An image seen first during its exec, before its stack was set up, is the same image; a process whose image
-    was never read has none to leave."""
+    read); a process whose image was never read has none to leave."""
     if record.stack is None or not record.images:
         return False
-    moved = stack != record.stack if stack and record.stack else exe != record.exe
-    return moved and not (record.images[-1]["polls"] == 1 and (exe, argv) == (record.exe, record.argv))
+    return stack != record.stack if stack and record.stack else exe != record.exe
 
 
 def _keep_image(record: Seen, forked: bool, execed: bool) -> None:

@@ -257,3 +257,44 @@ def test_a_program_embedding_python_under_another_name_seen_before_its_loader_ma
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_shell_whose_exec_into_python_falls_between_a_polls_reads_ran_two_images_one_python(monkeypatch):
+    """A shell seen at one poll execs into Python between the next poll's stat (the shell's stack) and its read of
+    the executable (Python's): one image of Python follows the shell's, not two (a second would be a Python image
+    that wrote no trace, and a run whose worker was observed would end incomplete)."""
+    shell = subprocess.Popen(
+        ["bash", "-c", f"read go; exec {sys.executable} -S -c 'import time; time.sleep(30)'"], stdin=subprocess.PIPE
+    )
+    real = tree_module._process_table
+    tree = ProcessTree()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(seen.pid == shell.pid and seen.exe and "bash" in seen.exe for seen in tree.live()):
+            assert time.monotonic() < deadline, "the shell was not seen"
+            tree.poll()
+            time.sleep(0.05)
+
+        def exec_after_the_stats_are_read(skip):
+            table = real(skip)
+            shell.stdin.write(b"go\n")
+            shell.stdin.flush()
+            deadline = time.monotonic() + 10
+            while tree_module._executable(shell.pid) != os.path.realpath(sys.executable):
+                assert time.monotonic() < deadline, "the shell did not exec"
+                time.sleep(0.01)
+            return table
+
+        monkeypatch.setattr(tree_module, "_process_table", exec_after_the_stats_are_read)
+        tree.poll()
+        monkeypatch.setattr(tree_module, "_process_table", real)
+        for _ in range(3):
+            tree.poll()
+        [seen] = [seen for seen in tree.live() if seen.pid == shell.pid]
+        assert [(os.path.basename(image["exe"]), image["python"]) for image in seen.images] == [
+            ("bash", False),
+            (os.path.basename(os.path.realpath(sys.executable)), True),
+        ]
+    finally:
+        shell.kill()
+        shell.wait()
