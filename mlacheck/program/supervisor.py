@@ -103,7 +103,7 @@ def run_program(
     previous = {number: signal.signal(number, forward) for number in FORWARDED}
     try:
         returncode, killed = _wait(process, forwarded, grace_seconds, tree, on_tick)
-        remnants = _end_remnants(process.pid, grace_seconds, tree)
+        remnants = _end_remnants(process.pid, grace_seconds, tree, subreaper)
         guard.done()
     finally:
         guard.close()  # without "done" (an error of mlacheck's own): the guard ends what is left of the program
@@ -165,50 +165,46 @@ def _wait(
                 _signal_group(process.pid, signal.SIGKILL)
 
 
-def _end_remnants(group: int, grace_seconds: float, tree: ProcessTree) -> int:
+def _end_remnants(group: int, grace_seconds: float, tree: ProcessTree, subreaper: bool) -> int:
     """Let the rest of the program end by itself for a moment, then SIGTERM, grace, SIGKILL, to its group and to every
-    live recorded process. Returns how many steps it took (0: it ended by itself; 3: something survived SIGKILL)."""
+    live recorded process (`subreaper`: whether every process of the group stays a descendant the tree records).
+    Returns how many steps it took (0: it ended by itself; 3: something survived SIGKILL)."""
     for step, (wait, signum) in enumerate(
         ((REMNANT_SECONDS, signal.SIGTERM), (grace_seconds, signal.SIGKILL), (1.0, None))
     ):
-        if _wait_gone(group, tree, wait):
+        if _wait_gone(group, tree, wait, subreaper):
             return step
         if signum is not None:
             tree.signal_live(signum)  # first: a process that the group's signal ends is still named
-            _signal_group(group, signum)
+            if _group_alive(group, tree, subreaper):
+                _signal_group(group, signum)
     return 3
 
 
-def _wait_gone(group: int, tree: ProcessTree, seconds: float) -> bool:
+def _wait_gone(group: int, tree: ProcessTree, seconds: float, subreaper: bool) -> bool:
     deadline = time.monotonic() + seconds
     while True:
         tree.poll()
         tree.reap()
-        if not tree.live() and not _group_alive(group):
+        if not tree.live() and not _group_alive(group, tree, subreaper):
             return True
         if time.monotonic() > deadline:
             return False
         time.sleep(tree.interval)
 
 
-def _group_alive(group: int) -> bool:
-    """Whether a live (not zombie) process is left in the group; /proc where there is one, else a signal 0 probe."""
+def _group_alive(group: int, tree: ProcessTree, subreaper: bool) -> bool:
+    """Whether a live process of the program is left in its group: one the tree recorded there (the main process
+    reaped and the group empty, its number may be another process's group by now); where the tree may not hold every
+    process of the group (no /proc, or an orphan reparented to init: no subreaper), any process that a signal 0 to
+    the group reaches."""
+    if tree.available and subreaper:
+        return any(seen.pgid == group for seen in tree.live())
     try:
         os.killpg(group, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    if not os.path.isdir("/proc/self"):
-        return True
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == group and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
+    return True
 
 
 class Guarded(ProcessTree):

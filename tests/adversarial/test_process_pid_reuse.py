@@ -116,3 +116,44 @@ def test_a_child_that_ran_no_agent_in_a_pid_reused_from_outside_the_run_is_named
         line for line in result.report["incomplete"] if line.startswith(f"a Python process ran unobserved: pid {pid} (")
     ]
     assert lines and "wrote no trace" in lines[0], result.report["incomplete"]
+
+
+GROUP = """
+import json, os, subprocess, sys, time
+from mlacheck.program import supervisor
+from mlacheck.program.tree import ProcessTree
+
+# the run's main process, in a session (and process group) of its own, as the supervisor starts it; it ends and is
+# reaped: its number, the group's, is free
+program = subprocess.Popen(["true"], start_new_session=True)
+tree = ProcessTree(root=program.pid)
+tree.poll()
+program.wait()
+# a process of someone else's takes that number and leads a group of its own under it
+with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+    last.write(str(program.pid - 1))
+outsider = subprocess.Popen([sys.executable, "-S", "-c", "import os, time; os.setsid(); time.sleep(30)"])
+deadline = time.monotonic() + 10
+while os.getpgid(outsider.pid) != outsider.pid:
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+started = time.monotonic()
+steps = supervisor._end_remnants(program.pid, 0.5, tree, True)
+print(json.dumps({"program": program.pid, "outsider": outsider.pid, "steps": steps,
+                  "seconds": time.monotonic() - started, "outsider_alive": outsider.poll() is None}))
+outsider.kill()
+"""
+
+
+def test_a_process_group_number_reused_after_the_program_ended_is_not_signalled():
+    """After the main process ends, the rest of the program's group is given time, then SIGTERM and SIGKILL. Its
+    number is the main process's pid: once that process is reaped and its group empty, the number may be another
+    process's, leading a group of its own. That group is not the run's: it is neither waited on nor signalled (a real
+    reuse in a pid namespace of the test's own)."""
+    pid_namespace()
+    done = subprocess.run(
+        [*NAMESPACE, sys.executable, "-c", GROUP], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    seen = json.loads(done.stdout)
+    assert seen["outsider"] == seen["program"], f"the pid was not reused (the test's namespace forked): {seen}"
+    assert seen["outsider_alive"] and seen["steps"] == 0 and seen["seconds"] < 1, seen
