@@ -161,13 +161,7 @@ class ProcessTree:
         exe = _executable(record.pid)
         if exe is None and record.images:  # ending (its memory is gone), or no longer readable: as it was
             return
-        stack = table[record.pid][5]
-        same = bool(record.images) and stack != 0 and stack == record.stack and exe == record.exe
-        if same and record.images[-1]["polls"] % TITLE_POLLS:
-            argv = record.argv  # the same image (no exec: the stack is where it was); its title read every few polls
-        else:
-            argv = _read_argv(record.pid)
-            stack = _stack_of(record.pid) or stack  # after the executable and command line: an exec may have come
+        argv, stack = _command(record, exe, table[record.pid][5])
         execed = _execed(record, exe, stack)
         record.stack = stack
         if record.images:
@@ -180,8 +174,7 @@ class ProcessTree:
         forked = self._forked(record, stack, execed, table)
         record.forked &= forked
         if (changed_exe or loading) and exe is not None:
-            record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
-            record.rank = _environment_rank(record.pid) if not record.forked else record.rank
+            _identify(record, exe)
         _keep_image(record, forked, execed)
 
     def _forked(self, record: Seen, stack: int, execed: bool, table: dict) -> bool:
@@ -193,6 +186,23 @@ class ProcessTree:
         parent = next((r for (pid, _), r in self.seen.items() if pid == record.ppid and r.alive), None)
         parent_image = (parent.exe, parent.argv) if parent is not None else _image(record.ppid)
         return not execed and (record.exe, record.argv) == parent_image
+
+
+def _command(record: Seen, exe: str | None, stack: int) -> tuple[list[str], int]:
+    """The process's command line and stack: the command line recorded where the image is the same (no exec: the stack
+    is where it was), read again every few polls (a process title); where it is read, the stack is read again after
+    it (an exec may have come since the poll read the stack)."""
+    same = bool(record.images) and stack != 0 and stack == record.stack and exe == record.exe
+    if same and record.images[-1]["polls"] % TITLE_POLLS:
+        return record.argv, stack
+    argv = _read_argv(record.pid)
+    return argv, _stack_of(record.pid) or stack
+
+
+def _identify(record: Seen, exe: str) -> None:
+    """Whether the image is Python (named python* or pypy*, or mapping a libpython), and its rank where not a fork."""
+    record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
+    record.rank = _environment_rank(record.pid) if not record.forked else record.rank
 
 
 def _execed(record: Seen, exe: str | None, stack: int) -> bool:
