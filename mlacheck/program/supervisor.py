@@ -196,15 +196,26 @@ def _wait_gone(group: int, tree: ProcessTree, seconds: float, subreaper: bool) -
 def _group_alive(group: int, tree: ProcessTree, subreaper: bool) -> bool:
     """Whether a live process of the program is left in its group: one the tree recorded there (the main process
     reaped and the group empty, its number may be another process's group by now); where the tree may not hold every
-    process of the group (no /proc, or an orphan reparented to init: no subreaper), any process that a signal 0 to
-    the group reaches."""
+    process of the group (no /proc, or an orphan reparented to init: no subreaper), any live process in the group
+    (/proc where there is one, else a signal 0 probe)."""
     if tree.available and subreaper:
         return any(seen.pgid == group for seen in tree.live())
     try:
         os.killpg(group, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    return True
+    if not os.path.isdir("/proc/self"):
+        return True
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] not in (b"Z", b"X"):
+                return True
+    return False
 
 
 class Guarded(ProcessTree):
