@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.fixtures.interpreters import without_site_packages
 from tests.integration.cli import ROOT, run_cli
 
 RULES = str(ROOT / "tests" / "fixtures" / "synthetic.toml")
@@ -47,31 +47,6 @@ def cleared_environment_server(tmp_path, interpreter: list[str], rank: int | Non
         WARM + "k.dispatch(1, 'fp8', True)\nimport subprocess\n"
         f"subprocess.run({interpreter!r} + ['-c', {WORKER!r}], env={env!r}, check=True)\n",
     )
-
-
-def without_site_packages(tmp_path, name: str) -> str:
-    """A copy of this Python named `name` in a prefix of its own: the base's lib/ and standard library linked, its
-    site-packages left out (an engine not named python* is skipped where the base maps no libpython: linked
-    statically, it is Python to mlacheck by its name alone)."""
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    with open("/proc/self/maps") as maps:
-        if not name.startswith("python") and "/libpython" not in maps.read():
-            pytest.skip("this interpreter is linked statically: no libpython to find")
-    root, lib = tmp_path / f"{name}-root", Path(sys.base_prefix) / "lib"
-    stdlib = root / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    stdlib.mkdir(parents=True)
-    for entry in lib.iterdir():
-        if entry.name != stdlib.name:
-            (root / "lib" / entry.name).symlink_to(entry)
-    for entry in (lib / stdlib.name).iterdir():
-        if entry.name != "site-packages":
-            (stdlib / entry.name).symlink_to(entry)
-    (root / "bin").mkdir()
-    copy = root / "bin" / name
-    copy.write_bytes(Path(base).read_bytes())
-    copy.chmod(0o755)
-    assert subprocess.run([copy, "-c", "import mlacheck"], capture_output=True, cwd="/", env={}).returncode != 0
-    return str(copy)
 
 
 def alive(pid: int) -> bool:

@@ -15,6 +15,7 @@ import mlacheck_startup
 from mlacheck.program import registry
 from mlacheck.program import tree as tree_module
 from mlacheck.program.tree import FULL_POLLS, ProcessTree
+from tests.fixtures.interpreters import without_site_packages
 
 ROOT = Path(__file__).resolve().parents[2]
 FIND = "from mlacheck.program import registry; print(registry.find_run())"
@@ -176,6 +177,24 @@ def test_a_process_of_the_run_started_later_is_found_at_the_next_poll_whatever_t
             os.kill(seen.pid, signal.SIGKILL)
 
 
+def between_a_polls_reads(monkeypatch, act, done) -> None:
+    """Make the next poll read every stat, then `act(table)` and wait until `done()`, then read the rest (each
+    process's executable and command line) as it does: a real poll with an exec placed between its reads."""
+    real = tree_module._process_table
+
+    def stats_then_act(skip):
+        table = real(skip)
+        act(table)
+        deadline = time.monotonic() + 10
+        while not done():
+            assert time.monotonic() < deadline, "the process did not exec"
+            time.sleep(0.01)
+        monkeypatch.setattr(tree_module, "_process_table", real)  # the polls after it as they are
+        return table
+
+    monkeypatch.setattr(tree_module, "_process_table", stats_then_act)
+
+
 FORK_THEN_EXEC = """
 import os, sys, time
 child = os.fork()
@@ -195,22 +214,15 @@ def test_a_child_whose_exec_falls_between_a_polls_two_reads_is_its_own_python(mo
     root = subprocess.Popen([sys.executable, "-S", "-c", FORK_THEN_EXEC], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     child = int(root.stdout.readline())
     argv = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]
-    real = tree_module._process_table
 
-    def exec_after_the_stats_are_read(skip):
-        table = real(skip)
+    def let_it_exec(table):
         assert table[1][child][5] == table[1][root.pid][5]  # the child has not exec'd: its parent's stack
         root.stdin.write(b"x")
         root.stdin.flush()
-        deadline = time.monotonic() + 10
-        while tree_module._read_argv(child) != argv:
-            assert time.monotonic() < deadline, "the child did not exec"
-            time.sleep(0.01)
-        return table
 
     tree = ProcessTree(root=root.pid)
     try:
-        monkeypatch.setattr(tree_module, "_process_table", exec_after_the_stats_are_read)
+        between_a_polls_reads(monkeypatch, let_it_exec, lambda: tree_module._read_argv(child) == argv)
         tree.poll()
         [seen] = [seen for seen in tree.live() if seen.pid == child]
         assert seen.argv == argv and seen.python and not seen.forked
@@ -227,15 +239,8 @@ def test_a_program_embedding_python_under_another_name_seen_before_its_loader_ma
     """An executable not named python* is Python where it maps a libpython, which its dynamic loader does just after
     the exec: a poll in between sees no libpython. The next polls look again (a copy of this interpreter named
     `engine` stands for an engine embedding Python; the first look is made to come too early)."""
-    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    with open(f"/proc/{os.getpid()}/maps") as maps:
-        if "/libpython" not in maps.read():
-            pytest.skip("this interpreter is linked statically: no libpython to find")
-    engine = tmp_path / "engine"
-    engine.write_bytes(Path(base).read_bytes())
-    engine.chmod(0o755)
-    env = {"PATH": os.environ["PATH"], "PYTHONHOME": sys.base_prefix}
-    child = subprocess.Popen([str(engine), "-S", "-c", "import time; time.sleep(30)"], env=env)
+    engine = without_site_packages(tmp_path, "engine")
+    child = subprocess.Popen([engine, "-S", "-c", "import time; time.sleep(30)"], env={"PATH": os.environ["PATH"]})
     real, looks = tree_module._maps_libpython, []
 
     def too_early_the_first_time(pid):
@@ -246,7 +251,7 @@ def test_a_program_embedding_python_under_another_name_seen_before_its_loader_ma
     tree = ProcessTree()
     try:
         deadline = time.monotonic() + 10
-        while not any(seen.pid == child.pid and seen.exe == str(engine) for seen in tree.live()):
+        while not any(seen.pid == child.pid and seen.exe == engine for seen in tree.live()):
             assert time.monotonic() < deadline, "the engine was not seen"
             tree.poll()
             time.sleep(0.05)
@@ -266,7 +271,6 @@ def test_a_shell_whose_exec_into_python_falls_between_a_polls_reads_ran_two_imag
     shell = subprocess.Popen(
         ["bash", "-c", f"read go; exec {sys.executable} -S -c 'import time; time.sleep(30)'"], stdin=subprocess.PIPE
     )
-    real = tree_module._process_table
     tree = ProcessTree()
     try:
         deadline = time.monotonic() + 10
@@ -275,20 +279,13 @@ def test_a_shell_whose_exec_into_python_falls_between_a_polls_reads_ran_two_imag
             tree.poll()
             time.sleep(0.05)
 
-        def exec_after_the_stats_are_read(skip):
-            table = real(skip)
+        def let_it_exec(table):
             shell.stdin.write(b"go\n")
             shell.stdin.flush()
-            deadline = time.monotonic() + 10
-            while tree_module._executable(shell.pid) != os.path.realpath(sys.executable):
-                assert time.monotonic() < deadline, "the shell did not exec"
-                time.sleep(0.01)
-            return table
 
-        monkeypatch.setattr(tree_module, "_process_table", exec_after_the_stats_are_read)
-        tree.poll()
-        monkeypatch.setattr(tree_module, "_process_table", real)
-        for _ in range(3):
+        python = os.path.realpath(sys.executable)
+        between_a_polls_reads(monkeypatch, let_it_exec, lambda: tree_module._executable(shell.pid) == python)
+        for _ in range(4):
             tree.poll()
         [seen] = [seen for seen in tree.live() if seen.pid == shell.pid]
         assert [(os.path.basename(image["exe"]), image["python"]) for image in seen.images] == [
