@@ -26,7 +26,7 @@ def read_natively() -> bool:
 
 def _enable() -> bool:
     torch = sys.modules.get("torch")
-    enable = getattr(hotpath, "read_tensors_natively", None)
+    enable = hotpath.read_tensors_natively  # None on the pure Python hot path
     if torch is None or enable is None:
         return False
     library = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")  # where libtorch's C shim is
