@@ -25,7 +25,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass, field
 
-POLL_SECONDS = 0.05  # between two polls, or ten times what the last poll took where that is longer (many processes)
+POLL_SECONDS = 0.05  # between two polls, or ten times the work of the last poll where that is longer (many processes)
 TITLE_POLLS = 8  # an image's command line is read again every this many polls (a process title); an exec, at once
 FULL_POLLS = 20  # every this many polls, the stat of every process is read, not only of those that may be the run's
 LOADER_POLLS = 3  # an image not found to be Python is looked at again this many polls (its loader maps libpython)
@@ -74,7 +74,7 @@ class ProcessTree:
         self.exclude = exclude  # pids of processes that are mlacheck's own, not the program's
         self.seen: dict[tuple[int, int], Seen] = {}
         self.available = os.path.isdir("/proc/self")
-        self.interval = POLL_SECONDS  # how long to wait before the next poll: at most a tenth of the time polling
+        self.interval = POLL_SECONDS  # how long to wait before the next poll: polls work at most a tenth of the time
         self._others: dict[int, int] = {}  # pid -> inode number in /proc of processes not descending from root
         self._polls = 0
 
@@ -86,10 +86,12 @@ class ProcessTree:
         number: a later process that takes the pid gets a /proc directory, and an inode number, of its own. Reading
         every process's stat is what a poll on a busy machine spends most on; the listing's inode numbers come with
         it. Every FULL_POLLS polls every stat is read all the same (a /proc whose inode numbers tell no process
-        apart)."""
+        apart). The wait before the next poll is ten times the CPU time this one took, not its wall time: a read that
+        waits (on a process holding its memory map while it imports, or a preempted or paused machine) costs nothing,
+        and a longer wait would let a process start and end unseen."""
         if not self.available:
             return
-        now, started = time.time(), time.perf_counter()
+        now, started = time.time(), time.thread_time()
         full, self._polls = self._polls % FULL_POLLS == 0, self._polls + 1
         listed, table = _process_table({} if full else self._others)
         children: dict[int, list[int]] = {}
@@ -120,7 +122,7 @@ class ProcessTree:
         }
         for key, record in self.seen.items():
             record.alive = key in live
-        self.interval = max(POLL_SECONDS, 10 * (time.perf_counter() - started))
+        self.interval = max(POLL_SECONDS, 10 * (time.thread_time() - started))
 
     def reap(self, keep: int | None = None) -> None:
         """Collect the exit status of ended orphans that were reparented to this process."""

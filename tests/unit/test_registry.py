@@ -177,6 +177,40 @@ def test_a_process_of_the_run_started_later_is_found_at_the_next_poll_whatever_t
             os.kill(seen.pid, signal.SIGKILL)
 
 
+SLEEPER = "import sys, time; print(flush=True); sys.stdin.readline(); time.sleep(30)"
+
+
+@pytest.mark.parametrize("how", ["waits", "works"])
+def test_the_wait_before_the_next_poll_is_ten_times_the_work_of_the_last_not_the_time_it_waited(monkeypatch, how):
+    """A poll whose read of a command line waits (the process holds its memory map while importing; the supervisor
+    is preempted; the machine is paused) does not stretch the time to the next poll: a worker that starts and ends in
+    that time would go unseen (a false PASS). A poll that works longer (many processes) does: ten times its work."""
+    root = subprocess.Popen([sys.executable, "-S", "-c", SLEEPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    root.stdout.readline()
+    real = tree_module._read_argv
+
+    def slow(pid):
+        deadline = time.thread_time() + 0.03
+        if how == "waits":
+            time.sleep(0.3)
+        while how == "works" and time.thread_time() < deadline:
+            pass
+        return real(pid)
+
+    monkeypatch.setattr(tree_module, "_read_argv", slow)
+    tree = ProcessTree()
+    try:
+        tree.poll()
+        assert [seen.pid for seen in tree.live()] == [root.pid]
+        if how == "waits":
+            assert tree.interval == tree_module.POLL_SECONDS
+        else:
+            assert 0.3 <= tree.interval < 1.0
+    finally:
+        root.kill()
+        root.wait()
+
+
 def between_a_polls_reads(monkeypatch, act, done) -> None:
     """Make the next poll read every stat, then `act(table)` and wait until `done()`, then read the rest (each
     process's executable and command line) as it does: a real poll with an exec placed between its reads."""
