@@ -148,6 +148,7 @@ REQUIRED = {
     "internal_error": {"where": str, "message": str},
     "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
     "compile_end": {"id": int},
+    "spawn": {"child": int, "path": str, "argv": list, "python": bool},
     "unseen": {"family": str, "what": str},
     "slow_step": {"function": str, "seconds": (int, float), "usual": (int, float), "t": (int, float)},
 }
@@ -180,6 +181,7 @@ OPTIONAL = {
     "exit": {"rank": int, "how": str, "t": (int, float)},
     "slow_step": {"step": int, "serving": bool},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
+    "spawn": {"rank": (int, type(None)), "t": (int, float)},
     "compile_start": {
         "family": str,
         "vid": int,

@@ -32,6 +32,8 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - internal_error: capture failed; the program went on
 - lost: the trace refused that many events of this process so far (also said in the note `<trace>.lost`)
 - exec: the process image is replaced (os.exec*): what follows, from the next run event, is the new image's
+- spawn: the process started a child by a fork and exec it cannot observe from Python (subprocess, multiprocessing's
+  spawn, os.posix_spawn): its pid, what it runs, whether that is Python, its rank
 - exit: the process ended normally
 `t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
@@ -288,6 +290,19 @@ def exec_event(
     if failed is not None:
         return {"type": "exec", "failed": failed, "t": run_clock()}
     return {"type": "exec", "path": path, "argv": list(argv or []), "python": bool(python), "t": run_clock()}
+
+
+def spawn_event(child: int, path: str, argv: list[str], python: bool, rank: int | None) -> dict:
+    """The process started `child` running `path` (`python`: a Python interpreter), with `rank` in its environment."""
+    return {
+        "type": "spawn",
+        "child": child,
+        "path": path,
+        "argv": argv,
+        "python": python,
+        "rank": rank,
+        "t": run_clock(),
+    }
 
 
 def exit_event(rank: int | None, how: str) -> dict:

@@ -31,6 +31,7 @@ from mlacheck.events import (
     start_run_clock,
 )
 from mlacheck.files import read_json
+from mlacheck.program import spawns
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.post_import import PostImportFinder
 from mlacheck.program.trust import check_folder
@@ -92,6 +93,7 @@ class Agent:
         atexit.register(self.stop)
         self._chain_signals()
         self._hook_exec()
+        spawns.hook(lambda make: self._safely(lambda: self.sink.write(make())), self._observing)
 
     def _begin(self) -> None:
         """Start this image's trace with its run event, and install what the modules already imported need."""
@@ -147,12 +149,16 @@ class Agent:
             if real is not None and not getattr(real, "_mlacheck_exec", False):
                 setattr(os, name, self._exec_hook(name, real))
 
+    def _observing(self) -> bool:
+        """Whether this process's capture runs (not stopped, and this process's: not a fork's copy of a stopped one)."""
+        return self._finder in sys.meta_path and os.getpid() == self._pid
+
     def _exec_hook(self, name: str, real):
         agent = self
 
         @functools.wraps(real)
         def exec_hooked(*args, **kwargs):
-            if agent._execing or agent._finder not in sys.meta_path or os.getpid() != agent._pid:
+            if agent._execing or not agent._observing():
                 return real(*args, **kwargs)
             agent._execing = True
             try:
@@ -168,16 +174,11 @@ class Agent:
         return exec_hooked
 
     def _before_exec(self, name: str, args: tuple) -> None:
-        from mlacheck.program.tree import PYTHON_NAME
-
         path = os.fsdecode(args[0])
         argv = (
             args[1] if name in ("execv", "execve", "execvp", "execvpe") else args[1 : -1 if name[-1] == "e" else None]
         )
-        real = os.path.realpath(path) == os.path.realpath(sys.executable)
-        python = real or bool(PYTHON_NAME.match(os.path.basename(path)))
-        argv = [os.fsdecode(part) if isinstance(part, (str, bytes)) else str(part) for part in list(argv)[:256]]
-        self.sink.write(exec_event(path, argv, python))
+        self.sink.write(exec_event(path, spawns.as_text(argv), spawns.runs_python(path)))
         self.stop(how="exec")
 
     def _exec_failed(self, error: BaseException) -> None:
@@ -363,7 +364,7 @@ class Agent:
             ppid=os.getppid(),
             host=os.uname().nodename,
             argv=list(sys.argv),
-            rank=_environment_rank(),
+            rank=spawns.environment_rank(),
             target_arch=self._target_arch(),
             forked_from=self._forked_from,
             found_by=self.found_by,
@@ -416,14 +417,6 @@ def _caller_site() -> str | None:
     return frame_site(frame) if frame is not None else None
 
 
-def _environment_rank() -> int | None:
-    for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None
-
-
 def _rank() -> int | None:
     distributed = sys.modules.get("torch.distributed")
     try:
@@ -431,7 +424,7 @@ def _rank() -> int | None:
             return distributed.get_rank()
     except Exception:  # noqa: BLE001
         pass
-    return _environment_rank()
+    return spawns.environment_rank()
 
 
 def start_agent(run_dir: str, found_by: str) -> Agent:

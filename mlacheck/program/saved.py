@@ -134,6 +134,7 @@ class _Image:
         self.first, self.proc = first, proc
         self.exit: dict | None = None
         self.exec: dict | None = None  # the last
+        self.spawned: list[dict] = []  # the Python children it started by a fork and exec (`spawn` events)
         self.events = 0
         self.counts: list[dict] = []
 
@@ -146,6 +147,8 @@ class _Image:
             self.exit = event
         elif kind == "exec":
             self.exec = event
+        elif kind == "spawn" and event["python"]:
+            self.spawned.append(event)
 
     def process(self, number: int, trace_file: Path, stream: TraceStream, path: Path) -> dict:
         first, exit_event, went = self.first, self.exit, self.exec
@@ -160,6 +163,7 @@ class _Image:
             "forked_from": first.get("forked_from"),
             "image": number,
             "exec": went if went and not went.get("failed") else None,
+            "spawned": self.spawned,
             "trace_replaced": bool(first.get("trace_replaced")),
             "events": self.events,
             "format_version": stream.format_version,
@@ -235,6 +239,29 @@ def _unobserved(
         loaded.unobserved_processes.append(
             {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
+    for (child, child_host, rank), line in _untraced_spawns(observed, host, {pid for pid, _ in lines}):
+        loaded.unobserved.append(line)
+        loaded.unobserved_processes.append({"pid": child, "host": child_host, "rank": rank, "run": name})
+
+
+def _untraced_spawns(observed: list[dict], host: str | None, named: set[int]) -> Iterator[tuple[tuple, str]]:
+    """((pid, host, rank), line) of each Python child a traced process started by a fork and exec (`spawn`) that wrote
+    no trace on its host, whether or not the tree saw it (one that starts and ends between two polls is still named);
+    `named`: the pids of the run's host (`host`, None where unknown) named already."""
+    traced = {(process.get("host"), process["pid"]) for process in observed}
+    for process in observed:
+        where = process.get("host")
+        for spawned in process.get("spawned") or []:
+            child = spawned["child"]
+            if (where, child) in traced or (child in named and host in (where, None)):
+                continue
+            command = " ".join(spawned["argv"]) or spawned["path"]
+            yield (
+                (child, where, spawned.get("rank")),
+                f"pid {child} ({command[:200]}), started by pid {process['pid']} on {where}, wrote no trace: nothing "
+                "of mlacheck started in it (an interpreter without mlacheck installed, started without the run's "
+                "PYTHONPATH, or with -S)",
+            )
 
 
 def _untraced_execs(

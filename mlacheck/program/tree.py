@@ -20,16 +20,16 @@ name, and a process that does not descend from the supervisor (a Ray cluster sta
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from dataclasses import asdict, dataclass, field
+
+from mlacheck.program.spawns import environment_rank, python_named
 
 POLL_SECONDS = 0.05  # between two polls, or ten times the work of the last poll where that is longer (many processes)
 TITLE_POLLS = 8  # an image's command line is read again every this many polls (a process title); an exec, at once
 FULL_POLLS = 20  # every this many polls, the stat of every process is read, not only of those that may be the run's
 LOADER_POLLS = 3  # an image not found to be Python is looked at again this many polls (its loader maps libpython)
-PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?$")
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -203,7 +203,7 @@ def _command(record: Seen, exe: str | None, stack: int) -> tuple[list[str], int]
 
 def _identify(record: Seen, exe: str) -> None:
     """Whether the image is Python (named python* or pypy*, or mapping a libpython), and its rank where not a fork."""
-    record.python = bool(PYTHON_NAME.match(os.path.basename(exe))) or _maps_libpython(record.pid)
+    record.python = python_named(exe) or _maps_libpython(record.pid)
     record.rank = _environment_rank(record.pid) if not record.forked else record.rank
 
 
@@ -306,10 +306,6 @@ def _maps_libpython(pid: int) -> bool:
 def _environment_rank(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/environ", "rb") as environ:
-            variables = dict(item.partition(b"=")[::2] for item in environ.read().split(b"\0") if item)
+            return environment_rank(item for item in environ.read().split(b"\0") if item)
     except OSError:
         return None
-    for name in (b"RANK", b"LOCAL_RANK"):
-        if variables.get(name, b"").isdigit():
-            return int(variables[name])
-    return None

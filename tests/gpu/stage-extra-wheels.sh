@@ -14,7 +14,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/build-tools" 
 # DeepGEMM for tests/gpu/test_deep_gemm_sm90.py (tests/gpu/README-deep-gemm.md): vLLM 0.34.0's vendored copy, whose
 # extension is built on torch's stable ABI and so loads against the device's torch (sgl-deep-gemm 0.2.5's does not);
 # its folder, the wheel's metadata and the two package __init__ files stubbed (they import the whole engine), 6 MB
-vllm_wheel=$(ls "${MLACHECK_WHEEL_CACHE:-$HOME/.cache/mlacheck-tests/wheels}"/vllm-0.34.0/*.whl 2>/dev/null | head -1)
+vllm_wheel=$(ls "${MLACHECK_WHEEL_CACHE:-$HOME/.cache/mlacheck-tests/wheels}"/vllm-0.34.0/*.whl 2>/dev/null | head -1 || true)
 if [ -z "$vllm_wheel" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: -d "$dest/vllm-wheel" vllm==0.34.0
   vllm_wheel=$(ls "$dest"/vllm-wheel/*.whl)

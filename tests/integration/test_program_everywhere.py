@@ -95,6 +95,37 @@ def test_a_worker_that_nothing_of_mlacheck_reaches_makes_the_run_incomplete(tmp_
     assert "PASS" not in result.stdout
 
 
+SPAWNS = {
+    "subprocess": "subprocess.run(child, env=env, check=True)",
+    "os.posix_spawn": "os.waitpid(os.posix_spawn(child[0], child, env), 0)",
+}
+
+
+@pytest.mark.parametrize("how", sorted(SPAWNS))
+def test_a_python_child_that_ends_before_any_poll_and_wrote_no_trace_is_named_by_its_parent(tmp_path, how):
+    """A worker started with -S that ends at once (nothing of mlacheck in it, and gone before the process tree's next
+    poll, most times) compiles nothing we could see: the run is incomplete, naming it, and its rank from the
+    environment it was given. The parent's trace says it started it (`spawn`), so the report names it even where the
+    tree has no record of it (processes.json gone)."""
+    text = WARM + (
+        "import os, subprocess, sys\nk.dispatch(1, 'fp8', True)\n"
+        "child = [sys.executable, '-S', '-c', 'pass']\nenv = {'PATH': os.environ['PATH'], 'RANK': '5'}\n"
+        f"{SPAWNS[how]}\n"
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert result.code == 2 and result.report["verdict"] == "incomplete", result.stdout + result.stderr
+    [reason] = result.report["incomplete"]
+    [row] = [row for row in result.report["ranks"] if row["rank"] == 5]
+    [child] = row["unobserved_pids"]
+    assert reason.startswith(f"a Python process ran unobserved: pid {child} (") and "wrote no trace" in reason
+    (tmp_path / "run" / "processes.json").unlink()
+    again = run_cli("report", str(tmp_path / "run"), "--json", str(tmp_path / "again.json"))
+    assert again.code == 2, again.stdout + again.stderr
+    [reason] = json.loads((tmp_path / "again.json").read_text())["incomplete"]
+    main = result.report["processes"][0]["pid"]
+    assert f"pid {child} ({sys.executable} -S -c pass), started by pid {main}" in reason
+
+
 def test_a_process_outside_the_run_is_not_observed_while_a_run_is_active(tmp_path):
     """The registry is found through ancestry only: a Python process of the same user started elsewhere while a run
     is registered starts no agent and writes nothing into the run."""

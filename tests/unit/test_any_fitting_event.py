@@ -58,6 +58,7 @@ BY_TYPE = {
     list: st.lists(text, max_size=2),
     (int, float): number,
     (str, type(None)): st.one_of(st.none(), text),
+    (int, type(None)): st.one_of(st.none(), st.integers(-1, 3)),
 }
 
 

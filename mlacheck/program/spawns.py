@@ -1,0 +1,87 @@
+"""The processes an observed process starts without a Python fork of its own: subprocess's and multiprocessing's
+fork-and-exec (`_posixsubprocess.fork_exec`, a fork and an exec in C, which the agent's exec hook never sees) and
+os.posix_spawn / os.posix_spawnp. Each one started writes a `spawn` event in the parent's trace: the child's pid, what
+it runs, whether that is Python, and the rank its environment gives it. A Python child that then writes no trace is
+named by the report whether or not a poll of the process tree saw it run: one that starts and ends between two polls
+is not lost."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+from mlacheck.events import spawn_event
+
+PYTHON_NAME = r"^(python|pypy)[0-9.]*[a-z]?$"  # an interpreter's executable by its name
+SPAWN_FUNCTIONS = (("_posixsubprocess", "fork_exec"), ("subprocess", "_fork_exec"), ("os", "posix_spawn"))
+SPAWN_FUNCTIONS += (("os", "posix_spawnp"),)
+
+
+def hook(write, active) -> None:
+    """Wrap every spawn function loaded (subprocess takes its own name for fork_exec where it is imported: that too)
+    so that a child started while `active()` is written (`write(event)`); a function wrapped already is left."""
+    for module_name, name in SPAWN_FUNCTIONS:
+        module = sys.modules.get(module_name)
+        if module_name == "_posixsubprocess" and module is None:
+            try:
+                import _posixsubprocess as module
+            except ImportError:  # not POSIX
+                continue
+        real = getattr(module, name, None)
+        if real is not None and not getattr(real, "_mlacheck_spawn", False):
+            setattr(module, name, _spawn_hook(name, real, write, active))
+
+
+def _spawn_hook(name: str, real, write, active):
+    @functools.wraps(real)
+    def spawn_hooked(*args, **kwargs):
+        child = real(*args, **kwargs)
+        if active():
+            write(lambda: spawn_event(child, *_what_runs(name, args, kwargs)))
+        return child
+
+    spawn_hooked._mlacheck_spawn = True
+    return spawn_hooked
+
+
+def _what_runs(name: str, args: tuple, kwargs: dict) -> tuple[str, list[str], bool, int | None]:
+    """(path, argv, python, rank) of a child: fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, ...) or
+    posix_spawn[p](path, argv, env, ...)."""
+    if name.endswith("fork_exec"):
+        argv, paths, env = args[0], list(args[1]), args[5]
+    else:
+        argv, paths, env = args[1], [args[0]], args[2] if len(args) > 2 else kwargs.get("env")
+    path = os.fsdecode(paths[0]) if paths else "?"
+    return path, as_text(argv), runs_python(path), environment_rank(env)
+
+
+def as_text(argv) -> list[str]:
+    """A command line given to an exec or a spawn (text, bytes or path-like parts), as text: its first 256 parts."""
+    return [os.fsdecode(part) if isinstance(part, (str, bytes)) else str(part) for part in list(argv)[:256]]
+
+
+def runs_python(path: str) -> bool:
+    """Whether `path` runs a Python interpreter: named python* or pypy*, or this process's own interpreter."""
+    return python_named(path) or os.path.realpath(path) == os.path.realpath(sys.executable)
+
+
+def python_named(path: str) -> bool:
+    import re  # here: the agent's start imports this module, and a process that starts nothing needs no re
+
+    return re.match(PYTHON_NAME, os.path.basename(path)) is not None
+
+
+def environment_rank(env=None) -> int | None:
+    """RANK, else LOCAL_RANK, of an environment (a mapping, or NAME=VALUE items as text or bytes), or of this
+    process's."""
+    if env is None:
+        variables = os.environ
+    elif isinstance(env, dict):
+        variables = {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()}
+    else:
+        variables = dict(os.fsdecode(item).partition("=")[::2] for item in env)
+    for variable in ("RANK", "LOCAL_RANK"):
+        if variables.get(variable, "").isdecimal():
+            return int(variables[variable])
+    return None
