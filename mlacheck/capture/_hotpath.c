@@ -1336,6 +1336,29 @@ observed_repr(ObservedCall *self)
     return PyUnicode_FromFormat("<mlacheck observed call of %R>", self->operation);
 }
 
+/* What the program reads of the stand-in is its operation's: `__wrapped__` is the operation, its name, module and
+ * documentation are the operation's, and an attribute the stand-in lacks is looked up on the operation (a log line,
+ * a capability check: observing never changes what the program computes). */
+static PyObject *
+observed_getattro(ObservedCall *self, PyObject *name)
+{
+    if (PyUnicode_Check(name)) {
+        if (PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0) {
+            return Py_NewRef(self->operation);
+        }
+        if (PyUnicode_CompareWithASCIIString(name, "__doc__") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "__module__") == 0) {
+            return PyObject_GetAttr(self->operation, name);
+        }
+    }
+    PyObject *found = PyObject_GenericGetAttr((PyObject *)self, name);
+    if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        return found;
+    }
+    PyErr_Clear();
+    return PyObject_GetAttr(self->operation, name);
+}
+
 static PyTypeObject ObservedCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mlacheck.capture._hotpath.ObservedCall",
@@ -1349,6 +1372,7 @@ static PyTypeObject ObservedCallType = {
     .tp_dealloc = (destructor)observed_dealloc,
     .tp_call = (ternaryfunc)observed_call,
     .tp_repr = (reprfunc)observed_repr,
+    .tp_getattro = (getattrofunc)observed_getattro,
 };
 
 /* -- GetitemDict, ContainsDict, GetDict: a dict family's lookup -------------------------------------------- */

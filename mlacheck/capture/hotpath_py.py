@@ -46,6 +46,7 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import threading
@@ -229,6 +230,7 @@ def observed_call(operation: Callable, head, state: list, positions, kinds: dict
         next(ticks)
         return operation(*args)
 
+    functools.update_wrapper(observe, operation)  # its name, documentation, attributes and __wrapped__: the operation's
     return observe
 
 

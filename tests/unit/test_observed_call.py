@@ -415,3 +415,49 @@ def test_an_observed_call_keeps_no_argument_alive(hot):
     del a
     gc.collect()
     assert gone() is None
+
+
+def gemm(a, b, out, num_sms=None):
+    """A library's operation, as the program reads it."""
+    return out
+
+
+gemm.kernel_kind = "fp8"  # an attribute of the library's own
+
+
+def test_an_observed_call_shows_the_operations_name_documentation_signature_and_attributes(hot):
+    """A program that reads its operation's name, documentation, signature or an attribute of the library's (for a
+    log line, a capability check) reads the same through the stand-in: observing never changes what it computes."""
+    import inspect
+
+    observed = Observed(hot)
+    make = hot.observed_call if hot is PYTHON else hot.ObservedCall
+    call = make(
+        gemm, "gemm", observed.state, (0, 1), observed.kinds, observed.fast, observed.ticks, list, observed.slow
+    )
+    assert (call.__name__, call.__qualname__, call.__module__, call.__doc__) == (
+        gemm.__name__,
+        gemm.__qualname__,
+        gemm.__module__,
+        gemm.__doc__,
+    )
+    assert call.__wrapped__ is gemm and call.kernel_kind == "fp8"
+    assert inspect.signature(call) == inspect.signature(gemm)
+    with pytest.raises(AttributeError):
+        getattr(call, "no_such_attribute")  # noqa: B009 - the attribute read itself is the test
+    native = make(len, "len", observed.state, (0,), observed.kinds, observed.fast, observed.ticks, list, observed.slow)
+    assert (native.__name__, native.__doc__, native.__wrapped__) == ("len", len.__doc__, len)
+
+
+def test_an_operation_without_a_signature_netted_shows_the_operations_name_and_attributes():
+    """A jit_dir family's operation whose parameters cannot be read is netted by a plain function: the same."""
+    from mlacheck.capture.caches.jit_net import JitNet
+
+    net = JitNet(None, "library.cache", set, [None], lambda before, after: [])
+    netted = net.wrap("gemm", gemm, None)
+    assert (netted.__name__, netted.__doc__, netted.__wrapped__, netted.kernel_kind) == (
+        "gemm",
+        gemm.__doc__,
+        gemm,
+        "fp8",
+    )
