@@ -380,6 +380,31 @@ static PyTypeObject ForwarderType = {
     .tp_dictoffset = offsetof(Forwarder, dict),
 };
 
+/* -- What a stand-in shows: what it stands for ------------------------------------------------------------ */
+
+/* What the program reads of a stand-in (a launcher, an observed call) is what it stands for: `__wrapped__` is it, its
+ * name, module and documentation are its, and an attribute the stand-in lacks is looked up on it (a log line, a
+ * capability check: observing never changes what the program computes). */
+static PyObject *
+stand_in_attribute(PyObject *self, PyObject *name, PyObject *target)
+{
+    if (PyUnicode_Check(name)) {
+        if (PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0) {
+            return Py_NewRef(target);
+        }
+        if (PyUnicode_CompareWithASCIIString(name, "__doc__") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "__module__") == 0) {
+            return PyObject_GetAttr(target, name);
+        }
+    }
+    PyObject *found = PyObject_GenericGetAttr(self, name);
+    if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        return found;
+    }
+    PyErr_Clear();
+    return PyObject_GetAttr(target, name);
+}
+
 /* -- Launcher: a functools family's launch of a variant seen in serving ----------------------------------- */
 
 typedef struct {
@@ -450,6 +475,12 @@ launcher_repr(Launcher *self)
     return PyUnicode_FromFormat("<mlacheck launcher of %R>", self->kernel);
 }
 
+static PyObject *
+launcher_getattro(Launcher *self, PyObject *name)
+{
+    return stand_in_attribute((PyObject *)self, name, self->kernel);
+}
+
 static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mlacheck.capture._hotpath.Launcher",
@@ -463,6 +494,7 @@ static PyTypeObject LauncherType = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
     .tp_repr = (reprfunc)launcher_repr,
+    .tp_getattro = (getattrofunc)launcher_getattro,
 };
 
 /* -- FastTable: the capture's table of variants seen in serving ----------------------------------------- */
@@ -1336,27 +1368,10 @@ observed_repr(ObservedCall *self)
     return PyUnicode_FromFormat("<mlacheck observed call of %R>", self->operation);
 }
 
-/* What the program reads of the stand-in is its operation's: `__wrapped__` is the operation, its name, module and
- * documentation are the operation's, and an attribute the stand-in lacks is looked up on the operation (a log line,
- * a capability check: observing never changes what the program computes). */
 static PyObject *
 observed_getattro(ObservedCall *self, PyObject *name)
 {
-    if (PyUnicode_Check(name)) {
-        if (PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0) {
-            return Py_NewRef(self->operation);
-        }
-        if (PyUnicode_CompareWithASCIIString(name, "__doc__") == 0 ||
-            PyUnicode_CompareWithASCIIString(name, "__module__") == 0) {
-            return PyObject_GetAttr(self->operation, name);
-        }
-    }
-    PyObject *found = PyObject_GenericGetAttr((PyObject *)self, name);
-    if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        return found;
-    }
-    PyErr_Clear();
-    return PyObject_GetAttr(self->operation, name);
+    return stand_in_attribute((PyObject *)self, name, self->operation);
 }
 
 static PyTypeObject ObservedCallType = {

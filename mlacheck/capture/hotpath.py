@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from mlacheck.capture.hotpath_py import count_of
+from mlacheck.capture.hotpath_py import count_of, shows
 
 try:
     if os.environ.get("MLACHECK_HOTPATH") == "python":
@@ -47,5 +47,6 @@ __all__ = [
     "launcher",
     "observed_call",
     "read_tensors_natively",
+    "shows",
     "ticks",
 ]

@@ -17,6 +17,9 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 - `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
+- A launcher and an observed call show what they stand for (`shows`): `__wrapped__` is the kernel or operation, and
+  its name, documentation and attributes are read through them (the compiled ones look each up on it when read; here,
+  as they were when the stand-in was made).
 - `observed_call(operation, head, state, positions, kinds, fast, ticks, flush, slow)`: what a native operation
   becomes where its key is what Python passes it (a `jit_dir` family's operations). A call with positional arguments
   only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument there (None where
@@ -177,6 +180,12 @@ def _parameter_lists(parameters: list[inspect.Parameter]) -> tuple[list[str], li
     return header, forward, defaults
 
 
+def shows(stand_in: Callable, target: object) -> Callable:
+    """The stand-in, showing what it stands for: its name, documentation, attributes (as they are now) and
+    `__wrapped__` (the compiled hot path looks each up on it when read)."""
+    return functools.update_wrapper(stand_in, target)
+
+
 def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Callable:
     def launch(*args: object, **kwargs: object) -> object:
         if next(counter) & FLUSH_EVERY == FLUSH_EVERY:
@@ -184,7 +193,7 @@ def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Cal
         next(ticks)
         return kernel(*args, **kwargs)
 
-    return launch
+    return shows(launch, kernel)
 
 
 _ITSELF = frozenset({type(None), bool, int, float, str})
@@ -230,8 +239,7 @@ def observed_call(operation: Callable, head, state: list, positions, kinds: dict
         next(ticks)
         return operation(*args)
 
-    functools.update_wrapper(observe, operation)  # its name, documentation, attributes and __wrapped__: the operation's
-    return observe
+    return shows(observe, operation)
 
 
 class GetitemDict(dict):

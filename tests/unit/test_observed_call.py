@@ -461,3 +461,17 @@ def test_an_operation_without_a_signature_netted_shows_the_operations_name_and_a
         gemm,
         "fp8",
     )
+
+
+def test_a_launcher_shows_the_kernel_it_launches(hot):
+    """What a functools family's front gives the program in place of its kernel reads as the kernel does."""
+    observed = Observed(hot)
+    make = hot.launcher if hot is PYTHON else hot.Launcher
+    launch = make(observed.counter(), gemm, observed.ticks, list)
+    assert (launch.__name__, launch.__doc__, launch.__wrapped__, launch.kernel_kind) == (
+        "gemm",
+        gemm.__doc__,
+        gemm,
+        "fp8",
+    )
+    assert launch(1, 2, "out") == "out"

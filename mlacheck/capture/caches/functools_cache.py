@@ -207,7 +207,7 @@ class FunctoolsCache:
                 self.forget()
             return kernel(*args, **kwargs)
 
-        return launch
+        return hotpath.shows(launch, value)
 
     def _fields(self, key: tuple) -> dict:
         try:
