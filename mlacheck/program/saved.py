@@ -35,6 +35,11 @@ from mlacheck_startup import refusal
 if TYPE_CHECKING:
     from mlacheck.program.supervisor import Supervised
 
+# a Python command line of these flags alone ends before any code (site included) runs
+NO_CODE_FLAGS = frozenset(
+    {"-V", "-VV", "--version", "-h", "-?", "--help", "--help-env", "--help-xoptions", "--help-all"}
+)
+
 
 @dataclass
 class LoadedRuns:
@@ -253,7 +258,7 @@ def _untraced_spawns(observed: list[dict], host: str | None, named: set[int]) ->
         where = process.get("host")
         for spawned in process.get("spawned") or []:
             child = spawned["child"]
-            if (where, child) in traced or (child in named and host in (where, None)):
+            if (where, child) in traced or (child in named and host in (where, None)) or _runs_no_code(spawned["argv"]):
                 continue
             command = " ".join(spawned["argv"]) or spawned["path"]
             yield (
@@ -270,7 +275,9 @@ def _untraced_execs(
     """(pid, line) of each traced process whose last image exec'd into Python that wrote no trace."""
     for pid, images in traced.items():
         went = images[-1]["exec"]
-        if went is not None and pid not in notes and (went.get("python") or _python_images(seen.get(pid))):
+        if went is None or pid in notes or _runs_no_code(went.get("argv") or []):
+            continue
+        if went.get("python") or _python_images(seen.get(pid)):
             command = " ".join(went.get("argv") or []) or went.get("path") or "?"
             yield (
                 pid,
@@ -286,7 +293,7 @@ def _untraced_images(
     (none said already by a note or by its exec)."""
     for record in records:
         pid = record["pid"]
-        images = _python_images(record)
+        images = [image for image in _python_images(record) if not _runs_no_code(image.get("argv") or [])]
         own = [p for p in traced.get(pid, []) if p.get("forked_from") is None]
         if pid in notes or len(images) <= len(own) or (traced.get(pid) and traced[pid][-1]["exec"] is not None):
             continue
@@ -297,6 +304,17 @@ def _untraced_images(
             f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}: nothing of mlacheck started "
             "in it (an interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
         )
+
+
+def _runs_no_code(argv: list[str]) -> bool:
+    """Whether a Python command line only asks for the interpreter's version or help: it ends before any code (site
+    included) runs, so nothing of mlacheck starts in it and nothing can compile in it."""
+    return len(argv) > 1 and all(flag in NO_CODE_FLAGS for flag in argv[1:])
+
+
+NO_CODE_FLAGS = frozenset(
+    {"-V", "-VV", "--version", "-h", "-?", "--help", "--help-env", "--help-xoptions", "--help-all"}
+)
 
 
 def _python_images(record: dict | None) -> list[dict]:

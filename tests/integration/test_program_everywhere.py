@@ -126,6 +126,18 @@ def test_a_python_child_that_ends_before_any_poll_and_wrote_no_trace_is_named_by
     assert f"pid {child} ({sys.executable} -S -c pass), started by pid {main}" in reason
 
 
+def test_a_python_child_that_only_says_its_version_or_help_runs_no_code_and_the_run_passes(tmp_path):
+    """`python --version` or `-h` ends before any code (site included) runs: nothing of mlacheck starts in it, and
+    nothing could compile in it. It is not a worker that ran unobserved."""
+    text = WARM + (
+        "import subprocess, sys\nk.dispatch(1, 'fp8', True)\n"
+        "for flags in (['--version'], ['-V'], ['-h']):\n"
+        "    subprocess.run([sys.executable, *flags], check=True, stdout=subprocess.DEVNULL)\n"
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert result.code == 0 and result.report["incomplete"] == [], result.stdout + result.stderr
+
+
 def test_a_process_outside_the_run_is_not_observed_while_a_run_is_active(tmp_path):
     """The registry is found through ancestry only: a Python process of the same user started elsewhere while a run
     is registered starts no agent and writes nothing into the run."""

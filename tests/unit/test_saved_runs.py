@@ -147,6 +147,49 @@ def test_each_image_of_an_exec_is_a_process_and_a_missing_image_of_the_tree_is_s
     ]
 
 
+def test_a_python_child_is_named_by_its_parents_spawn_once_and_one_that_only_says_its_version_not_at_all(tmp_path):
+    """A spawned Python child with no trace is named by its parent's spawn event, with the rank it was given; one the
+    tree names too is named once (the tree's line); `python --version` or `-h`, by a spawn, an exec or the tree,
+    runs no code and is never named; a spawned child that wrote a trace, or that runs no Python, is not named."""
+    run = folder(tmp_path)
+    spawn = events.spawn_event
+    write_trace(
+        run.path / "trace-1.jsonl",
+        run_of(1, argv=["python", "serve.py"]),
+        spawn(2, "/usr/bin/python3", ["python3", "-S", "worker.py"], True, 4),
+        spawn(3, "/usr/bin/python3", ["python3", "-S", "seen.py"], True, None),
+        spawn(4, "/usr/bin/python3", ["python3", "--version"], True, None),
+        spawn(5, "/usr/bin/python3", ["python3", "observed.py"], True, None),
+        spawn(6, "/bin/sh", ["sh", "-c", "true"], False, None),
+        events.exec_event("/usr/bin/python3", ["python3", "-h"], python=True),
+    )
+    write_trace(run.path / "trace-5.jsonl", run_of(5, argv=["python3", "observed.py"]))
+    image = {"exe": "/usr/bin/python3", "python": True, "forked": False}
+    run.write_tree(
+        {
+            "host": "h",
+            "processes": [
+                {
+                    "pid": 3,
+                    "python": True,
+                    "forked": False,
+                    "images": [{**image, "argv": ["python3", "-S", "seen.py"]}],
+                    "rank": 7,
+                },
+                {"pid": 7, "python": True, "forked": False, "images": [{**image, "argv": ["python3", "-V"]}]},
+            ],
+        }
+    )
+    loaded = load_runs([run.path])
+    assert loaded.unobserved == [
+        "pid 3 (python3 -S seen.py), seen running by mlacheck on h, wrote no trace: nothing of mlacheck started in it "
+        "(an interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
+        "pid 2 (python3 -S worker.py), started by pid 1 on h, wrote no trace: nothing of mlacheck started in it (an "
+        "interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
+    ]
+    assert [(p["pid"], p["rank"]) for p in loaded.unobserved_processes] == [(3, 7), (2, 4)]
+
+
 def test_a_supervised_run_whose_folder_vanished_or_was_replaced_reads_nothing_from_it(tmp_path):
     tree = {"host": "h", "processes": []}
     supervised = Supervised(meta={"command": ["x"], "exit_code": 0, "signal": None}, tree=tree, problems=["p: full"])
