@@ -67,6 +67,8 @@ def fast_table(hot, entries):
 
 
 def skip_without_a_compiler() -> None:
+    if os.environ.get("MLACHECK_HOTPATH") == "python":
+        pytest.skip("MLACHECK_HOTPATH=python: the pure-Python hot path is the one, by choice")
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None or not Path(sysconfig.get_paths()["include"], "Python.h").exists():
         pytest.skip(f"no C compiler ({compiler}) or Python headers here: the pure-Python hot path is the one")

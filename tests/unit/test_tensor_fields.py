@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mlacheck.capture import hotpath, tensor_fields
 from mlacheck.capture.hotpath import count_of
-from tests.unit.hotpaths import COMPILED, NATIVE, NATIVE_ONE_SLOT, reading
+from tests.unit.hotpaths import COMPILED, NATIVE, NATIVE_ONE_SLOT, compiled_only, reading
 from tests.unit.test_observed_call import MARK, Observed, library_call, reference_key
 
 pytestmark = pytest.mark.skipif(COMPILED is None, reason="the compiled hot path was not built here")
@@ -30,12 +30,14 @@ def native(request):
 
 
 def test_on_with_this_torch_off_without_the_compiled_hot_path(monkeypatch):
+    compiled_only()
     assert tensor_fields._enable() is True
     monkeypatch.setattr(hotpath, "read_tensors_natively", None)
     assert tensor_fields._enable() is False
 
 
 def test_asked_before_torch_is_imported_it_answers_no_and_asks_again_later(monkeypatch):
+    compiled_only()
     monkeypatch.setattr(tensor_fields, "_answer", [])
     with monkeypatch.context() as before_torch:
         before_torch.delitem(sys.modules, "torch")
