@@ -62,8 +62,25 @@ def as_text(argv) -> list[str]:
 
 
 def runs_python(path: str) -> bool:
-    """Whether `path` runs a Python interpreter: named python* or pypy*, or this process's own interpreter."""
-    return python_named(path) or os.path.realpath(path) == os.path.realpath(sys.executable)
+    """Whether `path` runs a Python interpreter: named python* or pypy*, or this process's own interpreter (the same
+    file, through any link)."""
+    if python_named(path):
+        return True
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (info.st_dev, info.st_ino) == _interpreter()
+
+
+@functools.cache
+def _interpreter() -> tuple[int, int] | None:
+    """This process's interpreter's file, as (device, inode), once."""
+    try:
+        info = os.stat(sys.executable)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 def python_named(path: str) -> bool:
