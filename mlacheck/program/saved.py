@@ -312,11 +312,6 @@ def _runs_no_code(argv: list[str]) -> bool:
     return len(argv) > 1 and all(flag in NO_CODE_FLAGS for flag in argv[1:])
 
 
-NO_CODE_FLAGS = frozenset(
-    {"-V", "-VV", "--version", "-h", "-?", "--help", "--help-env", "--help-xoptions", "--help-all"}
-)
-
-
 def _python_images(record: dict | None) -> list[dict]:
     """The images of a recorded process that ran Python of their own (not a fork's copy of their parent's)."""
     if record is None:

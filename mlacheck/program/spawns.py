@@ -14,13 +14,18 @@ import sys
 from mlacheck.events import spawn_event
 
 PYTHON_NAME = r"^(python|pypy)[0-9.]*[a-z]?$"  # an interpreter's executable by its name
-SPAWN_FUNCTIONS = (("_posixsubprocess", "fork_exec"), ("subprocess", "_fork_exec"), ("os", "posix_spawn"))
-SPAWN_FUNCTIONS += (("os", "posix_spawnp"),)
+SPAWN_FUNCTIONS = (
+    ("_posixsubprocess", "fork_exec"),
+    ("subprocess", "_fork_exec"),
+    ("os", "posix_spawn"),
+    ("os", "posix_spawnp"),
+)
 
 
 def hook(write, active) -> None:
     """Wrap every spawn function loaded (subprocess takes its own name for fork_exec where it is imported: that too)
-    so that a child started while `active()` is written (`write(event)`); a function wrapped already is left."""
+    so that a child started while `active()` is written: `write(make)`, where `make()` reads the call into its event
+    (called by the writer, so that what fails there is the writer's to report); a function wrapped already is left."""
     for module_name, name in SPAWN_FUNCTIONS:
         module = sys.modules.get(module_name)
         if module_name == "_posixsubprocess" and module is None:
