@@ -6,6 +6,7 @@
 #   bash tests/gpu/device_run.sh install deep_gemm # DeepGEMM alone: its GPU tests, a hit's cost, where a hit's time goes
 #                                                  (in that order: the least needed last, where a short call cuts it)
 #   bash tests/gpu/device_run.sh lite deep_gemm    # the same in one call, with extra alone carried (no stash.sh first)
+#   bash tests/gpu/device_run.sh lite hits deep_gemm  # a DeepGEMM hit's cost three times first (issue 28's last figure)
 # Each step is time-boxed so that one slow step does not cost the rest. Output: $OUT/log-PART.txt and JSON reports.
 set -u
 step() { local limit=$1; shift; echo "=== $* (limit ${limit}s) $(date +%T)" >>"$log"; timeout "$limit" "$@" >>"$log" 2>&1; echo "--- rc=$?" >>"$log"; }
@@ -18,6 +19,13 @@ install_mlacheck() {
   python3 -m pip install -q --no-index --no-deps --target /tmp/build-tools .device-wheels/extra/build-tools/*.whl >>"$log" 2>&1
   step 120 env PYTHONPATH="/tmp/build-tools:${PYTHONPATH:-}" python3 -m pip install -q --no-build-isolation --no-deps --no-index -e .
   step 20 python3 -c "from mlacheck.capture import hotpath; print('hot path:', hotpath.IMPLEMENTATION)"
+}
+deep_gemm_env() {
+  source /root/gpu-env.sh || exit 3
+  export MLACHECK_VLLM_DEEP_GEMM_SITE=/tmp/vllm-deep-gemm-site
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)  # DeepGEMM's JIT finds nvcc through CUDA_HOME
+  [ -n "${CUDA_HOME:-}" ] || [ -z "$nvcc" ] || export CUDA_HOME=$(dirname "$(dirname "$nvcc")")
+  echo "CUDA_HOME=${CUDA_HOME:-} nvcc=$nvcc" >>"$log"
 }
 for part in "$@"; do
   log=$OUT/log-$part.txt
@@ -41,12 +49,14 @@ for part in "$@"; do
     step 120 python3 tests/benchmarks/bench_dispatch_overhead.py decode 10000 8 all,none
     step 90 python3 tests/benchmarks/bench_triton_launch.py 2000 20
     ;;
+  hits)
+    deep_gemm_env
+    for run in 1 2 3; do
+      step 120 python3 tests/benchmarks/bench_jit_watchers.py deep_gemm 4000 vllm.third_party.deep_gemm
+    done
+    ;;
   deep_gemm)
-    source /root/gpu-env.sh || exit 3
-    export MLACHECK_VLLM_DEEP_GEMM_SITE=/tmp/vllm-deep-gemm-site
-    nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)  # DeepGEMM's JIT finds nvcc through CUDA_HOME
-    [ -n "${CUDA_HOME:-}" ] || [ -z "$nvcc" ] || export CUDA_HOME=$(dirname "$(dirname "$nvcc")")
-    echo "CUDA_HOME=${CUDA_HOME:-} nvcc=$nvcc" >>"$log"
+    deep_gemm_env
     step 200 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_deep_gemm_sm90.py
     step 200 python3 tests/benchmarks/bench_deep_gemm_gpu.py vllm.third_party.deep_gemm 2000
     step 120 python3 tests/benchmarks/bench_jit_watchers.py deep_gemm 4000 vllm.third_party.deep_gemm  # in one process

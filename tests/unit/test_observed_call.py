@@ -120,6 +120,33 @@ def test_a_tensor_resized_in_place_is_another_key_not_a_hit(hot):
 
 
 @pytest.mark.parametrize(
+    "served, called",
+    [
+        (1, 1 + 2**32),  # equal in their low bits
+        (255, 511),
+        (-1, 2**64 - 1),  # the same 64 bits, read as signed and as unsigned
+        (2**63 - 1, 2**63),  # a word's largest, and one past it (kept as an object)
+        ((1, 2), (1, 2 + 2**40)),
+        ((1, 2), (1, 2, 0)),
+        ((1,), 1),
+        (None, 0),
+    ],
+)
+def test_a_call_that_differs_from_the_last_served_only_in_a_number_s_high_bits_or_its_form_is_another_variant(
+    hot, served, called
+):
+    """The compiled memo compares a call with the keys served lately as runs of numbers: a field that differs only
+    where a shortened or retyped copy would not see it (an int's high bits, a tuple's length or form) is a miss."""
+    observed = Observed(hot)
+    a, sfa, b = tensors()
+    observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b, served)))
+    library_call(observed, a, sfa, b, served)  # served: a hit, remembered
+    library_call(observed, a, sfa, b, called)
+    [(key, *_)] = observed.slow_calls
+    assert key == reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b, called))
+
+
+@pytest.mark.parametrize(
     "change",
     [
         "dtype",
@@ -345,12 +372,14 @@ VALUES = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-3, 300),
+    st.integers(-(2**70), 2**70),  # equal ones in two calls are two objects; some too large for a word
+    st.floats(allow_nan=False),  # 1.0 keys as 1 does (equal, hashed alike)
     st.sampled_from(["", "mn", "nk"]),
     st.tuples(st.integers(1, 4), st.integers(1, 4)),
     st.tuples(st.sampled_from([torch.float8_e4m3fn, torch.bfloat16, torch.float32]), st.integers(0, 2)),
     st.integers(0, 2).map(lambda index: ("tensor", index)),
 )
-"""An argument: a scalar, a text, a tuple, one of a few tensors reused across calls (("tensor", index)), or a view of
+"""An argument: a scalar (ints made anew at each call among them), a text, a tuple, one of a few tensors reused across calls (("tensor", index)), or a view of
 one in another dtype ((dtype, index))."""
 
 
