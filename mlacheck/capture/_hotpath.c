@@ -740,7 +740,6 @@ typedef struct {
     int turn;                            /* which of its two slots a key served takes where both are held */
     Py_ssize_t memo;                     /* how many keys served lately it remembers (its slots) */
     PyObject **key;                      /* in each slot, a key served lately */
-    int64_t **signature;                 /* its signature: its length, then its words (kept once allocated) */
     PyObject **entry;                    /* its (counter, value) */
     unsigned long long *seen;            /* the fast table's changes when it was served */
     int next_reader;                     /* the reader slot the next type takes */
@@ -969,6 +968,21 @@ probe_field(Probe *probe)
     return field;
 }
 
+/* The same object, or exact ints of one value (int's own comparison, called straight: two ints need neither the
+ * generic comparison's recursion guard nor its reflected operation). */
+static int
+same_int(PyObject *x, PyObject *y)
+{
+    if (x == y)
+        return 1;
+    if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y))
+        return 0;
+    PyObject *equal = PyLong_Type.tp_richcompare(x, y, Py_EQ); /* True or False: two ints compare without error */
+    int same = equal == Py_True;
+    Py_XDECREF(equal);
+    return same;
+}
+
 /* A tuple that keeps tuple's equality and hash (torch.Size does). */
 static int
 tuple_like(PyObject *value)
@@ -978,127 +992,110 @@ tuple_like(PyObject *value)
            type->tp_hash == PyTuple_Type.tp_hash;
 }
 
-/* -- a call's signature: what its key would hold, as one run of numbers ----------------------------------------
- *
- * The memo compares a call with the calls served lately by their signatures: the setting and each probe written as
- * tagged words (an exact int by its value, any other object by its identity, a tuple by its length and items, a
- * tensor by its kind, dtype, sizes and layout), so that equal signatures mean equal keys (an object compared by
- * identity is one the remembered key holds, so its address is not reused while remembered). Two calls with equal keys
- * may still differ in signature (an int too large for a word, equal strings that are two objects): then the key is
- * built and the fast table looks it up, as on a first call. One contiguous run is compared, not the key's objects
- * one by one: on a dispatch between long native calls those objects are no longer in the CPU's caches. */
-
-#define SIGNATURE 256 /* the most words a signature the memo keeps has (a longer one is looked up in the fast table) */
-
-enum { WORD_NUMBER = 1, WORD_OBJECT, WORD_TUPLE, WORD_TENSOR, WORD_READ };
-
-typedef struct {
-    Py_ssize_t length; /* words written; SIGNATURE + 1 once one did not fit */
-    int64_t words[SIGNATURE];
-} Signature;
-
-static void
-put(Signature *signature, int64_t word)
+/* Whether a field's shape (`known`) holds exactly a tensor's sizes, read below Python. */
+static int
+same_sizes(PyObject *known, const TensorFields *fields)
 {
-    if (signature->length < SIGNATURE)
-        signature->words[signature->length++] = word;
-    else
-        signature->length = SIGNATURE + 1;
+    if (!tuple_like(known) || PyTuple_GET_SIZE(known) != fields->rank)
+        return 0;
+    for (int64_t at = 0; at < fields->rank; at++) {
+        PyObject *size = PyTuple_GET_ITEM(known, at);
+        int overflow;
+        if (!PyLong_CheckExact(size) || PyLong_AsLongLongAndOverflow(size, &overflow) != fields->sizes[at] || overflow)
+            return 0;
+    }
+    return 1;
 }
 
-/* An exact int that fits a word by its value, anything else by its identity. */
-static void
-put_number(Signature *signature, PyObject *value)
+/* Equal as a dict finds a key, decided without running any Python code: the same object, exact ints of one value,
+ * or tuples (a subclass that keeps tuple's equality and hash: torch.Size) of such items. */
+static int
+same_field(PyObject *known, PyObject *now)
+{
+    if (same_int(known, now))
+        return 1;
+    if (!tuple_like(known) || !tuple_like(now) || PyTuple_GET_SIZE(known) != PyTuple_GET_SIZE(now))
+        return 0;
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(now); at++) {
+        PyObject *x = PyTuple_GET_ITEM(known, at), *y = PyTuple_GET_ITEM(now, at);
+        if (!same_int(x, y))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether a key's field is what a probe read: compared as same_field compares, without building either. */
+static int
+same_probe(PyObject *known, Probe *probe)
+{
+    if (probe->kind == NULL)
+        return same_field(known, probe->value);
+    if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 4 || PyTuple_GET_ITEM(known, 0) != probe->kind ||
+        PyTuple_GET_ITEM(known, 1) != probe->dtype)
+        return 0;
+    if (!probe->native)
+        return same_field(PyTuple_GET_ITEM(known, 2), probe->shape) &&
+               same_int(PyTuple_GET_ITEM(known, 3), probe->layout);
+    PyObject *layout = PyTuple_GET_ITEM(known, 3);
+    int overflow;
+    return same_sizes(PyTuple_GET_ITEM(known, 2), &probe->fields) && PyLong_CheckExact(layout) &&
+           PyLong_AsLongAndOverflow(layout, &overflow) == probe->fields.layout && !overflow;
+}
+
+/* -- the memo's hash: fields that compare the same hash the same, however they were read ------------------------ */
+
+static Py_uhash_t
+mix(Py_uhash_t hash, Py_uhash_t part)
+{
+    return (hash ^ part) * 1000003u;
+}
+
+/* An exact int by its value, anything else by its identity (as same_int compares them). */
+static Py_uhash_t
+number_hash(PyObject *value)
 {
     if (PyLong_CheckExact(value)) {
         int overflow;
-        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (!overflow) {
-            put(signature, WORD_NUMBER);
-            put(signature, number);
-            return;
-        }
-    }
-    put(signature, WORD_OBJECT);
-    put(signature, (int64_t)(intptr_t)value);
-}
-
-/* A field: a tuple by its length and items, else as put_number. */
-static void
-put_field(Signature *signature, PyObject *value)
-{
-    if (!tuple_like(value)) {
-        put_number(signature, value);
-        return;
-    }
-    put(signature, WORD_TUPLE);
-    put(signature, PyTuple_GET_SIZE(value));
-    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(value); at++)
-        put_number(signature, PyTuple_GET_ITEM(value, at));
-}
-
-/* A tensor's kind, dtype, sizes and layout. */
-static void
-put_tensor(Signature *signature, Probe *probe, int64_t rank, const int64_t *sizes, long layout)
-{
-    put(signature, WORD_TENSOR);
-    put(signature, (int64_t)(intptr_t)probe->kind);
-    put(signature, (int64_t)(intptr_t)probe->dtype);
-    put(signature, rank);
-    for (int64_t at = 0; at < rank; at++)
-        put(signature, sizes[at]);
-    put(signature, layout);
-}
-
-/* A tensor read through Python: as put_tensor where its shape is a tuple of ints and its layout an int (as a tensor
- * read below Python, whose key is the same), else its shape and layout as fields. */
-static void
-put_read(Signature *signature, Probe *probe)
-{
-    int64_t sizes[SIGNATURE];
-    Py_ssize_t rank = tuple_like(probe->shape) ? PyTuple_GET_SIZE(probe->shape) : -1;
-    int overflow = rank < 0 || rank > SIGNATURE || !PyLong_CheckExact(probe->layout);
-    for (Py_ssize_t at = 0; !overflow && at < rank; at++) {
-        PyObject *size = PyTuple_GET_ITEM(probe->shape, at);
-        overflow = !PyLong_CheckExact(size);
+        long number = PyLong_AsLongAndOverflow(value, &overflow);
         if (!overflow)
-            sizes[at] = PyLong_AsLongLongAndOverflow(size, &overflow);
+            return (Py_uhash_t)number;
     }
-    long layout = overflow ? 0 : PyLong_AsLongAndOverflow(probe->layout, &overflow);
-    if (!overflow) {
-        put_tensor(signature, probe, rank, sizes, layout);
-        return;
-    }
-    put(signature, WORD_READ);
-    put(signature, (int64_t)(intptr_t)probe->kind);
-    put(signature, (int64_t)(intptr_t)probe->dtype);
-    put_field(signature, probe->shape);
-    put_number(signature, probe->layout);
+    return (Py_uhash_t)(uintptr_t)value;
 }
 
-/* A call's signature: its setting, then each probe. */
-static void
-sign(ObservedCall *self, PyObject *setting, Probe *probes, Signature *signature)
+/* A field as same_field compares it: a tuple by its items, else as number_hash. */
+static Py_uhash_t
+field_hash(PyObject *value)
 {
-    signature->length = 0;
-    put(signature, (int64_t)(intptr_t)setting);
+    if (!tuple_like(value))
+        return number_hash(value);
+    Py_uhash_t hash = (Py_uhash_t)PyTuple_GET_SIZE(value);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(value); at++)
+        hash = mix(hash, number_hash(PyTuple_GET_ITEM(value, at)));
+    return hash;
+}
+
+/* The memo's hash of a call's setting and probes. */
+static Py_uhash_t
+memo_hash(ObservedCall *self, PyObject *setting, Probe *probes)
+{
+    Py_uhash_t hash = (Py_uhash_t)(uintptr_t)setting;
     for (Py_ssize_t field = 0; field < self->fields; field++) {
         Probe *probe = &probes[field];
-        if (probe->kind == NULL)
-            put_field(signature, probe->value);
-        else if (probe->native)
-            put_tensor(signature, probe, probe->fields.rank, probe->fields.sizes, probe->fields.layout);
-        else
-            put_read(signature, probe);
+        if (probe->kind == NULL) {
+            hash = mix(hash, field_hash(probe->value));
+            continue;
+        }
+        hash = mix(hash, (Py_uhash_t)(uintptr_t)probe->dtype);
+        if (!probe->native) {
+            hash = mix(mix(hash, field_hash(probe->shape)), number_hash(probe->layout));
+            continue;
+        }
+        Py_uhash_t shape = (Py_uhash_t)probe->fields.rank;
+        for (int64_t at = 0; at < probe->fields.rank; at++)
+            shape = mix(shape, (Py_uhash_t)(long)probe->fields.sizes[at]);
+        hash = mix(mix(hash, shape), (Py_uhash_t)probe->fields.layout);
     }
-}
-
-static Py_uhash_t
-signature_hash(const Signature *signature)
-{
-    Py_uhash_t hash = (Py_uhash_t)signature->length;
-    for (Py_ssize_t at = 0; at < signature->length; at++)
-        hash = (hash ^ (Py_uhash_t)signature->words[at]) * 1000003u;
     return hash ^ (hash >> 17);
 }
 
@@ -1118,26 +1115,31 @@ memo_valid(ObservedCall *self, Py_ssize_t slot)
     return self->key[slot] != NULL && self->seen[slot] == ((FastTable *)self->fast)->changes;
 }
 
-/* The (counter, value) of a key served lately whose signature is this call's (a new reference), or NULL: its two
- * slots' signatures compared as one run of words each; forgotten once the fast table changed. */
+/* The (counter, value) of a key served lately whose fields are the probes' (a new reference), or NULL: compared
+ * field by field in the two slots their hash names, neither built nor hashed as a whole; forgotten once the fast
+ * table changed. */
 static PyObject *
-memo_entry(ObservedCall *self, Py_uhash_t hash, const Signature *signature)
+memo_entry(ObservedCall *self, Py_uhash_t hash, PyObject *setting, Probe *probes)
 {
     Py_ssize_t slots[2];
     memo_slots(self, hash, slots);
     for (int choice = 0; choice < 2; choice++) {
         Py_ssize_t slot = slots[choice];
-        const int64_t *known = self->signature[slot];
-        if (memo_valid(self, slot) && known[0] == signature->length &&
-            memcmp(known + 1, signature->words, (size_t)signature->length * sizeof(int64_t)) == 0)
+        PyObject *key = self->key[slot];
+        if (!memo_valid(self, slot) || PyTuple_GET_ITEM(key, 1) != setting)
+            continue;
+        Py_ssize_t field = 0;
+        while (field < self->fields && same_probe(PyTuple_GET_ITEM(key, 2 + field), &probes[field]))
+            field++;
+        if (field == self->fields)
             return Py_NewRef(self->entry[slot]);
     }
     return NULL;
 }
 
-/* Remember a key served, with its signature, in one of its two slots: a free one, else each in turn. */
+/* Remember a key served in one of its two slots: a free one, else each in turn. */
 static void
-remember(ObservedCall *self, Py_uhash_t hash, const Signature *signature, PyObject *key, PyObject *entry)
+remember(ObservedCall *self, Py_uhash_t hash, PyObject *key, PyObject *entry)
 {
     Py_ssize_t slots[2];
     memo_slots(self, hash, slots);
@@ -1145,15 +1147,6 @@ remember(ObservedCall *self, Py_uhash_t hash, const Signature *signature, PyObje
                       : !memo_valid(self, slots[1]) ? slots[1]
                                                     : slots[self->turn];
     self->turn ^= 1;
-    size_t size = (size_t)(signature->length + 1) * sizeof(int64_t);
-    int64_t *known = self->signature[slot];
-    if (known == NULL || known[0] < signature->length) {
-        if ((known = PyMem_Realloc(known, size)) == NULL)
-            return; /* not remembered: the next call looks it up again (the slot as it was) */
-        self->signature[slot] = known;
-    }
-    known[0] = signature->length;
-    memcpy(known + 1, signature->words, size - sizeof(int64_t));
     PyObject *old_key = self->key[slot], *old_entry = self->entry[slot];
     self->key[slot] = Py_NewRef(key);
     self->entry[slot] = Py_NewRef(entry);
@@ -1188,8 +1181,6 @@ observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Prob
     Py_ssize_t read = 0;
     int modes = -1; /* whether a torch function mode is active: asked once, where a tensor is read */
     Py_uhash_t hash = 0;
-    Signature signature;
-    int signed_call = 0; /* whether the signature fit (the memo keeps only those) */
     for (; read < self->fields; read++) {
         Py_ssize_t at = self->positions[read];
         if (read_probe(self, at < count ? args[at] : Py_None, &probes[read], &modes) <= 0) {
@@ -1197,10 +1188,9 @@ observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Prob
             goto done;
         }
     }
-    sign(self, setting, probes, &signature);
-    signed_call = signature.length <= SIGNATURE;
-    hash = signed_call ? signature_hash(&signature) : 0;
-    if (signed_call && (entry = memo_entry(self, hash, &signature)) != NULL)
+    hash = memo_hash(self, setting, probes);
+    entry = memo_entry(self, hash, setting, probes);
+    if (entry != NULL)
         goto done;
     if ((key = PyTuple_New(2 + self->fields)) == NULL)
         goto done;
@@ -1215,8 +1205,8 @@ observed_entry(ObservedCall *self, PyObject *const *args, Py_ssize_t count, Prob
         PyTuple_SET_ITEM(key, 2 + field, value);
     }
     entry = fasttable_entry((FastTable *)self->fast, key);
-    if (entry != NULL && signed_call)
-        remember(self, hash, &signature, key, entry);
+    if (entry != NULL)
+        remember(self, hash, key, entry);
 done:
     release_probes(probes, read);
     Py_DECREF(setting);
@@ -1294,7 +1284,6 @@ observed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     ObservedCall *self = (ObservedCall *)type->tp_alloc(type, 0);
     if (self != NULL && ((self->positions = PyMem_Calloc(fields + 1, sizeof(Py_ssize_t))) == NULL ||
                          (self->key = PyMem_Calloc(memo, sizeof(PyObject *))) == NULL ||
-                         (self->signature = PyMem_Calloc(memo, sizeof(int64_t *))) == NULL ||
                          (self->entry = PyMem_Calloc(memo, sizeof(PyObject *))) == NULL ||
                          (self->seen = PyMem_Calloc(memo, sizeof(unsigned long long))) == NULL))
         PyErr_NoMemory();
@@ -1367,9 +1356,6 @@ observed_dealloc(ObservedCall *self)
     PyObject_GC_UnTrack(self);
     observed_clear(self);
     PyMem_Free(self->positions);
-    for (Py_ssize_t slot = 0; self->signature != NULL && slot < self->memo; slot++)
-        PyMem_Free(self->signature[slot]);
-    PyMem_Free(self->signature);
     PyMem_Free(self->key);
     PyMem_Free(self->entry);
     PyMem_Free(self->seen);
