@@ -192,9 +192,10 @@ class ProcessTree:
 
 def _command(record: Seen, exe: str | None, stack: int) -> tuple[list[str], int]:
     """The process's command line and stack: the command line recorded where the image is the same (no exec: the stack
-    is where it was), read again every few polls (a process title); where it is read, the stack is read again after
-    it (an exec may have come since the poll read the stack)."""
-    same = bool(record.images) and stack != 0 and stack == record.stack and exe == record.exe
+    is where it was), read again every few polls (a process title), and at every poll while it read empty (an exec
+    under way); where it is read, the stack is read again after it (an exec may have come since the poll read the
+    stack)."""
+    same = bool(record.images) and stack != 0 and stack == record.stack and exe == record.exe and bool(record.argv)
     if same and record.images[-1]["polls"] % TITLE_POLLS:
         return record.argv, stack
     argv = _read_argv(record.pid)
@@ -209,8 +210,13 @@ def _identify(record: Seen, exe: str) -> None:
 
 def _execed(record: Seen, exe: str | None, stack: int) -> bool:
     """Whether the process exec'd since the last poll: its stack moved (its executable changed, where a stack cannot be
-    read); a process whose image was never read has none to leave."""
+    read); a process whose image was never read has none to leave. An image seen in the middle of its exec (Linux
+    sets the new image's stack, then its command line: it read empty, its stack not yet settled) is the same image
+    when it shows its command line, not a second one (which would be a Python image that wrote no trace), where its
+    executable is the same."""
     if record.stack is None or not record.images:
+        return False
+    if not record.images[-1]["argv"] and exe == record.exe:
         return False
     return stack != record.stack if stack and record.stack else exe != record.exe
 

@@ -3,13 +3,18 @@ tensors' fields read below Python (capture/tensor_fields.py) and through Python,
 and for a model's shapes taking turns (more than the memo's two slots per hash would hold if it were smaller). The
 operation is a no-op, so the figure is the observed call's own cost. The arms take turns in A B B A order; each turn
 times 20 000 calls of every shape (the best of 5 repeats); the run's figure per arm is the median over 4 turns.
+Then the same hit with its caches cold, as on a device, where each call comes after a launch of tens of microseconds
+of native code: the operation copies 2 MB (more than this CPU's L2), and the figure is the median of per-call times,
+observed minus plain, in A B B A turns of 200 calls.
 Usage: python tests/benchmarks/bench_observed_call.py"""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import statistics
 import sys
+import time
 import timeit
 from pathlib import Path
 
@@ -49,7 +54,7 @@ def gemm(n: int) -> tuple:
     )
 
 
-def observed(calls: list[tuple]):
+def observed(calls: list[tuple], operation=operation):
     fast, state, positions = hotpath.FastTable(), [(None,) * 4], list(range(15))
     for args in calls:
         fast[("op", state[0], *[raw(args[at]) for at in positions])] = (itertools.count(), None)
@@ -74,6 +79,33 @@ def arm(native: bool, calls: list[tuple]) -> float:
     return per_call_ns(observed(calls), calls) - per_call_ns(operation, calls)
 
 
+def cold_added_ns(native: bool, copied: int = 2 << 20, turns: int = 40, calls: int = 200) -> tuple[float, float]:
+    """(plain ns, ns added) of a hit whose operation copies `copied` bytes: the observed call's data and code cold."""
+    source, target = bytearray(copied), bytearray(copied)
+
+    def copying(*args):
+        target[:] = source
+
+    assert read_natively(native) == native
+    args = gemm(2112)
+    hit = observed([args], copying)
+    clock, medians = time.perf_counter_ns, {False: [], True: []}
+    gc.disable()
+    try:
+        for _ in range(turns):
+            for instrumented in (False, True, True, False):
+                call, times = (hit if instrumented else copying), []
+                for _ in range(calls):
+                    started = clock()
+                    call(*args)
+                    times.append(clock() - started)
+                medians[instrumented].append(statistics.median(times))
+    finally:
+        gc.enable()
+    plain = statistics.median(medians[False])
+    return plain, statistics.median(medians[True]) - plain
+
+
 def main() -> None:
     for shapes in (1, 16):
         calls = [gemm(2112 + 128 * at) for at in range(shapes)]
@@ -86,6 +118,12 @@ def main() -> None:
             f"{shapes} shape(s) in turn, five tensors a call: +{below:.0f} ns a hit with the fields read below "
             f"Python, +{through:.0f} ns through Python (x{through / below:.1f})"
         )
+    plain, below = cold_added_ns(True)
+    _, through = cold_added_ns(False)
+    print(
+        f"one shape, caches cold (each call after a 2 MB copy of {plain / 1e3:.1f} us): +{below:.0f} ns a hit with the "
+        f"fields read below Python, +{through:.0f} ns through Python"
+    )
     read_natively(True)
 
 

@@ -329,3 +329,71 @@ def test_a_shell_whose_exec_into_python_falls_between_a_polls_reads_ran_two_imag
     finally:
         shell.kill()
         shell.wait()
+
+
+def mid_exec_for(monkeypatch, pid: int, reads: int) -> list[int]:
+    """Make the next `reads` polls see `pid` as a poll sees a process between an exec's new memory and its arguments
+    (Linux sets a process's command line last): its executable already the new one, its command line empty, the start
+    of its stack not yet where it will be. The polls after them read it as it is. Returns the polls' count so far."""
+    real_table, real_argv, real_stack, seen = (
+        tree_module._process_table,
+        tree_module._read_argv,
+        tree_module._stack_of,
+        [0],
+    )
+
+    def table(skip):
+        listed, rows = real_table(skip)
+        seen[0] += 1
+        if seen[0] <= reads and pid in rows:
+            rows[pid] = (*rows[pid][:5], rows[pid][5] + 4096)
+        return listed, rows
+
+    def argv(of):
+        return [] if of == pid and seen[0] <= reads else real_argv(of)
+
+    def stack(of):
+        found = real_stack(of)
+        return found + 4096 if of == pid and seen[0] <= reads and found else found
+
+    monkeypatch.setattr(tree_module, "_process_table", table)
+    monkeypatch.setattr(tree_module, "_read_argv", argv)
+    monkeypatch.setattr(tree_module, "_stack_of", stack)
+    return seen
+
+
+@pytest.mark.parametrize("reads", [1, 2])
+def test_a_worker_seen_in_the_middle_of_its_exec_ran_one_image(monkeypatch, reads):
+    """A multiprocessing worker seen by a poll in the middle of its exec (its command line not yet there, its stack not
+    yet where it settles) runs one Python image, its own, not two: a second would be an image that wrote no trace,
+    and a run whose every worker was observed would end INCOMPLETE (seen in bench_spawned_processes.py: one worker in
+    64, 2 runs in 3, under load)."""
+    argv = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]
+    child = subprocess.Popen(argv)
+    mid_exec_for(monkeypatch, child.pid, reads)
+    tree = ProcessTree()
+    try:
+        for _ in range(reads + 2):
+            tree.poll()
+        [seen] = [seen for seen in tree.live() if seen.pid == child.pid]
+        assert seen.argv == argv and seen.python and not seen.forked
+        assert [(image["argv"], image["python"], image["forked"]) for image in seen.images] == [(argv, True, False)]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_python_whose_command_line_stays_empty_is_still_recorded_as_python(monkeypatch):
+    """A process seen only in the middle of its exec (its command line empty at every poll: one that ends before its
+    command line is read) is recorded as it shows, a Python image of its own, never left out."""
+    child = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(30)"])
+    mid_exec_for(monkeypatch, child.pid, 10**6)
+    tree = ProcessTree()
+    try:
+        for _ in range(5):
+            tree.poll()
+        [seen] = [seen for seen in tree.live() if seen.pid == child.pid]
+        assert seen.python and not seen.forked and [image["python"] for image in seen.images] == [True]
+    finally:
+        child.kill()
+        child.wait()
