@@ -216,7 +216,7 @@ def _execed(record: Seen, exe: str | None, stack: int) -> bool:
     executable is the same."""
     if record.stack is None or not record.images:
         return False
-    if not record.images[-1]["argv"] and exe == record.exe:
+    if not record.argv and exe == record.exe:
         return False
     return stack != record.stack if stack and record.stack else exe != record.exe
 
