@@ -79,6 +79,7 @@ class TraceStream:
         try:
             marks = _marks(self._file, path)
             self.marks, self._whole = marks or {}, marks is None  # (None: format 1, read whole)
+            self._reader.marks = self.marks
         except BaseException:
             self._file.close()
             raise
@@ -105,7 +106,7 @@ class TraceStream:
                 reader.start(self.path, event)
                 self.format_version = reader.version
             if event is not None:
-                why = reader.take(event, len(line))
+                why = reader.take(event, len(line), number)
                 if why is None:
                     yield number, event
                 if why is None or why is REPEAT:
@@ -341,6 +342,7 @@ class _Reader:
         self.size = 0
         self.version: int | None = None
         self.image = 0  # a run event after the first starts a new image of the process (an exec)
+        self.marks: dict[int, int] = {}  # each image's first serving-start mark (`TraceStream.marks`)
         self.first_dispatches: set[tuple] = set()
         self.last_counts: dict[tuple, int] = {}  # (image, family) -> the size of its last counts line
         self.kept = 0
@@ -350,9 +352,11 @@ class _Reader:
     def start(self, path: Path, first: dict) -> None:
         self.version = _first(path, first)
 
-    def take(self, event: dict, size: int) -> str | None:
-        """Keep `event` (None: kept, made to share what it repeats), leave it out (REPEAT: it says nothing new), or
-        why it is a bad line."""
+    def take(self, event: dict, size: int, number: int) -> str | None:
+        """Keep `event` (line `number`; None: kept, made to share what it repeats), leave it out (REPEAT: it says
+        nothing new), or why it is a bad line. A dispatch repeats an earlier one of its variant in the same phase on
+        the same side of its image's serving-start mark (a phase as written is settled by the mark: the first serving
+        dispatch after it is new, whatever phase the warm-up's before it was written with)."""
         if self.version == 1:
             why = wrong_in_format_1(event)
         else:
@@ -363,7 +367,8 @@ class _Reader:
         if kind == "run" and self.kept:
             self.image += 1
         elif kind == "dispatch" and self.version >= 2:
-            first = (self.image, event["family"], event["vid"], event["phase"])
+            before_mark = self.image in self.marks and number < self.marks[self.image]
+            first = (self.image, event["family"], event["vid"], event["phase"], before_mark)
             if first in self.first_dispatches:
                 return REPEAT
             self.first_dispatches.add(first)
