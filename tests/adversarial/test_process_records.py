@@ -94,6 +94,36 @@ def test_a_serving_compile_written_to_a_full_disk_is_never_lost_in_silence(tmp_p
     assert lost and "ENOSPC" in lost[0], result.report["incomplete"]
 
 
+FULL_TO_THE_END = """
+import os, sys
+child = os.fork()
+if child == 0:  # the child fills the disk, compiles on the serving path and ends with the disk still full
+    import json
+    trace = os.path.join(os.environ["MLACHECK_DISK"], "run", f"trace-{os.getpid()}.jsonl")
+    pad = -os.path.getsize(trace) % 4096  # its last page filled: the next event needs a page it does not get
+    pad += 4096 if pad < 64 else 0
+    with open(trace, "a") as own:
+        own.write(json.dumps({"type": "context", "values": {}}).ljust(pad - 1) + "\\n")
+    with open(os.path.join(os.environ["MLACHECK_DISK"], "filler"), "wb", buffering=0) as fill:
+        try:
+            while fill.write(b"x" * 4096):
+                pass
+        except OSError:
+            pass
+    k.dispatch(1, "bf16", True)
+    sys.exit(0)
+os.waitpid(child, 0)
+os.unlink(os.path.join(os.environ["MLACHECK_DISK"], "filler"))  # room again for the parent and the supervisor
+"""
+
+
+def test_a_process_that_ends_with_the_disk_still_full_loses_no_event_in_silence(tmp_path):
+    result = observe_on_small_disk(tmp_path, WARM + FULL_TO_THE_END)
+    assert_not_pass(result, "incomplete")
+    lost = [reason for reason in result.report["incomplete"] if ".lost" in reason]
+    assert lost, result.report["incomplete"]
+
+
 def test_a_file_size_limit_loses_no_event_in_silence(tmp_path):
     text = WARM + "for n in range(200):\n    k.dispatch(1, f'dtype{n}', True)\n"
     limited = ["sh", "-c", 'ulimit -f 16 && exec "$@"', "sh"]  # 16 blocks of 512 bytes: 8 KiB a file
