@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from mlacheck.analysis.borrowed import settle_borrowed
 from mlacheck.analysis.checks import run_checks
-from mlacheck.analysis.completeness import incomplete_reasons, mark_unverified, unseen_reasons
+from mlacheck.analysis.completeness import cut_short_reasons, incomplete_reasons, mark_unverified, unseen_reasons
 from mlacheck.analysis.declared import declared
 from mlacheck.analysis.digest import Digest
 from mlacheck.analysis.findings import Finding, telling
@@ -89,6 +89,7 @@ def analyse(
     lost: list[str] | None = None,
     dry: bool = False,
     interrupted: str | None = None,
+    cut_short: dict | None = None,
 ) -> Analysis:
     """Turn the events of one or more traces (tagged "proc"), or their digest (`analysis.digest`: what a run folder's
     traces streamed into), into per-family variants and findings: the registry of checks (`analysis/checks/`) over
@@ -97,13 +98,16 @@ def analyse(
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
     what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
     names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry);
-    `interrupted`: the step a Ctrl-C stopped the run in (the rest never ran: nothing unused is dead warm-up).
+    `interrupted`: the step a Ctrl-C stopped the run in (the rest never ran: nothing unused is dead warm-up);
+    `cut_short`: the processes whose program ended before its traffic may have, each with how it ended (what they
+    did not dispatch is not dead warm-up either).
     """
     digest = events if isinstance(events, Digest) else Digest.of(events)
     tables, facts = digest.tables.finish()
     settle_borrowed(tables, digest.tables.netted, {proc: fact.host for proc, fact in facts.items()})
     unseen = frozenset((e.get("proc"), e.get("family")) for e in digest.kept["unseen"])
-    views = _views(rules, tables, facts, context or {}, interrupted is not None, unseen)
+    cut_short = cut_short or {}
+    views = _views(rules, tables, facts, context or {}, interrupted is not None, unseen, cut_short)
     labels = {view.name: (view.key_fields, view.varying) for view in views}
     timeline = digest.timeline.finish(lambda name, key: telling(key, *labels.get(name, ([], []))))
     waited = waits(timeline)
@@ -126,6 +130,7 @@ def analyse(
     )
     incomplete += judged.incomplete + layouts_dispatched + unknown_phases + unfinished_reasons(facts)
     incomplete += unseen_reasons(digest.kept["unseen"])
+    incomplete += cut_short_reasons([table for view in views for table in view.tables], cut_short)
     contexts = {proc: fact.context for proc, fact in facts.items()}
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
@@ -154,6 +159,7 @@ def _views(
     context: dict[str, str],
     interrupted: bool,
     unseen: frozenset,
+    cut_short: dict,
 ) -> list[FamilyView]:
     """Each recorded family that a rule declares, as the checks see it (its precompiled variants that nothing could
     have checked marked unverified first)."""
@@ -165,7 +171,7 @@ def _views(
         family_tables = [table for (_, of), table in tables.items() if of == name]
         if not family_tables:
             continue
-        mark_unverified(family_tables, interrupted, unseen)
+        mark_unverified(family_tables, interrupted, unseen, cut_short)
         contexts = [derived_context({**rule.context, **facts[t.proc].context, **context}) for t in family_tables]
         views.append(FamilyView(rule, family_tables, merge(family_tables), contexts, stale_entry=stale_entry))
     return views

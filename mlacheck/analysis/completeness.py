@@ -10,6 +10,8 @@ dispatches could have hit are "unverified", not dead warm-up.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.capture.phase import HOW_TO_MARK
 from mlacheck.keys import key_text
@@ -25,16 +27,22 @@ DRY_HINT = (
 )
 
 
-def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False, unseen: frozenset = frozenset()) -> None:
+def mark_unverified(
+    tables: list[ProcessFamily],
+    interrupted: bool = False,
+    unseen: frozenset = frozenset(),
+    cut_short: Collection = frozenset(),
+) -> None:
     """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
     whose lookups the capture said it could not count (where it said it counts every lookup, none is no use), or
     went past capture in that process (`unseen`: (proc, family) pairs), or whose traffic never ran to its end (the
-    run was interrupted)."""
+    run was interrupted, or the process's program was cut short: `cut_short`, its processes)."""
     looked_up = any(table.lookups for table in tables)
     for table in tables:
         counted = table.every_lookup_counted
         if (
             interrupted
+            or table.proc in cut_short
             or (table.proc, table.family) in unseen
             or table.died_before_lookup
             or table.returned_without_lookup
@@ -44,6 +52,22 @@ def mark_unverified(tables: list[ProcessFamily], interrupted: bool = False, unse
             for variant in table.variants.values():
                 if variant.precompiled and not variant.dispatches and not variant.captured:
                     variant.unverified = True
+
+
+def cut_short_reasons(tables: list[ProcessFamily], cut_short: dict) -> list[str]:
+    """One line for each way a program ended before its traffic may have (`cut_short`: a process -> how its program
+    ended) that left precompiled variants unverified."""
+    unverified: dict[str, int] = {}
+    for table in tables:
+        if table.proc in cut_short:
+            how = cut_short[table.proc]
+            unverified[how] = unverified.get(how, 0) + sum(v.unverified for v in table.variants.values())
+    return [
+        f"{how} before its traffic may have ended: {count} precompiled variant(s) it never dispatched are unverified "
+        "(dead warm-up, or traffic that never came)"
+        for how, count in unverified.items()
+        if count
+    ]
 
 
 def incomplete_reasons(

@@ -384,6 +384,7 @@ def program_report(
         observed=len(loaded.processes),
         lost=_lost_lines(loaded),
         dry=any(program.get("dry") for program in loaded.programs),
+        cut_short=_cut_short(paths, loaded),
     )
     ranks = rank_summaries(
         loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
@@ -404,6 +405,26 @@ def program_report(
         "ranks": ranks,
     }
     return build_report(analysis, facts, loaded.processes, policy)
+
+
+def _cut_short(paths: list[Path], loaded: LoadedRuns) -> dict[int, str]:
+    """The processes of each run whose program ended before its traffic may have, each with how: it exited with a
+    status other than 0, or a signal killed it that mlacheck did not forward (a stop the user asked for ends the
+    traffic the user let run, as a server is ended). A run that never finished says so already."""
+    ended: dict[str, str] = {}
+    for path, program in zip(paths, loaded.programs):
+        if program.get("forwarded"):
+            continue
+        how = (
+            f"was killed by {program['signal']}"
+            if program.get("signal")
+            else f"exited {program['exit_code']}"
+            if program.get("exit_code")
+            else None
+        )
+        if how is not None:
+            ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
+    return {proc: ended[process["run"]] for proc, process in enumerate(loaded.processes) if process["run"] in ended}
 
 
 def _lost_lines(loaded: LoadedRuns) -> list[str]:

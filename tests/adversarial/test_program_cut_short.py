@@ -1,0 +1,83 @@
+"""A program that ends before its traffic may have ended (it exits non-zero, or a signal kills it that mlacheck did not
+forward) never passes on what it did not reach: the warm-up it never dispatched is unverified, not dead warm-up
+(MLA002 would tell the user to drop a variant the rest of the traffic may need), and the run is incomplete. A stop the
+user asked for (a signal to mlacheck, forwarded: how a server is ended) leaves the traffic the user let run as the one
+judged: its never-dispatched warm-up is dead warm-up, as after an exit 0."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.adversarial.conftest import ROOT, SYNTHETIC, assert_not_pass, observe, program, read_outputs
+
+SERVED = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import mlacheck
+    from tests.fixtures import synthetic_kernels as k
+    k.warmup(dtypes=("fp8", "bf16"), causal=(True,))
+    mlacheck.serving_started()
+    k.dispatch(1, "fp8", True)  # the traffic reaches fp8; bf16 would have come next
+    """
+)
+ENDS = {
+    "exit 3": ("sys.exit(3)\n", "the program exited 3"),
+    "SIGKILL": ("os.kill(os.getpid(), signal.SIGKILL)\n", "the program was killed by SIGKILL"),
+    "SIGSEGV": ("os.kill(os.getpid(), signal.SIGSEGV)\n", "the program was killed by SIGSEGV"),
+}
+
+
+def statuses(result) -> dict[str, str]:
+    return {v["key"]["dtype"]: v["status"] for family in result.report["families"] for v in family["variants"]}
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_a_program_cut_short_leaves_its_undispatched_warmup_unverified_and_the_run_incomplete(tmp_path, end):
+    text, why = ENDS[end]
+    result = observe(tmp_path, sys.executable, program(tmp_path, SERVED + text))
+    assert_not_pass(result, "incomplete")
+    assert statuses(result) == {"fp8": "ok", "bf16": "unverified"}, statuses(result)
+    assert not [f for f in result.report["findings"] if f["code"] == "MLA002"], result.report["findings"]
+    [reason] = [reason for reason in result.report["incomplete"] if reason.startswith(why)]
+    assert "1 precompiled variant(s) it never dispatched are unverified" in reason, reason
+
+
+def test_allow_incomplete_gives_a_cut_short_program_its_own_exit_status(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, SERVED + "sys.exit(3)\n"), options=("--allow-incomplete",))
+    assert_not_pass(result, "incomplete", allow_incomplete=True)
+    assert result.code == 3, result.stdout
+
+
+def test_a_program_that_ends_well_keeps_its_dead_warmup(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, SERVED))
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
+    assert [f["code"] for f in result.report["findings"]] == ["MLA002"]
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_server_the_user_stops_is_judged_on_the_traffic_it_served(tmp_path, signame):
+    """The user's Ctrl-C (or a CI job's SIGTERM) to mlacheck, forwarded to the program, which dies by it."""
+    text = SERVED + 'print("ready", flush=True)\ntime.sleep(60)\n'
+    out = tmp_path / "out"
+    out.mkdir()
+    outputs = {fmt: out / f"report.{fmt}" for fmt in ("json", "junit", "sarif", "github")}
+    args = [sys.executable, "-m", "mlacheck", "run", "--rules", SYNTHETIC, "--run-dir", str(tmp_path / "run")]
+    for fmt, path in outputs.items():
+        args += ["--output", f"{fmt}:{path}"]
+    args += ["--", sys.executable, "-u", program(tmp_path, text)]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
+    with subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        assert run.stdout.readline() == "ready\n"
+        time.sleep(0.5)
+        run.send_signal(getattr(signal, signame))
+        stdout, stderr = run.communicate(timeout=120)
+    result = read_outputs(run.returncode, stdout, stderr, outputs, tmp_path / "run")
+    assert result.report["program"]["signal"] == signame, result.report["program"]
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
+    assert result.code == 128 + getattr(signal, signame), (result.code, result.stdout)
