@@ -37,13 +37,20 @@ class ReportPolicy:
         """The policy of the settings; a baseline file is read and checked now, and the codes of select and ignore (a
         bad one is one MlacheckError line about its setting)."""
         known, source = known_findings(baseline)
+        selected, ignored = _selected(select), frozenset(_codes("ignore", ignore or []))
+        if selected is not None and selected <= ignored:  # (the two may come from two places: a flag and the file)
+            raise MlacheckError(
+                f"{SETTING} drops every code that select keeps ({', '.join(sorted(selected))}), so no finding could "
+                "count; take them out of ignore, or select others",
+                "ignore",
+            )
         return cls(
             strict=strict,
             allow_incomplete=allow_incomplete,
             known=frozenset(known) if known is not None else None,
             baseline=source,
-            select=_selected(select),
-            ignore=frozenset(_codes("ignore", ignore or [])),
+            select=selected,
+            ignore=ignored,
         )
 
     def ignores(self, code: str) -> bool:
@@ -71,8 +78,8 @@ def _selected(select: list[str] | None) -> frozenset[str] | None:
     codes = frozenset(_codes("select", select))
     if not codes:
         raise MlacheckError(
-            f"{SETTING} selects no finding code (it was given empty); name the codes to keep, e.g. {SETTING} MLA001, "
-            "or leave it out to keep them all",
+            f"{SETTING} selects no finding code (it was given empty); name the codes to keep (e.g. MLA001), or leave "
+            "it out to keep them all",
             "select",
         )
     return codes

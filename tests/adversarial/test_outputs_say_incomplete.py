@@ -110,6 +110,6 @@ def test_a_selection_that_selects_nothing_is_refused_in_one_line(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "mlacheck: error: --select selects no finding code (it was given empty); name the codes to keep, e.g. "
-        "--select MLA001, or leave it out to keep them all"
+        "mlacheck: error: --select selects no finding code (it was given empty); name the codes to keep (e.g. "
+        "MLA001), or leave it out to keep them all"
     ]

@@ -47,7 +47,9 @@ def test_a_program_cut_short_leaves_its_undispatched_warmup_unverified_and_the_r
 
 
 def test_allow_incomplete_gives_a_cut_short_program_its_own_exit_status(tmp_path):
-    result = observe(tmp_path, sys.executable, program(tmp_path, SERVED + "sys.exit(3)\n"), options=("--allow-incomplete",))
+    result = observe(
+        tmp_path, sys.executable, program(tmp_path, SERVED + "sys.exit(3)\n"), options=("--allow-incomplete",)
+    )
     assert_not_pass(result, "incomplete", allow_incomplete=True)
     assert result.code == 3, result.stdout
 

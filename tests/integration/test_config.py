@@ -56,6 +56,18 @@ def test_strict_and_select_from_the_file(tmp_path):
     assert lenient.code == 0 and not lenient.report["strict"], lenient.stdout
 
 
+def test_a_selection_that_the_file_s_ignore_drops_whole_is_refused_in_one_line(tmp_path):
+    """--select MLA002 with the file's ignore = ['MLA002']: nothing could count, so a failing run would pass."""
+    folder = project(tmp_path, "ignore = ['MLA002']\n")
+    result = run_cli("run", "--select", "MLA002", "--", sys.executable, "-c", "pass", cwd=folder)
+    assert result.code == 2 and result.stderr.strip() == (
+        f"mlacheck: error: {folder / 'pyproject.toml'} [tool.mlacheck] ignore drops every code that select keeps "
+        "(MLA002), so no finding could count; take them out of ignore, or select others"
+    )
+    kept = run_cli("run", "--select", "MLA001,MLA002", "--", sys.executable, "-c", "pass", cwd=folder)
+    assert "drops every code" not in kept.stderr, kept.stderr
+
+
 def test_a_bad_setting_is_one_line_before_anything_runs(tmp_path):
     folder = project(tmp_path, "kernel = 'nope'\n")
     result = run_cli("run", "--compile", "skip", cwd=folder)
