@@ -143,6 +143,8 @@ def run(ctx: typer.Context, **values: object) -> None:
     """Run the embedded scenario (warm-up, then traffic through the kernels' own dispatch), or with
     `-- COMMAND`, run a program and observe every Python process it starts; report mismatches."""
     command = values["command"]
+    if not command and sys.argv[-1:] == ["--"]:  # (the parser keeps no trace of a `--` with nothing after it)
+        _fail("nothing after --: give the command to observe (mlacheck run -- python serve.py), or leave -- out")
     given = _given(ctx, values)
     other = "scenario" if command else "program"
     refused = sorted(name for name in given if SETTINGS[name].mode == other)
