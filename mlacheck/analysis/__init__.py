@@ -127,6 +127,7 @@ def analyse(
         lost or [],
         len(internal),
         dry,
+        bool(digest.kept["unseen"]),
     )
     incomplete += judged.incomplete + layouts_dispatched + unknown_phases + unfinished_reasons(facts)
     incomplete += unseen_reasons(digest.kept["unseen"])

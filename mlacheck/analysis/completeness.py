@@ -78,9 +78,11 @@ def incomplete_reasons(
     lost: list[str],
     internal_errors: int,
     dry: bool = False,
+    unseen: bool = False,
 ) -> list[str]:
     """One line per reason the run cannot pass (a dispatch that died for want of a CUDA device, in a run without
-    --dry, says to add it)."""
+    --dry, says to add it). `unseen`: capture said what it could not see (its lines say why, a family it could not
+    watch among them: no family loaded is then no news)."""
     reasons = [f"a Python process ran unobserved: {line}" for line in unobserved]
     reasons += [f"events were lost: {line}" for line in lost]
     if internal_errors:
@@ -90,7 +92,7 @@ def incomplete_reasons(
         )
     if observed == 0:
         return reasons + ["no Python process was observed (the program started none, or none could import mlacheck)"]
-    if not family_tables:
+    if not family_tables and not unseen:
         return reasons + [
             f"no observed process loaded a watched kernel family ({', '.join(dict.fromkeys(watched))}): nothing was checked"
         ]

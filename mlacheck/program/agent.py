@@ -29,6 +29,7 @@ from mlacheck.events import (
     run_event,
     serving_start_event,
     start_run_clock,
+    unseen_event,
 )
 from mlacheck.files import read_json
 from mlacheck.program import spawns
@@ -248,10 +249,20 @@ class Agent:
         ]
         self.captures[name] = families + nets + entries
         for capture in families:
-            self._safely(capture.install)
+            self._safely(functools.partial(self._install_family, capture))
         for hook in nets + entries:
             self._safely(lambda hook=hook: hook.install(module))
         self._serving_already(self.captures[name])
+
+    def _install_family(self, capture) -> None:
+        """A family's capture put in place. A rule that does not describe the module as loaded (a name it gives that the
+        module lacks: a typo, or a rule gone stale) leaves the family unwatched in this process: what capture could not
+        see (an `unseen` event, the rule's to fix), not an error of mlacheck's."""
+        try:
+            capture.install()
+        except MlacheckError as exc:
+            name = capture.family.name
+            self.sink.write(unseen_event(name, "not watched: " + str(exc).removeprefix(f"{name}: ")))
 
     def _watch(self, name: str) -> None:
         """Install the watcher of module `name` (its capture class is named in the config as MODULE:CLASS)."""

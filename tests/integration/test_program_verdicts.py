@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,23 @@ def test_allow_incomplete_keeps_the_verdict_and_passes_the_program_status_throug
     result = observe(tmp_path, "sh", "-c", "exit 3", options=("--allow-incomplete",))
     assert result.code == 3 and result.report["verdict"] == "incomplete"
     assert result.report["exit_reason"] == "exit 3: the program exited 3"
+
+
+@pytest.mark.parametrize("line, named", [('cache = "_cache"', "_nocache"), ('dispatch = ["dispatch"]', "dispatsh")])
+def test_a_rule_that_names_what_the_module_lacks_is_the_rule_s_problem_not_an_internal_error(tmp_path, line, named):
+    """A typo in a user's rule file (or a rule gone stale) leaves the family unwatched: said as the rule's, in one line
+    that names the name and the rule to fix, never as a bug of mlacheck's nor as a module that was never loaded."""
+    rules = tmp_path / "synthetic.toml"
+    value = line.split('"')[1]
+    rules.write_text(Path(RULES).read_text().replace(line, line.replace(f'"{value}"', f'"{named}"')))
+    text = (
+        "from tests.fixtures import synthetic_kernels as k\nk.warmup(dtypes=('fp8',), causal=(True,))\nk.dispatch(1)\n"
+    )
+    result = observe(tmp_path, sys.executable, "-c", text, rules=str(rules))
+    assert result.code == 2 and result.report["verdict"] == "incomplete", result.stdout
+    assert result.report["internal_errors"] == [] and "internal error" not in result.stdout, result.stdout
+    [reason] = result.report["incomplete"]
+    assert reason.startswith("synthetic: not watched: ") and repr(named) in reason and "rule" in reason, reason
 
 
 def test_a_python_program_that_never_loads_the_family_is_incomplete(tmp_path):
