@@ -278,8 +278,11 @@ def list_rules(
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Every key field and path whole.")] = False,
+    code: Annotated[str | None, typer.Argument(hidden=True)] = None,
 ) -> None:
     """List the finding codes and the kernel families the rule files declare."""
+    if code is not None:  # (a code's page is `mlacheck rule`'s: said, not a parser's "unexpected argument")
+        _fail(f"mlacheck rules takes no code; a code's page: mlacheck rule {code}")
     if template is not None:
         from mlacheck.commands.rule_template import template as make_template
         from mlacheck.rulefiles import load_rules
@@ -299,9 +302,12 @@ def rule(
     every: Annotated[bool, typer.Option("--all", help="The page of every finding code.")] = False,
 ) -> None:
     """Explain a finding code: what it finds, why it matters, an example, how to fix it, how to silence it."""
-    from mlacheck.commands.rule_page import pages
+    from mlacheck.commands.rule_page import pages, wrapped
 
-    _console().print(_guard(lambda: pages(code, every)), markup=False, highlight=False, soft_wrap=True, end="")
+    console = _console()
+    text = _guard(lambda: pages(code, every))
+    text = wrapped(text, console.width) if console.is_terminal else text  # (a pipe gets the Markdown as written)
+    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
 
 
 @app.command("env", cls=_Command)

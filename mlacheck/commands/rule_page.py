@@ -4,6 +4,8 @@ matters, an example, how to fix it, how to silence it. Everything but the silenc
 
 from __future__ import annotations
 
+import textwrap
+
 from mlacheck.codes import CODES, Code, find
 from mlacheck.errors import MlacheckError
 
@@ -44,3 +46,27 @@ def pages(name: str | None, every: bool) -> str:
             + ", ".join(f"{c.code} ({c.name})" for c in CODES.values())
         )
     return page(code)
+
+
+def wrapped(markdown: str, width: int) -> str:
+    """A page as a terminal of `width` columns shows it: each paragraph of prose wrapped at a space, code blocks (and
+    headings) as they are."""
+    lines, fenced, paragraph = [], False, []
+
+    def flush() -> None:
+        if paragraph:
+            lines.extend(textwrap.wrap(" ".join(paragraph), width, break_long_words=False, break_on_hyphens=False))
+            paragraph.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            flush()
+            fenced = not fenced
+            lines.append(line)
+        elif fenced or not line.strip() or line.startswith("#"):
+            flush()
+            lines.append(line)
+        else:
+            paragraph.append(line)
+    flush()
+    return "\n".join(lines) + "\n"

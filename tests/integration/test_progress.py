@@ -102,3 +102,15 @@ def test_the_follower_reads_whole_lines_only(tmp_path):
         file.write('ily": "f"}\nnot json\n')
     assert follower.poll() == [{"type": "compile", "family": "f", "pid": 42}]
     assert follower.poll() == []
+
+
+def test_a_rule_page_in_a_terminal_wraps_its_prose_at_a_space():
+    code, shown, _ = in_a_terminal("rule", "MLA008")
+    assert code == 0 and shown.startswith("# unbounded-specialization (MLA008)"), shown
+    prose = [
+        line
+        for line in shown.splitlines()
+        if line and not line.startswith(("```", "MLA008", " ", "@", "def", "for", "gather"))
+    ]
+    assert max(map(len, prose)) <= 80, [line for line in prose if len(line) > 80]
+    assert "the traffic (a token count, a batch size) passed as a specialized parameter" in " ".join(shown.split())

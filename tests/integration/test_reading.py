@@ -182,6 +182,10 @@ def test_rule_prints_a_codes_page_and_rules_fits_80_columns():
     assert "## How to silence it" in page.stdout and "--ignore MLA001" in page.stdout
     every = run_cli("rule", "--all")
     assert every.code == 0 and every.stdout.count("## How to fix it") == len(CODES)
+    misspelt = run_cli("rules", "MLA001")
+    assert misspelt.code == 2 and misspelt.stderr.strip() == (
+        "mlacheck: error: mlacheck rules takes no code; a code's page: mlacheck rule MLA001"
+    )
     unknown = run_cli("rule", "MLA999")
     assert unknown.code == 2 and unknown.stderr.startswith("mlacheck: error: rule MLA999: no such finding code")
     rules = run_cli("rules", env_extra={"COLUMNS": "80"})
