@@ -43,7 +43,12 @@ class RunFolder:
         where it is new, and refused where someone else could write it)."""
         if path is None:
             with about("run_dir"):
-                _make(DEFAULT_PARENT, f"{DEFAULT_PARENT} (where run folders go)", f"give {SETTING} a folder")
+                made = _make(DEFAULT_PARENT, f"{DEFAULT_PARENT} (where run folders go)", f"give {SETTING} a folder")
+            if made:  # (as pytest's and ruff's caches do: runs stay out of the user's git status)
+                try:
+                    write_new(DEFAULT_PARENT, ".gitignore", b"# made by mlacheck: run folders are not for git\n*\n")
+                except OSError:
+                    pass
             path = DEFAULT_PARENT / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
         if path.is_file():
             raise MlacheckError(

@@ -192,7 +192,8 @@ def test_json_report_holds_the_finding(inner):
     ]
     assert report["program"]["command"][0] == "pytest"
     # the default run folder: mlacheck-runs/<time>-<pid> under the session's working folder
-    [run_dir] = list((inner.path / "mlacheck-runs").iterdir())
+    [run_dir] = [path for path in (inner.path / "mlacheck-runs").iterdir() if path.name != ".gitignore"]
+    assert (inner.path / "mlacheck-runs" / ".gitignore").read_text().endswith("\n*\n")  # runs stay out of git
     assert line_starting(section(result), "run folder: ") == f"run folder: {run_dir}"
     assert (run_dir / "meta.json").exists()
 
