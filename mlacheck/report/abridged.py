@@ -3,10 +3,11 @@ reports hold them all.
 
 A family of more than `ROWS` variants shows `ROWS` of them in its table, some of each status (those of a finding
 first), and one row for the others of each status: their dispatches and seconds summed (so the title's dispatch calls
-and the verdict's seconds still add up), each key field's value where every variant of the family has it, else "…". Of more than `FINDINGS` findings of one code, family and state (new, known, ignored), the first
-`FINDINGS` are listed and one line says how many more there are; so are the first `LINES` of more incomplete
-reasons, unreadable trace lines or internal errors (a hostile trace of 10^5 garbage lines: 10^5 of each, which took
-the terminal minutes). Nothing is dropped from the report itself.
+and the verdict's seconds still add up), each key field's value where every variant of the family has it, else "…".
+Of more than `FINDINGS` findings of one code, family and state (new, known, ignored), the first `FINDINGS` are listed
+and one line says how many more there are; so are the first `LINES` of more incomplete reasons or internal errors (a
+hostile trace of 10^5 garbage lines: 10^5 reasons, which took the terminal minutes). Nothing is dropped from the
+report itself.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ FINDINGS = 20  # findings of one code, family and state listed
 ATTENTION = ("serving-path compile", "dead warm-up", "unverified", "not compiled")  # statuses shown first
 MORE = "…"
 DISPATCHES = ("dispatches", "warmup_dispatches", "capture_dispatches")  # summed in a summary row
-LINES = 100  # incomplete reasons, unreadable lines and internal errors listed, each (a run at scale has more)
-LISTED = ("incomplete", "bad_lines", "internal_errors")  # the report's lists of lines
+LINES = 100  # incomplete reasons and internal errors listed, each (a run at scale has more)
+LISTED = ("incomplete", "internal_errors")  # the report's lists of lines (each unreadable line is a reason)
 
 
 def abridged(data: dict) -> dict:

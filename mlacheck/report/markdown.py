@@ -88,12 +88,11 @@ def _findings(findings: list[dict]) -> list[str]:
 
 
 def _unseen(report: dict) -> list[str]:
-    """What the run did not see (incomplete reasons, what was not checked, unreadable trace lines), then the internal
-    errors of capture: a section each, where there are any."""
+    """What the run did not see (incomplete reasons, each unreadable trace line among them, and what was not checked),
+    then the internal errors of capture: a section each, where there are any."""
     unseen = [
         *(f"incomplete: {line}" for line in report.get("incomplete") or []),
         *(f"not checked: {line}" for line in report.get("not_checked") or []),
-        *(f"unreadable trace line skipped: {line}" for line in report.get("bad_lines") or []),
     ]
     lines = []
     if unseen:

@@ -346,10 +346,6 @@ def _unseen(data: dict, detail: str) -> list[Text]:
             )
         )
     lines += [
-        Text(f"unreadable trace line skipped (the rest of its trace was read): {line}", style="magenta")
-        for line in data.get("bad_lines") or []
-    ]
-    lines += [
         Text(f"internal error in capture (the program went on): {error}", style="magenta")
         for error in data.get("internal_errors") or []
     ]
