@@ -112,5 +112,6 @@ def _short_path(path: str, cwd: str) -> str:
         return str(Path(path).resolve().relative_to(Path(cwd).resolve()))
     except (ValueError, OSError):
         pass
+    path = os.path.normpath(os.path.join(cwd, path))  # (a script run as ../x.py has its `..` in its file name)
     roots = [entry for entry in sys.path if entry and os.path.isabs(entry) and path.startswith(entry.rstrip("/") + "/")]
     return path[len(max(roots, key=len).rstrip("/")) + 1 :] if roots else path
