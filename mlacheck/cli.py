@@ -137,7 +137,7 @@ SOURCES = _argument(
 )
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, short_help="Check the embedded scenario, or observe a program (-- CMD).")
 @_settings_command(*RUN, arguments=(COMMAND,))
 def run(ctx: typer.Context, **values: object) -> None:
     """Run the embedded scenario (warm-up, then traffic through the kernels' own dispatch), or with
@@ -212,7 +212,7 @@ def _scenario(settings: Settings, policy, watch, detail: str):
     return _guard(lambda: run_scenario(options, policy, watch), settings)
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, short_help="Re-render saved runs (merged) or a saved JSON report.")
 @_settings_command(
     *REPORT, arguments=(SOURCES,), help={"rules": "Rules to analyse with (default: those saved in the run folders)."}
 )
@@ -228,7 +228,7 @@ def report(ctx: typer.Context, **values: object) -> None:
     _finish(_guard(observation.report, settings), specs, detail, settings=settings)
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, short_help="Write the variants a run dispatched as a warm-up manifest.")
 def manifest(
     sources: Annotated[
         list[Path],
@@ -265,7 +265,7 @@ def manifest(
     _console().print(f"mlacheck: wrote {count} dispatched variant(s) to {output}", markup=False)
 
 
-@app.command("rules", cls=_Command)
+@app.command("rules", cls=_Command, short_help="List the finding codes and the rule files' kernel families.")
 def list_rules(
     rules: Annotated[Path | None, _option("rules")] = None,
     fingerprints: Annotated[
@@ -294,7 +294,7 @@ def list_rules(
     _guard(lambda: print_rules(_console(), rules, fingerprints, verbose))
 
 
-@app.command("rule", cls=_Command)
+@app.command("rule", cls=_Command, short_help="Explain a finding code: what, why, an example, the fix.")
 def rule(
     code: Annotated[
         str | None, typer.Argument(metavar="CODE", help="A finding code (MLA001) or its name (serving-path-compile).")
@@ -310,7 +310,7 @@ def rule(
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
 
 
-@app.command("env", cls=_Command)
+@app.command("env", cls=_Command, short_help="Print what a process the run did not start needs to join it.")
 def env(
     run_dir: Annotated[
         Path | None,

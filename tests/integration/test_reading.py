@@ -176,6 +176,12 @@ def test_a_dispatch_that_died_for_want_of_a_cuda_device_says_to_add_dry(tmp_path
     assert "--dry" not in " ".join(dry.report["incomplete"])
 
 
+def test_the_help_s_command_list_is_whole_at_80_columns():
+    shown = run_cli("--help", env_extra={"COLUMNS": "80"}).stdout
+    commands = shown[shown.index("Commands:") :].splitlines()[1:]
+    assert len(commands) >= 7 and not [line for line in commands if line.rstrip().endswith("...")], commands
+
+
 def test_rule_prints_a_codes_page_and_rules_fits_80_columns():
     page = run_cli("rule", "MLA001", env_extra={"COLUMNS": "80"})
     assert page.code == 0 and page.stdout.startswith("# serving-path-compile (MLA001)\n"), page.stderr
