@@ -389,8 +389,9 @@ def program_report(
     ranks = rank_summaries(
         loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
     )
-    declared = {family.name for family in analysis.families} | {rule.family.name for rule in rules.families}
-    analysis.incomplete += _undeclared(loaded.digest.families, declared)
+    unwatched = {event["family"] for event in loaded.digest.kept["unseen"]}  # (their lines say why: not unanalysed)
+    said = {family.name for family in analysis.families} | (unwatched & {rule.family.name for rule in rules.families})
+    analysis.incomplete += _undeclared(loaded.digest.families, said)
     analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
     target_arch = (context or {}).get("target_arch", loaded.digest.target_arch)
