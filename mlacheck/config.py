@@ -92,7 +92,7 @@ SETTINGS = _settings(
     Setting("arch", "text", "Target arch: auto, or one a loaded family has kernels for (sm_90a, sm_100a, ...).",
             "auto", "ARCH", pytest=True),
     Setting("compile", "choice", "real: compile and time every variant; skip: record keys only (kernels then cannot "
-            "launch: a program's run needs --dry too).", "real", choices=("real", "skip"), pytest=True),
+            "launch).", "real", choices=("real", "skip"), pytest=True),
     Setting("rules", "path", "A rule file or folder that replaces the bundled rules.", None, "PATH", pytest=True,
             key=True),
     Setting("requests", "int", "Requests in the seeded workload.", 8, "N", mode="scenario"),

@@ -424,6 +424,8 @@ def _cut_short(paths: list[Path], loaded: LoadedRuns) -> dict[int, str]:
             if program.get("exit_code")
             else None
         )
+        if how is not None and program.get("compile_policy") == "skip" and not program.get("dry"):
+            how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
         if how is not None:
             ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
     return {proc: ended[process["run"]] for proc, process in enumerate(loaded.processes) if process["run"] in ended}

@@ -102,13 +102,6 @@ def _checked(options: ProgramOptions) -> tuple[RuleSet, str]:
     for item in options.step:
         if qualnames.split(item) is None:
             raise MlacheckError(f"{SETTING}: write MODULE:QUALNAME (the engine's step function)", "step", item)
-    if options.compile == "skip" and not options.dry:
-        raise MlacheckError(
-            f"{SETTING}: a variant it does not compile cannot launch, and the program's dispatches launch theirs (its "
-            "first would raise); add --dry (pytest: --mlacheck-dry), which stops each dispatch before its launch",
-            "compile",
-            "skip",
-        )
     if options.num_sms is not None and options.num_sms < 1:
         raise MlacheckError(f"{SETTING}: an SM count is a positive number (148 on a B200)", "num_sms", options.num_sms)
     rules = load_rules(options.rules)

@@ -46,6 +46,16 @@ def test_a_program_cut_short_leaves_its_undispatched_warmup_unverified_and_the_r
     assert "1 precompiled variant(s) it never dispatched are unverified" in reason, reason
 
 
+def test_a_program_that_launched_what_compile_skip_did_not_compile_is_told_why_it_was_cut_short(tmp_path):
+    """--compile skip without --dry: a dispatch that launches a variant not compiled raises inside the program (a
+    program under FakeTensorMode launches nothing, so the pair is not refused); the reason says so."""
+    result = observe(tmp_path, sys.executable, program(tmp_path, SERVED), options=("--compile", "skip"))
+    assert_not_pass(result, "incomplete")
+    assert "cannot launch" in result.stderr and statuses(result)["bf16"] == "unverified", result.stderr
+    [reason] = [reason for reason in result.report["incomplete"] if reason.startswith("the program exited 1")]
+    assert "under --compile skip without --dry, a dispatch that launches a variant not compiled raises" in reason
+
+
 def test_allow_incomplete_gives_a_cut_short_program_its_own_exit_status(tmp_path):
     result = observe(
         tmp_path, sys.executable, program(tmp_path, SERVED + "sys.exit(3)\n"), options=("--allow-incomplete",)

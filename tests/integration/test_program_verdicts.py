@@ -197,7 +197,6 @@ def test_json_to_stdout_is_the_document_alone(tmp_path):
         (("run", "--output", "nosuchformat:x", "--compile", "skip"), "--output nosuchformat:x: unknown format"),
         (("run", "--model", "kimi-k2", "--", "true"), "--model: does not apply to a program"),
         (("run", "--dry"), "--dry: does not apply to the embedded scenario"),
-        (("run", "--compile", "skip", "--", "true"), "--compile skip: a variant it does not compile cannot launch"),
         (("run", "--"), "nothing after --: give the command to observe"),
         (("run", "--dry", "--"), "nothing after --: give the command to observe"),
         (("report", "nosuch-run"), "nosuch-run: no such run folder"),

@@ -206,15 +206,6 @@ def test_bad_rules_path_is_a_usage_error(inner):
     assert not (inner.path / "mlacheck-runs").exists()
 
 
-def test_compile_skip_without_dry_is_a_usage_error(inner):
-    """A skipped compile cannot launch: the session's first dispatch would raise inside the user's tests."""
-    inner.makepyfile(test_serving=CORRECT_WARMUP)
-    result = run(inner, *OBSERVE, "--mlacheck-compile=skip")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.text
-    assert "--mlacheck-compile=skip: a variant it does not compile cannot launch" in result.text, result.text
-    assert not (inner.path / "mlacheck-runs").exists()
-
-
 def test_an_already_observed_pytest_is_refused(inner, monkeypatch):
     inner.makepyfile(test_serving=CORRECT_WARMUP)
     monkeypatch.setenv("MLACHECK_RUN_DIR", str(inner.path / "outer-run"))
