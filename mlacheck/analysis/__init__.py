@@ -131,7 +131,7 @@ def analyse(
     )
     incomplete += judged.incomplete + layouts_dispatched + unknown_phases + unfinished_reasons(facts)
     incomplete += unseen_reasons(digest.kept["unseen"])
-    incomplete += cut_short_reasons([table for view in views for table in view.tables], cut_short)
+    incomplete += cut_short_reasons([view.tables for view in views], cut_short, unseen)
     contexts = {proc: fact.context for proc, fact in facts.items()}
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
