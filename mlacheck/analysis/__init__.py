@@ -5,7 +5,9 @@ No I/O, no formatting, and nothing of torch or of a kernel library.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import ClassVar
 
 from mlacheck.analysis.borrowed import settle_borrowed
@@ -89,7 +91,7 @@ def analyse(
     lost: list[str] | None = None,
     dry: bool = False,
     interrupted: str | None = None,
-    cut_short: dict | None = None,
+    cut_short: Mapping = MappingProxyType({}),
 ) -> Analysis:
     """Turn the events of one or more traces (tagged "proc"), or their digest (`analysis.digest`: what a run folder's
     traces streamed into), into per-family variants and findings: the registry of checks (`analysis/checks/`) over
@@ -106,7 +108,6 @@ def analyse(
     tables, facts = digest.tables.finish()
     settle_borrowed(tables, digest.tables.netted, {proc: fact.host for proc, fact in facts.items()})
     unseen = frozenset((e.get("proc"), e.get("family")) for e in digest.kept["unseen"])
-    cut_short = cut_short or {}
     views = _views(rules, tables, facts, context or {}, interrupted is not None, unseen, cut_short)
     labels = {view.name: (view.key_fields, view.varying) for view in views}
     timeline = digest.timeline.finish(lambda name, key: telling(key, *labels.get(name, ([], []))))
@@ -160,7 +161,7 @@ def _views(
     context: dict[str, str],
     interrupted: bool,
     unseen: frozenset,
-    cut_short: dict,
+    cut_short: Mapping,
 ) -> list[FamilyView]:
     """Each recorded family that a rule declares, as the checks see it (its precompiled variants that nothing could
     have checked marked unverified first)."""

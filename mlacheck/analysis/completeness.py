@@ -10,7 +10,7 @@ dispatches could have hit are "unverified", not dead warm-up.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.capture.phase import HOW_TO_MARK
@@ -59,7 +59,7 @@ def _doubted(table: ProcessFamily, looked_up: bool, interrupted: bool, unseen: f
     )
 
 
-def cut_short_reasons(families: list[list[ProcessFamily]], cut_short: dict, unseen: frozenset) -> list[str]:
+def cut_short_reasons(families: list[list[ProcessFamily]], cut_short: Mapping, unseen: frozenset) -> list[str]:
     """One line for each way a program ended before its traffic may have (`cut_short`: a process -> how its program
     ended) that alone left precompiled variants unverified (`families`: each family's tables)."""
     unverified: dict[str, int] = {}

@@ -1,14 +1,13 @@
 """The agent: capture inside an observed process, started at interpreter start (by mlacheck-startup.pth through
 autostart.py, or by bootstrap/sitecustomize.py on PYTHONPATH, whichever comes first) or by the pytest plugin.
 
-It installs a family's hooks when the family's module is imported (and a watcher, a capture that finds its
-families at run time, such as every Triton kernel, when the module it watches is), tells them where the engine's warm-up
-and capture functions (`[[phase]]` in the rules) start and end, marks serving start where the rules (or
-the program, through `mlacheck.serving_started()` or MLACHECK_SERVING_START) say it starts, writes this
-process's own trace, gives a forked child a trace of its own, and never raises into the program.
-It imports no rule schema, no torch and no kernel library: the run folder's capture.json says what to do;
-the capture code itself is imported when a watched family's module is, so that start-up stays cheap.
-"""
+It installs a family's hooks when the family's module is imported (and a watcher, a capture that finds its families
+at run time, such as every Triton kernel, when the module it watches is), tells them where the engine's warm-up and
+capture functions (`[[phase]]` in the rules) start and end, marks serving start where the rules (or the program,
+through `mlacheck.serving_started()` or MLACHECK_SERVING_START) say it starts, writes this process's own trace, gives
+a forked child a trace of its own, and never raises into the program. It imports no rule schema, no torch and no
+kernel library: the run folder's capture.json says what to do; the capture code itself is imported when a watched
+family's module is, so that start-up stays cheap."""
 
 from __future__ import annotations
 
@@ -255,14 +254,12 @@ class Agent:
         self._serving_already(self.captures[name])
 
     def _install_family(self, capture) -> None:
-        """A family's capture put in place. A rule that does not describe the module as loaded (a name it gives that the
-        module lacks: a typo, or a rule gone stale) leaves the family unwatched in this process: what capture could not
-        see (an `unseen` event, the rule's to fix), not an error of mlacheck's."""
+        """A family's capture put in place; a rule naming what its module lacks (a typo, a stale rule) leaves the family
+        unwatched here: an `unseen` line, the rule's to fix, not an error of mlacheck's."""
         try:
             capture.install()
-        except MlacheckError as exc:
-            name = capture.family.name
-            self.sink.write(unseen_event(name, "not watched: " + str(exc).removeprefix(f"{name}: ")))
+        except MlacheckError as exc:  # (its message begins with the family's name, as its Patches label it)
+            self.sink.write(unseen_event(capture.family.name, "not watched: " + str(exc).partition(": ")[2]))
 
     def _watch(self, name: str) -> None:
         """Install the watcher of module `name` (its capture class is named in the config as MODULE:CLASS)."""
