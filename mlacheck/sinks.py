@@ -5,6 +5,7 @@ silence: an event the trace refuses is counted and said, in the trace or in the 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -135,6 +136,7 @@ class JsonlSink(EventSink):
         self._release()
         self.path, self._fd, self._identity = path, fd, identity
         self.lost, self._reported, self._errors, self._cut = 0, 0, {}, False
+        _write_note(lost_note_path(path), self._note_text())  # made now, while it can be: rewritten in place later
 
     def write(self, event: dict) -> None:
         line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
@@ -159,13 +161,17 @@ class JsonlSink(EventSink):
             self._refused(b"", exc)
 
     def close(self) -> None:
-        """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours."""
+        """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours; the
+        note of a trace that lost nothing goes."""
         if self.lost > self._reported and self._fd >= 0 and self._still_ours():
             try:
                 self._write_all(b"\n" * self._cut + self._lost_line(self.lost))
                 self._reported = self.lost
             except OSError:
                 pass
+        if not self.lost:
+            with contextlib.suppress(OSError):
+                os.unlink(lost_note_path(self.path))
         self._release()
 
     def _release(self) -> None:
@@ -224,7 +230,7 @@ class JsonlSink(EventSink):
 
     def _note_text(self) -> str:
         errors = ", ".join(f"{name} x{count}" for name, count in sorted(self._errors.items()))
-        return f"{self.lost} event(s) lost ({errors})\n"
+        return f"{self.lost} event(s) lost" + (f" ({errors})" if errors else "") + "\n"
 
 
 def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tuple[int, tuple[int, int]]:
@@ -238,14 +244,16 @@ def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tup
 
 
 def _write_note(path: str, text: str) -> None:
-    """Write a note of this process's (best effort: the disk may be full too)."""
+    """Write a note of this process's (best effort: the disk may be full too), over what it held, in place: a note made
+    when the trace was takes its count on a disk that has no room (nor inode) left."""
     try:
         fd, _ = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, text.encode())
+        data = text.encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
     except OSError:
         pass
     finally:

@@ -209,15 +209,16 @@ class _Lost:
             self.errors = event["errors"]
 
     def lines(self, trace_file: Path) -> list[str]:
-        """What the trace lost, one line: the most its events or its note count; a note there that counts nothing (the
-        disk took its name but not its text) says events were lost all the same."""
+        """What the trace lost, one line: the most its events or its note count (a note made with its trace says 0
+        until it loses one); a note there that holds no count (the disk took its name but not its text) says events
+        were lost all the same."""
         total, errors = self.total + self.image, self.errors
         path = lost_note_path(trace_file)
         note = read_note(Path(path))
         counted = int(note.split()[0]) if note and note.split()[0].isdigit() else 0
         if counted > total:
             return [f"{trace_file}: {note.strip()}: they were never written to it"]
-        if note is not None and not counted and not total:
+        if note is not None and not note[:1].isdigit() and not total:
             return [f"{trace_file}: events were never written to it ({path} is there but holds no count)"]
         if total:
             said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])

@@ -95,33 +95,50 @@ def test_a_serving_compile_written_to_a_full_disk_is_never_lost_in_silence(tmp_p
 
 
 FULL_TO_THE_END = """
-import os, sys
+import os, shutil, sys
+disk = os.environ["MLACHECK_DISK"]
 child = os.fork()
 if child == 0:  # the child fills the disk, compiles on the serving path and ends with the disk still full
     import json
-    trace = os.path.join(os.environ["MLACHECK_DISK"], "run", f"trace-{os.getpid()}.jsonl")
+    trace = os.path.join(disk, "run", f"trace-{{os.getpid()}}.jsonl")
     pad = -os.path.getsize(trace) % 4096  # its last page filled: the next event needs a page it does not get
     pad += 4096 if pad < 64 else 0
     with open(trace, "a") as own:
-        own.write(json.dumps({"type": "context", "values": {}}).ljust(pad - 1) + "\\n")
-    with open(os.path.join(os.environ["MLACHECK_DISK"], "filler"), "wb", buffering=0) as fill:
-        try:
-            while fill.write(b"x" * 4096):
-                pass
-        except OSError:
+        own.write(json.dumps({{"type": "context", "values": {{}}}}).ljust(pad - 1) + "\\n")
+    fill = open(os.path.join(disk, "filler"), "wb", buffering=0)
+    os.mkdir(os.path.join(disk, "hogs"))
+    try:  # every inode taken ({hog} files): a note made only now could not be made at all
+        for n in range({hog}):
+            open(os.path.join(disk, "hogs", str(n)), "w").close()
+    except OSError:
+        pass
+    try:
+        while fill.write(b"x" * 4096):
             pass
+    except OSError:
+        pass
     k.dispatch(1, "bf16", True)
     sys.exit(0)
 os.waitpid(child, 0)
-os.unlink(os.path.join(os.environ["MLACHECK_DISK"], "filler"))  # room again for the parent and the supervisor
+os.unlink(os.path.join(disk, "filler"))  # room again for the parent and the supervisor
+shutil.rmtree(os.path.join(disk, "hogs"))
 """
 
 
 def test_a_process_that_ends_with_the_disk_still_full_loses_no_event_in_silence(tmp_path):
-    result = observe_on_small_disk(tmp_path, WARM + FULL_TO_THE_END)
+    result = observe_on_small_disk(tmp_path, WARM + FULL_TO_THE_END.format(hog=0))
     assert_not_pass(result, "incomplete")
-    lost = [reason for reason in result.report["incomplete"] if ".lost" in reason]
+    lost = [reason for reason in result.report["incomplete"] if "were never written" in reason]
     assert lost, result.report["incomplete"]
+
+
+def test_a_process_that_loses_events_with_no_inode_left_loses_none_in_silence(tmp_path):
+    """No inode left when the trace refuses an event: the note beside the trace was made when the trace was, and is
+    rewritten in place."""
+    result = observe_on_small_disk(tmp_path, WARM + FULL_TO_THE_END.format(hog=100_000), size="1m,nr_inodes=400")
+    assert_not_pass(result, "incomplete")
+    lost = [reason for reason in result.report["incomplete"] if "were never written" in reason]
+    assert lost and "ENOSPC" in lost[0], result.report["incomplete"]
 
 
 def test_a_file_size_limit_loses_no_event_in_silence(tmp_path):
