@@ -410,13 +410,17 @@ def program_report(
     return build_report(analysis, facts, loaded.processes, policy)
 
 
+STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
+
+
 def _cut_short(paths: list[Path], loaded: LoadedRuns) -> dict[int, str]:
     """The processes of each run whose program ended before its traffic may have, each with how: it exited with a
-    status other than 0, or a signal killed it that mlacheck did not forward (a stop the user asked for ends the
-    traffic the user let run, as a server is ended). A run that never finished says so already."""
+    status other than 0, or a signal killed it that is no stop (SIGKILL, SIGSEGV, SIGABRT, ...). A stop someone asked
+    for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the traffic they let run, as
+    a server is ended. A run that never finished says so already."""
     ended: dict[str, str] = {}
     for path, program in zip(paths, loaded.programs):
-        if program.get("forwarded"):
+        if program.get("forwarded") or program.get("signal") in STOPS:
             continue
         how = (
             f"was killed by {program['signal']}"

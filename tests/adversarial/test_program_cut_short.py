@@ -1,8 +1,9 @@
-"""A program that ends before its traffic may have ended (it exits non-zero, or a signal kills it that mlacheck did not
-forward) never passes on what it did not reach: the warm-up it never dispatched is unverified, not dead warm-up
-(MLA002 would tell the user to drop a variant the rest of the traffic may need), and the run is incomplete. A stop the
-user asked for (a signal to mlacheck, forwarded: how a server is ended) leaves the traffic the user let run as the one
-judged: its never-dispatched warm-up is dead warm-up, as after an exit 0."""
+"""A program that ends before its traffic may have ended (it exits non-zero, or a signal that is no stop kills it:
+SIGKILL, SIGSEGV) never passes on what it did not reach: the warm-up it never dispatched is unverified, not dead
+warm-up (MLA002 would tell the user to drop a variant the rest of the traffic may need), and the run is incomplete. A
+stop someone asked for (a signal to mlacheck, forwarded, or SIGTERM, SIGINT or SIGHUP sent to the program itself: how
+a server is ended) leaves the traffic they let run as the one judged: its never-dispatched warm-up is dead warm-up, as
+after an exit 0."""
 
 import signal
 import subprocess
@@ -93,3 +94,17 @@ def test_a_server_the_user_stops_is_judged_on_the_traffic_it_served(tmp_path, si
     assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
     assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
     assert result.code == 128 + getattr(signal, signame), (result.code, result.stdout)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_server_stopped_straight_by_a_stop_signal_is_judged_on_the_traffic_it_served(tmp_path, signame):
+    """A CI job's `pkill -f serve.py`: a stop signal sent to the program itself, not through mlacheck."""
+    stopper = f"import os, signal, sys, time\ntime.sleep(1)\nos.kill(int(sys.argv[1]), signal.{signame})\n"
+    text = SERVED + (
+        f"import subprocess\nsubprocess.Popen([sys.executable, {program(tmp_path, stopper, 'stop.py')!r}, "
+        "str(os.getpid())])\ntime.sleep(60)\n"
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert result.report["program"]["signal"] == signame and not result.report["program"].get("forwarded")
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
