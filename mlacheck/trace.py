@@ -75,14 +75,13 @@ class TraceStream:
             raise MlacheckError(f"{path}: cannot read the trace: it is gone") from None
         self.path, self.truncated, self.bad_lines = path, False, []
         self.format_version, self.size, self.count = FORMAT_VERSION, 0, 0
-        self._reader = _Reader(limit, size_limit)
         try:
             marks = _marks(self._file, path)
             self.marks, self._whole = marks or {}, marks is None  # (None: format 1, read whole)
-            self._reader.marks = self.marks
         except BaseException:
             self._file.close()
             raise
+        self._reader = _Reader(limit, size_limit, self.marks)
 
     def __iter__(self) -> Iterator[tuple[int, dict]]:
         with self._file:
@@ -337,12 +336,12 @@ def _first(path: Path, first: dict) -> int:
 class _Reader:
     """The events kept from one trace: checked against their kind, repeats left out, at most `limit`."""
 
-    def __init__(self, limit: int, size_limit: int) -> None:
+    def __init__(self, limit: int, size_limit: int, marks: dict[int, int]) -> None:
         self.limit, self.size_limit = limit, size_limit
         self.size = 0
         self.version: int | None = None
         self.image = 0  # a run event after the first starts a new image of the process (an exec)
-        self.marks: dict[int, int] = {}  # each image's first serving-start mark (`TraceStream.marks`)
+        self.marks = marks  # each image's first serving-start mark (`TraceStream.marks`)
         self.first_dispatches: set[tuple] = set()
         self.last_counts: dict[tuple, int] = {}  # (image, family) -> the size of its last counts line
         self.kept = 0

@@ -108,7 +108,7 @@ def analyse(
     tables, facts = digest.tables.finish()
     settle_borrowed(tables, digest.tables.netted, {proc: fact.host for proc, fact in facts.items()})
     unseen = frozenset((e.get("proc"), e.get("family")) for e in digest.kept["unseen"])
-    views = _views(rules, tables, facts, context or {}, interrupted is not None, unseen, cut_short)
+    views, cut_tables = _views(rules, tables, facts, context or {}, interrupted is not None, unseen, cut_short)
     labels = {view.name: (view.key_fields, view.varying) for view in views}
     timeline = digest.timeline.finish(lambda name, key: telling(key, *labels.get(name, ([], []))))
     waited = waits(timeline)
@@ -132,7 +132,7 @@ def analyse(
     )
     incomplete += judged.incomplete + layouts_dispatched + unknown_phases + unfinished_reasons(facts)
     incomplete += unseen_reasons(digest.kept["unseen"])
-    incomplete += cut_short_reasons([view.tables for view in views], cut_short, unseen)
+    incomplete += cut_short_reasons(cut_tables, cut_short)
     contexts = {proc: fact.context for proc, fact in facts.items()}
     if interrupted is not None:
         incomplete.insert(0, f"the run was interrupted (Ctrl-C) during {interrupted}: the rest was not run")
@@ -162,21 +162,21 @@ def _views(
     interrupted: bool,
     unseen: frozenset,
     cut_short: Mapping,
-) -> list[FamilyView]:
+) -> tuple[list[FamilyView], list[ProcessFamily]]:
     """Each recorded family that a rule declares, as the checks see it (its precompiled variants that nothing could
-    have checked marked unverified first)."""
+    have checked marked unverified first), and the tables that their program's end alone left doubted."""
     recorded: dict[str, list[str]] = {}  # family -> the key fields its first table recorded
     for (_, name), table in sorted(tables.items(), key=lambda item: str(item[0])):  # (proc, family): no repr of tables
         recorded[name] = recorded.get(name) or list(table.key_fields)
-    views = []
+    views, cut_tables = [], []
     for name, (rule, stale_entry) in declared(rules, recorded).items():
         family_tables = [table for (_, of), table in tables.items() if of == name]
         if not family_tables:
             continue
-        mark_unverified(family_tables, interrupted, unseen, cut_short)
+        cut_tables += mark_unverified(family_tables, interrupted, unseen, cut_short)
         contexts = [derived_context({**rule.context, **facts[t.proc].context, **context}) for t in family_tables]
         views.append(FamilyView(rule, family_tables, merge(family_tables), contexts, stale_entry=stale_entry))
-    return views
+    return views, cut_tables
 
 
 def _family_result(view: FamilyView, notes: list[str], discovered: bool) -> FamilyResult:

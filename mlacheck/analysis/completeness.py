@@ -32,43 +32,41 @@ def mark_unverified(
     interrupted: bool = False,
     unseen: frozenset = frozenset(),
     cut_short: Collection = frozenset(),
-) -> None:
-    """Precompiled, never-dispatched variants that nothing could have checked (`_doubted`), or whose process's
-    program was cut short (`cut_short`, its processes: the traffic may not have ended)."""
+) -> list[ProcessFamily]:
+    """Precompiled, never-dispatched variants whose family's dispatches died before the lookup, or never came, or
+    whose lookups the capture said it could not count (where it said it counts every lookup, none is no use), or
+    went past capture in that process (`unseen`: (proc, family) pairs), or whose traffic never ran to its end (the
+    run was interrupted, or the process's program was cut short: `cut_short`, its processes). Each of these is a reason
+    of its own but the last: the tables that their program's end alone doubts are returned (`cut_short_reasons`)."""
     looked_up = any(table.lookups for table in tables)
+    alone = []
     for table in tables:
-        if table.proc in cut_short or _doubted(table, looked_up, interrupted, unseen):
+        counted = table.every_lookup_counted
+        doubted = (
+            interrupted
+            or (table.proc, table.family) in unseen
+            or table.died_before_lookup
+            or table.returned_without_lookup
+            or counted is False
+            or not (looked_up or counted)
+        )
+        cut = table.proc in cut_short
+        if cut and not doubted:
+            alone.append(table)
+        if doubted or cut:
             for variant in table.variants.values():
                 if variant.precompiled and not variant.dispatches and not variant.captured:
                     variant.unverified = True
+    return alone
 
 
-def _doubted(table: ProcessFamily, looked_up: bool, interrupted: bool, unseen: frozenset) -> bool:
-    """Whether a table's never-dispatched warm-up is unverified whatever its program's end: its family's dispatches
-    died before the lookup, or never came, or its lookups the capture said it could not count (where it said it counts
-    every lookup, none is no use), or calls went past capture in that process (`unseen`: (proc, family) pairs), or the
-    run was interrupted (its traffic never ran to its end). Each of these is a reason of its own."""
-    counted = table.every_lookup_counted
-    return (
-        interrupted
-        or (table.proc, table.family) in unseen
-        or table.died_before_lookup
-        or table.returned_without_lookup
-        or counted is False
-        or not (looked_up or counted)
-    )
-
-
-def cut_short_reasons(families: list[list[ProcessFamily]], cut_short: Mapping, unseen: frozenset) -> list[str]:
+def cut_short_reasons(tables: list[ProcessFamily], cut_short: Mapping) -> list[str]:
     """One line for each way a program ended before its traffic may have (`cut_short`: a process -> how its program
-    ended) that alone left precompiled variants unverified (`families`: each family's tables)."""
+    ended) that alone left precompiled variants unverified (`tables`: those `mark_unverified` returned)."""
     unverified: dict[str, int] = {}
-    for tables in families:
-        looked_up = any(table.lookups for table in tables)
-        for table in tables:
-            if table.proc in cut_short and not _doubted(table, looked_up, False, unseen):
-                how = cut_short[table.proc]
-                unverified[how] = unverified.get(how, 0) + sum(v.unverified for v in table.variants.values())
+    for table in tables:
+        how = cut_short[table.proc]
+        unverified[how] = unverified.get(how, 0) + sum(v.unverified for v in table.variants.values())
     return [
         f"{how} before its traffic may have ended: {count} precompiled variant(s) it never dispatched are unverified "
         "(dead warm-up, or traffic that never came)"

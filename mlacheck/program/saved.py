@@ -215,10 +215,11 @@ class _Lost:
         total, errors = self.total + self.image, self.errors
         path = lost_note_path(trace_file)
         note = read_note(Path(path))
-        counted = int(note.split()[0]) if note and note.split()[0].isdigit() else 0
-        if counted > total:
+        said = (note or "").split()[:1]  # the count a note begins with
+        counted = int(said[0]) if said and said[0].isdigit() else None
+        if counted is not None and counted > total:
             return [f"{trace_file}: {note.strip()}: they were never written to it"]
-        if note is not None and not note[:1].isdigit() and not total:
+        if note is not None and counted is None and not total:
             return [f"{trace_file}: events were never written to it ({path} is there but holds no count)"]
         if total:
             said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])
@@ -422,17 +423,15 @@ def _cut_short(paths: list[Path], loaded: LoadedRuns) -> dict[int, str]:
     for path, program in zip(paths, loaded.programs):
         if program.get("forwarded") or program.get("signal") in STOPS:
             continue
-        how = (
-            f"was killed by {program['signal']}"
-            if program.get("signal")
-            else f"exited {program['exit_code']}"
-            if program.get("exit_code")
-            else None
-        )
-        if how is not None and program.get("compile_policy") == "skip" and not program.get("dry"):
+        if program.get("signal"):
+            how = f"was killed by {program['signal']}"
+        elif program.get("exit_code"):
+            how = f"exited {program['exit_code']}"
+        else:
+            continue
+        if program.get("compile_policy") == "skip" and not program.get("dry"):
             how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
-        if how is not None:
-            ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
+        ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
     return {proc: ended[process["run"]] for proc, process in enumerate(loaded.processes) if process["run"] in ended}
 
 
