@@ -186,8 +186,8 @@ def blocks_to_batch(cu_blocks, out):
 ```
 
 ```
-MLA007 unwatched:attn.kernels.BlocksToBatchKernel: attn.kernels.BlocksToBatchKernel: 0.4 s serving-path compile,
-       no rule file watches it at engine/backend.py:88
+MLA007 unwatched:attn.kernels.BlocksToBatchKernel 0.4 s serving-path compile, no rule file watches it
+       at engine/backend.py:88
        fix: Compile this kernel in the warm-up for the configuration the serving path asked for, ...
 ```""",
             fix="""Warm the kernel up: run the code path that compiles it (the same configuration: the finding names each

@@ -3,7 +3,8 @@ variant stands for (`tables.UnfinishedCompile`): never nothing.
 
 On the serving path, a watched family's (its key not known yet: its lookup comes after its compile) is MLA001 and a
 compile net's is MLA007 (`checks/`), each with a stall of at least the time from its start to its process's last
-recorded moment (one that ended: as long as it took); any other (warm-up, capture, or a phase nothing could tell)
+recorded moment (one that ended: as long as it took; "not measured" where its process recorded nothing later to
+measure to, e.g. it was killed in the compile); any other (warm-up, capture, or a phase nothing could tell)
 makes the run incomplete: what it compiled is unknown.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from mlacheck.analysis.tables import ProcessFacts, UnfinishedCompile
 from mlacheck.capture.phase import SERVING
+
+MEASURED = 0.05  # a stall shorter than this to its process's last moment (shown "0.0 s") was not measured
 
 
 def unfinished_reasons(facts: dict[int | None, ProcessFacts]) -> list[str]:
@@ -27,9 +30,10 @@ def unfinished_reasons(facts: dict[int | None, ProcessFacts]) -> list[str]:
                     f"{compiled.how}: what it compiled is unknown"
                 )
             else:
+                later = f", at least {compiled.at_least:.1f} s later" if compiled.at_least >= MEASURED else ""
                 reasons.append(
-                    where + f"began at {compiled.start.get('site')} and never ended ({compiled.how}, at least "
-                    f"{compiled.at_least:.1f} s later): what it compiled is unknown"
+                    where + f"began at {compiled.start.get('site')} and never ended ({compiled.how}{later}): what it "
+                    "compiled is unknown"
                 )
     return reasons
 
@@ -41,6 +45,13 @@ def stall_of(compiled: UnfinishedCompile) -> tuple[str, str, str]:
             f"a {compiled.at_least:.1f} s stall ({compiled.how})",
             "compiled",
             f"{compiled.at_least:.1f} s serving-path compile, its variant not recorded",
+        )
+    if compiled.at_least < MEASURED:  # its process recorded nothing later: "≥0.0 s" would say nothing
+        return (
+            f"a stall of unknown length, at least as long as the compile ran ({compiled.how}; its trace shows "
+            "nothing after the compile began to measure it to)",
+            "never ended",
+            "serving-path compile, never finished (stall not measured)",
         )
     return (
         f"a stall of at least {compiled.at_least:.1f} s that never ended ({compiled.how})",

@@ -113,7 +113,7 @@ def _variant(finding: dict, keys: list[dict], fields: str, short: bool) -> str:
     """ "(name=value, ...): what it costs": the analysis' summary; with `fields` "fewest" the fewest of its fields
     that tell the variant apart from the family's others, "apart" those less the diff's (the diff names them); with
     `short` a serving-path compile is "a stall" (its code says what it is)."""
-    summary = finding.get("summary") or finding.get("message", "")
+    summary = _summary(finding)
     match = SUMMARY.match(summary)
     key = finding.get("key") or {}
     if fields == "own" or match is None or not key:
@@ -127,6 +127,16 @@ def _variant(finding: dict, keys: list[dict], fields: str, short: bool) -> str:
         chosen -= {*diff, *said}
     shown = ", ".join(f"{name}={value_text(key[name])}" for name in order if name in chosen)
     return f"{match['role'] or ''}({shown}): {what}" if shown else f"{match['role'] or ''}{what}"
+
+
+def _summary(finding: dict) -> str:
+    """The finding's summary, less a leading "KERNEL: " that its family ("unwatched:KERNEL") names already."""
+    summary = finding.get("summary") or finding.get("message", "")
+    family = finding.get("family") or ""
+    for name in dict.fromkeys([family, family.partition(":")[2]]):
+        if name and summary.startswith(f"{name}: "):
+            return summary[len(name) + 2 :]
+    return summary
 
 
 def _cost(what: str, code: str | None, short: bool) -> tuple[str, list[str | None]]:

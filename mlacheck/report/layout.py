@@ -8,7 +8,8 @@ A table is its columns, each a header and one `Text` cell per row. `fit` lays it
    line with the other columns ("compiled warm-up 4.6 s; dispatches 0");
 3. one block per row: its key columns as `name=value, ...: status`, then the same indented line.
 
-Only a word longer than the whole line is ever broken (a hostile or absurd value: nothing else can hold it).
+A figure and its unit ("0.1 s") are one word. Only a word longer than the whole line is ever broken (a hostile or
+absurd value: nothing else can hold it).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from rich.text import Text
 
 GAP = 2  # spaces between two columns
 INDENT = 4  # the detail line under a row (shapes 2 and 3)
-WORDS = re.compile(r"(?<= )")  # a line breaks after a space;
-PATHS = re.compile(r"(?<=[ /(,])")  # a word longer than the line, after a path's slashes or a call's parenthesis
-NAMES = re.compile(r"(?<=[ /(,])|(?<=[.:](?=[A-Za-z_]))")  # or after a dotted name's dots and colon
+UNIT = r"(?:s|ms|µs|ns|min|h|[KMGT]i?B|B|%)(?![\w])"  # a unit after a figure ("0.1 s", "2 GiB")
+SPACE = rf"(?<= )(?!(?<=\d ){UNIT})"  # after a space, but never between a figure and its unit
+WORDS = re.compile(SPACE)  # a line breaks after a space;
+PATHS = re.compile(rf"(?<=[/(,])|{SPACE}")  # a word longer than the line, after a path's slashes or a call's "("
+NAMES = re.compile(rf"(?<=[/(,])|{SPACE}|(?<=[.:](?=[A-Za-z_]))")  # or after a dotted name's dots and colon
 
 
 @dataclass

@@ -158,7 +158,7 @@ def _program_rows(data: dict) -> list[tuple[str, str, None]]:
     )
     return [
         *(("program", line, None) for line in ended or ["?"]),
-        ("processes", f"{len(processes)}: {described}" if processes else "none wrote a trace", None),
+        ("processes", f"{len(processes)}: {described}" if processes else "none observed (no trace was read)", None),
     ]
 
 

@@ -46,14 +46,11 @@ def header_rows(scenario: dict, mode: str) -> list[list[str]]:
                 else "no CUDA graphs (--cuda-graph off): decode runs eagerly",
             )
         )
-        eager = scenario.get("eager_batch_sizes") or []
         rows.append(
             (
                 "decode traffic",
-                f"batch sizes {sizes_text(scenario.get('batch_sizes') or [])}: "
-                f"{scenario.get('replays')} replayed a graph, eager at "
-                f"{sizes_text(eager) if eager else 'none'}; {scenario.get('decode_dispatches')} "
-                "decode dispatches in all",
+                f"batch sizes {sizes_text(scenario.get('batch_sizes') or [])}: {_served(scenario)}; "
+                f"{scenario.get('decode_dispatches')} decode dispatches in all",
             )
         )
         rows.append(("sm count", str(scenario.get("sm_count"))))
@@ -69,6 +66,16 @@ def header_rows(scenario: dict, mode: str) -> list[list[str]]:
     if scenario.get("library_warnings"):
         rows.append(("library warnings", library_warnings_text(scenario["library_warnings"])))
     return [list(row) for row in rows]
+
+
+def _served(scenario: dict) -> str:
+    """How the serving batches ran: "8 replayed a graph, eager at 1, 3", "8 replayed a graph, none eager" or (no
+    graph replayed) "all eager"."""
+    replays, eager = scenario.get("replays") or 0, scenario.get("eager_batch_sizes") or []
+    if not replays and eager and set(scenario.get("batch_sizes") or []) <= set(eager):
+        return "all eager"
+    eagerly = f"eager at {sizes_text(eager)}" if eager else "none eager"
+    return f"{replays} replayed a graph, {eagerly}" if replays else eagerly
 
 
 def library_warnings_text(count: int) -> str:

@@ -48,8 +48,17 @@ def resolve_warmup(spec: str, engine: Warmup, release: str, library: Callable[[]
     module = _load_file(spec, Path(where)) if where.endswith(".py") else _import(spec, where)
     function = getattr(module, name, None)
     if not callable(function):
-        raise MlacheckError(f"--warmup {spec}: {where} has no function {name!r}")
+        raise MlacheckError(f"--warmup {spec}: {_not_a_function(module, where, name)}")
     return WarmupSource(spec, function, users=True)
+
+
+def _not_a_function(module: object, where: str, name: str) -> str:
+    """Why `where`'s `name` cannot be the warm-up: it has no such name, or it names something else (`x = 3`)."""
+    if not hasattr(module, name):
+        return f"{where} has no function {name!r}"
+    kind = type(getattr(module, name)).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    return f"{name} is {article} {kind}, not a function; name the warm-up function"
 
 
 def library_warmup(prefill: RuleFile | None) -> WarmupSource:

@@ -3,6 +3,7 @@ watchdog case of the README (a worker stalled in a compile, killed by its engine
 a watchdog thread that os._exit()s, and a daemon thread still compiling when main returns. Each ends FAIL, never PASS;
 each control (nothing killed) ends as before: FAIL with the compile timed."""
 
+import re
 import shutil
 import signal
 import sys
@@ -66,6 +67,28 @@ def test_the_watchdog_control_fails_with_the_compile_timed(tmp_path):
     assert_not_pass(result, "fail")
     [finding] = serving_path_compiles(result)
     assert finding["key"] == {"dtype": "bf16", "causal": True} and "a 3.0 s stall" in finding["message"]
+
+
+KILLED_IN_IT = (
+    "import os, signal, threading\n"
+    + SERVING
+    + "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGKILL)).start()\n"
+    "k.dispatch(1, 'bf16')\n"
+)
+"""Killed 1 s into a serving-path compile, with nothing recorded after the compile began."""
+
+
+def test_a_stall_its_process_was_killed_in_is_never_said_to_be_zero_seconds(tmp_path):
+    result = observe(tmp_path, sys.executable, program(tmp_path, KILLED_IN_IT))
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    shown = [line for line in result.stdout.splitlines() if "serving-path compile" in line]
+    said = "\n".join([finding["summary"], finding["message"], *shown])
+    assert "0.0 s" not in said, said
+    measured = re.match(r"≥(\d+\.\d) s serving-path compile, never finished$", finding["summary"])
+    assert finding["summary"] == "serving-path compile, never finished (stall not measured)" or (
+        measured and float(measured[1]) > 0
+    ), finding["summary"]
 
 
 EXIT_THREAD = (

@@ -129,12 +129,13 @@ def test_tokenspeed_mla_stubbed_without_tokenspeed_triton():
     ("warmup", "needles"),
     [
         ("tests/fixtures/bad_input/warmups.py:does_not_exist", ["warmups.py", "no function 'does_not_exist'"]),
+        ("tests/fixtures/bad_input/warmups.py:x", ["warmups.py:x: x is an int, not a function; name the warm-up"]),
         ("nowhere.py:f", ["no such file nowhere.py"]),
         ("not_a_module_xyz:f", ["cannot import not_a_module_xyz"]),
         ("garbage", ["--warmup 'garbage'", "PATH.py:FUNC"]),
         ("tests/fixtures/bad_input/warmups.py:raises", ["warmups.py:raises", "RuntimeError: boom"]),
     ],
-    ids=["no_function", "no_file", "no_module", "no_colon", "raises"],
+    ids=["no_function", "not_a_function", "no_file", "no_module", "no_colon", "raises"],
 )
 def test_bad_warmup(warmup, needles):
     assert_one_line_error(run_cli("run", "--compile", "skip", "--warmup", warmup), *needles)

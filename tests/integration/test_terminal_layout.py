@@ -206,3 +206,18 @@ def test_a_hostile_run_folder_prints_no_terminal_control_in_a_real_terminal():
     lines = left.replace("\r\n", "\n").splitlines()
     assert not [line for line in lines if line.startswith("verdict: PASS")]
     assert any(line.startswith("verdict: FAIL") for line in lines[-3:])
+
+
+def test_a_figure_stays_with_its_unit_in_a_real_terminal(tmp_path):
+    """The gold report, its prefill family named 8 characters longer: in 80 columns an MLA002 line wraps right after
+    "10.0", where a line that may break between a figure and its unit shows "...): 10.0" then "s wasted at ..."."""
+    path = tmp_path / "report.json"
+    path.write_text(
+        (GOLD / "scenario.json").read_text().replace("tokenspeed_mla.prefill", "tokenspeed_mla.prefill_variant")
+    )
+    for verbose in ((), ("-v",)):
+        code, lines = in_terminal(80, "report", str(path), *verbose)
+        assert code == 1, "\n".join(lines)
+        split = [(a, b) for a, b in zip(lines, lines[1:]) if re.search(r"\d$", a.rstrip()) and re.match(r"^\s*s\b", b)]
+        assert not split, split
+        assert verbose or any(line.startswith("       10.0 s wasted at ") for line in lines), "\n".join(lines)

@@ -26,6 +26,16 @@ def test_every_code_has_a_whole_page(code):
     assert text.count("```") % 2 == 0
 
 
+@pytest.mark.parametrize("code", list(CODES))
+def test_an_examples_finding_names_its_kernel_once(code):
+    """The finding an example gives reads as the terminal prints it: "CODE FAMILY what it costs", the kernel that an
+    "unwatched:KERNEL" (or "triton:KERNEL") family names not said again after it."""
+    [line] = [line for line in CODES[code].example.splitlines() if line.startswith(f"{code} ")]
+    family = line.split()[1]
+    kernel, rest = family.partition(":")[2], line[len(f"{code} {family}") :]
+    assert not family.endswith(":") and not (kernel and kernel in rest), line
+
+
 def test_a_code_is_found_by_its_code_or_its_name():
     assert find("mla002") is CODES["MLA002"] and find("dead-warmup") is CODES["MLA002"] and find("MLA9") is None
     assert pages("serving-path-compile", False) == pages("MLA001", False)

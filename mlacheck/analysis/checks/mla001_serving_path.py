@@ -11,7 +11,7 @@ from __future__ import annotations
 from mlacheck import codes
 from mlacheck.analysis.findings import Finding, named, telling
 from mlacheck.analysis.tables import ProcessFamily, Variant
-from mlacheck.analysis.unfinished import stall_of
+from mlacheck.analysis.unfinished import MEASURED, stall_of
 from mlacheck.analysis.view import FamilyView, RunView
 from mlacheck.capture.phase import SERVING
 from mlacheck.keys import value_text
@@ -79,6 +79,8 @@ def _finding(view: FamilyView, table: ProcessFamily, variant: Variant) -> Findin
 
 
 def _stall(variant: Variant) -> str:
+    if variant.unfinished and not _measured(variant):
+        return f"a stall of unknown length that never ended ({variant.unfinished}; nothing recorded later measures it)"
     if variant.unfinished:
         return f"a stall of at least {variant.serving_path_compile_s:.1f} s that never ended ({variant.unfinished})"
     if variant.serving_path_compile_s is not None:
@@ -88,10 +90,17 @@ def _stall(variant: Variant) -> str:
     return "a stall (not measured: --compile skip)"
 
 
+def _measured(variant: Variant) -> bool:
+    """Whether a stall was measured: a compile its process died in is measured to the process's last event."""
+    return (variant.serving_path_compile_s or 0.0) >= MEASURED
+
+
 def _summary(variant: Variant, key_fields, telling_fields: list[str]) -> str:
     """Which variant, and how long it stalled."""
     if variant.serving_path_compile_s is None:
         seconds = "serving-path compile (not timed)"
+    elif variant.unfinished and not _measured(variant):
+        seconds = "serving-path compile, never finished (stall not measured)"
     else:
         seconds = f"{'≥' if variant.unfinished else ''}{variant.serving_path_compile_s:.1f} s serving-path compile"
         seconds += ", never finished" if variant.unfinished else ""
