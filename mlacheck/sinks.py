@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import mmap
 import os
 import stat
 import sys
@@ -26,6 +27,7 @@ from mlacheck.events import (
 _checkpoints: dict[str, tuple[float, dict[str, dict]]] = {}  # trace path -> (its image's start, its state)
 
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+NOTE_SIZE = 256  # bytes of a lost note: its line, padded with spaces (`_Note`)
 
 
 def replace_file(path: str | os.PathLike, data: bytes) -> None:
@@ -108,8 +110,8 @@ class JsonlSink(EventSink):
 
     Nothing is lost in silence: every write's result is checked. An event the file refuses (a full disk, a file-size
     limit, an I/O error) is counted, and the count goes into the trace as a `lost` event with the next write that
-    succeeds (and at `close`), and into a note beside the trace (`lost_note_path`) at once, where the trace cannot take
-    it. The descriptor is checked to be the trace's before each write (device and inode, kept at open): one that the
+    succeeds (and at `close`), and into a note beside the trace (`_Note`) at once, where the trace cannot take it. The
+    descriptor is checked to be the trace's before each write (device and inode, kept at open): one that the
     program closed or reused for a file of its own (`os.closerange`, daemonizing code) is never written into nor
     closed; the trace is opened again by its path. A trace deleted while open is made again, starting with `header`
     (the process's run event, marked `trace_replaced`). Files are opened without following links and closed at exec.
@@ -125,6 +127,7 @@ class JsonlSink(EventSink):
         self._reported = 0  # of them, how many a `lost` event in the trace already says
         self._errors: dict[str, int] = {}
         self._cut = False  # a refused write left part of a line: the next write ends it first
+        self._note: _Note | None = None
         self.reopen(path)
 
     def reopen(self, path: str | os.PathLike) -> None:
@@ -136,7 +139,7 @@ class JsonlSink(EventSink):
         self._release()
         self.path, self._fd, self._identity = path, fd, identity
         self.lost, self._reported, self._errors, self._cut = 0, 0, {}, False
-        _write_note(lost_note_path(path), self._note_text())  # made now, while it can be: rewritten in place later
+        self._note = _Note(lost_note_path(path), self._note_text())  # made now, while it can be
 
     def write(self, event: dict) -> None:
         line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
@@ -179,6 +182,8 @@ class JsonlSink(EventSink):
         if self._fd >= 0 and self._still_ours():
             os.close(self._fd)
         self._fd, self._identity = -1, None
+        if self._note is not None:
+            self._note.close()  # (a forked child's copy of its parent's: the parent's note is left as it is)
 
     def _still_ours(self) -> bool:
         """Whether the descriptor still is the trace opened (a closed or reused one is not), and the trace still in
@@ -223,7 +228,8 @@ class JsonlSink(EventSink):
                 sys.stderr.write(f"mlacheck: pid {os.getpid()} lost an event of its trace {self.path}: {error}\n")
             except Exception:  # noqa: BLE001 - the program's stderr may be closed too
                 pass
-        _write_note(lost_note_path(self.path), self._note_text())
+        if self._note is not None:
+            self._note.write(self._note_text())
 
     def _lost_line(self, count: int) -> bytes:
         return (json.dumps(lost_event(count, self._errors), separators=(",", ":")) + "\n").encode()
@@ -243,21 +249,68 @@ def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tup
     return fd, (info.st_dev, info.st_ino)
 
 
-def _write_note(path: str, text: str) -> None:
-    """Write a note of this process's (best effort: the disk may be full too), over what it held, in place: a note made
-    when the trace was takes its count on a disk that has no room (nor inode) left."""
-    try:
-        fd, _ = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        data = text.encode()
-        os.pwrite(fd, data, 0)
-        os.ftruncate(fd, len(data))
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+class _Note:
+    """The note beside a trace (`lost_note_path`): one line, made with the trace and written over in place later (best
+    effort: the disk may be full too). Its NOTE_SIZE bytes are written at once, so that a later line needs no new block
+    nor inode, and held as a shared mapping of the file: a count is written into it where no file can be opened any
+    more (the program closed every descriptor, then changed its user or root, or left itself no descriptor free: a
+    daemonizing server). Where it cannot be mapped, each line is written by the note's path."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self._map, self._identity = path, None, None
+        try:
+            fd, self._identity = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            os.pwrite(fd, _padded(text), 0)
+            os.ftruncate(fd, NOTE_SIZE)
+            self._map = mmap.mmap(fd, NOTE_SIZE)
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # (a note that holds no count says events were lost: this one has lost none)
+                os.pwrite(fd, text.encode(), 0)
+        finally:
+            os.close(fd)
+
+    def write(self, text: str) -> None:
+        """The note's line, now: through the mapping where the file is still whole (a write past a file cut short
+        would end the process), else by its path."""
+        if self._map is not None and self._whole():
+            self._map[:] = _padded(text)
+            return
+        try:
+            fd, _ = _open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            data = text.encode()
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _whole(self) -> bool:
+        """Whether the file mapped is still NOTE_SIZE bytes long, as far as its path shows (a path the process can no
+        longer look at, after a change of user or root, it can no longer cut the file through either)."""
+        try:
+            info = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return True
+        return (info.st_dev, info.st_ino) != self._identity or info.st_size >= NOTE_SIZE
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+def _padded(text: str) -> bytes:
+    """A note's line as NOTE_SIZE bytes: its text (its count first, what follows cut where it is longer), spaces, a
+    newline."""
+    return text.rstrip("\n").encode()[: NOTE_SIZE - 1].ljust(NOTE_SIZE - 1) + b"\n"
 
 
 class CallbackSink(EventSink):

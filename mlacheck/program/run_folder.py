@@ -14,7 +14,7 @@ from pathlib import Path
 from mlacheck import schemas
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.files import read_json, read_note, regular_files
-from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB
+from mlacheck.program.layout import CAPTURE_CONFIG, PROCESS_TREE, TRACE_GLOB, UNOBSERVED_GLOB, trace_path
 from mlacheck.program.trust import check_folder, write_new
 from mlacheck_startup import refusal
 
@@ -125,6 +125,12 @@ class RunFolder:
     def traces(self) -> list[Path]:
         """The traces, oldest first; an entry named like one that is not a regular file is refused."""
         return sorted(regular_files(self.path, TRACE_GLOB), key=lambda p: (p.lstat().st_mtime_ns, p.name))
+
+    def trace_of(self, pid: int, host: str | None) -> Path | None:
+        """The trace file process `pid` of `host` writes, where there is one (trace-PID.jsonl, or trace-HOST-PID.jsonl
+        for a process of another host than the run's)."""
+        names = {trace_path(str(self.path), pid), *([trace_path(str(self.path), pid, host)] if host else [])}
+        return next((path for path in self.traces() if str(path) in names), None)
 
     def unobserved(self) -> dict[int, str]:
         """pid -> the line of each Python process whose agent could not start."""

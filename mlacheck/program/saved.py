@@ -9,7 +9,7 @@ not checked, never dropped. Imports nothing of torch or of a kernel library.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +24,7 @@ from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
+from mlacheck.program.ends import crash, cut_short
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, build_report
@@ -124,10 +125,13 @@ def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) ->
             loaded.digest.read(position, event)
         events_left, bytes_left = events_left - stream.count, bytes_left - stream.size
         loaded.bad_lines += stream.bad_lines
-        loaded.lost += lost.lines(trace_file)
+        note = read_note(Path(lost_note_path(trace_file)))
+        loaded.lost += lost.lines(trace_file, note)
         for number, image in enumerate(images):
             loaded.processes[image.proc] = image.process(number, trace_file, stream, run.path)
             loaded.lost += image.unaccounted(trace_file, loaded.digest.tables.tables)
+        if images:  # (a fatal signal ends the process's last image)
+            loaded.processes[images[-1].proc]["crashed"] = crash(note)
     return events_left, bytes_left
 
 
@@ -165,6 +169,7 @@ class _Image:
             "trace": str(trace_file),
             "truncated": stream.truncated,
             "exited": exit_event is not None,
+            "code": exit_event.get("code") if exit_event else None,
             "forked_from": first.get("forked_from"),
             "image": number,
             "exec": went if went and not went.get("failed") else None,
@@ -208,18 +213,18 @@ class _Lost:
             self.image = max(self.image, event["events"])
             self.errors = event["errors"]
 
-    def lines(self, trace_file: Path) -> list[str]:
-        """What the trace lost, one line: the most its events or its note count (a note made with its trace says 0
-        until it loses one); a note there that holds no count (the disk took its name but not its text) says events
-        were lost all the same."""
+    def lines(self, trace_file: Path, note: str | None) -> list[str]:
+        """What the trace lost, one line: the most its events or its note (`note`: its text) count (a note made with
+        its trace says 0 until it loses one); a note there that holds no count (the disk took its name but not its
+        text) says events were lost all the same."""
         total, errors = self.total + self.image, self.errors
-        path = lost_note_path(trace_file)
-        note = read_note(Path(path))
-        said = (note or "").split()[:1]  # the count a note begins with
+        line = (note or "").partition("\n")[0].strip()  # (a crash's report may follow: `ending.FATAL`)
+        said = line.split()[:1]  # the count a note begins with
         counted = int(said[0]) if said and said[0].isdigit() else None
         if counted is not None and counted > total:
-            return [f"{trace_file}: {note.strip()}: they were never written to it"]
+            return [f"{trace_file}: {line}: they were never written to it"]
         if note is not None and counted is None and not total:
+            path = lost_note_path(trace_file)
             return [f"{trace_file}: events were never written to it ({path} is there but holds no count)"]
         if total:
             said = ", ".join(f"{str(name)[:20]} x{count}" for name, count in sorted(errors.items())[:8])
@@ -241,25 +246,28 @@ def _unobserved(
     for process in observed:
         if process.get("host") in (host, None):
             traced.setdefault(process["pid"], []).append(process)
+    unread = run.trace_of if readable else lambda pid, host: None  # the trace file of a process none was read of
     lines = [
         *notes.items(),
         *_untraced_execs(traced, notes, seen),
-        *_untraced_images(tree.get("processes", []), host, traced, notes),
+        *_untraced_images(tree.get("processes", []), host, traced, notes, unread),
     ]
     for pid, line in lines:
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
             {"pid": pid, "host": host, "rank": seen.get(pid, {}).get("rank"), "run": name}
         )
-    for (child, child_host, rank), line in _untraced_spawns(observed, host, {pid for pid, _ in lines}):
+    for (child, child_host, rank), line in _untraced_spawns(observed, host, {pid for pid, _ in lines}, unread):
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append({"pid": child, "host": child_host, "rank": rank, "run": name})
 
 
-def _untraced_spawns(observed: list[dict], host: str | None, named: set[int]) -> Iterator[tuple[tuple, str]]:
+def _untraced_spawns(
+    observed: list[dict], host: str | None, named: set[int], unread: Callable[[int, str | None], Path | None]
+) -> Iterator[tuple[tuple, str]]:
     """((pid, host, rank), line) of each Python child a traced process started by a fork and exec (`spawn`) that wrote
     no trace on its host, whether or not the tree saw it (one that starts and ends between two polls is still named);
-    `named`: the pids of the run's host (`host`, None where unknown) named already."""
+    `named`: the pids of the run's host (`host`, None where unknown) named already; `unread`: a pid's trace file."""
     traced = {(process.get("host"), process["pid"]) for process in observed}
     for process in observed:
         where = process.get("host")
@@ -270,9 +278,8 @@ def _untraced_spawns(observed: list[dict], host: str | None, named: set[int]) ->
             command = " ".join(spawned["argv"]) or spawned["path"]
             yield (
                 (child, where, spawned.get("rank")),
-                f"pid {child} ({command[:200]}), started by pid {process['pid']} on {where}, wrote no trace: nothing "
-                "of mlacheck started in it (an interpreter without mlacheck installed, started without the run's "
-                "PYTHONPATH, or with -S)",
+                f"pid {child} ({command[:200]}), started by pid {process['pid']} on {where}, "
+                + _no_trace(unread(child, where)),
             )
 
 
@@ -294,10 +301,14 @@ def _untraced_execs(
 
 
 def _untraced_images(
-    records: list[dict], host: str | None, traced: dict[object, list[dict]], notes: dict[int, str]
+    records: list[dict],
+    host: str | None,
+    traced: dict[object, list[dict]],
+    notes: dict[int, str],
+    unread: Callable[[int, str | None], Path | None],
 ) -> Iterator[tuple[int, str]]:
     """(pid, line) of each process of the recorded tree that ran more Python images of its own than its traces hold
-    (none said already by a note or by its exec)."""
+    (none said already by a note or by its exec); `unread`: the trace file of a pid none of whose events was read."""
     for record in records:
         pid = record["pid"]
         images = [image for image in _python_images(record) if not _runs_no_code(image.get("argv") or [])]
@@ -305,12 +316,18 @@ def _untraced_images(
         if pid in notes or len(images) <= len(own) or (traced.get(pid) and traced[pid][-1]["exec"] is not None):
             continue
         command = " ".join(images[-1].get("argv") or []) or images[-1].get("exe") or "?"
-        what = "wrote no trace" if pid not in traced else "ran an image (an exec) that wrote no trace"
-        yield (
-            pid,
-            f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}: nothing of mlacheck started "
-            "in it (an interpreter without mlacheck installed, started without the run's PYTHONPATH, or with -S)",
-        )
+        what = _no_trace(unread(pid, host)) if pid not in traced else _no_trace(None, "ran an image (an exec) that")
+        yield pid, f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}"
+
+
+def _no_trace(unread: Path | None, who: str = "") -> str:
+    """ "wrote no trace: why"; or, where its trace file is there but none of its lines could be read, that."""
+    if unread is not None:
+        return f"wrote a trace that could not be read ({unread.name}: no line of it is an mlacheck event)"
+    return (
+        f"{who + ' ' if who else ''}wrote no trace: nothing of mlacheck started in it (an interpreter without mlacheck "
+        "installed, started without the run's PYTHONPATH, or with -S)"
+    )
 
 
 def _runs_no_code(argv: list[str]) -> bool:
@@ -386,7 +403,7 @@ def program_report(
         observed=len(loaded.processes),
         lost=_lost_lines(loaded),
         dry=any(program.get("dry") for program in loaded.programs),
-        cut_short=_cut_short(paths, loaded),
+        cut_short=cut_short(paths, loaded.programs, loaded.processes),
     )
     ranks = rank_summaries(
         loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
@@ -409,30 +426,6 @@ def program_report(
         "ranks": ranks,
     }
     return build_report(analysis, facts, loaded.processes, policy)
-
-
-STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
-
-
-def _cut_short(paths: list[Path], loaded: LoadedRuns) -> dict[int, str]:
-    """The processes of each run whose program ended before its traffic may have, each with how: it exited with a
-    status other than 0, or a signal killed it that is no stop (SIGKILL, SIGSEGV, SIGABRT, ...). A stop someone asked
-    for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the traffic they let run, as
-    a server is ended. A run that never finished says so already."""
-    ended: dict[str, str] = {}
-    for path, program in zip(paths, loaded.programs):
-        if program.get("forwarded") or program.get("signal") in STOPS:
-            continue
-        if program.get("signal"):
-            how = f"was killed by {program['signal']}"
-        elif program.get("exit_code"):
-            how = f"exited {program['exit_code']}"
-        else:
-            continue
-        if program.get("compile_policy") == "skip" and not program.get("dry"):
-            how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
-        ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
-    return {proc: ended[process["run"]] for proc, process in enumerate(loaded.processes) if process["run"] in ended}
 
 
 def _lost_lines(loaded: LoadedRuns) -> list[str]:

@@ -2,6 +2,7 @@
 file-size limit each leave a run that names what it lost (INCOMPLETE) or still holds the serving-path compile
 (FAIL); the program's own files hold only its own data."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,33 @@ def test_a_program_that_closes_every_descriptor_keeps_its_files_and_the_compile_
     if result.report["verdict"] == "fail":
         [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
         assert finding["key"] == {"dtype": "bf16", "causal": True}
+
+
+CLOSED_FOR_GOOD = """
+import os, resource
+os.closerange(3, 65536)  # as daemonizing code does, then one way past which no file can be opened again
+{then}
+k.dispatch(1, "bf16", True)  # a serving-path compile
+"""
+FOR_GOOD = {  # how a daemonizing server leaves its trace out of reach (python-daemon's DaemonContext(uid=, chroot=))
+    "no descriptor left": "resource.setrlimit(resource.RLIMIT_NOFILE, (3, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))",
+    "another user": "os.setgroups([]); os.setgid(65534); os.setuid(65534)",
+    "another root": "os.chroot({jail!r}); os.chdir('/')",
+}
+
+
+@pytest.mark.parametrize("how", FOR_GOOD)
+def test_a_program_that_leaves_its_trace_out_of_reach_loses_no_event_in_silence(tmp_path, how):
+    if how != "no descriptor left" and os.geteuid() != 0:
+        pytest.skip("changing user or root needs root")
+    jail = tmp_path / "jail"
+    jail.mkdir()
+    text = CLOSED_FOR_GOOD.format(then=FOR_GOOD[how].format(jail=str(jail)))
+    result = observe(tmp_path, sys.executable, program(tmp_path, WARM + text))
+    assert_not_pass(result)
+    if result.report["verdict"] == "incomplete":
+        lost = [reason for reason in result.report["incomplete"] if "were never written" in reason]
+        assert lost and "EBADF" in lost[0], result.report["incomplete"]
 
 
 def private_mounts() -> None:

@@ -108,3 +108,86 @@ def test_a_server_stopped_straight_by_a_stop_signal_is_judged_on_the_traffic_it_
     assert result.report["program"]["signal"] == signame and not result.report["program"].get("forwarded")
     assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
     assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
+
+
+WORKER = """
+import multiprocessing, os, signal, subprocess, sys
+SERVED = {served!r}
+def serve():
+    exec(SERVED + {end!r})
+if __name__ == "__main__":
+    {start}
+    print("the worker ended", flush=True)  # the program goes on and exits 0
+"""
+STARTS = {
+    "subprocess": "subprocess.run([sys.executable, '-c', 'exec(' + repr(SERVED + {end!r}) + ')'])",
+    "spawn": "worker = multiprocessing.get_context('spawn').Process(target=serve); worker.start(); worker.join()",
+    "fork": "worker = multiprocessing.get_context('fork').Process(target=serve); worker.start(); worker.join()",
+}
+WORKER_ENDS = {  # how a worker ends before its traffic may have, while the program's main process exits 0
+    "SIGSEGV": ("subprocess", "os.kill(os.getpid(), signal.SIGSEGV)\n", "crashed (Segmentation fault)"),
+    "abort": ("subprocess", "os.abort()\n", "crashed (Aborted)"),
+    "exit 3": ("subprocess", "sys.exit(3)\n", "exited 3"),
+    "raises (spawn)": ("spawn", "raise RuntimeError('lost its device')\n", "exited 1"),
+    "raises (fork)": ("fork", "raise RuntimeError('lost its device')\n", "exited 1"),
+    "an uncaught exception": ("subprocess", "raise RuntimeError('lost its device')\n", "exited 1"),
+}
+
+
+def worker_program(tmp_path, start: str, end: str) -> str:
+    text = WORKER.format(served=SERVED, end=end, start=STARTS[start].format(end=end))
+    return program(tmp_path, text)
+
+
+@pytest.mark.parametrize("end", WORKER_ENDS)
+def test_a_worker_cut_short_while_the_program_exits_0_leaves_its_warmup_unverified(tmp_path, end):
+    start, text, why = WORKER_ENDS[end]
+    result = observe(tmp_path, sys.executable, worker_program(tmp_path, start, text))
+    assert result.report["program"]["exit_code"] == 0 and "the worker ended" in result.stdout, result.stdout
+    assert_not_pass(result, "incomplete")
+    assert statuses(result) == {"fp8": "ok", "bf16": "unverified"}, statuses(result)
+    [reason] = [reason for reason in result.report["incomplete"] if why in reason]
+    assert reason.startswith("pid ") and "1 precompiled variant(s) it never dispatched are unverified" in reason
+
+
+@pytest.mark.parametrize("end", ["SIGKILL", "exit 0"])
+def test_a_worker_killed_or_ended_well_keeps_its_dead_warmup(tmp_path, end):
+    """Engines end their workers with SIGKILL (SGLang's kill_process_tree): that is no crash."""
+    text = "os.kill(os.getpid(), signal.SIGKILL)\n" if end == "SIGKILL" else "sys.exit(0)\n"
+    result = observe(tmp_path, sys.executable, worker_program(tmp_path, "subprocess", text))
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
+
+
+def test_a_worker_left_running_that_mlacheck_ends_leaves_its_warmup_unverified(tmp_path):
+    """A launcher that starts a server in a session of its own and exits 0: mlacheck ends the server after its grace;
+    the bf16 traffic would have come later."""
+    server = SERVED + "time.sleep(30)\nk.dispatch(1, 'bf16', True)\n"
+    text = (
+        f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {server!r}], start_new_session=True)\n"
+        "time.sleep(1)\n"
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    [left] = result.report["program"]["left_behind"]
+    assert_not_pass(result, "incomplete")
+    assert statuses(result) == {"fp8": "ok", "bf16": "unverified"}, statuses(result)
+    [reason] = [r for r in result.report["incomplete"] if "left running when the program exited" in r]
+    assert reason.startswith(f"pid {left['pid']}, left running when the program exited, was ended by mlacheck")
+
+
+def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_path):
+    """sys.exit and a fatal signal do what they did: the same status and output, observed or not; a program that
+    enables faulthandler itself keeps its own report on stderr."""
+    text = (
+        "import faulthandler, os, subprocess, sys\n"
+        "codes = [subprocess.run([sys.executable, '-c', c]).returncode for c in (\n"
+        "    'import sys; sys.exit(3)', 'import sys; sys.exit(\"a message\")', 'import os; os.abort()',\n"
+        "    'import faulthandler, os; faulthandler.enable(); os.abort()')]\n"
+        "print('codes', codes, flush=True)\n"
+    )
+    path = program(tmp_path, text)
+    plain = subprocess.run([sys.executable, path], capture_output=True, text=True, cwd=ROOT)
+    result = observe(tmp_path, sys.executable, path)
+    assert "codes [3, 1, -6, -6]" in plain.stdout and "codes [3, 1, -6, -6]" in result.stdout, result.stdout
+    for expected in ("a message", "Fatal Python error: Aborted"):
+        assert plain.stderr.count(expected) == result.stderr.count(expected) == 1, (expected, result.stderr)

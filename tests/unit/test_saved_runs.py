@@ -190,6 +190,29 @@ def test_a_python_child_is_named_by_its_parents_spawn_once_and_one_that_only_say
     assert [(p["pid"], p["rank"]) for p in loaded.unobserved_processes] == [(3, 7), (2, 4)]
 
 
+def test_a_process_whose_trace_is_there_but_unreadable_wrote_a_trace_that_could_not_be_read(tmp_path):
+    """A trace of binary bytes (compressed, overwritten) holds no event: its process, seen by the tree or spawned by a
+    traced one, is named as one whose trace could not be read, not as one that wrote none."""
+    run = folder(tmp_path)
+    write_trace(
+        run.path / "trace-1.jsonl",
+        run_of(1, argv=["python", "serve.py"]),
+        events.spawn_event(8, "/usr/bin/python3", ["python3", "worker.py"], True, None),
+    )
+    (run.path / "trace-7.jsonl").write_bytes(b"\x1f\x8b\x08\x00\xff\xfe\n\x00\x89PNG\r\n")
+    (run.path / "trace-8.jsonl").write_bytes(b"\x1f\x8b\x08\x00\xff\xfe\n")
+    image = {"exe": "/usr/bin/python3", "argv": ["python3", "serve.py"], "python": True, "forked": False}
+    run.write_tree({"host": "h", "processes": [{"pid": 7, "python": True, "forked": False, "images": [image]}]})
+    loaded = load_runs([run.path])
+    assert loaded.unobserved == [
+        "pid 7 (python3 serve.py), seen running by mlacheck on h, wrote a trace that could not be read "
+        "(trace-7.jsonl: no line of it is an mlacheck event)",
+        "pid 8 (python3 worker.py), started by pid 1 on h, wrote a trace that could not be read (trace-8.jsonl: no "
+        "line of it is an mlacheck event)",
+    ]
+    assert not [line for line in loaded.unobserved if "wrote no trace" in line]
+
+
 def test_a_supervised_run_whose_folder_vanished_or_was_replaced_reads_nothing_from_it(tmp_path):
     tree = {"host": "h", "processes": []}
     supervised = Supervised(meta={"command": ["x"], "exit_code": 0, "signal": None}, tree=tree, problems=["p: full"])

@@ -1,0 +1,60 @@
+"""How each process of a run ended, where its end cut its traffic short (`cut_short`): its program exited with a
+status other than 0 or was killed by a signal that is no stop, or the process itself crashed, exited so, or was left
+running and ended by mlacheck. The analysis leaves what such a process never dispatched unverified."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlacheck.program.ending import FATAL
+
+STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
+
+
+def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) -> dict[int, str]:
+    """The processes that ended before their traffic may have, each with how: every process of a run whose program
+    exited with a status other than 0, or that a signal killed which is no stop (SIGKILL, SIGSEGV, SIGABRT, ...); else
+    a process that ended so itself (`_own_end`). A stop someone asked for (one of STOPS, or any signal mlacheck
+    forwarded: Ctrl-C, a CI job's SIGTERM) ends the traffic they let run, as a server is ended, whatever its processes
+    do on their way out; so does a SIGKILL of a worker alone (engines end their workers so). A run that never finished
+    says so already."""
+    ended: dict[str, str | None] = {}  # run -> how its program ended it (None: stopped, as asked)
+    left: dict[tuple, str] = {}  # (run, pid) -> how mlacheck ended a process the program left running
+    for path, program in zip(paths, programs):
+        left.update({(str(path), p["pid"]): str(p.get("ended_by")) for p in program.get("left_behind") or []})
+        if program.get("forwarded") or program.get("signal") in STOPS:
+            ended[str(path)] = None  # (its workers' ends follow from it: a worker's KeyboardInterrupt exits 1)
+            continue
+        if program.get("signal"):
+            how = f"was killed by {program['signal']}"
+        elif program.get("exit_code"):
+            how = f"exited {program['exit_code']}"
+        else:
+            continue
+        if program.get("compile_policy") == "skip" and not program.get("dry"):
+            how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
+        ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
+    cut = {
+        proc: ended[process["run"]] if process["run"] in ended else _own_end(process, left)
+        for proc, process in enumerate(processes)
+    }
+    return {proc: how for proc, how in cut.items() if how}
+
+
+def _own_end(process: dict, left: dict[tuple, str]) -> str | None:
+    """How a process ended before its traffic may have where its program did not: a fatal signal, a status other than
+    0, or mlacheck ended it, left running when the program exited."""
+    pid = process["pid"]
+    if process.get("crashed"):
+        return f"pid {pid} crashed ({process['crashed']})"
+    if process.get("code"):
+        return f"pid {pid} exited {process['code']}"
+    if (process["run"], pid) in left:
+        return f"pid {pid}, left running when the program exited, was ended by mlacheck ({left[(process['run'], pid)]})"
+    return None
+
+
+def crash(note: str | None) -> str | None:
+    """The fatal signal a process died of, as faulthandler wrote it into the note beside its trace (`ending.FATAL`)."""
+    found = [line.strip() for line in (note or "").splitlines() if line.startswith(FATAL)]
+    return found[0][len(FATAL) :][:80] if found else None
