@@ -178,7 +178,7 @@ OPTIONAL = {
         "t": (int, float),
         "entries": list,
     },
-    "exit": {"rank": int, "how": str, "code": int, "t": (int, float)},
+    "exit": {"rank": int, "how": str, "t": (int, float)},
     "slow_step": {"step": int, "serving": bool},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
     "spawn": {"rank": (int, type(None)), "t": (int, float)},

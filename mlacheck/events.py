@@ -34,7 +34,7 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - exec: the process image is replaced (os.exec*): what follows, from the next run event, is the new image's
 - spawn: the process started a child by a fork and exec it cannot observe from Python (subprocess, multiprocessing's
   spawn, os.posix_spawn): its pid, what it runs, whether that is Python, its rank
-- exit: the process ended normally (`code`: the status it exits with, where it is known and not 0)
+- exit: the process ended normally
 `t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
 
@@ -305,10 +305,9 @@ def spawn_event(child: int, path: str, argv: list[str], python: bool, rank: int 
     }
 
 
-def exit_event(rank: int | None, how: str, code: int | None = None) -> dict:
-    """The process ended normally, now (rank from torch.distributed where it was initialized; `code`: the status it
-    exits with, where it is known and not 0)."""
-    return {"type": "exit", "rank": rank, "how": how, "code": code, "t": run_clock()}
+def exit_event(rank: int | None, how: str) -> dict:
+    """The process ended normally, now (rank from torch.distributed where it was initialized)."""
+    return {"type": "exit", "rank": rank, "how": how, "t": run_clock()}
 
 
 def unwatched_event(module: str, cache: str, families: list[str], provider: str, reasons: list[str]) -> dict:

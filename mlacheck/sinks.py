@@ -27,7 +27,8 @@ from mlacheck.events import (
 _checkpoints: dict[str, tuple[float, dict[str, dict]]] = {}  # trace path -> (its image's start, its state)
 
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-NOTE_SIZE = 256  # bytes of a lost note: its line, padded with spaces (`_Note`)
+NOTE_SIZE = 256  # bytes of the note beside a trace (`_Note`)
+END_SLOT = 64  # of them, the last: how its process ended (program/_ending.c writes them)
 
 
 def replace_file(path: str | os.PathLike, data: bytes) -> None:
@@ -128,6 +129,7 @@ class JsonlSink(EventSink):
         self._errors: dict[str, int] = {}
         self._cut = False  # a refused write left part of a line: the next write ends it first
         self._note: _Note | None = None
+        self.leave_note = False  # the note is left at close (whoever watches the process's end takes it away)
         self.reopen(path)
 
     def reopen(self, path: str | os.PathLike) -> None:
@@ -165,14 +167,14 @@ class JsonlSink(EventSink):
 
     def close(self) -> None:
         """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours; the
-        note of a trace that lost nothing goes."""
+        note of a trace that lost nothing goes (unless `leave_note`)."""
         if self.lost > self._reported and self._fd >= 0 and self._still_ours():
             try:
                 self._write_all(b"\n" * self._cut + self._lost_line(self.lost))
                 self._reported = self.lost
             except OSError:
                 pass
-        if not self.lost:
+        if not self.lost and not self.leave_note and not (self._note and self._note.carried):
             with contextlib.suppress(OSError):
                 os.unlink(lost_note_path(self.path))
         self._release()
@@ -250,56 +252,52 @@ def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tup
 
 
 class _Note:
-    """The note beside a trace (`lost_note_path`): one line, made with the trace and written over in place later (best
-    effort: the disk may be full too). Its NOTE_SIZE bytes are written at once, so that a later line needs no new block
-    nor inode, and held as a shared mapping of the file: a count is written into it where no file can be opened any
-    more (the program closed every descriptor, then changed its user or root, or left itself no descriptor free: a
-    daemonizing server). Where it cannot be mapped, each line is written by the note's path."""
+    """The note beside a trace (`lost_note_path`): its first line counts the events the trace refused, its last
+    END_SLOT bytes say how the process ended (program/ending.py). Made with the trace, NOTE_SIZE bytes at once (a later
+    line needs no new block nor inode), and written over in place (best effort: the disk may be full too): by its path,
+    else, where no file can be opened any more (the program closed every descriptor, then changed its user or root, or
+    left itself none free: a daemonizing server), through a shared mapping of the file made with it. A note that an
+    earlier process of the same pid left (the pid was reused) keeps what it says: its count (`carried`) and its end."""
 
     def __init__(self, path: str, text: str) -> None:
-        self.path, self._map, self._identity = path, None, None
+        self.path, self._map, self.carried = path, None, 0
         try:
-            fd, self._identity = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd, _ = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return
         try:
-            os.pwrite(fd, _padded(text), 0)
-            os.ftruncate(fd, NOTE_SIZE)
+            earlier = os.pread(fd, NOTE_SIZE, 0)
+            self.carried, end = _count(earlier), earlier[-END_SLOT:] if len(earlier) == NOTE_SIZE else b""
+            os.pwrite(fd, _line(self.text(text)) + (end if end.strip() else b" " * (END_SLOT - 1) + b"\n"), 0)
             self._map = mmap.mmap(fd, NOTE_SIZE)
         except (OSError, ValueError):
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)  # (a note that holds no count says events were lost: this one has lost none)
-                os.pwrite(fd, text.encode(), 0)
+                os.pwrite(fd, self.text(text).encode(), 0)
         finally:
             os.close(fd)
 
+    def text(self, text: str) -> str:
+        """A count's line, the earlier process's count added."""
+        count, _, rest = text.partition(" ")
+        return f"{int(count) + self.carried} {rest}" if self.carried else text
+
     def write(self, text: str) -> None:
-        """The note's line, now: through the mapping where the file is still whole (a write past a file cut short
-        would end the process), else by its path."""
-        if self._map is not None and self._whole():
-            self._map[:] = _padded(text)
-            return
+        """The note's first line, now: by its path, else through the mapping (a path out of the process's reach now:
+        nothing it does can have cut the file short, which would make a write through the mapping end it)."""
+        line = _line(self.text(text))
         try:
             fd, _ = _open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
+            if self._map is not None:
+                self._map[: len(line)] = line
             return
         try:
-            data = text.encode()
-            os.pwrite(fd, data, 0)
-            os.ftruncate(fd, len(data))
+            os.pwrite(fd, line, 0)
         except OSError:
             pass
         finally:
             os.close(fd)
-
-    def _whole(self) -> bool:
-        """Whether the file mapped is still NOTE_SIZE bytes long, as far as its path shows (a path the process can no
-        longer look at, after a change of user or root, it can no longer cut the file through either)."""
-        try:
-            info = os.stat(self.path, follow_symlinks=False)
-        except OSError:
-            return True
-        return (info.st_dev, info.st_ino) != self._identity or info.st_size >= NOTE_SIZE
 
     def close(self) -> None:
         if self._map is not None:
@@ -307,10 +305,17 @@ class _Note:
             self._map = None
 
 
-def _padded(text: str) -> bytes:
-    """A note's line as NOTE_SIZE bytes: its text (its count first, what follows cut where it is longer), spaces, a
-    newline."""
-    return text.rstrip("\n").encode()[: NOTE_SIZE - 1].ljust(NOTE_SIZE - 1) + b"\n"
+def _line(text: str) -> bytes:
+    """A note's first line as its NOTE_SIZE - END_SLOT bytes: its text (its count first, what follows cut where it is
+    longer), spaces, a newline."""
+    size = NOTE_SIZE - END_SLOT
+    return text.rstrip("\n").encode()[: size - 1].ljust(size - 1) + b"\n"
+
+
+def _count(note: bytes) -> int:
+    """The count a note begins with (0 where it begins with none)."""
+    said = note.split()[:1]
+    return int(said[0]) if said and said[0].isdigit() else 0
 
 
 class CallbackSink(EventSink):

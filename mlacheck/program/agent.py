@@ -25,15 +25,13 @@ from mlacheck.events import (
     exec_event,
     exit_event,
     internal_error_event,
-    lost_note_path,
     run_event,
     serving_start_event,
     start_run_clock,
     unseen_event,
 )
 from mlacheck.files import read_json
-from mlacheck.program import spawns
-from mlacheck.program.ending import Ending, fork_exit
+from mlacheck.program import ending, spawns
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.post_import import PostImportFinder
 from mlacheck.program.trust import check_folder
@@ -86,7 +84,6 @@ class Agent:
         self._serving = False
         self._forked_from: int | None = None
         self._execing = False
-        self.ending = Ending()
 
     def start(self) -> None:
         global _current
@@ -94,7 +91,7 @@ class Agent:
         self._begin()
         os.register_at_fork(after_in_child=self._after_fork)
         atexit.register(self.stop)
-        self.ending.start(lost_note_path(self.sink.path))
+        ending.watch(self.sink)
         self._chain_signals()
         self._hook_exec()
         spawns.hook(lambda make: self._safely(lambda: self.sink.write(make())), self._observing)
@@ -108,8 +105,8 @@ class Agent:
             if name in sys.modules:
                 self._imported(sys.modules[name])
 
-    def stop(self, how: str = "exit", code: int | None = None) -> None:
-        """Remove the hooks and close the trace with the final counts and an `exit` event (its status: `Ending`)."""
+    def stop(self, how: str = "exit") -> None:
+        """Remove the hooks and close the trace with the final counts and an `exit` event."""
         if os.getpid() != self._pid or self._finder not in sys.meta_path:
             return
         sys.meta_path.remove(self._finder)
@@ -119,8 +116,7 @@ class Agent:
                 self._safely(capture.remove)
         if self._patches is not None:
             self._patches.undo(lambda where, action: self._safely(action))
-        code = self.ending.stop() if how == "exit" else code
-        self._safely(lambda: self.sink.write(exit_event(_rank(), how, code)))
+        self._safely(lambda: self.sink.write(exit_event(_rank(), how)))
         self.sink.close()
         self._patches = None
         self.captures = {}  # let go: the fork and exec hooks hold the agent to the interpreter's end, and what the
@@ -360,8 +356,8 @@ class Agent:
             self._serving_kept(f"in the parent, pid {self._forked_from}, before the fork")
             for capture in self._all_captures():
                 capture.after_fork()
-            self.ending.watch(lost_note_path(self.sink.path))
-            fork_exit(lambda code: self.stop(how="os._exit", code=code))
+            ending.watch(self.sink)
+            ending.fork_exit(lambda: self.stop(how="os._exit"))
 
         self._safely(child)
 

@@ -1,14 +1,15 @@
 """How each process of a run ended, where its end cut its traffic short (`cut_short`): its program exited with a
-status other than 0 or was killed by a signal that is no stop, or the process itself crashed, exited so, or was left
-running and ended by mlacheck. The analysis leaves what such a process never dispatched unverified."""
+status other than 0 or was killed by a signal that is no stop, or the process itself did (as the note beside its
+trace says: `end_of`), or it was left running and ended by mlacheck. The analysis leaves what such a process never
+dispatched unverified."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
-from mlacheck.program.ending import FATAL
-
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
+STOPPED = {128 + getattr(signal, name) for name in STOPS}  # the status of a process that ends itself on a stop
 
 
 def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) -> dict[int, str]:
@@ -42,19 +43,31 @@ def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) ->
 
 
 def _own_end(process: dict, left: dict[tuple, str]) -> str | None:
-    """How a process ended before its traffic may have where its program did not: a fatal signal, a status other than
-    0, or mlacheck ended it, left running when the program exited."""
-    pid = process["pid"]
-    if process.get("crashed"):
-        return f"pid {pid} crashed ({process['crashed']})"
-    if process.get("code"):
-        return f"pid {pid} exited {process['code']}"
+    """How a process ended before its traffic may have where its program did not: a status other than 0 (but one that
+    says a stop: 143, 130, 129), a signal that is no stop before its exit event (after it, in the interpreter's
+    teardown, its traffic had ended), or mlacheck ended it, left running when the program exited."""
+    pid, (kind, number) = process["pid"], process.get("ended") or (None, 0)
+    if kind == "exit" and number not in STOPPED:
+        return f"pid {pid} exited {number}"
+    if kind == "signal" and not process["exited"]:
+        return f"pid {pid} was killed by {_name(number)}"
     if (process["run"], pid) in left:
         return f"pid {pid}, left running when the program exited, was ended by mlacheck ({left[(process['run'], pid)]})"
     return None
 
 
-def crash(note: str | None) -> str | None:
-    """The fatal signal a process died of, as faulthandler wrote it into the note beside its trace (`ending.FATAL`)."""
-    found = [line.strip() for line in (note or "").splitlines() if line.startswith(FATAL)]
-    return found[0][len(FATAL) :][:80] if found else None
+def end_of(note: str | None) -> tuple[str, int, str] | None:
+    """How a process ended, as the note beside its trace says in its last line (`program/_ending.c`): ("exit",
+    status, its image's start) or ("signal", number, its image's start); None where it says nothing."""
+    said = (note or "").split("\n")[1:2]
+    words = said[0].split() if said else []
+    if len(words) == 3 and words[0] in ("exit", "signal") and words[1].isdigit():
+        return words[0], int(words[1]), words[2]
+    return None
+
+
+def _name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -24,7 +24,7 @@ from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
-from mlacheck.program.ends import crash, cut_short
+from mlacheck.program.ends import cut_short, end_of
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, build_report
@@ -130,8 +130,10 @@ def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) ->
         for number, image in enumerate(images):
             loaded.processes[image.proc] = image.process(number, trace_file, stream, run.path)
             loaded.lost += image.unaccounted(trace_file, loaded.digest.tables.tables)
-        if images:  # (a fatal signal ends the process's last image)
-            loaded.processes[images[-1].proc]["crashed"] = crash(note)
+        ended = end_of(note)  # (of the image of that start: a reused pid's trace holds the images of two processes)
+        for image in images if ended else []:
+            if repr(image.first.get("started")) == ended[2]:
+                loaded.processes[image.proc]["ended"] = ended[:2]
     return events_left, bytes_left
 
 
@@ -169,7 +171,6 @@ class _Image:
             "trace": str(trace_file),
             "truncated": stream.truncated,
             "exited": exit_event is not None,
-            "code": exit_event.get("code") if exit_event else None,
             "forked_from": first.get("forked_from"),
             "image": number,
             "exec": went if went and not went.get("failed") else None,
@@ -218,7 +219,7 @@ class _Lost:
         its trace says 0 until it loses one); a note there that holds no count (the disk took its name but not its
         text) says events were lost all the same."""
         total, errors = self.total + self.image, self.errors
-        line = (note or "").partition("\n")[0].strip()  # (a crash's report may follow: `ending.FATAL`)
+        line = (note or "").partition("\n")[0].strip()  # (how its process ended may follow: `ends.end_of`)
         said = line.split()[:1]  # the count a note begins with
         counted = int(said[0]) if said and said[0].isdigit() else None
         if counted is not None and counted > total:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from mlacheck.program import ending
 from tests.adversarial.conftest import ROOT, SYNTHETIC, assert_not_pass, observe, program, read_outputs
 
 SERVED = textwrap.dedent(
@@ -125,9 +126,21 @@ STARTS = {
     "fork": "worker = multiprocessing.get_context('fork').Process(target=serve); worker.start(); worker.join()",
 }
 WORKER_ENDS = {  # how a worker ends before its traffic may have, while the program's main process exits 0
-    "SIGSEGV": ("subprocess", "os.kill(os.getpid(), signal.SIGSEGV)\n", "crashed (Segmentation fault)"),
-    "abort": ("subprocess", "os.abort()\n", "crashed (Aborted)"),
+    "SIGSEGV": ("subprocess", "os.kill(os.getpid(), signal.SIGSEGV)\n", "was killed by SIGSEGV"),
+    "abort": ("subprocess", "os.abort()\n", "was killed by SIGABRT"),
+    "a fatal error": (
+        "subprocess",
+        "import ctypes; ctypes.pythonapi.Py_FatalError(b'lost')\n",
+        "was killed by SIGABRT",
+    ),
+    "SIGUSR1": ("subprocess", "os.kill(os.getpid(), signal.SIGUSR1)\n", "was killed by SIGUSR1"),
+    "closes its descriptors, then SIGSEGV": (
+        "subprocess",
+        "os.closerange(3, 65536); os.kill(os.getpid(), signal.SIGSEGV)\n",
+        "was killed by SIGSEGV",
+    ),
     "exit 3": ("subprocess", "sys.exit(3)\n", "exited 3"),
+    "raise SystemExit(3)": ("subprocess", "raise SystemExit(3)\n", "exited 3"),
     "raises (spawn)": ("spawn", "raise RuntimeError('lost its device')\n", "exited 1"),
     "raises (fork)": ("fork", "raise RuntimeError('lost its device')\n", "exited 1"),
     "an uncaught exception": ("subprocess", "raise RuntimeError('lost its device')\n", "exited 1"),
@@ -139,6 +152,7 @@ def worker_program(tmp_path, start: str, end: str) -> str:
     return program(tmp_path, text)
 
 
+@pytest.mark.skipif(ending._ending is None, reason="mlacheck.program._ending was not built (no C compiler or glibc)")
 @pytest.mark.parametrize("end", WORKER_ENDS)
 def test_a_worker_cut_short_while_the_program_exits_0_leaves_its_warmup_unverified(tmp_path, end):
     start, text, why = WORKER_ENDS[end]
@@ -150,11 +164,22 @@ def test_a_worker_cut_short_while_the_program_exits_0_leaves_its_warmup_unverifi
     assert reason.startswith("pid ") and "1 precompiled variant(s) it never dispatched are unverified" in reason
 
 
-@pytest.mark.parametrize("end", ["SIGKILL", "exit 0"])
+WELL_ENDED = {  # no crash: how engines end their workers, a status that says a stop, a crash in the teardown
+    "SIGKILL": "os.kill(os.getpid(), signal.SIGKILL)\n",
+    "exit 0": "sys.exit(0)\n",
+    "exit 256 (status 0)": "sys.exit(256)\n",
+    "exit 143 from its SIGTERM handler": "sys.exit(128 + signal.SIGTERM)\n",
+    "SIGSEGV after its exit event": (
+        "class Teardown:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGSEGV)\nleft = Teardown()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("end", WELL_ENDED)
 def test_a_worker_killed_or_ended_well_keeps_its_dead_warmup(tmp_path, end):
-    """Engines end their workers with SIGKILL (SGLang's kill_process_tree): that is no crash."""
-    text = "os.kill(os.getpid(), signal.SIGKILL)\n" if end == "SIGKILL" else "sys.exit(0)\n"
-    result = observe(tmp_path, sys.executable, worker_program(tmp_path, "subprocess", text))
+    """Engines end their workers with SIGKILL (SGLang's kill_process_tree): that is no crash; nor a status of 0, one
+    that says a stop, or a crash once the traffic has ended (the interpreter's teardown, after the exit event)."""
+    result = observe(tmp_path, sys.executable, worker_program(tmp_path, "subprocess", WELL_ENDED[end]))
     assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
     assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
 
@@ -176,18 +201,23 @@ def test_a_worker_left_running_that_mlacheck_ends_leaves_its_warmup_unverified(t
 
 
 def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_path):
-    """sys.exit and a fatal signal do what they did: the same status and output, observed or not; a program that
-    enables faulthandler itself keeps its own report on stderr."""
+    """How a process ends is watched where it changes nothing: the same statuses and output, observed or not, the
+    same signal actions and functions as the program sees them."""
     text = (
-        "import faulthandler, os, subprocess, sys\n"
+        "import faulthandler, os, pickle, signal, subprocess, sys\n"
+        "print('sees', signal.getsignal(signal.SIGUSR1), faulthandler.is_enabled(), len(pickle.dumps(sys.exit)),\n"
+        "      type(sys.exit).__name__, type(os._exit).__name__, flush=True)\n"
         "codes = [subprocess.run([sys.executable, '-c', c]).returncode for c in (\n"
         "    'import sys; sys.exit(3)', 'import sys; sys.exit(\"a message\")', 'import os; os.abort()',\n"
+        "    'import os, signal; os.kill(os.getpid(), signal.SIGUSR1)', 'raise SystemExit(256)',\n"
         "    'import faulthandler, os; faulthandler.enable(); os.abort()')]\n"
         "print('codes', codes, flush=True)\n"
     )
     path = program(tmp_path, text)
     plain = subprocess.run([sys.executable, path], capture_output=True, text=True, cwd=ROOT)
     result = observe(tmp_path, sys.executable, path)
-    assert "codes [3, 1, -6, -6]" in plain.stdout and "codes [3, 1, -6, -6]" in result.stdout, result.stdout
+    printed = [line for line in plain.stdout.splitlines() if line.startswith(("sees", "codes"))]
+    assert printed[1:] == ["codes [3, 1, -6, -10, 0, -6]"] and " False " in printed[0], plain.stdout
+    assert [line for line in result.stdout.splitlines() if line.startswith(("sees", "codes"))] == printed
     for expected in ("a message", "Fatal Python error: Aborted"):
         assert plain.stderr.count(expected) == result.stderr.count(expected) == 1, (expected, result.stderr)
