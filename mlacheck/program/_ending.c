@@ -3,9 +3,11 @@
    `arm(fd, size, stamp, path)` maps the note beside the process's trace (its last SLOT bytes, a line of their own,
    hold how the process ended) and, once a process image: registers an on_exit handler (the status exit() was given:
    sys.exit, raise SystemExit, an exception nothing caught, the end of the program), and a handler for each signal
-   whose action is still the default one and kills (SIGSEGV, SIGABRT, SIGBUS, ..., SIGUSR1, SIGALRM: never SIGKILL,
-   nor the stops the agent chains in Python), which writes the signal and hands it on: the previous action is put back
-   and the signal raised again, so the process dies as it would have. `exited(code)` writes an os._exit's status.
+   whose action is still the default one and kills (SIGSEGV, SIGABRT, SIGBUS, ..., SIGUSR1, SIGALRM, the real-time
+   ones: never SIGKILL, nor the stops the agent chains in Python), which writes the signal and hands it on: the
+   previous action is put back and the signal raised again, so the process dies as it would have (core dump kept).
+   The main thread gets an alternate stack where it has none, so a stack overflow is written too. A note shorter than
+   its size (the disk took no more) is not mapped. `exited(code)` writes an os._exit's status.
    A status of 0 writes nothing and takes the note away (`path`) where it says nothing else (no loss counted: its first
    line "0 ...", and no end of an earlier process of the same pid in its last line). A fork
    disarms the child (a C-level fork's child writes nothing into its parent's note) until it is armed with its own.
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SLOT 64   /* the note's last bytes: "exit N STAMP" or "signal N STAMP", spaces, a newline */
@@ -32,8 +35,15 @@ static char note_path[PATH + 1];
 static int registered = 0;
 static struct sigaction previous[NSIG];
 
-static const int KILLING[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGQUIT, SIGSYS,
-                              SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGPWR, SIGSTKFLT};
+static const int KILLING[] = {SIGSEGV, SIGBUS,  SIGFPE,  SIGILL,  SIGABRT,   SIGQUIT, SIGSYS, SIGTRAP,
+                              SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGVTALRM, SIGPROF, SIGIO,
+#ifdef SIGPWR
+                              SIGPWR,
+#endif
+#ifdef SIGSTKFLT
+                              SIGSTKFLT,
+#endif
+}; /* and SIGRTMIN..SIGRTMAX (what their default does: they kill) */
 
 static void
 put(const char *kind, int number)
@@ -109,6 +119,35 @@ disarm(void)
     note = NULL; /* (the mapping stays: it is the parent's; arming the child maps its own) */
 }
 
+static void
+watch(int signum)
+{
+    struct sigaction action;
+    if (signum <= 0 || signum >= NSIG || sigaction(signum, NULL, &previous[signum]) != 0 ||
+        previous[signum].sa_handler != SIG_DFL || (previous[signum].sa_flags & SA_SIGINFO))
+        return; /* the program's (or Python's: SIGPIPE, SIGXFSZ ignored) */
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = on_signal;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(signum, &action, NULL);
+}
+
+static void
+give_a_stack(void)
+{
+    /* An alternate stack for this thread (the main one) where it has none, as faulthandler gives one: a handler can
+       run after a stack overflow. */
+    stack_t old, stack;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE))
+        return;
+    stack.ss_size = SIGSTKSZ * 2 > 65536 ? SIGSTKSZ * 2 : 65536;
+    stack.ss_sp = malloc(stack.ss_size);
+    stack.ss_flags = 0;
+    if (stack.ss_sp != NULL && sigaltstack(&stack, NULL) != 0)
+        free(stack.ss_sp);
+}
+
 static PyObject *
 arm(PyObject *module, PyObject *args)
 {
@@ -119,6 +158,13 @@ arm(PyObject *module, PyObject *args)
         return NULL;
     if (size < SLOT || strlen(given_stamp) > STAMP || strlen(given_path) > PATH) {
         PyErr_SetString(PyExc_ValueError, "a note too small, or a stamp or path too long");
+        return NULL;
+    }
+    struct stat info;
+    if (fstat(fd, &info) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    if (info.st_size < size) { /* (a read or write past its end would end the process: SIGBUS) */
+        PyErr_SetString(PyExc_ValueError, "the note is shorter than its size: the disk took no more");
         return NULL;
     }
     void *mapped = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -133,18 +179,11 @@ arm(PyObject *module, PyObject *args)
         registered = 1;
         on_exit(at_exit, NULL);
         pthread_atfork(NULL, NULL, disarm);
-        for (size_t i = 0; i < sizeof(KILLING) / sizeof(KILLING[0]); i++) {
-            int signum = KILLING[i];
-            struct sigaction action;
-            if (sigaction(signum, NULL, &previous[signum]) != 0 || previous[signum].sa_handler != SIG_DFL ||
-                (previous[signum].sa_flags & SA_SIGINFO))
-                continue; /* the program's (or Python's: SIGPIPE, SIGXFSZ ignored) */
-            memset(&action, 0, sizeof(action));
-            action.sa_sigaction = on_signal;
-            action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-            sigemptyset(&action.sa_mask);
-            sigaction(signum, &action, NULL);
-        }
+        give_a_stack();
+        for (size_t i = 0; i < sizeof(KILLING) / sizeof(KILLING[0]); i++)
+            watch(KILLING[i]);
+        for (int signum = SIGRTMIN; signum <= SIGRTMAX; signum++)
+            watch(signum);
     }
     Py_RETURN_NONE;
 }

@@ -4,10 +4,11 @@ a status other than 0 while the program's main process exits 0 is cut short as t
 into the last line of the note beside the trace (`sinks.END_SLOT`), where no Python runs any more: the status exit()
 is given (sys.exit, raise SystemExit, an exception nothing caught, the program's end; `exit N`), and a signal whose
 default action kills (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGQUIT, SIGUSR1, SIGALRM, ...; `signal N`), each
-with the image's start. It changes nothing the program sees: no Python function is replaced (an os._exit in a forked
-child, which the agent already hooks, is said as it happens), `signal.getsignal` still says the default action, a
-signal still kills with the same status, and a handler the program installs replaces it. Without the compiled module
-nothing is written, and a worker's end is told as before: by its exit event alone."""
+with the image's start. What Python code sees does not change: no Python function is replaced (an os._exit in a
+forked child, which the agent already hooks, is said as it happens), `signal.getsignal` still says the default action,
+a signal still kills with the same status, and a handler the program installs replaces it (docs/program-mode.md says
+what C code sees, and what is not told). Without the compiled module nothing is written, and a worker's end is told
+as before: by its exit event alone."""
 
 from __future__ import annotations
 

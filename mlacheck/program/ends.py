@@ -5,11 +5,13 @@ dispatched unverified."""
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
 STOPPED = {128 + getattr(signal, name) for name in STOPS}  # the status of a process that ends itself on a stop
+TEARDOWN = 120  # Python's status where its teardown failed (a flush to a closed pipe), its traffic over
 
 
 def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) -> dict[int, str]:
@@ -44,10 +46,11 @@ def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) ->
 
 def _own_end(process: dict, left: dict[tuple, str]) -> str | None:
     """How a process ended before its traffic may have where its program did not: a status other than 0 (but one that
-    says a stop: 143, 130, 129), a signal that is no stop before its exit event (after it, in the interpreter's
-    teardown, its traffic had ended), or mlacheck ended it, left running when the program exited."""
+    says a stop: 143, 130, 129; or 120 after its exit event), a signal that is no stop before its exit event (after it,
+    in the interpreter's teardown, its traffic had ended), or mlacheck ended it, left running when the program
+    exited."""
     pid, (kind, number) = process["pid"], process.get("ended") or (None, 0)
-    if kind == "exit" and number not in STOPPED:
+    if kind == "exit" and number not in STOPPED and not (number == TEARDOWN and process["exited"]):
         return f"pid {pid} exited {number}"
     if kind == "signal" and not process["exited"]:
         return f"pid {pid} was killed by {_name(number)}"
@@ -61,7 +64,7 @@ def end_of(note: str | None) -> tuple[str, int, str] | None:
     status, its image's start) or ("signal", number, its image's start); None where it says nothing."""
     said = (note or "").split("\n")[1:2]
     words = said[0].split() if said else []
-    if len(words) == 3 and words[0] in ("exit", "signal") and words[1].isdigit():
+    if len(words) == 3 and words[0] in ("exit", "signal") and re.fullmatch("[0-9]{1,3}", words[1]):
         return words[0], int(words[1]), words[2]
     return None
 

@@ -134,6 +134,13 @@ WORKER_ENDS = {  # how a worker ends before its traffic may have, while the prog
         "was killed by SIGABRT",
     ),
     "SIGUSR1": ("subprocess", "os.kill(os.getpid(), signal.SIGUSR1)\n", "was killed by SIGUSR1"),
+    "SIGTRAP": ("subprocess", "os.kill(os.getpid(), signal.SIGTRAP)\n", "was killed by SIGTRAP"),
+    "a real-time signal": ("subprocess", "os.kill(os.getpid(), signal.SIGRTMIN)\n", "was killed by SIGRTMIN"),
+    "a stack overflow": (
+        "subprocess",
+        "sys.setrecursionlimit(10**8)\nnested = []\nfor _ in range(10**6):\n    nested = [nested]\nrepr(nested)\n",
+        "was killed by SIGSEGV",
+    ),
     "closes its descriptors, then SIGSEGV": (
         "subprocess",
         "os.closerange(3, 65536); os.kill(os.getpid(), signal.SIGSEGV)\n",
@@ -169,6 +176,7 @@ WELL_ENDED = {  # no crash: how engines end their workers, a status that says a 
     "exit 0": "sys.exit(0)\n",
     "exit 256 (status 0)": "sys.exit(256)\n",
     "exit 143 from its SIGTERM handler": "sys.exit(128 + signal.SIGTERM)\n",
+    "exit 120: its teardown's flush failed": "sys.stdout.write('unflushed'); os.close(1)\n",
     "SIGSEGV after its exit event": (
         "class Teardown:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGSEGV)\nleft = Teardown()\n"
     ),
@@ -211,13 +219,16 @@ def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_pa
         "    'import sys; sys.exit(3)', 'import sys; sys.exit(\"a message\")', 'import os; os.abort()',\n"
         "    'import os, signal; os.kill(os.getpid(), signal.SIGUSR1)', 'raise SystemExit(256)',\n"
         "    'import faulthandler, os; faulthandler.enable(); os.abort()')]\n"
+        "import resource\n"
+        "no_room = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # no note of its size can be written\n"
+        "codes.append(subprocess.run([sys.executable, '-c', 'pass'], preexec_fn=no_room).returncode)\n"
         "print('codes', codes, flush=True)\n"
     )
     path = program(tmp_path, text)
     plain = subprocess.run([sys.executable, path], capture_output=True, text=True, cwd=ROOT)
     result = observe(tmp_path, sys.executable, path)
     printed = [line for line in plain.stdout.splitlines() if line.startswith(("sees", "codes"))]
-    assert printed[1:] == ["codes [3, 1, -6, -10, 0, -6]"] and " False " in printed[0], plain.stdout
+    assert printed[1:] == ["codes [3, 1, -6, -10, 0, -6, 0]"] and " False " in printed[0], plain.stdout
     assert [line for line in result.stdout.splitlines() if line.startswith(("sees", "codes"))] == printed
     for expected in ("a message", "Fatal Python error: Aborted"):
         assert plain.stderr.count(expected) == result.stderr.count(expected) == 1, (expected, result.stderr)

@@ -61,3 +61,10 @@ def test_a_reused_pid_keeps_what_the_earlier_process_said(tmp_path):
     assert end_of(note.read_text()) == ("signal", 11, "1796548644.25")
     sink.close()
     assert note.exists(), "what it says is kept"
+
+
+def test_a_hostile_end_line_says_nothing():
+    head = line(b"0 event(s) lost").decode()
+    for said in ("exit \u00b2 1.5", "exit " + "9" * 5000 + " 1.5", "exit \u0661\u0662 1.5", "signal -3 1.5", "exit 3"):
+        assert end_of(head + said + "\n") is None, said
+    assert end_of(head + "exit 3 1.5\n") == ("exit", 3, "1.5")
