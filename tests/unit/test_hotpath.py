@@ -82,6 +82,17 @@ def test_the_compiled_hot_path_is_built_where_a_compiler_is():
     assert COMPILED.FLUSH_EVERY == PYTHON.FLUSH_EVERY
 
 
+def test_the_end_watcher_is_built_where_a_compiler_and_glibc_are():
+    """`mlacheck.program._ending` (how a worker ends: program/ending.py) is built beside the hot path; a build that
+    silently left it out would tell no worker's crash, and its tests would skip."""
+    skip_without_a_compiler()
+    if not os.confstr("CS_GNU_LIBC_VERSION"):
+        pytest.skip("no glibc here (its on_exit): the end watcher is not built")
+    from mlacheck.program import ending
+
+    assert ending._ending is not None
+
+
 def test_the_checkout_that_subprocess_tests_run_has_the_compiled_hot_path_where_a_compiler_is():
     """The CLI that tests start in subprocesses imports this checkout's mlacheck (PYTHONPATH): built in place by the
     editable install the README's test command makes. A plain `pip install .` leaves the checkout without it, and every
