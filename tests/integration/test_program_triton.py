@@ -168,3 +168,41 @@ def test_real_compiles_through_the_fork_on_the_cpu_time_its_stalls(tmp_path):
     [pack] = [f for f in report["findings"] if f["family"] == "tokenspeed_triton:__main__.pack"]
     assert pack["code"] == "MLA001" and "s stall" in pack["message"] and "not measured" not in pack["message"]
     assert any(path.name.endswith(".cubin") for path in (tmp_path / "cache").rglob("*"))  # the fork's own compile
+
+
+DIRECT = """
+import sys, torch, mlacheck
+import {triton} as triton, {triton}.language as tl
+from {triton}.backends.compiler import GPUTarget
+from {triton}.compiler import ASTSource
+
+@triton.jit
+def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+x, y = torch.zeros(4096), torch.zeros(4096)
+copy[(1,)](x, y, 64, BLOCK=64)  # warm-up
+mlacheck.serving_started()
+copy[(1,)](x, y, 64, BLOCK=64)  # a hit
+signature = {{"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}}
+built = triton.compile(ASTSource(fn=copy, signature=signature, constexprs={{"BLOCK": 128}}), target=GPUTarget("cuda", 100, 32))
+print("built", built.name)
+"""
+
+
+@pytest.mark.parametrize("triton", ["triton", "tokenspeed_triton"])
+def test_a_direct_triton_compile_of_a_watched_kernel_on_the_serving_path_is_named(tmp_path, triton):
+    """A launcher that keeps what it compiles itself (`triton.compile(ASTSource(fn=kernel, ...))`): no cache of the
+    kernel holds the build, so no dispatch accounts for it; on the serving path it is MLA007, never a PASS."""
+    path = tmp_path / "direct.py"
+    path.write_text(DIRECT.format(triton=triton))
+    result = run_cli(
+        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, str(path), tmp_path=tmp_path,
+        env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and "built copy" in result.stdout, result.stdout + result.stderr
+    [finding] = [f for f in report["findings"] if f["code"] == "MLA007"]
+    assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
+    assert report["verdict"] == "fail" and report["internal_errors"] == []

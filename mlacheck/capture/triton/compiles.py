@@ -15,9 +15,11 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
+from mlacheck import events
 from mlacheck.capture.stack import Where
 from mlacheck.capture.triton.families import CountingCache, KernelFamily
 from mlacheck.capture.triton.runtime import kernel_name
+from mlacheck.keys import typed
 
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
 
@@ -95,7 +97,7 @@ class CompileHooks:
 
     def _compilation_listener(self, *, src, metadata, metadata_group, times, cache_hit) -> None:
         if self.active:
-            self.safely("compile", lambda: self._watch(src, times))
+            self.safely("compile", lambda: self._watch(src, times, cache_hit))
         previous = self._prev.get("listener")
         if previous is not None:
             previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
@@ -177,9 +179,10 @@ class CompileHooks:
                 del self._pending[identity]
                 self._record(pending, pending.listener_seconds, "compile")
 
-    def _watch(self, src: object, times: object) -> None:
-        """The listener: the compiler's own time for a compile in flight; a compile of a watched kernel that passed
-        no mlacheck hook is an internal error, and the hooks go back on top."""
+    def _watch(self, src: object, times: object, cache_hit: bool) -> None:
+        """The listener: the compiler's own time for a compile in flight; a direct `triton.compile()` of a watched
+        kernel is an unwatched compile (`_direct`); a compile of one that passed no mlacheck hook otherwise is an
+        internal error, and the hooks go back on top."""
         jf = getattr(src, "fn", None)
         if jf is None or not isinstance(jf, self.runtime.jit.JITFunction):
             return
@@ -190,7 +193,10 @@ class CompileHooks:
         if mine or self._family_of(jf) is None:
             return
         knobs = self.runtime.knobs
-        if knobs.runtime.jit_cache_hook is not self._ours["jit_cache_hook"]:  # else: a direct triton.compile()
+        if knobs.runtime.jit_cache_hook is self._ours["jit_cache_hook"]:
+            if not cache_hit:
+                self._direct(jf, src, times.total / 1e6)
+        else:
             self.internal_error(
                 "compile",
                 f"{kernel_name(jf)} compiled without mlacheck's jit_cache_hook: the slot was replaced without "
@@ -199,6 +205,29 @@ class CompileHooks:
             for slot in ("jit_cache_hook", "jit_post_compile_hook"):
                 if getattr(knobs.runtime, slot) is not self._ours[slot]:
                     self._chain(knobs.runtime, slot)
+
+    def _direct(self, jf: object, src: object, seconds: float) -> None:
+        """A build by a direct `triton.compile()` (a launcher that keeps what it compiled itself): no cache of the
+        kernel holds it, so no dispatch accounts for it; it is an unwatched compile of that kernel (MLA007 on the
+        serving path), keyed by its constexprs (by name where Triton gives their positions)."""
+        family = self._family_of(jf)
+        where = self._reader.read(self._triton_frame(sys._getframe()))
+        constants = getattr(src, "constexprs", None) or getattr(src, "constants", None) or {}
+        names = list(getattr(jf, "arg_names", None) or ())
+        key = {_parameter(name, names): typed(value) for name, value in constants.items()}
+        phase = family.ledger.phase(where.phase, False)
+        family.ledger.write(
+            events.unwatched_compile_event(
+                f"{self.rule.module}.compile", kernel_name(jf), key, seconds, phase, where.site, where.stack
+            )
+        )
+
+
+def _parameter(name: object, names: list[str]) -> str:
+    """A constexpr's parameter name: Triton 3.x keys an ASTSource's constexprs by position ((3,)) or by name."""
+    if isinstance(name, tuple) and len(name) == 1 and isinstance(name[0], int) and name[0] < len(names):
+        return names[name[0]]
+    return str(name)
 
 
 def guarded(serialize: Callable) -> Callable:
