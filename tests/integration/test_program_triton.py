@@ -206,3 +206,39 @@ def test_a_direct_triton_compile_of_a_watched_kernel_on_the_serving_path_is_name
     [finding] = [f for f in report["findings"] if f["code"] == "MLA007"]
     assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
     assert report["verdict"] == "fail" and report["internal_errors"] == []
+
+
+ASYNC = """
+import torch, mlacheck, triton, triton.language as tl
+from concurrent.futures import ThreadPoolExecutor
+from triton.runtime._async_compile import AsyncCompileMode
+
+@triton.jit
+def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+x, y = torch.zeros(4096), torch.zeros(4096)
+with AsyncCompileMode(ThreadPoolExecutor(1)):
+    for block in (64, 128):
+        copy.warmup(x, y, 63, BLOCK=block, grid=(1,))  # compiled in the background
+    mlacheck.serving_started()
+    served = copy[(1,)](x, y, 63, BLOCK=128)  # served while its warm-up's compile may still run
+    print("served", type(served).__name__, flush=True)
+"""
+
+
+def test_a_serving_launch_of_a_variant_still_compiling_asynchronously_is_counted(tmp_path):
+    """Triton's AsyncCompileMode: the launch finds the warm-up's FutureKernel in the cache; it is a dispatch of that
+    variant (its warm-up is not dead: no MLA002 for it), the other warm-up variant is."""
+    path = tmp_path / "async_warmup.py"
+    path.write_text(ASYNC)
+    result = run_cli(
+        "run", "--dry", "--arch", "sm_90a", "--", sys.executable, str(path), tmp_path=tmp_path,
+        env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    report = result.report
+    assert report is not None and "served" in result.stdout, result.stdout + result.stderr
+    statuses = {v["key"]["BLOCK"]: (v["status"], v["dispatches"]) for f in report["families"] for v in f["variants"]}
+    assert statuses == {"constexpr 64": ("dead warm-up", 0), "constexpr 128": ("ok", 1)}, statuses
+    assert report["internal_errors"] == [] and report["incomplete"] == []

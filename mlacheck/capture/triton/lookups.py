@@ -22,15 +22,16 @@ class Lookups:
 
     def looked_up(self, cache: CountingCache, key: object, default: object, frame: object) -> object:
         """A kernel_cache lookup the fast table did not serve: a hit is counted in its phase (a serving one is fast
-        from now on); a miss is the compile's to record."""
+        from now on); a miss is the compile's to record. A hit on an async compile still in flight (Triton's
+        AsyncCompileMode: a FutureKernel) is counted too, never made fast: its post hook records the compile and the
+        launch that began it, not this one."""
         value = dict.get(cache, key, default)
         if value is None or value is default or not self.active:
             return value
         try:
+            future = type(value).__name__ == "FutureKernel"
             pending = self._pending.get((id(cache), key))
-            if pending is not None:
-                if type(value).__name__ == "FutureKernel":
-                    return value  # an async compile in flight: its post hook records it and its launch
+            if pending is not None and not future:
                 self._settle(pending)
             family = self._used(cache)
             if family is not None:
@@ -39,7 +40,7 @@ class Lookups:
                 )
                 where = self._reader.read(frame)
                 counter = family.dispatched(key, family.ledger.phase(where.phase, launched), where)
-                if where.phase is None and launched:
+                if where.phase is None and launched and not future:
                     cache._fast[key] = (counter, value)
                 self.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
