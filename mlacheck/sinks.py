@@ -141,7 +141,7 @@ class JsonlSink(EventSink):
         self._release()
         self.path, self._fd, self._identity = path, fd, identity
         self.lost, self._reported, self._errors, self._cut = 0, 0, {}, False
-        self._note = _Note(lost_note_path(path), self._note_text())  # made now, while it can be
+        self._note = _Note(lost_note_path(path))  # made now, while it can be
 
     def write(self, event: dict) -> None:
         line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
@@ -231,14 +231,10 @@ class JsonlSink(EventSink):
             except Exception:  # noqa: BLE001 - the program's stderr may be closed too
                 pass
         if self._note is not None:
-            self._note.write(self._note_text())
+            self._note.write(self.lost, self._errors)
 
     def _lost_line(self, count: int) -> bytes:
         return (json.dumps(lost_event(count, self._errors), separators=(",", ":")) + "\n").encode()
-
-    def _note_text(self) -> str:
-        errors = ", ".join(f"{name} x{count}" for name, count in sorted(self._errors.items()))
-        return f"{self.lost} event(s) lost" + (f" ({errors})" if errors else "") + "\n"
 
 
 def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tuple[int, tuple[int, int]]:
@@ -259,7 +255,7 @@ class _Note:
     left itself none free: a daemonizing server), through a shared mapping of the file made with it. A note that an
     earlier process of the same pid left (the pid was reused) keeps what it says: its count (`carried`) and its end."""
 
-    def __init__(self, path: str, text: str) -> None:
+    def __init__(self, path: str) -> None:
         self.path, self._map, self.carried = path, None, 0
         try:
             fd, _ = _open_regular(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -268,24 +264,24 @@ class _Note:
         try:
             earlier = os.pread(fd, NOTE_SIZE, 0)
             self.carried, end = _count(earlier), earlier[-END_SLOT:] if len(earlier) == NOTE_SIZE else b""
-            os.pwrite(fd, _line(self.text(text)) + (end if end.strip() else b" " * (END_SLOT - 1) + b"\n"), 0)
+            os.pwrite(fd, _line(self._text(0, {})) + (end if end.strip() else b" " * (END_SLOT - 1) + b"\n"), 0)
             self._map = mmap.mmap(fd, NOTE_SIZE)
         except (OSError, ValueError):
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)  # (a note that holds no count says events were lost: this one has lost none)
-                os.pwrite(fd, self.text(text).encode(), 0)
+                os.pwrite(fd, self._text(0, {}).encode(), 0)
         finally:
             os.close(fd)
 
-    def text(self, text: str) -> str:
-        """A count's line, the earlier process's count added."""
-        count, _, rest = text.partition(" ")
-        return f"{int(count) + self.carried} {rest}" if self.carried else text
+    def _text(self, lost: int, errors: dict[str, int]) -> str:
+        """The count's line: the events lost (the earlier process's added), each error's count."""
+        said = ", ".join(f"{name} x{count}" for name, count in sorted(errors.items()))
+        return f"{lost + self.carried} event(s) lost" + (f" ({said})" if said else "") + "\n"
 
-    def write(self, text: str) -> None:
+    def write(self, lost: int, errors: dict[str, int]) -> None:
         """The note's first line, now: by its path, else through the mapping (a path out of the process's reach now:
         nothing it does can have cut the file short, which would make a write through the mapping end it)."""
-        line = _line(self.text(text))
+        line = _line(self._text(lost, errors))
         try:
             fd, _ = _open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:

@@ -14,6 +14,7 @@ from mlacheck.analysis.tables import ProcessFacts, UnfinishedCompile
 from mlacheck.capture.phase import SERVING
 
 MEASURED = 0.05  # a stall shorter than this to its process's last moment (shown "0.0 s") was not measured
+NOT_MEASURED = "serving-path compile, never finished (stall not measured)"  # such a stall's summary
 
 
 def unfinished_reasons(facts: dict[int | None, ProcessFacts]) -> list[str]:
@@ -51,7 +52,7 @@ def stall_of(compiled: UnfinishedCompile) -> tuple[str, str, str]:
             f"a stall of unknown length, at least as long as the compile ran ({compiled.how}; its trace shows "
             "nothing after the compile began to measure it to)",
             "never ended",
-            "serving-path compile, never finished (stall not measured)",
+            NOT_MEASURED,
         )
     return (
         f"a stall of at least {compiled.at_least:.1f} s that never ended ({compiled.how})",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,8 +130,13 @@ class RunFolder:
     def trace_of(self, pid: int, host: str | None) -> Path | None:
         """The trace file process `pid` of `host` writes, where there is one (trace-PID.jsonl, or trace-HOST-PID.jsonl
         for a process of another host than the run's)."""
-        names = {trace_path(str(self.path), pid), *([trace_path(str(self.path), pid, host)] if host else [])}
-        return next((path for path in self.traces() if str(path) in names), None)
+        for name in (trace_path(str(self.path), pid), *([trace_path(str(self.path), pid, host)] if host else [])):
+            try:
+                if stat.S_ISREG(os.lstat(name).st_mode):
+                    return Path(name)
+            except OSError:
+                pass
+        return None
 
     def unobserved(self) -> dict[int, str]:
         """pid -> the line of each Python process whose agent could not start."""

@@ -170,75 +170,76 @@ def test_real_compiles_through_the_fork_on_the_cpu_time_its_stalls(tmp_path):
     assert any(path.name.endswith(".cubin") for path in (tmp_path / "cache").rglob("*"))  # the fork's own compile
 
 
-DIRECT = """
-import sys, torch, mlacheck
-import {triton} as triton, {triton}.language as tl
-from {triton}.backends.compiler import GPUTarget
-from {triton}.compiler import ASTSource
+def dry_program(tmp_path, text: str, arch: str, printed: str) -> dict:
+    """The report of a program written from `text` under `mlacheck run --dry --arch ARCH` (a Triton cache of its own),
+    which printed `printed`."""
+    path = tmp_path / "program.py"
+    path.write_text(text)
+    result = run_cli(
+        "run", "--dry", "--arch", arch, "--", sys.executable, str(path), tmp_path=tmp_path,
+        env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert result.report is not None and printed in result.stdout, result.stdout + result.stderr
+    return result.report
 
+
+COPY = """
 @triton.jit
 def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
 x, y = torch.zeros(4096), torch.zeros(4096)
-copy[(1,)](x, y, 64, BLOCK=64)  # warm-up
+"""  # a kernel of the programs below, and its tensors
+DIRECT = (
+    """
+import sys, torch, mlacheck
+import {triton} as triton, {triton}.language as tl
+from {triton}.backends.compiler import GPUTarget
+from {triton}.compiler import ASTSource
+"""
+    + COPY
+    + """copy[(1,)](x, y, 64, BLOCK=64)  # warm-up
 mlacheck.serving_started()
 copy[(1,)](x, y, 64, BLOCK=64)  # a hit
 signature = {{"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}}
 built = triton.compile(ASTSource(fn=copy, signature=signature, constexprs={{"BLOCK": 128}}), target=GPUTarget("cuda", 100, 32))
 print("built", built.name)
 """
+)
 
 
 @pytest.mark.parametrize("triton", ["triton", "tokenspeed_triton"])
 def test_a_direct_triton_compile_of_a_watched_kernel_on_the_serving_path_is_named(tmp_path, triton):
     """A launcher that keeps what it compiles itself (`triton.compile(ASTSource(fn=kernel, ...))`): no cache of the
     kernel holds the build, so no dispatch accounts for it; on the serving path it is MLA007, never a PASS."""
-    path = tmp_path / "direct.py"
-    path.write_text(DIRECT.format(triton=triton))
-    result = run_cli(
-        "run", "--dry", "--arch", "sm_100a", "--", sys.executable, str(path), tmp_path=tmp_path,
-        env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
-    )  # fmt: skip
-    report = result.report
-    assert report is not None and "built copy" in result.stdout, result.stdout + result.stderr
+    report = dry_program(tmp_path, DIRECT.format(triton=triton), "sm_100a", printed="built copy")
     [finding] = [f for f in report["findings"] if f["code"] == "MLA007"]
     assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
     assert report["verdict"] == "fail" and report["internal_errors"] == []
 
 
-ASYNC = """
+ASYNC = (
+    """
 import torch, mlacheck, triton, triton.language as tl
 from concurrent.futures import ThreadPoolExecutor
 from triton.runtime._async_compile import AsyncCompileMode
-
-@triton.jit
-def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
-
-x, y = torch.zeros(4096), torch.zeros(4096)
-with AsyncCompileMode(ThreadPoolExecutor(1)):
+"""
+    + COPY
+    + """with AsyncCompileMode(ThreadPoolExecutor(1)):
     for block in (64, 128):
         copy.warmup(x, y, 63, BLOCK=block, grid=(1,))  # compiled in the background
     mlacheck.serving_started()
     served = copy[(1,)](x, y, 63, BLOCK=128)  # served while its warm-up's compile may still run
     print("served", type(served).__name__, flush=True)
 """
+)
 
 
 def test_a_serving_launch_of_a_variant_still_compiling_asynchronously_is_counted(tmp_path):
     """Triton's AsyncCompileMode: the launch finds the warm-up's FutureKernel in the cache; it is a dispatch of that
     variant (its warm-up is not dead: no MLA002 for it), the other warm-up variant is."""
-    path = tmp_path / "async_warmup.py"
-    path.write_text(ASYNC)
-    result = run_cli(
-        "run", "--dry", "--arch", "sm_90a", "--", sys.executable, str(path), tmp_path=tmp_path,
-        env_extra={**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")},
-    )  # fmt: skip
-    report = result.report
-    assert report is not None and "served" in result.stdout, result.stdout + result.stderr
+    report = dry_program(tmp_path, ASYNC, "sm_90a", printed="served")
     statuses = {v["key"]["BLOCK"]: (v["status"], v["dispatches"]) for f in report["families"] for v in f["variants"]}
     assert statuses == {"constexpr 64": ("dead warm-up", 0), "constexpr 128": ("ok", 1)}, statuses
     assert report["internal_errors"] == [] and report["incomplete"] == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from mlacheck import codes
 from mlacheck.analysis.findings import Finding, named, telling
 from mlacheck.analysis.tables import ProcessFamily, Variant
-from mlacheck.analysis.unfinished import MEASURED, stall_of
+from mlacheck.analysis.unfinished import MEASURED, NOT_MEASURED, stall_of
 from mlacheck.analysis.view import FamilyView, RunView
 from mlacheck.capture.phase import SERVING
 from mlacheck.keys import value_text
@@ -100,7 +100,7 @@ def _summary(variant: Variant, key_fields, telling_fields: list[str]) -> str:
     if variant.serving_path_compile_s is None:
         seconds = "serving-path compile (not timed)"
     elif variant.unfinished and not _measured(variant):
-        seconds = "serving-path compile, never finished (stall not measured)"
+        seconds = NOT_MEASURED
     else:
         seconds = f"{'≥' if variant.unfinished else ''}{variant.serving_path_compile_s:.1f} s serving-path compile"
         seconds += ", never finished" if variant.unfinished else ""
