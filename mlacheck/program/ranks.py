@@ -77,3 +77,22 @@ def rank_summaries(
         rows.values(),
         key=lambda r: (order[r["run"]], r["host"] or "", r["rank"] is None, r["rank"] if r["rank"] is not None else 0),
     )
+
+
+def unchecked_folders(folders: list[tuple[str, range]], lookups: dict[int | None, int]) -> list[str]:
+    """One line for each run folder of a merge (`folders`: each with its processes' indexes) that compared nothing of
+    its own: it observed no Python process, or no dispatch of a watched family reached a lookup in it. The merge is
+    then no better than that folder alone (the other folders' evidence says nothing of its node)."""
+    reasons = []
+    for path, procs in folders:
+        if not procs:
+            reasons.append(
+                f"{path}: no Python process was observed in this run folder (its program started none, or none could "
+                "import mlacheck): nothing of this node was checked"
+            )
+        elif not any(lookups.get(proc) for proc in procs):
+            reasons.append(
+                f"{path}: no dispatch of a watched kernel family reached a cache lookup in this run folder's "
+                f"{len(procs)} observed process(es): nothing of this node was compared"
+            )
+    return reasons

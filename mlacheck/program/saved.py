@@ -25,7 +25,7 @@ from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
 from mlacheck.program.ends import cut_short, end_of
-from mlacheck.program.ranks import rank_summaries
+from mlacheck.program.ranks import rank_summaries, unchecked_folders
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.report.model import Report, build_report
 from mlacheck.report.policy import ReportPolicy
@@ -53,6 +53,7 @@ class LoadedRuns:
     unobserved: list[str] = field(default_factory=list)  # one line each: why the run cannot pass
     unobserved_processes: list[dict] = field(default_factory=list)  # pid, host, rank of each (the per-rank view)
     policy: dict = field(default_factory=dict)
+    folders: list[tuple[str, range]] = field(default_factory=list)  # each run folder and its processes' indexes
 
 
 def load_runs(paths: list[Path], supervised: Supervised | None = None, key_values: bool = False) -> LoadedRuns:
@@ -74,6 +75,7 @@ def load_runs(paths: list[Path], supervised: Supervised | None = None, key_value
         first_process = len(loaded.processes)
         if path.is_dir() and replaced is None:
             budget = _read_traces(run, loaded, budget)
+        loaded.folders.append((str(path), range(first_process, len(loaded.processes))))
         tree = supervised.tree if supervised is not None else run.read_tree()
         readable = path.is_dir() and replaced is None
         _unobserved(run, str(path), loaded, loaded.processes[first_process:], tree, readable)
@@ -412,6 +414,7 @@ def program_report(
     unwatched = {event["family"] for event in loaded.digest.kept["unseen"]}  # (their lines say why: not unanalysed)
     said = {family.name for family in analysis.families} | (unwatched & {rule.family.name for rule in rules.families})
     analysis.incomplete += _undeclared(loaded.digest.families, said)
+    analysis.incomplete += unchecked_folders(loaded.folders, analysis.lookups) if len(paths) > 1 else []
     analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
     target_arch = (context or {}).get("target_arch", loaded.digest.target_arch)
