@@ -229,6 +229,16 @@ def is_new(finding: dict) -> bool:
     return not finding.get("baselined", False) and not finding.get("ignored", False)
 
 
+def fails(finding: dict, strict: object = False) -> bool:
+    """Whether a finding fails the run: a new error, or under --strict (`strict`: the report's) any new finding."""
+    return is_new(finding) and (bool(strict) or severity(finding) == "error")
+
+
+def level(finding: dict, strict: object = False) -> str:
+    """ "error" for a finding that fails the run (`fails`), else its own severity: what a CI format calls it."""
+    return "error" if fails(finding, strict) else severity(finding)
+
+
 def state(finding: dict) -> str:
     """ "baselined", "ignored" or "" (a finding that counts)."""
     return "ignored" if finding.get("ignored") else "baselined" if finding.get("baselined") else ""

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 
 from mlacheck.errors import MlacheckError
-from mlacheck.report.common import Repository, is_new, printable_read, process_text, severity
+from mlacheck.report.common import Repository, is_new, level, printable_read, process_text
 from mlacheck.report.markdown import to_markdown
 
 
@@ -35,8 +35,9 @@ def command(level: str, message: str, **properties: object) -> str:
     return f"::{level}{' ' + given if given else ''}::{escape_data(message)}"
 
 
-def annotation(finding: dict, repository: Repository | None = None) -> str:
-    """One finding as an ::error / ::warning line."""
+def annotation(finding: dict, repository: Repository | None = None, strict: object = False) -> str:
+    """One finding as an ::error / ::warning line (::error for one that fails the run: under --strict, `strict`, a new
+    warning too)."""
     location = (repository or Repository.here()).locate(finding.get("site"))
     file, line = location if location else (None, None)
     message = finding.get("message", "")
@@ -44,11 +45,11 @@ def annotation(finding: dict, repository: Repository | None = None) -> str:
         message += f"\nat {finding['site']}"
     if finding.get("hint"):
         message += f"\nfix: {finding['hint']}"
-    level = {"error": "error", "warning": "warning"}.get(severity(finding), "notice")
+    kind = {"error": "error", "warning": "warning"}.get(level(finding, strict), "notice")
     title = f"{finding.get('code', '')} {finding.get('name', '')}".strip()
     if process_text(finding):
         title += f" [{process_text(finding)}]"
-    return command(level, message, file=file, line=line, title=title)
+    return command(kind, message, file=file, line=line, title=title)
 
 
 def to_github(report: dict, repository: Repository | None = None) -> str:
@@ -56,7 +57,8 @@ def to_github(report: dict, repository: Repository | None = None) -> str:
     run with its control characters escaped (a log viewer is a terminal too)."""
     report = printable_read(report)
     repository = repository or Repository.here()
-    lines = [annotation(finding, repository) for finding in report.get("findings") or [] if is_new(finding)]
+    strict = report.get("strict")
+    lines = [annotation(f, repository, strict) for f in report.get("findings") or [] if is_new(f)]
     lines += [command("error", reason, title="mlacheck incomplete") for reason in report.get("incomplete") or []]
     lines += [
         command("warning", f"internal error in capture (the program went on): {error}", title="mlacheck internal error")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from itertools import chain
 
 from mlacheck.keys import fields_text, key_identity, spelling_text, value_text, varying_fields
-from mlacheck.report.common import family_key_fields, is_new, printable_read, process_text, severity, summary_line
+from mlacheck.report.common import fails, family_key_fields, printable_read, process_text, severity, summary_line
 from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
@@ -105,7 +105,8 @@ def _pieces(report: dict) -> Iterator[str]:
     report = printable_read(report)
     cases, keys = _cases(report)
     unseen = _unseen(report)
-    failed = sum(bool(_failures(findings)) for _, _, findings in cases)
+    strict = report.get("strict")
+    failed = sum(bool(_failures(findings, strict)) for _, _, findings in cases)
     counts = {"tests": str(len(cases) + len(unseen)), "failures": str(failed), "errors": str(len(unseen))}
     suites = Element("testsuites", {"name": "mlacheck", **counts})
     suite = Element("testsuite", {"name": "mlacheck", **counts, "skipped": "0"})
@@ -118,7 +119,7 @@ def _pieces(report: dict) -> Iterator[str]:
     classnames: dict[str, str] = {}  # each family's name as an attribute (escaped once)
     for classname, name, findings in cases:
         escaped = classnames.get(classname) or classnames.setdefault(classname, _attribute(classname))
-        yield "\n    " + _testcase_text(escaped, name, findings, keys.get(classname, {}).get(name))
+        yield "\n    " + _testcase_text(escaped, name, findings, keys.get(classname, {}).get(name), strict)
     for element in (*unseen, *suffix):
         yield "\n    " + element.written(2)
     yield "\n  </testsuite>\n</testsuites>\n"
@@ -170,21 +171,21 @@ def _properties(report: dict) -> Element:
     )
 
 
-def _failures(findings: list[dict]) -> list[dict]:
-    """The findings that fail a testcase: new errors."""
-    return [f for f in findings if is_new(f) and severity(f) == "error"]
+def _failures(findings: list[dict], strict: object) -> list[dict]:
+    """The findings that fail a testcase: new errors, and under --strict (`strict`) new warnings too."""
+    return [f for f in findings if fails(f, strict)]
 
 
-def _testcase_text(escaped: str, name: str, findings: list[dict], key: str | None) -> str:
+def _testcase_text(escaped: str, name: str, findings: list[dict], key: str | None, strict: object) -> str:
     """A variant's (or a lone finding's) testcase as `Element.written` writes it two levels deep, written at once
-    (`escaped`: its classname as an attribute): a <failure> per new error finding, the key and every other finding in
+    (`escaped`: its classname as an attribute): a <failure> per finding that fails the run, the key and every other finding in
     its <system-out>."""
     opening = f'<testcase classname="{escaped}" name="{_attribute(name)}"'
     if not findings:  # the usual one: its key alone
         if key is None:
             return f"{opening} />"
         return f"{opening}>\n      <system-out>{_text(f'key: {key}')}</system-out>\n    </testcase>"
-    failures = _failures(findings)
+    failures = _failures(findings, strict)
     children = [_failure(finding) for finding in failures]
     notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
     if key is not None or notes:

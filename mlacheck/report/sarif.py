@@ -9,7 +9,10 @@ scanning rejects a whole log holding an unlocated result, so an uploader should 
 (e.g. the rule file or the warm-up's file) when MLA004's version finding may occur. partialFingerprints
 "mlacheck/v1" carries the baseline fingerprint; a report that went through a baseline also gets
 baselineState "new" / "unchanged"; a finding whose code is ignored (--ignore, --select) is suppressed
-("external"). Internal capture errors are tool execution notifications.
+("external"). Under --strict a new warning fails the run: its level is "error". Each reason an incomplete run could
+not pass is an error result of rule `mlacheck/incomplete` too (located at the anchor), beside its notification: a
+consumer that shows results alone (code scanning's alerts) never shows an incomplete run as clean. Internal capture
+errors are tool execution notifications.
 """
 
 from __future__ import annotations
@@ -20,10 +23,18 @@ from urllib.parse import quote
 
 from mlacheck.codes import CODES
 from mlacheck.keys import key_identity
-from mlacheck.report.baseline import FINGERPRINT_SCHEME, report_fingerprints
-from mlacheck.report.common import Repository, Slices, document_text, json_document, severity
+from mlacheck.report.baseline import FINGERPRINT_SCHEME, fingerprint, report_fingerprints
+from mlacheck.report.common import Repository, Slices, document_text, json_document, level
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+INCOMPLETE_RULE = {
+    "id": "mlacheck/incomplete",
+    "name": "incomplete",
+    "shortDescription": {"text": "the run could not be checked in full"},
+    "fullDescription": {"text": "What mlacheck could not see or compare: the run can neither pass nor fail on it."},
+    "help": {"text": "Each result says what is missing and how to see it; fix that and run again."},
+    "defaultConfiguration": {"level": "error"},
+}
 RUN_PROPERTIES = (
     "verdict",
     "mode",
@@ -79,7 +90,8 @@ def _driver(report: dict, rules: list) -> dict:
                 "defaultConfiguration": {"level": rule.severity.value},
             }
             for rule in rules
-        ],
+        ]
+        + [INCOMPLETE_RULE],
     }
     if report.get("mlacheck_version"):
         driver["version"] = str(report["mlacheck_version"])
@@ -134,18 +146,40 @@ def _results(report: dict, rules: list, anchor: str | None, repository: Reposito
     prints = [finding.get("fingerprint") for finding in findings]  # (`decide` made them: each made again otherwise)
     prints = prints if all(prints) else report_fingerprints(findings)
 
+    strict, reasons = report.get("strict"), report.get("incomplete") or []
+
     def results(start: int, stop: int) -> list[dict]:
         made = []
         for finding, print_ in zip(findings[start:stop], prints[start:stop]):
             location = locate(finding.get("site")) or compiled_at(finding)
-            made.append(_result(finding, print_, index, location, anchor))
+            made.append(_result(finding, print_, index, location, anchor, strict))
+        first = max(start - len(findings), 0)
+        made += [_incomplete(reason, anchor) for reason in reasons[first : max(stop - len(findings), first)]]
         return made
 
-    return Slices(len(findings), results)
+    return Slices(len(findings) + len(reasons), results)
+
+
+def _incomplete(reason: str, anchor: str | None) -> dict:
+    """An error result for a reason the run could not pass (at the anchor: a reason has no place in the code)."""
+    return {
+        "ruleId": INCOMPLETE_RULE["id"],
+        "level": "error",
+        "message": {"text": reason},
+        "locations": _anchor(anchor),
+        "partialFingerprints": {
+            FINGERPRINT_SCHEME: fingerprint({"code": INCOMPLETE_RULE["id"], "family": "", "key": {"reason": reason}})
+        },
+    }
 
 
 def _result(
-    finding: dict, print_: str, index: dict[str, int], location: tuple[str, int | None] | None, anchor: str | None
+    finding: dict,
+    print_: str,
+    index: dict[str, int],
+    location: tuple[str, int | None] | None,
+    anchor: str | None,
+    strict: object,
 ) -> dict:
     text = finding.get("message", "")
     if finding.get("site") and location is None:
@@ -154,7 +188,7 @@ def _result(
         text += f"\nfix: {finding['hint']}"
     result = {
         "ruleId": finding.get("code", ""),
-        "level": severity(finding),
+        "level": level(finding, strict),
         "message": {"text": text},
         "locations": _locations(location) if location else _anchor(anchor),
         "partialFingerprints": {FINGERPRINT_SCHEME: print_},

@@ -242,6 +242,37 @@ def test_junit_keyless_finding_is_its_own_testcase_and_counts_add_up():
     assert "a write through an old reference" in cases["internal error in capture"].find("error").get("message")
 
 
+def test_under_strict_a_new_warning_fails_in_every_ci_format():
+    """--strict makes a run with only a dead warm-up FAIL: JUnit, SARIF and GitHub said nothing failed (red-team)."""
+    report = hand_made()
+    report["findings"] = [f for f in report["findings"] if f["code"] == "MLA002"]
+    report["internal_errors"] = []
+    for strict in (False, True):
+        report["strict"] = strict
+        suite = ET.fromstring(to_junit(report)).find("testsuite")
+        [result] = to_sarif(report)["runs"][0]["results"]
+        [annotation] = to_github(report).splitlines()
+        assert suite.get("failures") == ("1" if strict else "0")
+        assert result["level"] == ("error" if strict else "warning")
+        assert annotation.startswith("::error " if strict else "::warning ")
+    report["findings"][0]["baselined"] = True  # a known finding fails nothing, strict or not
+    assert ET.fromstring(to_junit(report)).find("testsuite").get("failures") == "0"
+    assert to_github(report) == ""
+
+
+def test_an_incomplete_run_has_an_error_result_in_sarif_for_each_reason():
+    """Code scanning turns results into alerts: an INCOMPLETE run with no finding showed none (red-team)."""
+    report = hand_made() | {"findings": [], "internal_errors": [], "verdict": "incomplete"}
+    report["incomplete"] = ["a Python process ran unobserved: pid 7", "events were lost: t.jsonl:3"]
+    log = to_sarif(report)
+    _validate(log)
+    results = log["runs"][0]["results"]
+    assert [(r["ruleId"], r["level"]) for r in results] == [("mlacheck/incomplete", "error")] * 2
+    assert [r["message"]["text"] for r in results] == report["incomplete"]
+    assert len({r["partialFingerprints"]["mlacheck/v1"] for r in results}) == 2
+    assert log["runs"][0]["invocations"][0]["executionSuccessful"] is False
+
+
 def test_program_mode_report_per_process_findings():
     report = hand_made()
     report.update(mode="program", scenario=None)
@@ -287,7 +318,7 @@ def test_sarif_rules_results_and_fingerprints(real_reports):
     assert logs[0]["version"] == "2.1.0"
     driver = run["tool"]["driver"]
     assert driver["name"] == "mlacheck" and driver["version"] == real_reports[0]["mlacheck_version"]
-    assert [rule["id"] for rule in driver["rules"]] == list(CODES)
+    assert [rule["id"] for rule in driver["rules"]] == [*CODES, "mlacheck/incomplete"]
     assert driver["rules"][1]["defaultConfiguration"]["level"] == "warning"
     assert driver["rules"][0]["help"]["text"] == CODES["MLA001"].hint
     results = run["results"]
