@@ -117,15 +117,19 @@ def test_a_testcase_written_at_once_is_what_its_elements_write(classname, name, 
     elements of the documented layout write (`Element.written` is ElementTree's text: the test above)."""
     from mlacheck.report.junit import Element, _attribute, _details, _failures, _label, _testcase_text
 
-    failures = _failures(findings)
-    children = [
-        Element("failure", {"message": f.get("message", ""), "type": f.get("code", "")}, _details(f)) for f in failures
-    ]
-    notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
-    if key is not None or notes:
-        children.append(Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes])))
-    expected = Element("testcase", {"classname": classname, "name": name}, children=children).written(2)
-    assert _testcase_text(_attribute(classname), name, findings, key) == expected
+    for strict in (False, True):  # (--strict: a new warning fails too)
+        failures = _failures(findings, strict)
+        children = [
+            Element("failure", {"message": f.get("message", ""), "type": f.get("code", "")}, _details(f))
+            for f in failures
+        ]
+        notes = [f"{_label(f)}: {f.get('message', '')}" for f in findings if f not in failures]
+        if key is not None or notes:
+            children.append(
+                Element("system-out", text="\n".join([*([f"key: {key}"] if key is not None else []), *notes]))
+            )
+        expected = Element("testcase", {"classname": classname, "name": name}, children=children).written(2)
+        assert _testcase_text(_attribute(classname), name, findings, key, strict) == expected
 
 
 def test_a_document_found_beyond_ascii_late_is_written_again_whole(tmp_path):
