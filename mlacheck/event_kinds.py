@@ -149,11 +149,13 @@ REQUIRED = {
     "compile_start": {"id": int, "phase": START_PHASES, "t": (int, float)},
     "compile_end": {"id": int},
     "spawn": {"child": int, "path": str, "argv": list, "python": bool},
+    "kill": {"target": int, "signal": int},
+    "reaped": {"pid": int, "how": ("exit", "signal"), "number": int},
     "unseen": {"family": str, "what": str},
     "slow_step": {"function": str, "seconds": (int, float), "usual": (int, float), "t": (int, float)},
 }
 OPTIONAL = {
-    "run": {"pid": int, "ppid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
+    "run": {"pid": int, "ppid": int, "pgid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
     "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
     "compile": {
         "spelling": dict,
@@ -182,6 +184,8 @@ OPTIONAL = {
     "slow_step": {"step": int, "serving": bool},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
     "spawn": {"rank": (int, type(None)), "t": (int, float)},
+    "kill": {"t": (int, float)},
+    "reaped": {"t": (int, float)},
     "compile_start": {
         "family": str,
         "vid": int,

@@ -34,6 +34,9 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - exec: the process image is replaced (os.exec*): what follows, from the next run event, is the new image's
 - spawn: the process started a child by a fork and exec it cannot observe from Python (subprocess, multiprocessing's
   spawn, os.posix_spawn): its pid, what it runs, whether that is Python, its rank
+- kill: the process sent a signal to another process (`target`: its pid) or group (`target`: minus its pgid; -1 for
+  every process it may signal): how an engine ends its workers
+- reaped: the process reaped a child (`pid`), which ended by `how` ("exit", its status; "signal", the signal's number)
 - exit: the process ended normally
 `t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
 """
@@ -72,7 +75,17 @@ FORMAT_VERSION = schemas.FORMATS["trace"].current
 unwatched_dispatch and unwatched_compile (a reader of 0.2 counts them as unreadable lines); `compile`,
 `serving_start` and `exit` events may carry `t`, an optional field that every reader does without."""
 
-PROGRAM_RUN_FIELDS = ("ppid", "host", "argv", "rank", "target_arch", "forked_from", "found_by", "trace_replaced")
+PROGRAM_RUN_FIELDS = (
+    "ppid",
+    "host",
+    "pgid",
+    "argv",
+    "rank",
+    "target_arch",
+    "forked_from",
+    "found_by",
+    "trace_replaced",
+)
 
 
 def run_event(pid: int, started: float, **program: object) -> dict:
@@ -303,6 +316,16 @@ def spawn_event(child: int, path: str, argv: list[str], python: bool, rank: int 
         "rank": rank,
         "t": run_clock(),
     }
+
+
+def kill_event(target: int, signum: int) -> dict:
+    """The process sends signal `signum` to `target` (a pid; minus a pgid for a group, -1 for every process)."""
+    return {"type": "kill", "target": target, "signal": signum, "t": run_clock()}
+
+
+def reaped_event(pid: int, how: str, number: int) -> dict:
+    """The process reaped its child `pid`, which ended by `how`: "exit" with status `number`, or "signal" `number`."""
+    return {"type": "reaped", "pid": pid, "how": how, "number": number, "t": run_clock()}
 
 
 def exit_event(rank: int | None, how: str) -> dict:

@@ -31,7 +31,7 @@ from mlacheck.events import (
     unseen_event,
 )
 from mlacheck.files import read_json
-from mlacheck.program import ending, spawns
+from mlacheck.program import ending, reaps, spawns
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.post_import import PostImportFinder
 from mlacheck.program.trust import check_folder
@@ -95,6 +95,7 @@ class Agent:
         self._chain_signals()
         self._hook_exec()
         spawns.hook(lambda make: self._safely(lambda: self.sink.write(make())), self._observing)
+        reaps.hook(lambda event: self._safely(lambda: self.sink.write(event)), self._observing)
 
     def _begin(self) -> None:
         """Start this image's trace with its run event, and install what the modules already imported need."""
@@ -367,6 +368,7 @@ class Agent:
             start_run_clock(),
             ppid=os.getppid(),
             host=os.uname().nodename,
+            pgid=os.getpgrp(),
             argv=list(sys.argv),
             rank=spawns.environment_rank(),
             target_arch=self._target_arch(),

@@ -17,10 +17,11 @@ TEARDOWN = 120  # Python's status where its teardown failed (a flush to a closed
 def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) -> dict[int, str]:
     """The processes that ended before their traffic may have, each with how: every process of a run whose program
     exited with a status other than 0, or that a signal killed which is no stop (SIGKILL, SIGSEGV, SIGABRT, ...); else
-    a process that ended so itself (`_own_end`). A stop someone asked for (one of STOPS, or any signal mlacheck
-    forwarded: Ctrl-C, a CI job's SIGTERM) ends the traffic they let run, as a server is ended, whatever its processes
-    do on their way out; so does a SIGKILL of a worker alone (engines end their workers so). A run that never finished
-    says so already."""
+    a process that ended so itself (`_own_end`), and then every process of its run that was stopped or killed (its
+    traffic may have been cut by that end: torchrun stops a crashed worker's peers, a broken pool its other workers).
+    A stop someone asked for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the
+    traffic they let run, as a server is ended, whatever its processes do on their way out; so does a SIGKILL of a
+    worker that an observed process sent (engines end their workers so). A run that never finished says so already."""
     ended: dict[str, str | None] = {}  # run -> how its program ended it (None: stopped, as asked)
     left: dict[tuple, str] = {}  # (run, pid) -> how mlacheck ended a process the program left running
     for path, program in zip(paths, programs):
@@ -37,26 +38,109 @@ def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) ->
         if program.get("compile_policy") == "skip" and not program.get("dry"):
             how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
         ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
-    cut = {
-        proc: ended[process["run"]] if process["run"] in ended else _own_end(process, left)
+    signals = _Signals(processes)
+    own = {
+        proc: _own_end(process, signals.reaped(proc), signals.killed(proc))
         for proc, process in enumerate(processes)
+        if process["run"] not in ended
     }
+    crashed = {}  # run -> the pid of its first process whose own end cut its traffic short
+    for proc, how in own.items():
+        if how:
+            crashed.setdefault(processes[proc]["run"], processes[proc]["pid"])
+    cut = {proc: ended[process["run"]] for proc, process in enumerate(processes) if process["run"] in ended}
+    for proc, how in own.items():
+        process = processes[proc]
+        cut[proc] = how or _left(process, left) or _stopped_after(process, crashed.get(process["run"]))
     return {proc: how for proc, how in cut.items() if how}
 
 
-def _own_end(process: dict, left: dict[tuple, str]) -> str | None:
-    """How a process ended before its traffic may have where its program did not: a status other than 0 (but one that
-    says a stop: 143, 130, 129; or 120 after its exit event), a signal that is no stop before its exit event (after it,
-    in the interpreter's teardown, its traffic had ended), or mlacheck ended it, left running when the program
-    exited."""
-    pid, (kind, number) = process["pid"], process.get("ended") or (None, 0)
-    if kind == "exit" and number not in STOPPED and not (number == TEARDOWN and process["exited"]):
+def _own_end(process: dict, reaped: tuple[str, int] | None, killed: bool) -> str | None:
+    """How a process ended before its traffic may have where its program did not, as its note says, else as its parent
+    reaped it (`reaped`): a status other than 0 (but one that says a stop: 143, 130, 129; or 120 after its exit event),
+    a signal that is no stop before its exit event (after it, in the interpreter's teardown, its traffic had ended),
+    except a SIGKILL that an observed process sent it (`killed`); or with no record of its end at all (no exit event,
+    none in its note, no parent's reap) where no observed process ended it: killed from outside (the OOM killer, a
+    kill -9). An image replaced by an exec ended no traffic; a trace written before kills were (no pgid) says nothing."""
+    if process.get("exec") or process.get("truncated"):
+        return None
+    pid, (kind, number) = process["pid"], process.get("ended") or reaped or (None, 0)
+    if kind == "exit" and number and number not in STOPPED and not (number == TEARDOWN and process["exited"]):
         return f"pid {pid} exited {number}"
-    if kind == "signal" and not process["exited"]:
-        return f"pid {pid} was killed by {_name(number)}"
-    if (process["run"], pid) in left:
+    if kind == "signal" and not process["exited"] and not (number == signal.SIGKILL and killed):
+        return f"pid {pid} was killed by {_name(number)}" + (OUTSIDE if number == signal.SIGKILL else "")
+    if kind is None and not process["exited"] and not killed and process.get("pgid") is not None:
+        return f"pid {pid} ended with no record of how{OUTSIDE}"
+    return None
+
+
+ENDING = {signal.SIGKILL} | {getattr(signal, name) for name in STOPS}  # how one process ends another
+OUTSIDE = " (no observed process sent it: the OOM killer, a kill -9 from outside)"
+
+
+def _left(process: dict, left: dict[tuple, str]) -> str | None:
+    """How mlacheck ended a process the program left running when it exited."""
+    if (process["run"], process["pid"]) in left:
+        pid = process["pid"]
         return f"pid {pid}, left running when the program exited, was ended by mlacheck ({left[(process['run'], pid)]})"
     return None
+
+
+def _stopped_after(process: dict, crashed: int | None) -> str | None:
+    """A process stopped (SIGTERM, SIGINT, SIGHUP) or killed in a run where another process's end cut its traffic
+    short (`crashed`: its pid): its own traffic may have been cut by that end."""
+    how = process.get("how") if process.get("how") in STOPS else "SIGKILL" if not process["exited"] else None
+    if crashed is None or how is None or process.get("exec") or process["pid"] == crashed:
+        return None
+    return f"pid {process['pid']} was ended by {how} after pid {crashed}'s end cut its traffic short"
+
+
+class _Signals:
+    """The kills observed processes sent and the children they reaped (`kill`, `reaped` events), each told to the
+    process it was about: the same run, host and pid, at or after that process's start."""
+
+    def __init__(self, processes: list[dict]) -> None:
+        self.processes = processes
+        self.reaps: dict[tuple, list[tuple[float, str, int]]] = {}  # (run, host, pid) -> (when, how, number)
+        self.kills: dict[tuple, list[tuple[float, int, int]]] = {}  # (run, host) -> (when, sender pid, target)
+        for process in processes:
+            where = (process["run"], process.get("host"))
+            for event in process.get("signalled") or ():
+                when = _when(process, event)
+                if event["type"] == "reaped":
+                    self.reaps.setdefault((*where, event["pid"]), []).append((when, event["how"], event["number"]))
+                elif event["signal"] in ENDING:
+                    self.kills.setdefault(where, []).append((when, process["pid"], event["target"]))
+
+    def reaped(self, proc: int) -> tuple[str, int] | None:
+        """How the process's parent reaped it: the first reap of its pid after its start."""
+        process = self.processes[proc]
+        reaps = self.reaps.get((process["run"], process.get("host"), process["pid"]), [])
+        after = sorted(reap for reap in reaps if reap[0] >= _start(process))
+        return after[0][1:] if after else None
+
+    def killed(self, proc: int) -> bool:
+        """Whether another observed process sent the process SIGKILL or a stop (to its pid, its group, or every
+        process) after it started."""
+        process = self.processes[proc]
+        pid, group = process["pid"], process.get("pgid")
+        return any(
+            sender != pid and when >= _start(process) and (target == pid or target == -1 or -target == group)
+            for when, sender, target in self.kills.get((process["run"], process.get("host")), ())
+        )
+
+
+def _start(process: dict) -> float:
+    started = process.get("started")
+    return started if isinstance(started, (int, float)) and not isinstance(started, bool) else float("-inf")
+
+
+def _when(process: dict, event: dict) -> float:
+    """When an event was, on the wall clock (its process's start and its `t`); where either is unknown, at the end."""
+    t = event.get("t")
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or _start(process) == float("-inf"):
+        return float("inf")
+    return _start(process) + t
 
 
 def end_of(note: str | None) -> tuple[str, int, str] | None:

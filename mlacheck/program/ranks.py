@@ -3,7 +3,8 @@ what they dispatched, the serving-path compiles found in them, the processes of 
 slowest engine step where one was far over its usual (`slow_step`) with the pids whose serving-path compile it
 overlapped: a rank that waited at a collective while another rank compiled.
 
-A rank's status is the worst of: `serving-path compile` (an MLA001 finding in one of its processes), `unobserved`
+A rank's status is the worst of: `serving-path compile` (an MLA001 finding in one of its processes), `cut short` (a
+process of it ended before its traffic may have: a crash, a kill from outside), `unobserved`
 (a Python process of it that nothing of mlacheck observed: what it did is unknown), `never dispatched` (observed,
 and no dispatch of a watched family reached a lookup in it), else `ok`. Processes with no rank (a launcher, a
 helper) make up their host's rank-less row.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from mlacheck.analysis import Finding
 
-STATUSES = ("serving-path compile", "unobserved", "never dispatched", "ok")
+STATUSES = ("serving-path compile", "cut short", "unobserved", "never dispatched", "ok")
 
 
 def rank_summaries(
@@ -22,8 +23,10 @@ def rank_summaries(
     findings: list[Finding],
     lookups: dict[int | None, int],
     waits: list[dict] = (),
+    cut: dict[int, str] | None = None,
 ) -> list[dict]:
-    """One row per (run folder, host, rank) of the observed processes (`processes`, by index) and the unobserved."""
+    """One row per (run folder, host, rank) of the observed processes (`processes`, by index) and the unobserved
+    (`cut`: the processes cut short, by index)."""
     rows: dict[tuple, dict] = {}
 
     def row(process: dict) -> dict:
@@ -41,6 +44,7 @@ def rank_summaries(
                 "findings": {},
                 "slowest_step_s": None,
                 "waited_for_pids": [],
+                "cut_short": False,
             },
         )
 
@@ -48,6 +52,7 @@ def rank_summaries(
         entry = row(process)
         entry["pids"].append(process.get("pid"))
         entry["dispatches"] += lookups.get(proc, 0)
+        entry["cut_short"] |= proc in (cut or {})
     for process in unobserved:
         row(process)["unobserved_pids"].append(process.get("pid"))
     for finding in findings:
@@ -63,9 +68,12 @@ def rank_summaries(
         entry["slowest_step_s"] = max(entry["slowest_step_s"] or 0.0, wait["seconds"])
         entry["waited_for_pids"] = sorted({*entry["waited_for_pids"], *(c["pid"] for c in wait["during"])})
     for entry in rows.values():
+        cut_short = entry.pop("cut_short")
         entry["status"] = (
             "serving-path compile"
             if entry["serving_path_compiles"]
+            else "cut short"
+            if cut_short
             else "unobserved"
             if entry["unobserved_pids"]
             else "never dispatched"

@@ -148,6 +148,7 @@ class _Image:
         self.exit: dict | None = None
         self.exec: dict | None = None  # the last
         self.spawned: list[dict] = []  # the Python children it started by a fork and exec (`spawn` events)
+        self.signalled: list[dict] = []  # the kills it sent and the children it reaped (`kill`, `reaped` events)
         self.events = 0
         self.counts: list[dict] = []
 
@@ -162,6 +163,8 @@ class _Image:
             self.exec = event
         elif kind == "spawn" and event["python"]:
             self.spawned.append(event)
+        elif kind in ("kill", "reaped"):
+            self.signalled.append(event)
 
     def process(self, number: int, trace_file: Path, stream: TraceStream, path: Path) -> dict:
         first, exit_event, went = self.first, self.exit, self.exec
@@ -173,6 +176,10 @@ class _Image:
             "trace": str(trace_file),
             "truncated": stream.truncated,
             "exited": exit_event is not None,
+            "how": exit_event.get("how") if exit_event else None,
+            "started": first.get("started"),
+            "pgid": first.get("pgid"),
+            "signalled": self.signalled,
             "forked_from": first.get("forked_from"),
             "image": number,
             "exec": went if went and not went.get("failed") else None,
@@ -398,6 +405,7 @@ def program_report(
     rules = rules if rules is not None else run_rules(paths)
     with about("context"):
         check_context(context, rules, observed=loaded.digest.key_values, flag=SETTING)
+    cut = cut_short(paths, loaded.programs, loaded.processes)
     analysis = analyse(
         loaded.digest,
         rules,
@@ -406,10 +414,10 @@ def program_report(
         observed=len(loaded.processes),
         lost=_lost_lines(loaded),
         dry=any(program.get("dry") for program in loaded.programs),
-        cut_short=cut_short(paths, loaded.programs, loaded.processes),
+        cut_short=cut,
     )
     ranks = rank_summaries(
-        loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits
+        loaded.processes, loaded.unobserved_processes, analysis.findings, analysis.lookups, analysis.waits, cut
     )
     unwatched = {event["family"] for event in loaded.digest.kept["unseen"]}  # (their lines say why: not unanalysed)
     said = {family.name for family in analysis.families} | (unwatched & {rule.family.name for rule in rules.families})

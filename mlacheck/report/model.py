@@ -102,7 +102,7 @@ class RankSummary(_Model):
     findings: dict[str, int] = {}
     slowest_step_s: float | None = None  # its slowest engine step far over its usual (--step, [[step]])
     waited_for_pids: list[int | None] = []  # the processes whose serving-path compile that step overlapped
-    status: Literal["serving-path compile", "unobserved", "never dispatched", "ok"] = "ok"
+    status: Literal["serving-path compile", "cut short", "unobserved", "never dispatched", "ok"] = "ok"
 
 
 class Counts(_Model):

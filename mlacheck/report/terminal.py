@@ -58,7 +58,13 @@ STATUS_STYLES = {
     "not compiled": "dim",
     "unused": "dim",
 }
-RANK_STYLES = {"serving-path compile": "bold red", "unobserved": "magenta", "never dispatched": "yellow", "ok": "green"}
+RANK_STYLES = {
+    "serving-path compile": "bold red",
+    "cut short": "magenta",
+    "unobserved": "magenta",
+    "never dispatched": "yellow",
+    "ok": "green",
+}
 VERDICT_STYLES = {"pass": "bold green", "fail": "bold red", "incomplete": "bold magenta"}
 CAPTION_LINES = 2  # shared key fields a table lists before "--verbose lists them all"
 WASTED = re.compile(r"\(\d+(?:\.\d+)? s wasted\)$")  # how an MLA002 summary ends where the time is known wasted

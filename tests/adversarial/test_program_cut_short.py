@@ -124,7 +124,18 @@ STARTS = {
     "subprocess": "subprocess.run([sys.executable, '-c', 'exec(' + repr(SERVED + {end!r}) + ')'])",
     "spawn": "worker = multiprocessing.get_context('spawn').Process(target=serve); worker.start(); worker.join()",
     "fork": "worker = multiprocessing.get_context('fork').Process(target=serve); worker.start(); worker.join()",
+    "faulthandler": "subprocess.run([sys.executable, '-X', 'faulthandler', '-c', 'exec(' + repr(SERVED + {end!r}) + ')'])",
+    "killed by its parent": (  # as an engine ends a worker (SGLang's kill_process_tree: psutil, os.kill)
+        "worker = subprocess.Popen([sys.executable, '-c', 'exec(' + repr(SERVED + {end!r}) + ')'], "
+        "stdout=subprocess.PIPE); worker.stdout.readline(); os.kill(worker.pid, signal.SIGKILL); worker.wait()"
+    ),
+    "its group killed by its parent": (
+        "worker = subprocess.Popen([sys.executable, '-c', 'exec(' + repr(SERVED + {end!r}) + ')'], "
+        "stdout=subprocess.PIPE, start_new_session=True); worker.stdout.readline(); "
+        "os.killpg(worker.pid, signal.SIGKILL); worker.wait()"
+    ),
 }
+SERVING = "print('served', flush=True)\nimport time; time.sleep(60)\n"  # until its parent ends it
 WORKER_ENDS = {  # how a worker ends before its traffic may have, while the program's main process exits 0
     "SIGSEGV": ("subprocess", "os.kill(os.getpid(), signal.SIGSEGV)\n", "was killed by SIGSEGV"),
     "abort": ("subprocess", "os.abort()\n", "was killed by SIGABRT"),
@@ -151,6 +162,16 @@ WORKER_ENDS = {  # how a worker ends before its traffic may have, while the prog
     "raises (spawn)": ("spawn", "raise RuntimeError('lost its device')\n", "exited 1"),
     "raises (fork)": ("fork", "raise RuntimeError('lost its device')\n", "exited 1"),
     "an uncaught exception": ("subprocess", "raise RuntimeError('lost its device')\n", "exited 1"),
+    # ends that only its parent's reap tells (red-team): SIGKILL that no observed process sent (the OOM killer, a
+    # kill -9), os._exit, a fault under faulthandler's handler installed before mlacheck's
+    "SIGKILL, by itself": ("subprocess", "os.kill(os.getpid(), signal.SIGKILL)\n", "was killed by SIGKILL"),
+    "SIGKILL from outside (kill -9)": (
+        "subprocess",
+        "import subprocess; subprocess.run(['sh', '-c', f'kill -9 {os.getpid()}'])\n",
+        "was killed by SIGKILL",
+    ),
+    "os._exit(1)": ("subprocess", "os._exit(1)\n", "exited 1"),
+    "SIGSEGV under faulthandler": ("faulthandler", "os.kill(os.getpid(), signal.SIGSEGV)\n", "was killed by SIGSEGV"),
 }
 
 
@@ -169,27 +190,55 @@ def test_a_worker_cut_short_while_the_program_exits_0_leaves_its_warmup_unverifi
     assert statuses(result) == {"fp8": "ok", "bf16": "unverified"}, statuses(result)
     [reason] = [reason for reason in result.report["incomplete"] if why in reason]
     assert reason.startswith("pid ") and "1 precompiled variant(s) it never dispatched are unverified" in reason
+    assert "cut short" in {row["status"] for row in result.report["ranks"]}, result.report["ranks"]
 
 
 WELL_ENDED = {  # no crash: how engines end their workers, a status that says a stop, a crash in the teardown
-    "SIGKILL": "os.kill(os.getpid(), signal.SIGKILL)\n",
-    "exit 0": "sys.exit(0)\n",
-    "exit 256 (status 0)": "sys.exit(256)\n",
-    "exit 143 from its SIGTERM handler": "sys.exit(128 + signal.SIGTERM)\n",
-    "exit 120: its teardown's flush failed": "sys.stdout.write('unflushed'); os.close(1)\n",
+    "SIGKILL from its parent": ("killed by its parent", SERVING),
+    "SIGKILL to its process group from its parent": ("its group killed by its parent", SERVING),
+    "exit 0": ("subprocess", "sys.exit(0)\n"),
+    "os._exit(0)": ("subprocess", "os._exit(0)\n"),
+    "exit 256 (status 0)": ("subprocess", "sys.exit(256)\n"),
+    "exit 143 from its SIGTERM handler": ("subprocess", "sys.exit(128 + signal.SIGTERM)\n"),
+    "exit 120: its teardown's flush failed": ("subprocess", "sys.stdout.write('unflushed'); os.close(1)\n"),
     "SIGSEGV after its exit event": (
-        "class Teardown:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGSEGV)\nleft = Teardown()\n"
+        "subprocess",
+        "class Teardown:\n    def __del__(self):\n        os.kill(os.getpid(), signal.SIGSEGV)\nleft = Teardown()\n",
     ),
 }
 
 
 @pytest.mark.parametrize("end", WELL_ENDED)
 def test_a_worker_killed_or_ended_well_keeps_its_dead_warmup(tmp_path, end):
-    """Engines end their workers with SIGKILL (SGLang's kill_process_tree): that is no crash; nor a status of 0, one
-    that says a stop, or a crash once the traffic has ended (the interpreter's teardown, after the exit event)."""
-    result = observe(tmp_path, sys.executable, worker_program(tmp_path, "subprocess", WELL_ENDED[end]))
+    """Engines end their workers with SIGKILL (SGLang's kill_process_tree: psutil's kill, an os.kill): that is no
+    crash where an observed process sent it; nor a status of 0, one that says a stop, or a crash once the traffic has
+    ended (the interpreter's teardown, after the exit event)."""
+    result = observe(tmp_path, sys.executable, worker_program(tmp_path, *WELL_ENDED[end]))
     assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
     assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
+
+
+def test_a_worker_stopped_after_its_peer_crashed_leaves_its_warmup_unverified(tmp_path):
+    """torchrun, a broken process pool: one worker crashes, and its launcher stops the others (SIGTERM, SIGKILL) and
+    goes on (a restart, a fallback) to exit 0. The others' traffic was cut by the crash: no MLA002 for them
+    (red-team)."""
+    text = WORKER.format(served=SERVED, end="", start="pass") + textwrap.dedent(
+        f"""
+        for stop in (signal.SIGTERM, signal.SIGKILL):
+            peer = subprocess.Popen([sys.executable, '-c', SERVED + {SERVING!r}], stdout=subprocess.PIPE)
+            peer.stdout.readline()
+            subprocess.run([sys.executable, '-c', SERVED + 'os.kill(os.getpid(), signal.SIGSEGV)'])
+            os.kill(peer.pid, stop)
+            peer.wait()
+        """
+    )
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert result.report["program"]["exit_code"] == 0, result.stdout + result.stderr
+    assert_not_pass(result, "incomplete")
+    assert statuses(result) == {"fp8": "ok", "bf16": "unverified"}, statuses(result)
+    assert not [f for f in result.report["findings"] if f["code"] == "MLA002"], result.report["findings"]
+    stopped = [reason for reason in result.report["incomplete"] if "after pid" in reason]
+    assert len(stopped) == 2 and all("1 precompiled variant(s)" in reason for reason in stopped), stopped
 
 
 def test_a_worker_left_running_that_mlacheck_ends_leaves_its_warmup_unverified(tmp_path):
@@ -215,6 +264,7 @@ def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_pa
         "import faulthandler, os, pickle, signal, subprocess, sys\n"
         "print('sees', signal.getsignal(signal.SIGUSR1), faulthandler.is_enabled(), len(pickle.dumps(sys.exit)),\n"
         "      type(sys.exit).__name__, type(os._exit).__name__, flush=True)\n"
+        "print('pickled', [pickle.loads(pickle.dumps(f)) is f for f in (os.kill, os.killpg, os.waitpid, os.wait4)])\n"
         "codes = [subprocess.run([sys.executable, '-c', c]).returncode for c in (\n"
         "    'import sys; sys.exit(3)', 'import sys; sys.exit(\"a message\")', 'import os; os.abort()',\n"
         "    'import os, signal; os.kill(os.getpid(), signal.SIGUSR1)', 'raise SystemExit(256)',\n"
@@ -227,8 +277,9 @@ def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_pa
     path = program(tmp_path, text)
     plain = subprocess.run([sys.executable, path], capture_output=True, text=True, cwd=ROOT)
     result = observe(tmp_path, sys.executable, path)
-    printed = [line for line in plain.stdout.splitlines() if line.startswith(("sees", "codes"))]
-    assert printed[1:] == ["codes [3, 1, -6, -10, 0, -6, 0]"] and " False " in printed[0], plain.stdout
-    assert [line for line in result.stdout.splitlines() if line.startswith(("sees", "codes"))] == printed
+    printed = [line for line in plain.stdout.splitlines() if line.startswith(("sees", "pickled", "codes"))]
+    assert printed[1:] == ["pickled [True, True, True, True]", "codes [3, 1, -6, -10, 0, -6, 0]"], plain.stdout
+    assert " False " in printed[0], plain.stdout
+    assert [line for line in result.stdout.splitlines() if line.startswith(("sees", "pickled", "codes"))] == printed
     for expected in ("a message", "Fatal Python error: Aborted"):
         assert plain.stderr.count(expected) == result.stderr.count(expected) == 1, (expected, result.stderr)
