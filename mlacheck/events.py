@@ -148,7 +148,8 @@ def compile_event(
 ) -> dict:
     """A variant entered the cache, now. vid numbers the cache's own key in this process; key is {field: typed value};
     spelling is how a functools-cached call spelled its key (null for a dict key); origin is compile | skip | unknown
-    (not made by a watched compile); a variant there before install has site "before mlacheck". A disk cache's
+    (not made by a watched compile) | wait (a launch waited `seconds` for the variant's async compile, begun before it,
+    to finish: Triton's AsyncCompileMode; the compile's own record precedes it); a variant there before install has site "before mlacheck". A disk cache's
     family (jit_dir) adds the `entries` the compile made, and the `foreign` entries its process found there since its
     last record that no call of its own made."""
     cache = {name: value for name, value in (("entries", entries), ("foreign", foreign)) if value is not None}

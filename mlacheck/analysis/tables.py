@@ -12,6 +12,10 @@ lasted at least until the process's last recorded moment; any other is one of it
 (`analysis.unfinished` reports them). So is one that ended (returned) in a process that died before the compile's own
 record (its `compile` or `unwatched_compile` event, written after `compile_end`) arrived: with its key known, a
 serving-path compile of that variant as long as it took; else an `unfinished` compile, `ended`.
+
+A serving launch that waited for its variant's async compile, begun before it (Triton's AsyncCompileMode: a record of
+origin `wait`), stalled as a serving-path compile does: its variant is a serving-path compile, the wait its stall; a
+wait off the serving path is the warm-up's own time.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from mlacheck.analysis.awaited import Awaited
 from mlacheck.analysis.figures import worst
 from mlacheck.capture.phase import NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
 from mlacheck.keys import JsonValue, Key, key_identity
+
+WAIT = "wait"  # a compile record's origin: a launch waited for the variant's async compile (`events.compile_event`)
 
 
 @dataclass(slots=True)
@@ -49,7 +55,9 @@ class Variant:
     serving_path_compile_s: float | None = None
     serving_path_site: str | None = None
     serving_path_stack: list[str] = field(default_factory=list)
-    serving_path_origin: str | None = None  # compile, skip, or unknown (no watched compile made the entry)
+    # compile, skip, unknown (no watched compile made the entry), or wait (a serving launch waited for its async
+    # compile, begun in the warm-up: `serving_path_compile_s` is the wait)
+    serving_path_origin: str | None = None
     unfinished: str | None = None  # how its serving-path compile never ended ("the process died in it", ...)
     unverified: bool = False  # precompiled, never dispatched, and the dispatches that could have checked it died
     numerics: dict[str, float | None] | None = None  # the launched kernel against the reference, worst of its launches
@@ -313,6 +321,8 @@ def _compile(table: ProcessFamily, event: dict, before_mark: bool) -> None:
     table.built.update(event.get("entries") or ())
     table.foreign += event.get("foreign") or ()
     phase = settled(event["phase"], before_mark)
+    if event.get("origin") == WAIT and phase != SERVING:  # a launch before serving waited: the warm-up's own time
+        return
     if phase == UNKNOWN:
         table.unsettled.append((_variant(table, event), len(table.foreign), event.get("site")))
     else:

@@ -6,7 +6,8 @@ run event, the events' `t`; `started`, the run event's wall clock, lines process
 A compile event without `t` (a trace of an older mlacheck) leaves its compile out; a process with no timed
 compile has no timeline. A compile that began and never ended (a `compile_start` with no `compile_end`: its process
 died in it, or exited while it ran) is a bar from its start to the process's last recorded moment, origin
-"unfinished".
+"unfinished". A serving launch's wait for an async compile begun before it is a bar of its own, origin "wait" (a
+warm-up launch's wait is not: its compile's bar covers it).
 """
 
 from __future__ import annotations
@@ -110,12 +111,14 @@ def _compiled(drawn: TimelineReader, entry: dict, event: dict, t: float | None) 
     if t is None or event.get("phase") in phases.NOT_COMPILED_HERE:
         return
     before_mark = event.get("proc") in drawn.marked and entry["serving_start"] is None
-    seconds = event.get("seconds")
+    seconds, phase = event.get("seconds"), phases.settled(event.get("phase") or phases.UNKNOWN, before_mark)
+    if event.get("origin") == "wait" and phase != phases.SERVING:  # a warm-up launch's wait: its compile's bar shows it
+        return
     entry["compiles"].append(  # (its key, until `finish` names it: family, key, phase, start, seconds, origin)
         (
             event["family"],
             event.get("key") or {},
-            phases.settled(event.get("phase") or phases.UNKNOWN, before_mark),
+            phase,
             round(max(0.0, t - (seconds or 0.0)), 3),
             seconds,
             event.get("origin"),

@@ -221,25 +221,84 @@ def test_a_direct_triton_compile_of_a_watched_kernel_on_the_serving_path_is_name
 
 ASYNC = (
     """
+import threading, torch, mlacheck, triton, triton.language as tl
+from concurrent.futures import ThreadPoolExecutor
+from triton.runtime._async_compile import AsyncCompileMode
+"""
+    + COPY
+    + """pool, gate = ThreadPoolExecutor(1), threading.Event()
+pool.submit(gate.wait)  # the pool's one thread is held until the gate opens: the compiles below queue behind it
+with AsyncCompileMode(pool):
+    for block in (64, 128):
+        copy.warmup(x, y, 63, BLOCK=block, grid=(1,))  # each compile begins in the warm-up, in the background
+    mlacheck.serving_started()
+    threading.Timer(0.5, gate.set).start()
+    served = copy[(1,)](x, y, 63, BLOCK=128)  # its warm-up's compile has not finished: the launch waits for it
+    print("served", type(served).__name__, flush=True)
+    copy[(1,)](x, y, 63, BLOCK=256)  # its compile begins on the serving path, and the launch waits for it
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def async_run(tmp_path_factory):
+    return dry_program(tmp_path_factory.mktemp("async"), ASYNC, "sm_90a", printed="served FutureKernel")
+
+
+def async_variants(report) -> dict:
+    return {v["key"]["BLOCK"]: v for f in report["families"] for v in f["variants"]}
+
+
+def test_a_serving_launch_of_a_variant_still_compiling_asynchronously_is_counted(async_run):
+    """Triton's AsyncCompileMode: the launch finds the warm-up's FutureKernel in the cache; it is a dispatch of that
+    variant (its warm-up is not dead: no MLA002 for it), the other warm-up variant is."""
+    variants = async_variants(async_run)
+    assert (variants["constexpr 128"]["dispatches"], variants["constexpr 128"]["precompiled"]) == (1, True)
+    assert variants["constexpr 64"]["status"] == "dead warm-up", variants
+    assert async_run["internal_errors"] == [] and async_run["incomplete"] == []
+
+
+def test_a_serving_launch_that_waits_for_a_warm_up_compile_still_running_is_a_timed_stall(async_run):
+    """The warm-up began the compile but serving started before it finished: the serving launch waited for it (at
+    least the 0.5 s the pool was held). That wait is a stall of the serving path, MLA001 of that variant, told as a
+    warm-up that did not finish in time (not as a missing one), and the run cannot pass."""
+    [finding] = [f for f in async_run["findings"] if f["code"] == "MLA001" and f["key"]["BLOCK"] == "constexpr 128"]
+    assert "still compiling" in finding["message"] and "had not finished when serving started" in finding["message"]
+    assert "dropped" not in finding["message"] and finding["diff"] == {}, finding
+    variant = async_variants(async_run)["constexpr 128"]
+    assert variant["status"] == "serving-path compile" and variant["compile_phase"] == "warmup", variant
+    assert variant["serving_path_compile_s"] >= 0.5, variant
+    assert async_run["verdict"] == "fail"
+
+
+def test_an_async_compile_that_began_on_the_serving_path_stays_a_timed_serving_path_compile(async_run):
+    [finding] = [f for f in async_run["findings"] if f["code"] == "MLA001" and f["key"]["BLOCK"] == "constexpr 256"]
+    assert "compiled on the serving path" in finding["message"] and "not measured" not in finding["message"]
+    variant = async_variants(async_run)["constexpr 256"]
+    assert not variant["precompiled"] and variant["serving_path_compile_s"] > 0, variant
+
+
+ASYNC_DONE = (
+    """
 import torch, mlacheck, triton, triton.language as tl
 from concurrent.futures import ThreadPoolExecutor
 from triton.runtime._async_compile import AsyncCompileMode
 """
     + COPY
     + """with AsyncCompileMode(ThreadPoolExecutor(1)):
-    for block in (64, 128):
-        copy.warmup(x, y, 63, BLOCK=block, grid=(1,))  # compiled in the background
+    warmed = copy.warmup(x, y, 63, BLOCK=128, grid=(1,))
+    warmed.future.result()  # its compile is done; the cache still holds its FutureKernel, which the launch finishes
     mlacheck.serving_started()
-    served = copy[(1,)](x, y, 63, BLOCK=128)  # served while its warm-up's compile may still run
+    served = copy[(1,)](x, y, 63, BLOCK=128)
     print("served", type(served).__name__, flush=True)
 """
 )
 
 
-def test_a_serving_launch_of_a_variant_still_compiling_asynchronously_is_counted(tmp_path):
-    """Triton's AsyncCompileMode: the launch finds the warm-up's FutureKernel in the cache; it is a dispatch of that
-    variant (its warm-up is not dead: no MLA002 for it), the other warm-up variant is."""
-    report = dry_program(tmp_path, ASYNC, "sm_90a", printed="served")
-    statuses = {v["key"]["BLOCK"]: (v["status"], v["dispatches"]) for f in report["families"] for v in f["variants"]}
-    assert statuses == {"constexpr 64": ("dead warm-up", 0), "constexpr 128": ("ok", 1)}, statuses
-    assert report["internal_errors"] == [] and report["incomplete"] == []
+def test_a_serving_launch_of_an_async_compile_already_done_is_no_stall(tmp_path):
+    """The launch finds the warm-up's FutureKernel, but its compile was done before serving needed it: it waits for
+    nothing, and the run passes (no false MLA001)."""
+    report = dry_program(tmp_path, ASYNC_DONE, "sm_90a", printed="served FutureKernel")
+    [variant] = async_variants(report).values()
+    assert (variant["status"], variant["dispatches"]) == ("ok", 1), variant
+    assert report["findings"] == [] and report["verdict"] == "pass", report["findings"]

@@ -3,14 +3,16 @@
 Per process, each variant of the family that compiled on the serving path, unless an MLA008 stands for it, with the
 nearest precompiled variant of that process and the fields in which it differs (and what drives them, where the rule
 says); and, run-wide, each compile of a watched family that began on the serving path and never ended (or whose record
-never came) before its key was known. Each names the other processes that waited in a slow step meanwhile.
+never came) before its key was known. A serving launch that waited for its variant's async compile, begun in the
+warm-up and not finished when serving needed it, is one too: the warm-up covered the variant but did not finish it in
+time, and the wait is its stall. Each names the other processes that waited in a slow step meanwhile.
 """
 
 from __future__ import annotations
 
 from mlacheck import codes
 from mlacheck.analysis.findings import Finding, named, telling
-from mlacheck.analysis.tables import ProcessFamily, Variant
+from mlacheck.analysis.tables import WAIT, ProcessFamily, Variant
 from mlacheck.analysis.unfinished import MEASURED, NOT_MEASURED, stall_of
 from mlacheck.analysis.view import FamilyView, RunView
 from mlacheck.capture.phase import SERVING
@@ -53,7 +55,8 @@ def check_run(run: RunView) -> list[Finding]:
 
 def _finding(view: FamilyView, table: ProcessFamily, variant: Variant) -> Finding:
     family = view.rule.family
-    nearest_key, diff = (variant.key, {}) if variant.precompiled else view.precompiled(table).of(variant.key)
+    waited = variant.serving_path_origin == WAIT  # (for its own compile: no other variant is nearer)
+    nearest_key, diff = (variant.key, {}) if variant.precompiled or waited else view.precompiled(table).of(variant.key)
     drivers = view.drivers(diff)
     text = named(variant.key, family.key_fields, list(diff))
     closest, hint = _closest(variant, nearest_key, diff, drivers, text)
@@ -62,11 +65,17 @@ def _finding(view: FamilyView, table: ProcessFamily, variant: Variant) -> Findin
         if variant.first_call
         else ""
     )
+    if waited:
+        message = f"{text} was still compiling when serving needed it: {_stall(variant)} in the serving launch that "
+        message += f"waited for it{call}; {closest}"
+    else:
+        message = f"{text} compiled on the serving path: {_stall(variant)} in the first call that dispatched it{call}; "
+        message += closest
     return Finding(
         "MLA001",
         family.name,
         variant.key,
-        f"{text} compiled on the serving path: {_stall(variant)} in the first call that dispatched it{call}; {closest}",
+        message,
         hint,
         nearest_key,
         diff,
@@ -97,6 +106,9 @@ def _measured(variant: Variant) -> bool:
 
 def _summary(variant: Variant, key_fields, telling_fields: list[str]) -> str:
     """Which variant, and how long it stalled."""
+    if variant.serving_path_origin == WAIT:
+        wait = f"{variant.serving_path_compile_s or 0.0:.1f} s serving-path wait"
+        return f"{telling(variant.key, key_fields, telling_fields)}: {wait}: its warm-up compile had not finished"
     if variant.serving_path_compile_s is None:
         seconds = "serving-path compile (not timed)"
     elif variant.unfinished and not _measured(variant):
@@ -110,6 +122,15 @@ def _summary(variant: Variant, key_fields, telling_fields: list[str]) -> str:
 
 def _closest(variant: Variant, nearest_key, diff: dict, drivers: dict, text: str) -> tuple[str, str]:
     """What the nearest precompiled variant says, and the fix."""
+    if variant.serving_path_origin == WAIT:
+        began = "in the CUDA-graph capture" if variant.compile_phase == "capture" else "in the warm-up"
+        began += f" at {variant.compiled_by}" if variant.compiled_by else ""
+        return (
+            f"its compile (an async one: Triton's AsyncCompileMode) began {began} and had not finished when serving "
+            "started: the warm-up covered this variant but did not finish it before serving began",
+            "let the warm-up's async compiles finish before serving starts: leave the AsyncCompileMode block (its exit "
+            "waits for every compile), or call .result() on each FutureKernel the warm-up got, before serving starts",
+        )
     if variant.precompiled:
         return (
             f"it was precompiled at {variant.compiled_by}, but its cache entry was dropped (cleared, popped or "

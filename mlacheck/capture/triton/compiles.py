@@ -16,9 +16,10 @@ from collections.abc import Callable
 from types import FrameType
 
 from mlacheck import events
+from mlacheck.capture.phase import SERVING
 from mlacheck.capture.stack import Where
 from mlacheck.capture.triton.families import CountingCache, KernelFamily
-from mlacheck.capture.triton.runtime import kernel_name
+from mlacheck.capture.triton.runtime import future_kernel_of, kernel_name, still_compiling
 from mlacheck.keys import typed
 
 HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
@@ -28,7 +29,18 @@ class _Pending:
     """A compile between mlacheck's two hooks. A plain class, compared by identity: a dataclass's generated methods
     would cost 0.2 ms in every process that imports Triton."""
 
-    __slots__ = ("family", "key", "phase", "where", "launched", "started", "thread", "start", "listener_seconds")
+    __slots__ = (
+        "family",
+        "key",
+        "phase",
+        "where",
+        "launched",
+        "started",
+        "thread",
+        "start",
+        "mode",
+        "listener_seconds",
+    )
 
     def __init__(
         self,
@@ -40,9 +52,10 @@ class _Pending:
         started: float,
         thread: int,
         start: int | None,  # its compile_start
+        mode: object,  # the AsyncCompileMode it was submitted to (None: it compiles in the launch)
     ) -> None:
         self.family, self.key, self.phase, self.where, self.launched = family, key, phase, where, launched
-        self.started, self.thread, self.start = started, thread, start
+        self.started, self.thread, self.start, self.mode = started, thread, start, mode
         self.listener_seconds: float | None = None
 
 
@@ -51,6 +64,8 @@ class CompileHooks:
 
     def _start_compiles(self) -> None:
         self._pending: dict[tuple[int, str], _Pending] = {}  # (id(kernel_cache), key) -> the compile in flight
+        # (id(kernel_cache), key) -> the serving launches waiting for its async compile: (family, key, where, since)
+        self._waits: dict[tuple[int, str], list[tuple[KernelFamily, str, Where, float]]] = {}
         self._prev: dict[str, object] = {}
         self._ours = {
             "jit_cache_hook": self._cache_hook,
@@ -128,7 +143,12 @@ class CompileHooks:
         where = self._reader.read(frame)
         launched = not (dry_launch_warmup() if self.policy.dry else kwargs["is_manual_warmup"])
         phase = family.ledger.phase(where.phase, launched)
-        self._pending[self._pending_key(kwargs)] = _Pending(
+        identity, mode = self._pending_key(kwargs), self.runtime.async_compile.active_mode.get()
+        earlier = self._pending.get(identity)
+        if earlier is not None and mode is not None and earlier.mode is mode:
+            self._joined(identity, (mode, cache), family, kwargs["key"], phase, where, launched)
+            return
+        self._pending[identity] = _Pending(
             family,
             kwargs["key"],
             phase,
@@ -137,6 +157,7 @@ class CompileHooks:
             time.perf_counter(),
             threading.get_ident(),
             family.ledger.compile_began(phase, where.site, where.stack, kwargs["key"]),
+            mode,
         )
         if not self._target_written:
             target = jf.device_caches[info["device"]][2]
@@ -144,10 +165,31 @@ class CompileHooks:
             if isinstance(capability, int):
                 self._write_target(f"sm_{capability}{'a' if capability >= 90 else ''}")
 
+    def _joined(
+        self, identity: tuple, owners: tuple, family: KernelFamily, key: str, phase: str, where, launched
+    ) -> None:
+        """A launch that missed while its key's async compile is in flight in the same AsyncCompileMode (Triton 3.6
+        keeps the FutureKernel in the mode, not in the cache): the mode gives it that compile's FutureKernel, so it
+        compiles nothing of its own. It is a dispatch of the variant and, on the serving path with the compile not
+        done, a wait (`_compiled` times it), as a launch that found the FutureKernel in the cache (`looked_up`)."""
+        if not launched:
+            return
+        family.dispatched(key, phase, where)
+        if phase == SERVING and still_compiling(future_kernel_of(*owners, key)):
+            self._waits.setdefault(identity, []).append((family, key, where, time.perf_counter()))
+        self.maybe_flush()
+
     def _compiled(self, kwargs: dict) -> None:
-        pending = self._pending.pop(self._pending_key(kwargs), None)
+        """The post hook: a compile is done. Under AsyncCompileMode it comes from `FutureKernel.result()` once the
+        compile returned, so each serving launch that found the compile still running (`Lookups.looked_up`) waited
+        until now: that wait is its stall, a `compile` record of the serving path with origin `wait` (after the
+        compile's own record, which keeps the phase it began in)."""
+        identity = self._pending_key(kwargs)
+        pending = self._pending.pop(identity, None)
         if pending is not None:
             self._record(pending, time.perf_counter() - pending.started, "compile")
+        for family, key, where, since in self._waits.pop(identity, ()):
+            family.compiled(key, SERVING, time.perf_counter() - since, "wait", where)
         self._count_compiled(kwargs["fn"].jit_function, kwargs["compile"]["device"])
 
     def _dry_skipped(self, kwargs: dict) -> None:

@@ -4,7 +4,8 @@ and nothing launches.
 Triton asks its active driver for the device, the stream and the target (runtime/driver.py `DriverConfig`, the
 same in 3.6 to 3.9); `DryDriver` answers for the target arch with no GPU and no CUDA driver. Its device is a
 string of its own (`dry:sm_90a`), so the kernels' caches for it are their own too. `JITFunction.run` is called
-with `warmup=True` (compile, never launch), the launch's own `warmup` is kept in `LAUNCH_WARMUP`; an autotuner
+with `warmup=True` (compile, never launch), the launch's own `warmup` is kept in `LAUNCH_WARMUP`, and a launch that
+got an async compile (AsyncCompileMode's `FutureKernel`) waits for it in its `result()`, as a launch does; an autotuner
 runs each config once, unmeasured, and keeps its first (`dry_bench`).
 """
 
@@ -64,7 +65,10 @@ def dry_run(original: Any) -> Any:
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         token = LAUNCH_WARMUP.set(bool(warmup))
         try:
-            return original(self, *args, grid=grid, warmup=True, **kwargs)
+            kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
+            if not warmup and type(kernel).__name__ == "FutureKernel":
+                kernel.result()  # an async compile's launch waits for it (a launch reads the kernel through result())
+            return kernel
         finally:
             LAUNCH_WARMUP.reset(token)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from mlacheck.capture.phase import SERVING
 from mlacheck.capture.triton.compiles import dry_launch_warmup
 from mlacheck.capture.triton.families import CountingCache, TuningCache
+from mlacheck.capture.triton.runtime import still_compiling
 
 
 class Lookups:
@@ -22,9 +24,11 @@ class Lookups:
 
     def looked_up(self, cache: CountingCache, key: object, default: object, frame: object) -> object:
         """A kernel_cache lookup the fast table did not serve: a hit is counted in its phase (a serving one is fast
-        from now on); a miss is the compile's to record. A hit on an async compile still in flight (Triton's
-        AsyncCompileMode: a FutureKernel) is counted too, never made fast: its post hook records the compile and the
-        launch that began it, not this one."""
+        from now on); a miss is the compile's to record. A hit on an async compile (Triton's AsyncCompileMode: a
+        FutureKernel) is counted too, never made fast: its post hook records the compile and the launch that began it,
+        not this one. A serving launch that finds it still compiling waits for it (the launch reads the kernel through
+        `FutureKernel.result()`): the wait is noted, and the post hook, which that result() calls when the compile
+        is done, records it as the launch's stall (`CompileHooks._compiled`)."""
         value = dict.get(cache, key, default)
         if value is None or value is default or not self.active:
             return value
@@ -39,8 +43,11 @@ class Lookups:
                     dry_launch_warmup() if self.policy.dry else getattr(frame, "f_locals", {}).get("warmup")
                 )
                 where = self._reader.read(frame)
-                counter = family.dispatched(key, family.ledger.phase(where.phase, launched), where)
-                if where.phase is None and launched and not future:
+                phase = family.ledger.phase(where.phase, launched)
+                counter = family.dispatched(key, phase, where)
+                if future and launched and phase == SERVING and still_compiling(value):
+                    self._waits.setdefault((id(cache), key), []).append((family, key, where, time.perf_counter()))
+                elif where.phase is None and launched and not future:
                     cache._fast[key] = (counter, value)
                 self.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program

@@ -78,3 +78,33 @@ def load(module: str, distribution: str) -> TritonRuntime:
 def kernel_name(jit_function: object) -> str:
     """`module:qualname` of a JITFunction's Python function."""
     return f"{jit_function.fn.__module__}:{jit_function.fn.__qualname__}"
+
+
+def still_compiling(future_kernel: object) -> bool:
+    """Whether an async compile's FutureKernel has not finished (a launch that takes it waits in its `result()`).
+    Read from its own attributes, never through its `__getattr__` (which waits for the compile); one that holds no
+    `future` to ask (a layout other than Triton 3.6-3.9's, or none found: None) is taken as still compiling: its wait
+    is measured, never assumed away."""
+    if future_kernel is None:
+        return True
+    state = object.__getattribute__(future_kernel, "__dict__")
+    if state.get("kernel") is not None:
+        return False
+    done = getattr(state.get("future"), "done", None)
+    return not done() if callable(done) else "future" not in state
+
+
+def future_kernel_of(mode: object, cache: dict, key: str) -> object | None:
+    """The FutureKernel of `mode` (an AsyncCompileMode) that will put `key` in `cache`: where Triton keeps it in the
+    mode alone (3.6: `future_kernels`, by its compile's cache key), the one whose `finalize_compile` closes over that
+    cache and key. None where none is found."""
+    for future_kernel in list((getattr(mode, "future_kernels", None) or {}).values()):
+        finalize = object.__getattribute__(future_kernel, "__dict__").get("finalize_compile")
+        code = getattr(finalize, "__code__", None)
+        cells = dict(zip(code.co_freevars, finalize.__closure__ or ())) if code is not None else {}
+        try:
+            if cells["kernel_cache"].cell_contents is cache and cells["key"].cell_contents == key:
+                return future_kernel
+        except (KeyError, ValueError):  # (not Triton's closure, or a cell still empty)
+            continue
+    return None
