@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Collection
 from pathlib import Path
 
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
@@ -14,11 +15,14 @@ STOPPED = {128 + getattr(signal, name) for name in STOPS}  # the status of a pro
 TEARDOWN = 120  # Python's status where its teardown failed (a flush to a closed pipe), its traffic over
 
 
-def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) -> dict[int, str]:
+def cut_short(
+    paths: list[Path], programs: list[dict], processes: list[dict], served: Collection[int] = ()
+) -> dict[int, str]:
     """The processes that ended before their traffic may have, each with how: every process of a run whose program
     exited with a status other than 0, or that a signal killed which is no stop (SIGKILL, SIGSEGV, SIGABRT, ...); else
-    a process that ended so itself (`_own_end`), and then every process of its run that was stopped or killed (its
-    traffic may have been cut by that end: torchrun stops a crashed worker's peers, a broken pool its other workers).
+    a process that ended so itself (`_own_end`), and where that process loaded a watched family (`served`: their
+    indexes), every other process of its run: the traffic lost with it may have been theirs next (torchrun stops a
+    crashed worker's peers and starts new ones, a pool replaces a killed worker, a broken pool ends the others).
     A stop someone asked for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the
     traffic they let run, as a server is ended, whatever its processes do on their way out; so does a SIGKILL of a
     worker that an observed process sent (engines end their workers so). A run that never finished says so already."""
@@ -46,12 +50,12 @@ def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) ->
     }
     crashed = {}  # run -> the pid of its first process whose own end cut its traffic short
     for proc, how in own.items():
-        if how:
+        if how and proc in served:
             crashed.setdefault(processes[proc]["run"], processes[proc]["pid"])
     cut = {proc: ended[process["run"]] for proc, process in enumerate(processes) if process["run"] in ended}
     for proc, how in own.items():
         process = processes[proc]
-        cut[proc] = how or _left(process, left) or _stopped_after(process, crashed.get(process["run"]))
+        cut[proc] = how or _left(process, left) or _beside(process, crashed.get(process["run"]))
     return {proc: how for proc, how in cut.items() if how}
 
 
@@ -74,8 +78,7 @@ def _own_end(process: dict, reaped: tuple[str, int] | None, killed: bool) -> str
     return None
 
 
-ENDING = {signal.SIGKILL} | {getattr(signal, name) for name in STOPS}  # how one process ends another
-OUTSIDE = " (no observed process sent it: the OOM killer, a kill -9 from outside)"
+OUTSIDE = " (no other observed process sent it: the OOM killer, a kill -9 from outside, its own)"
 
 
 def _left(process: dict, left: dict[tuple, str]) -> str | None:
@@ -86,13 +89,11 @@ def _left(process: dict, left: dict[tuple, str]) -> str | None:
     return None
 
 
-def _stopped_after(process: dict, crashed: int | None) -> str | None:
-    """A process stopped (SIGTERM, SIGINT, SIGHUP) or killed in a run where another process's end cut its traffic
-    short (`crashed`: its pid): its own traffic may have been cut by that end."""
-    how = process.get("how") if process.get("how") in STOPS else "SIGKILL" if not process["exited"] else None
-    if crashed is None or how is None or process.get("exec") or process["pid"] == crashed:
+def _beside(process: dict, crashed: int | None) -> str | None:
+    """A process of a run in which another process that served a watched family was cut short (`crashed`: its pid)."""
+    if crashed is None or process["pid"] == crashed:
         return None
-    return f"pid {process['pid']} was ended by {how} after pid {crashed}'s end cut its traffic short"
+    return f"pid {process['pid']} shared its run with pid {crashed}, which was cut short,"
 
 
 class _Signals:
@@ -109,7 +110,7 @@ class _Signals:
                 when = _when(process, event)
                 if event["type"] == "reaped":
                     self.reaps.setdefault((*where, event["pid"]), []).append((when, event["how"], event["number"]))
-                elif event["signal"] in ENDING:
+                elif event["signal"] == signal.SIGKILL:  # (a stop ends a process with an exit event)
                     self.kills.setdefault(where, []).append((when, process["pid"], event["target"]))
 
     def reaped(self, proc: int) -> tuple[str, int] | None:
@@ -120,8 +121,8 @@ class _Signals:
         return after[0][1:] if after else None
 
     def killed(self, proc: int) -> bool:
-        """Whether another observed process sent the process SIGKILL or a stop (to its pid, its group, or every
-        process) after it started."""
+        """Whether another observed process sent the process SIGKILL (to its pid, its group, or every process) after
+        it started."""
         process = self.processes[proc]
         pid, group = process["pid"], process.get("pgid")
         return any(

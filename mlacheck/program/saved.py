@@ -405,7 +405,7 @@ def program_report(
     rules = rules if rules is not None else run_rules(paths)
     with about("context"):
         check_context(context, rules, observed=loaded.digest.key_values, flag=SETTING)
-    cut = cut_short(paths, loaded.programs, loaded.processes)
+    cut = cut_short(paths, loaded.programs, loaded.processes, {proc for proc, _ in loaded.digest.tables.tables})
     analysis = analyse(
         loaded.digest,
         rules,

@@ -218,17 +218,24 @@ def test_a_worker_killed_or_ended_well_keeps_its_dead_warmup(tmp_path, end):
     assert statuses(result) == {"fp8": "ok", "bf16": "dead warm-up"}
 
 
-def test_a_worker_stopped_after_its_peer_crashed_leaves_its_warmup_unverified(tmp_path):
-    """torchrun, a broken process pool: one worker crashes, and its launcher stops the others (SIGTERM, SIGKILL) and
-    goes on (a restart, a fallback) to exit 0. The others' traffic was cut by the crash: no MLA002 for them
-    (red-team)."""
+def test_the_workers_beside_one_that_crashed_leave_their_warmup_unverified(tmp_path):
+    """torchrun, process pools: one worker crashes, its launcher stops the others (SIGTERM, SIGKILL) or a replacement
+    serves on and ends well, and the program exits 0. The traffic lost with the crash may have been theirs next: no
+    MLA002 for them (red-team: a restarted torchrun group, a broken pool, a pool that replaced a killed worker)."""
+    waiting = "print('served', flush=True)\nsys.stdin.readline()\n"  # until its parent ends it
     text = WORKER.format(served=SERVED, end="", start="pass") + textwrap.dedent(
         f"""
-        for stop in (signal.SIGTERM, signal.SIGKILL):
-            peer = subprocess.Popen([sys.executable, '-c', SERVED + {SERVING!r}], stdout=subprocess.PIPE)
+        peers = [
+            subprocess.Popen([sys.executable, '-c', SERVED + {waiting!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            for _ in range(3)
+        ]
+        for peer in peers:
             peer.stdout.readline()
-            subprocess.run([sys.executable, '-c', SERVED + 'os.kill(os.getpid(), signal.SIGSEGV)'])
-            os.kill(peer.pid, stop)
+        subprocess.run([sys.executable, '-c', SERVED + 'os.kill(os.getpid(), signal.SIGSEGV)'])
+        os.kill(peers[0].pid, signal.SIGTERM)
+        os.kill(peers[1].pid, signal.SIGKILL)
+        peers[2].stdin.close()  # a replacement that serves on and ends well
+        for peer in peers:
             peer.wait()
         """
     )
@@ -237,8 +244,8 @@ def test_a_worker_stopped_after_its_peer_crashed_leaves_its_warmup_unverified(tm
     assert_not_pass(result, "incomplete")
     assert statuses(result) == {"fp8": "ok", "bf16": "unverified"}, statuses(result)
     assert not [f for f in result.report["findings"] if f["code"] == "MLA002"], result.report["findings"]
-    stopped = [reason for reason in result.report["incomplete"] if "after pid" in reason]
-    assert len(stopped) == 2 and all("1 precompiled variant(s)" in reason for reason in stopped), stopped
+    beside = [reason for reason in result.report["incomplete"] if "shared its run with pid" in reason]
+    assert len(beside) == 3 and all("1 precompiled variant(s)" in reason for reason in beside), beside
 
 
 def test_a_worker_left_running_that_mlacheck_ends_leaves_its_warmup_unverified(tmp_path):
