@@ -25,6 +25,9 @@ def cut_short(paths: list[Path], programs: list[dict], processes: list[dict]) ->
     left: dict[tuple, str] = {}  # (run, pid) -> how mlacheck ended a process the program left running
     for path, program in zip(paths, programs):
         left.update({(str(path), p["pid"]): str(p.get("ended_by")) for p in program.get("left_behind") or []})
+        if _session(program).get("stopped"):  # a pytest session whose later tests never ran: no stop of its traffic
+            ended[str(path)] = f"the session stopped early, {_session(program)['stopped']},"
+            continue
         if program.get("forwarded") or program.get("signal") in STOPS:
             ended[str(path)] = None  # (its workers' ends follow from it: a worker's KeyboardInterrupt exits 1)
             continue
@@ -74,3 +77,53 @@ def _name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def session_reasons(paths: list[Path], programs: list[dict]) -> list[str]:
+    """Why a `pytest --mlacheck` session cannot pass, as its meta.json's `session` says: it stopped before its tests
+    had all run (Ctrl-C; -x or --maxfail after a failure: `stopped`, with `ran` of `tests`), or its process tree was not
+    recorded (`tree`: why)."""
+    lines = []
+    for path, program in zip(paths, programs):
+        session, where = _session(program), f" (run {path})" if len(paths) > 1 else ""
+        if session.get("stopped"):
+            of = f" of {session['tests']}" if session.get("tests") else ""
+            lines.append(
+                f"the session stopped early, {session['stopped']}, after {session.get('ran', 0)}{of} test(s){where}: the "
+                "tests after it never ran, so the traffic they would have sent was not observed"
+            )
+        if session.get("tree"):
+            lines.append(
+                f"the process tree was not recorded ({session['tree']}){where}: a Python process that nothing of "
+                "mlacheck observed would not be named"
+            )
+    return lines
+
+
+def left_serving(paths: list[Path], programs: list[dict], processes: list[dict], lookups: dict) -> list[str]:
+    """A line for each process a pytest session left running, and mlacheck ended, that had served watched kernels
+    (`lookups`: per process, the dispatches that reached a lookup): the session's end is no end of its traffic (what it
+    had under way, or would have served next, was not observed), unlike a program's own end under `mlacheck run`."""
+    left = {
+        (str(path), p["pid"]): p
+        for path, program in zip(paths, programs)
+        if _session(program)
+        for p in program.get("left_behind") or []
+    }
+    lines = []
+    for proc, process in enumerate(processes):
+        ended = left.get((process["run"], process["pid"]))
+        if ended is not None and lookups.get(proc):
+            command = " ".join(ended.get("argv") or process.get("argv") or [])[:200]
+            lines.append(
+                f"pid {process['pid']} ({command}), left running when the session ended, was ended by mlacheck "
+                f"({ended.get('ended_by')}) while it served watched kernels: what it had under way was not observed; "
+                "stop it in the test or fixture that started it"
+            )
+    return lines
+
+
+def _session(program: dict) -> dict:
+    """What a pytest session's meta.json says of the session ({} for any other run)."""
+    session = program.get("session")
+    return session if isinstance(session, dict) else {}

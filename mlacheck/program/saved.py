@@ -24,9 +24,10 @@ from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
-from mlacheck.program.ends import cut_short, end_of
+from mlacheck.program.ends import cut_short, end_of, left_serving, session_reasons
 from mlacheck.program.ranks import rank_summaries
 from mlacheck.program.run_folder import RunFolder
+from mlacheck.program.shells import kept_spawn, unseen_pythons
 from mlacheck.report.model import Report, build_report
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import RuleSet, load_rules
@@ -145,7 +146,7 @@ class _Image:
         self.first, self.proc = first, proc
         self.exit: dict | None = None
         self.exec: dict | None = None  # the last
-        self.spawned: list[dict] = []  # the Python children it started by a fork and exec (`spawn` events)
+        self.spawned: list[dict] = []  # its Python children, and commands that name Python (`spawn` events, shells.py)
         self.events = 0
         self.counts: list[dict] = []
 
@@ -158,13 +159,14 @@ class _Image:
             self.exit = event
         elif kind == "exec":
             self.exec = event
-        elif kind == "spawn" and event["python"]:
+        elif kind == "spawn" and kept_spawn(event):
             self.spawned.append(event)
 
     def process(self, number: int, trace_file: Path, stream: TraceStream, path: Path) -> dict:
         first, exit_event, went = self.first, self.exit, self.exec
         return {
             "pid": first.get("pid"),
+            "ppid": first.get("ppid"),
             "host": first.get("host"),
             "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
             "argv": first.get("argv"),
@@ -253,6 +255,7 @@ def _unobserved(
         *_untraced_execs(traced, notes, seen),
         *_untraced_images(tree.get("processes", []), host, traced, notes, unread),
     ]
+    lines += unseen_pythons(observed, tree.get("processes", []), host)
     for pid, line in lines:
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
@@ -274,7 +277,12 @@ def _untraced_spawns(
         where = process.get("host")
         for spawned in process.get("spawned") or []:
             child = spawned["child"]
-            if (where, child) in traced or (child in named and host in (where, None)) or _runs_no_code(spawned["argv"]):
+            if (
+                not spawned["python"]
+                or (where, child) in traced
+                or (child in named and host in (where, None))
+                or _runs_no_code(spawned["argv"])
+            ):
                 continue
             command = " ".join(spawned["argv"]) or spawned["path"]
             yield (
@@ -412,7 +420,10 @@ def program_report(
     unwatched = {event["family"] for event in loaded.digest.kept["unseen"]}  # (their lines say why: not unanalysed)
     said = {family.name for family in analysis.families} | (unwatched & {rule.family.name for rule in rules.families})
     analysis.incomplete += _undeclared(loaded.digest.families, said)
-    analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
+    analysis.incomplete[:0] = (
+        loaded.problems + _unfinished(paths, loaded.programs) + session_reasons(paths, loaded.programs)
+    )
+    analysis.incomplete += left_serving(paths, loaded.programs, loaded.processes, analysis.lookups)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
     target_arch = (context or {}).get("target_arch", loaded.digest.target_arch)
     loaded.digest = Digest()  # analysed: the report model takes its room
