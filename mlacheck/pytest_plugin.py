@@ -4,10 +4,13 @@ The pytest process gets an in-process agent, and every Python subprocess that a 
 through mlacheck's .pth or the bootstrap folder on PYTHONPATH (set for the session, restored at its end); the
 session is registered (program/registry.py), so a subprocess started with a cleared environment finds it; a
 watcher process records the session's process tree (program/watch.py: pytest is not made a subreaper, so a test's
-orphan is not followed), so a Python subprocess that nothing of mlacheck reached is named. At the end of the
-session the run folder is analysed into the same report model as `mlacheck run`; a session whose tests
-passed fails when the report fails (exit 1) or is incomplete (exit 2, unless --mlacheck-allow-incomplete),
-and the terminal summary gets an "mlacheck" section.
+orphan is not followed), so a Python subprocess that nothing of mlacheck reached is named, and at the session's end
+ends what the tests left running (meta.json's `left_behind`). At the end of the session the run folder is analysed
+into the same report model as `mlacheck run`; a session whose tests passed fails when the report fails (exit 1) or
+is incomplete (exit 2, unless --mlacheck-allow-incomplete), and the terminal summary gets an "mlacheck" section.
+A session stopped early (Ctrl-C, -x, --maxfail) says so in meta.json's `session` (program/ends.py: INCOMPLETE); each
+output file is written at the start as an INCOMPLETE report, replaced at the end (a test's os._exit leaves that); a
+document that must be a whole file (json, sarif, junit, html) cannot go to stdout, which is pytest's.
 
 The session is one `Observation` (program/observation.py): prepared and started when pytest is configured, stopped
 and reported when the session finishes. Its options are made from the settings table (mlacheck/config.py), read over
@@ -86,14 +89,45 @@ class MlacheckSession:
         try:  # the options over the [tool.mlacheck] of the nearest pyproject.toml (the CLI's precedence)
             settings = settings.read(config.rootpath)
             settings.check()
-            self.specs = output_specs(settings.outputs())
-            policy = ReportPolicy.of(**settings.policy())
-            self.observation = Observation(ProgramOptions(**settings.program()), policy)
+            self.specs = output_specs(settings.outputs(), shared_stdout=True)
+            self.policy = ReportPolicy.of(**settings.policy())
+            self.observation = Observation(ProgramOptions(**settings.program()), self.policy)
             self.observation.prepare()
+            self._write_placeholders()
         except MlacheckError as exc:
             raise pytest.UsageError(f"mlacheck: {printable(settings.line(exc))}") from None
         self.settings = settings
+        self.tests, self.ran = 0, 0
         self.observation.start()
+
+    def _write_placeholders(self) -> None:
+        """Each output file, written now as an INCOMPLETE report of its format (replaced when the session finishes):
+        a session that never gets there (a test's os._exit, pytest killed) leaves no file a CI step reads as clean."""
+        from mlacheck import __version__
+        from mlacheck.report.formats import write_outputs
+        from mlacheck.report.model import Report, decide
+
+        why = (
+            "the session ended before mlacheck reported (a test ended the pytest process, e.g. os._exit, or it was "
+            f"killed): mlacheck report {self.observation.run_dir} reports what was recorded"
+        )
+        report = Report(
+            verdict="incomplete",
+            mode="program",
+            mlacheck_version=__version__,
+            incomplete=[why],
+            program={"command": self._command()},
+        )
+        write_outputs(decide(report, self.policy), [spec for spec in self.specs if spec[1] is not None], publish=False)
+
+    def _command(self) -> list[str]:
+        return ["pytest", *self.config.invocation_params.args]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.tests = len(session.items)  # (pytest-xdist's controller collects none: how many is then not said)
+
+    def pytest_runtest_logfinish(self) -> None:  # (pytest-xdist's controller gets its workers' too)
+        self.ran += 1
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         return f"mlacheck: recording into {self.observation.run_dir}"
@@ -104,8 +138,10 @@ class MlacheckSession:
         from mlacheck.report.formats import write_outputs
 
         try:
-            self.observation.stop(["pytest", *self.config.invocation_params.args], int(session.exitstatus))
+            self.observation.stop(self._command(), int(session.exitstatus), self._session(session))
             self.report = self.observation.report()
+            if any(path is None for _, path in self.specs):
+                self._fresh_line()
             write_outputs(self.report, self.specs)
         except MlacheckError as exc:
             self.error = self.settings.line(exc)
@@ -115,6 +151,29 @@ class MlacheckSession:
             elif self.report.verdict == "fail" or (self.report.verdict == "incomplete" and self.report.exit_code == 2):
                 session.exitstatus = self.report.exit_code
             self.failed_session = session.exitstatus != pytest.ExitCode.OK
+
+    def _session(self, session: pytest.Session) -> dict:
+        """How far the session got (meta.json's `session`, program/ends.py): stopped early where it was interrupted
+        (Ctrl-C) or stopped by -x / --maxfail (or a plugin) before every test ran."""
+        if session.shouldfail:
+            stopped = f"-x or --maxfail: {session.shouldfail}"
+        elif session.exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop:
+            stopped = (
+                f"stopped: {session.shouldstop}" if isinstance(session.shouldstop, str) else "interrupted (Ctrl-C)"
+            )
+        else:
+            stopped = None
+        return {"tests": self.tests, "ran": self.ran, "stopped": stopped}
+
+    def _fresh_line(self) -> None:
+        """Start the document that goes to stdout on a line of its own: pytest's progress line ("[100%]") and a test's
+        output under -s may be unfinished (an annotation that does not start its line is no annotation)."""
+        import sys
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.flush()
+        sys.stdout.write("\n")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.observation.stop()  # a session that ended before sessionfinish: still leave the environment as it was

@@ -26,22 +26,7 @@ def cut_short(
     A stop someone asked for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the
     traffic they let run, as a server is ended, whatever its processes do on their way out; so does a SIGKILL of a
     worker that an observed process sent (engines end their workers so). A run that never finished says so already."""
-    ended: dict[str, str | None] = {}  # run -> how its program ended it (None: stopped, as asked)
-    left: dict[tuple, str] = {}  # (run, pid) -> how mlacheck ended a process the program left running
-    for path, program in zip(paths, programs):
-        left.update({(str(path), p["pid"]): str(p.get("ended_by")) for p in program.get("left_behind") or []})
-        if program.get("forwarded") or program.get("signal") in STOPS:
-            ended[str(path)] = None  # (its workers' ends follow from it: a worker's KeyboardInterrupt exits 1)
-            continue
-        if program.get("signal"):
-            how = f"was killed by {program['signal']}"
-        elif program.get("exit_code"):
-            how = f"exited {program['exit_code']}"
-        else:
-            continue
-        if program.get("compile_policy") == "skip" and not program.get("dry"):
-            how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
-        ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
+    ended, left = _programs_ends(paths, programs)
     signals = _Signals(processes)
     own = {
         proc: _own_end(process, signals.reaped(proc), signals.killed(proc))
@@ -57,6 +42,31 @@ def cut_short(
         process = processes[proc]
         cut[proc] = how or _left(process, left) or _beside(process, crashed.get(process["run"]))
     return {proc: how for proc, how in cut.items() if how}
+
+
+def _programs_ends(paths: list[Path], programs: list[dict]) -> tuple[dict[str, str | None], dict[tuple, str]]:
+    """How each run's program ended its traffic (run -> how, None: stopped, as asked; a run whose program exited 0 is
+    not in it), and how mlacheck ended each process a program left running ((run, pid) -> how)."""
+    ended: dict[str, str | None] = {}
+    left: dict[tuple, str] = {}
+    for path, program in zip(paths, programs):
+        left.update({(str(path), p["pid"]): str(p.get("ended_by")) for p in program.get("left_behind") or []})
+        if _session(program).get("stopped"):  # a pytest session whose later tests never ran: no stop of its traffic
+            ended[str(path)] = f"the session stopped early, {_session(program)['stopped']},"
+            continue
+        if program.get("forwarded") or program.get("signal") in STOPS:
+            ended[str(path)] = None  # (its workers' ends follow from it: a worker's KeyboardInterrupt exits 1)
+            continue
+        if program.get("signal"):
+            how = f"was killed by {program['signal']}"
+        elif program.get("exit_code"):
+            how = f"exited {program['exit_code']}"
+        else:
+            continue
+        if program.get("compile_policy") == "skip" and not program.get("dry"):
+            how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
+        ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
+    return ended, left
 
 
 def _own_end(process: dict, reaped: tuple[str, int] | None, killed: bool) -> str | None:
@@ -159,3 +169,53 @@ def _name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def session_reasons(paths: list[Path], programs: list[dict]) -> list[str]:
+    """Why a `pytest --mlacheck` session cannot pass, as its meta.json's `session` says: it stopped before its tests
+    had all run (Ctrl-C; -x or --maxfail after a failure: `stopped`, with `ran` of `tests`), or its process tree was not
+    recorded (`tree`: why)."""
+    lines = []
+    for path, program in zip(paths, programs):
+        session, where = _session(program), f" (run {path})" if len(paths) > 1 else ""
+        if session.get("stopped"):
+            of = f" of {session['tests']}" if session.get("tests") else ""
+            lines.append(
+                f"the session stopped early, {session['stopped']}, after {session.get('ran', 0)}{of} test(s){where}: the "
+                "tests after it never ran, so the traffic they would have sent was not observed"
+            )
+        if session.get("tree"):
+            lines.append(
+                f"the process tree was not recorded ({session['tree']}){where}: a Python process that nothing of "
+                "mlacheck observed would not be named"
+            )
+    return lines
+
+
+def left_serving(paths: list[Path], programs: list[dict], processes: list[dict], lookups: dict) -> list[str]:
+    """A line for each process a pytest session left running, and mlacheck ended, that had served watched kernels
+    (`lookups`: per process, the dispatches that reached a lookup): the session's end is no end of its traffic (what it
+    had under way, or would have served next, was not observed), unlike a program's own end under `mlacheck run`."""
+    left = {
+        (str(path), p["pid"]): p
+        for path, program in zip(paths, programs)
+        if _session(program)
+        for p in program.get("left_behind") or []
+    }
+    lines = []
+    for proc, process in enumerate(processes):
+        ended = left.get((process["run"], process["pid"]))
+        if ended is not None and lookups.get(proc):
+            command = " ".join(ended.get("argv") or process.get("argv") or [])[:200]
+            lines.append(
+                f"pid {process['pid']} ({command}), left running when the session ended, was ended by mlacheck "
+                f"({ended.get('ended_by')}) while it served watched kernels: what it had under way was not observed; "
+                "stop it in the test or fixture that started it"
+            )
+    return lines
+
+
+def _session(program: dict) -> dict:
+    """What a pytest session's meta.json says of the session ({} for any other run)."""
+    session = program.get("session")
+    return session if isinstance(session, dict) else {}

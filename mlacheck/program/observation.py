@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import select
 import shlex
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from mlacheck.errors import MlacheckError
 from mlacheck.program import registry
 from mlacheck.program.follow import TraceFollower
+from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.session import PreparedRun, ProgramOptions, prepare_run
 from mlacheck.program.supervisor import Supervised, observed_environment, run_program
 from mlacheck.report.policy import ReportPolicy
@@ -36,7 +38,8 @@ from mlacheck.rulefiles import load_rules
 if TYPE_CHECKING:
     from mlacheck.report.model import Report
 
-WATCHER_SECONDS = 30  # how long the watcher may take to write the process tree once told the session is done
+WATCHER_SECONDS = 30  # how long the watcher may take to end what the session left and write the process tree
+READY_SECONDS = 60  # how long the watcher may take to start
 
 
 class Observation:
@@ -108,16 +111,19 @@ class Observation:
         self._started = time.time()
         self._in_process = _InProcess(run)
 
-    def stop(self, command: list[str] | None = None, exit_code: int | None = None) -> None:
-        """Stop observing this process (once; again does nothing). With `command`, the program's end (its command
-        and exit code) goes to meta.json."""
+    def stop(self, command: list[str] | None = None, exit_code: int | None = None, session: dict | None = None) -> None:
+        """Stop observing this process (once; again does nothing): what the session left running is ended. With
+        `command`, the program's end (its command and exit code, the processes ended, and `session`: what the front
+        end knows of how far the session got, see program/ends.py) goes to meta.json."""
         if self._in_process is not None:
-            self._in_process.stop()
+            ended = self._in_process.stop()
             self._in_process = None
             if command is not None:
                 meta = {"command": command, "started": self._started, "ended": time.time()}
                 meta.update(compile_policy=self.options.compile, dry=self.options.dry)
-                self._run().folder.write_meta({**meta, "exit_code": exit_code, "signal": None})
+                meta.update(exit_code=exit_code, signal=None, left_behind=ended["left_behind"])
+                meta["session"] = {**(session or {}), "tree": ended["tree"]}
+                self._run().folder.write_meta(meta)
 
     def report(self) -> Report:
         """The report: of the run, with the rules it was recorded under; or of the saved sources."""
@@ -155,7 +161,8 @@ class _InProcess:
     def __init__(self, run: PreparedRun) -> None:
         from mlacheck.program.agent import Agent
 
-        self.watcher = _start_watcher(run.folder.path)
+        self.folder = run.folder
+        self.watcher, self.unwatched = _start_watcher(run.folder.path)
         self.saved: dict[str, str | None] = {}  # each variable set, and its value before
         for name, value in {**run.environment, **observed_environment(run.folder, dict(os.environ))}.items():
             if os.environ.get(name) != value:
@@ -168,25 +175,49 @@ class _InProcess:
         except OSError:
             self.entry = None
 
-    def stop(self) -> None:
+    def stop(self) -> dict:
+        """Stop observing; what the watcher recorded of the session's end, for meta.json: `left_behind` (the processes
+        it ended, left running), and `tree`: why the process tree was not recorded (None where it was)."""
         for name, value in self.saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if self.watcher is not None:  # it writes the process tree when its input closes
-            try:  # "done": else the watcher takes the session for killed, and ends what is left of it
-                self.watcher.stdin.write("done\n")
-                self.watcher.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.watcher.wait(timeout=WATCHER_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.watcher.kill()
+        ended = {"left_behind": [], "tree": self.unwatched}
+        if self.watcher is not None:  # it ends what the session left running, then writes the process tree
+            ended = _watcher_done(self.watcher, self.folder)
         if self.entry is not None:
             registry.unregister(self.entry)
         self.agent.stop()
+        return ended
+
+
+def _watcher_done(watcher: subprocess.Popen, folder: RunFolder) -> dict:
+    """Tell the watcher the session is done ("done": else it takes the session for killed, and ends what is left of
+    it); wait for it to end what the session left running and to write the process tree; what it recorded."""
+    try:
+        watcher.stdin.write("done\n")
+        watcher.stdin.close()
+    except OSError:
+        pass
+    try:
+        code = watcher.wait(timeout=WATCHER_SECONDS)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        code = watcher.wait()
+    try:
+        tree = folder.read_tree()
+    except MlacheckError as exc:
+        return {"left_behind": [], "tree": f"its record could not be read: {exc}"}
+    if tree is None:
+        how = f"exited {code}" if code >= 0 else f"was killed by signal {-code}"
+        return {"left_behind": [], "tree": f"its watcher {how} without writing it"}
+    left = [
+        {"pid": seen["pid"], "argv": seen.get("argv") or [], "sid": seen.get("sid"), "ended_by": seen["ended_by"]}
+        for seen in tree["processes"]
+        if seen.get("ended_by") is not None
+    ]
+    return {"left_behind": left, "tree": None}
 
 
 def _load_report_modules(then: Callable[[], object]) -> None:
@@ -209,20 +240,45 @@ def _load_report_modules(then: Callable[[], object]) -> None:
         then()
 
 
-def _start_watcher(run_dir: Path) -> subprocess.Popen | None:
-    """The process that records this process's tree (program/watch.py), once it has started; None where it cannot
-    start (the report then names no Python process that ran without mlacheck)."""
+def _start_watcher(run_dir: Path) -> tuple[subprocess.Popen | None, str | None]:
+    """The process that records this process's tree (program/watch.py), once it has said it started, on a pipe of its
+    own (what its interpreter prints on stdout, a sitecustomize's banner, is no handshake); else (None, why not): the
+    report then says the process tree was not recorded."""
+    read, write = os.pipe()
     try:
         watcher = subprocess.Popen(
-            [sys.executable, "-m", "mlacheck.program.watch", str(os.getpid()), str(run_dir)],
+            [sys.executable, "-m", "mlacheck.program.watch", str(os.getpid()), str(run_dir), str(write)],
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            pass_fds=(write,),
             text=True,
         )
-    except OSError:
-        return None
-    if watcher.stdout.readline().strip() != "ready":
+    except OSError as exc:
+        os.close(read)
+        return None, f"its watcher could not start: {exc.strerror or exc}"
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as said:
+        ready = _said_ready(said)
+    if not ready:
         watcher.kill()
-        watcher.wait()
-        return None
-    return watcher
+        watcher.stdin.close()
+        code = watcher.wait()
+        return None, f"its watcher ended before it was ready (exit {code})" if code >= 0 else (
+            f"its watcher was killed before it was ready (signal {-code})"
+        )
+    return watcher, None
+
+
+def _said_ready(said) -> bool:
+    """Whether the watcher wrote "ready" on its pipe before closing it (or READY_SECONDS passed)."""
+    deadline, text = time.monotonic() + READY_SECONDS, b""
+    while b"ready\n" not in text:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([said], [], [], left)[0]:
+            return False
+        piece = os.read(said.fileno(), 64)
+        if not piece:
+            return False
+        text += piece
+    return True

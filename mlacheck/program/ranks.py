@@ -68,18 +68,7 @@ def rank_summaries(
         entry["slowest_step_s"] = max(entry["slowest_step_s"] or 0.0, wait["seconds"])
         entry["waited_for_pids"] = sorted({*entry["waited_for_pids"], *(c["pid"] for c in wait["during"])})
     for entry in rows.values():
-        cut_short = entry.pop("cut_short")
-        entry["status"] = (
-            "serving-path compile"
-            if entry["serving_path_compiles"]
-            else "cut short"
-            if cut_short
-            else "unobserved"
-            if entry["unobserved_pids"]
-            else "never dispatched"
-            if not entry["dispatches"]
-            else "ok"
-        )
+        entry["status"] = _status(entry, entry.pop("cut_short"))
     order = {run: index for index, run in enumerate(dict.fromkeys(run for run, _, _ in rows))}
     return sorted(
         rows.values(),
@@ -104,3 +93,14 @@ def unchecked_folders(folders: list[tuple[str, range]], lookups: dict[int | None
                 f"{len(procs)} observed process(es): nothing of this node was compared"
             )
     return reasons
+
+
+def _status(row: dict, cut_short: bool) -> str:
+    """A rank's status: the worst of what its row holds (STATUSES, worst first)."""
+    if row["serving_path_compiles"]:
+        return "serving-path compile"
+    if cut_short:
+        return "cut short"
+    if row["unobserved_pids"]:
+        return "unobserved"
+    return "never dispatched" if not row["dispatches"] else "ok"

@@ -106,8 +106,8 @@ class RunFolder:
         return checked_meta(meta, self.meta_path)
 
     def read_tree(self) -> dict | None:
-        """The processes the supervisor saw (tree.py), or None where none were recorded (`pytest --mlacheck`, a run
-        of mlacheck 0.2, a run whose supervisor was killed)."""
+        """The processes the supervisor (or a pytest session's watcher) saw (tree.py), or None where none were recorded
+        (a run of mlacheck 0.2, a run whose supervisor was killed, a session whose watcher could not start)."""
         try:
             tree = read_json(self.path / PROCESS_TREE, what="a process record")
         except FileNotFoundError:
@@ -191,6 +191,7 @@ def checked_meta(meta: object, path: Path) -> dict:
                 ("forwarded", all(isinstance(name, str) for name in meta.get("forwarded") or [])),
                 ("left_behind", all(isinstance(p, dict) and type(p.get("pid")) is int for p in left)),
                 ("compile_policy", isinstance(meta.get("compile_policy", ""), str)),
+                ("session", isinstance(meta.get("session", {}), dict)),
             )
             if not right
         ),

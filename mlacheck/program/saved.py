@@ -8,7 +8,6 @@ not checked, never dropped. Imports nothing of torch or of a kernel library.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +22,15 @@ from mlacheck.analysis.digest import Digest
 from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
-from mlacheck.files import REPORT_LIMIT, RULES_LIMIT, read_bytes, read_json, read_note, regular_files
-from mlacheck.program.ends import cut_short, end_of
+from mlacheck.files import REPORT_LIMIT, read_json, read_note
+from mlacheck.program.ends import cut_short, end_of, left_serving, session_reasons
 from mlacheck.program.ranks import rank_summaries, unchecked_folders
 from mlacheck.program.run_folder import RunFolder
+from mlacheck.program.run_rules import run_rules
+from mlacheck.program.shells import kept_spawn, unseen_pythons
 from mlacheck.report.model import Report, build_report
 from mlacheck.report.policy import ReportPolicy
-from mlacheck.rulefiles import RuleSet, load_rules
+from mlacheck.rulefiles import RuleSet
 from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, TraceStream
 from mlacheck_startup import refusal
 
@@ -147,7 +148,7 @@ class _Image:
         self.first, self.proc = first, proc
         self.exit: dict | None = None
         self.exec: dict | None = None  # the last
-        self.spawned: list[dict] = []  # the Python children it started by a fork and exec (`spawn` events)
+        self.spawned: list[dict] = []  # its Python children, and commands that name Python (`spawn` events, shells.py)
         self.signalled: list[dict] = []  # the kills it sent and the children it reaped (`kill`, `reaped` events)
         self.events = 0
         self.counts: list[dict] = []
@@ -161,7 +162,7 @@ class _Image:
             self.exit = event
         elif kind == "exec":
             self.exec = event
-        elif kind == "spawn" and event["python"]:
+        elif kind == "spawn" and kept_spawn(event):
             self.spawned.append(event)
         elif kind in ("kill", "reaped"):
             self.signalled.append(event)
@@ -170,6 +171,7 @@ class _Image:
         first, exit_event, went = self.first, self.exit, self.exec
         return {
             "pid": first.get("pid"),
+            "ppid": first.get("ppid"),
             "host": first.get("host"),
             "rank": exit_event.get("rank") if exit_event and exit_event.get("rank") is not None else first.get("rank"),
             "argv": first.get("argv"),
@@ -262,6 +264,7 @@ def _unobserved(
         *_untraced_execs(traced, notes, seen),
         *_untraced_images(tree.get("processes", []), host, traced, notes, unread),
     ]
+    lines += unseen_pythons(observed, tree.get("processes", []), host)
     for pid, line in lines:
         loaded.unobserved.append(line)
         loaded.unobserved_processes.append(
@@ -283,7 +286,12 @@ def _untraced_spawns(
         where = process.get("host")
         for spawned in process.get("spawned") or []:
             child = spawned["child"]
-            if (where, child) in traced or (child in named and host in (where, None)) or _runs_no_code(spawned["argv"]):
+            if (
+                not spawned["python"]
+                or (where, child) in traced
+                or (child in named and host in (where, None))
+                or _runs_no_code(spawned["argv"])
+            ):
                 continue
             command = " ".join(spawned["argv"]) or spawned["path"]
             yield (
@@ -354,44 +362,6 @@ def _python_images(record: dict | None) -> list[dict]:
     return [image for image in images if image.get("python") and not image.get("forked")]
 
 
-def run_rules(paths: list[Path]) -> RuleSet:
-    """The union of the rule files saved in the run folders; a family declared differently by two runs is refused."""
-    files: dict[str, tuple[str, Path]] = {}
-    for path in paths:
-        for rule_file in regular_files(RunFolder(path).rules_dir, "*.toml"):
-            digest = hashlib.sha256(read_bytes(rule_file, RULES_LIMIT)).hexdigest()
-            earlier = files.setdefault(rule_file.name, (digest, path))
-            if earlier[0] != digest:
-                raise MlacheckError(
-                    f"{rule_file.name}: runs {earlier[1]} and {path} were recorded under different versions "
-                    "of this rule file; report them separately, or pass --rules to analyse both with one"
-                )
-    if not files:
-        raise MlacheckError(f"{paths[0]}: no saved rule files in its rules/ folder; pass --rules")
-    folder = next(path for path in paths if any(RunFolder(path).rules_dir.glob("*.toml")))
-    rules = _saved_rules(folder)
-    for path in paths:
-        if path != folder:
-            rules = _union(rules, _saved_rules(path))
-    return rules
-
-
-def _saved_rules(path: Path) -> RuleSet:
-    """The rule files saved in a run folder (checked to be small regular files above); one nested too deeply for
-    the TOML reader is refused in one line, as every other malformed rule file is."""
-    try:
-        return load_rules(RunFolder(path).rules_dir)
-    except RecursionError:
-        raise MlacheckError(
-            f"{RunFolder(path).rules_dir}: a saved rule file is nested too deeply; pass --rules"
-        ) from None
-
-
-def _union(first: RuleSet, second: RuleSet) -> RuleSet:
-    sources = {Path(file.source).name for file in first.files}
-    return RuleSet(first.files + [file for file in second.files if Path(file.source).name not in sources])
-
-
 def program_report(
     paths: list[Path],
     rules: RuleSet | None = None,
@@ -423,7 +393,10 @@ def program_report(
     said = {family.name for family in analysis.families} | (unwatched & {rule.family.name for rule in rules.families})
     analysis.incomplete += _undeclared(loaded.digest.families, said)
     analysis.incomplete += unchecked_folders(loaded.folders, analysis.lookups) if len(paths) > 1 else []
-    analysis.incomplete[:0] = loaded.problems + _unfinished(paths, loaded.programs)
+    analysis.incomplete[:0] = (
+        loaded.problems + _unfinished(paths, loaded.programs) + session_reasons(paths, loaded.programs)
+    )
+    analysis.incomplete += left_serving(paths, loaded.programs, loaded.processes, analysis.lookups)
     compile_policy = next((p.get("compile_policy") for p in loaded.programs if p.get("compile_policy")), "real")
     target_arch = (context or {}).get("target_arch", loaded.digest.target_arch)
     loaded.digest = Digest()  # analysed: the report model takes its room

@@ -103,7 +103,7 @@ def run_program(
     previous = {number: signal.signal(number, forward) for number in FORWARDED}
     try:
         returncode, killed = _wait(process, forwarded, grace_seconds, tree, on_tick)
-        remnants = _end_remnants(process.pid, grace_seconds, tree, subreaper)
+        remnants = end_remnants(process.pid, grace_seconds, tree, subreaper)
         guard.done()
     finally:
         guard.close()  # without "done" (an error of mlacheck's own): the guard ends what is left of the program
@@ -165,9 +165,10 @@ def _wait(
                 _signal_group(process.pid, signal.SIGKILL)
 
 
-def _end_remnants(group: int, grace_seconds: float, tree: ProcessTree, subreaper: bool) -> int:
+def end_remnants(group: int | None, grace_seconds: float, tree: ProcessTree, subreaper: bool) -> int:
     """Let the rest of the program end by itself for a moment, then SIGTERM, grace, SIGKILL, to its group and to every
-    live recorded process (`subreaper`: whether every process of the group stays a descendant the tree records).
+    live recorded process (`subreaper`: whether every process of the group stays a descendant the tree records; `group`
+    None: no group, the tree's live processes alone, as what a pytest session left running).
     Returns how many steps it took (0: it ended by itself; 3: something survived SIGKILL)."""
     for step, (wait, signum) in enumerate(
         ((REMNANT_SECONDS, signal.SIGTERM), (grace_seconds, signal.SIGKILL), (1.0, None))
@@ -176,17 +177,17 @@ def _end_remnants(group: int, grace_seconds: float, tree: ProcessTree, subreaper
             return step
         if signum is not None:
             tree.signal_live(signum)  # first: a process that the group's signal ends is still named
-            if _group_alive(group, tree, subreaper):
+            if group is not None and _group_alive(group, tree, subreaper):
                 _signal_group(group, signum)
     return 3
 
 
-def _wait_gone(group: int, tree: ProcessTree, seconds: float, subreaper: bool) -> bool:
+def _wait_gone(group: int | None, tree: ProcessTree, seconds: float, subreaper: bool) -> bool:
     deadline = time.monotonic() + seconds
     while True:
         tree.poll()
         tree.reap()
-        if not tree.live() and not _group_alive(group, tree, subreaper):
+        if not tree.live() and (group is None or not _group_alive(group, tree, subreaper)):
             return True
         if time.monotonic() > deadline:
             return False

@@ -43,6 +43,7 @@ REGISTRY = (
     Format("html", "html", "one HTML page with a compile timeline"),
 )
 FORMATS = tuple(entry.name for entry in REGISTRY)
+LINE_FORMATS = ("github", "markdown")  # read line by line: stdout shared with another program's lines keeps them whole
 OUTPUT_HELP = f"FORMAT:PATH, FORMAT one of {', '.join(FORMATS)}; PATH - is stdout"
 
 
@@ -103,13 +104,24 @@ def parse_output(spec: str, setting: str = "output", value: object = None) -> tu
     return fmt, None if path == "-" else Path(path)
 
 
-def output_specs(outputs: Iterable[str | tuple[str, str, object]]) -> list[tuple[str, Path | None]]:
+def output_specs(
+    outputs: Iterable[str | tuple[str, str, object]], shared_stdout: bool = False
+) -> list[tuple[str, Path | None]]:
     """Parse and check every output before anything runs; at most one may go to stdout. An item is a spec, or
-    (spec, the setting it came from, its value as given: `("json:r.json", "json", "r.json")`)."""
+    (spec, the setting it came from, its value as given: `("json:r.json", "json", "r.json")`). `shared_stdout`: stdout
+    carries another program's output too (pytest's): only a document of lines (LINE_FORMATS) may go there."""
     given = [(item, "output", item) if isinstance(item, str) else item for item in outputs]
     specs = [(parse_output(spec, setting, value), setting, value) for spec, setting, value in given]
     if sum(path is None for (_, path), _, _ in specs) > 1:
         raise MlacheckError(f"{SETTING}: only one document can go to stdout (PATH -)", "output")
+    for (fmt, path), setting, value in specs:
+        if shared_stdout and path is None and fmt not in LINE_FORMATS:
+            raise MlacheckError(
+                f"{SETTING}: a {fmt} document cannot go to stdout here: pytest writes its own output there, which "
+                f"would break the document; give a file path ({fmt}:PATH)",
+                setting,
+                value,
+            )
     for (_, path), setting, value in specs:
         if path is not None:
             check_writable(path, setting, value)
@@ -122,8 +134,9 @@ def write_outputs(
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
     options: Options = Options(),
+    publish: bool = True,
 ) -> None:
-    """Write the report once per (format, path), then let the format publish what else it writes."""
+    """Write the report once per (format, path), then (`publish`) let the format publish what else it writes."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
@@ -141,9 +154,9 @@ def write_outputs(
             raise MlacheckError(
                 f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
             ) from None
-        publish = getattr(module, "publish", None)
-        if publish is not None:
-            publish(report, environ)
+        published = getattr(module, "publish", None) if publish else None
+        if published is not None:
+            published(report, environ)
 
 
 WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice

@@ -138,7 +138,7 @@ while os.getpgid(outsider.pid) != outsider.pid:
     assert time.monotonic() < deadline
     time.sleep(0.01)
 started = time.monotonic()
-steps = supervisor._end_remnants(program.pid, 0.5, tree, True)
+steps = supervisor.end_remnants(program.pid, 0.5, tree, True)
 print(json.dumps({"program": program.pid, "outsider": outsider.pid, "steps": steps,
                   "seconds": time.monotonic() - started, "outsider_alive": outsider.poll() is None}))
 outsider.kill()
