@@ -177,6 +177,7 @@ OPTIONAL = {
         "stack": list,
         "t": (int, float),
         "entries": list,
+        "raised": str,
     },
     "exit": {"rank": int, "how": str, "t": (int, float)},
     "slow_step": {"step": int, "serving": bool},

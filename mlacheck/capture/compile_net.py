@@ -61,10 +61,10 @@ class CompileNetCapture:
             try:
                 with compile_timer.watched_compile():  # a net beneath this one (a build's own compiles) leaves it here
                     result = original(*args, **kwargs)
-            except BaseException:
-                ended(start, time.perf_counter() - started, "raised")
+            except BaseException as exc:
+                ended(start, time.perf_counter() - started, type(exc).__name__)
                 raise
-            ended(start, time.perf_counter() - started, "returned")
+            ended(start, time.perf_counter() - started, None)
             return NotLaunched(result) if replace else result
 
         self._patches.replace(owner, attribute, compile_watched)
@@ -104,25 +104,25 @@ class CompileNetCapture:
             sinks.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
             return None
 
-    def _ended(self, start: tuple | None, seconds: float, outcome: str) -> None:
-        """The compile's `compile_end`, and where it returned, its `unwatched_compile` event."""
+    def _ended(self, start: tuple | None, seconds: float, raised: str | None) -> None:
+        """The compile's `compile_end`, and its `unwatched_compile` event (one that raised too: the caller waited for
+        it all the same)."""
         if start is None:
             return
         started, decided, where, name, subject, rest, kwargs = start
+        outcome = "returned" if raised is None else "raised"
+        try:
+            key = {**configuration(subject), **arguments(rest, kwargs)}
+        except Exception as exc:  # noqa: BLE001 - the compile is recorded all the same, without its key
+            sinks.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
+            key = {}
         try:
             self.sink.write(events.compile_end_event(started, seconds, outcome))
-            if outcome == "returned":
-                self.sink.write(
-                    events.unwatched_compile_event(
-                        self.net.label,
-                        name,
-                        {**configuration(subject), **arguments(rest, kwargs)},
-                        seconds,
-                        decided,
-                        where.site,
-                        where.stack,
-                    )
+            self.sink.write(
+                events.unwatched_compile_event(
+                    self.net.label, name, key, seconds, decided, where.site, where.stack, raised=raised
                 )
+            )
         except Exception as exc:  # noqa: BLE001
             sinks.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
 

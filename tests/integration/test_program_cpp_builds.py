@@ -1,0 +1,56 @@
+"""The compile nets under torch's C++ extension builder, on real g++ builds (tests/fixtures/programs/cpp_builds.py)
+beside a watched family served cleanly: every way a build reaches the compiler after serving start is MLA007 or makes
+the run incomplete, never a pass; a build that built nothing (torch found the extension current) is a load, not a
+compile; and one build is one compile, however many netted functions it goes through."""
+
+import shutil
+import sys
+
+import pytest
+
+from mlacheck.rulefiles import BUNDLED
+from tests.integration.cli import ROOT, run_cli
+
+PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "cpp_builds.py")
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("ninja") is None, reason="no g++/ninja")
+
+
+def run(tmp_path, mode):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shutil.copy(BUNDLED / "jit_compile_nets.toml", rules)
+    shutil.copy(ROOT / "tests" / "fixtures" / "synthetic.toml", rules)
+    folder = tmp_path / "program"
+    folder.mkdir()
+    result = run_cli(
+        "run", "--dry", "--rules", str(rules), "--run-dir", str(tmp_path / "run"), "--", sys.executable, PROGRAM,
+        mode, str(folder), tmp_path=tmp_path, env_extra={"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert f"cpp builds done {mode}" in result.stdout, result.stdout + result.stderr
+    assert result.report["internal_errors"] == [], result.report["internal_errors"]
+    return result
+
+
+def builds(result):
+    return [(c["kernel"], c["phase"]) for c in result.report["unwatched_compiles"]]
+
+
+def mla007(result):
+    return [f for f in result.report["findings"] if f["code"] == "MLA007"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One run: ext_a asked for again as the warm-up built it, then again from other sources; ext_b built below
+    load() (_write_ninja_file_and_build_library); ext_bad's build fails in g++ and the program goes on."""
+    return run(tmp_path_factory.mktemp("served"), "same,other_sources,ninja_direct,failed")
+
+
+def test_a_serving_path_build_that_failed_is_mla007_with_its_time(served):
+    """The request waited for g++ all the same; the program caught the error (it passed before)."""
+    assert "build failed, the program goes on: RuntimeError" in served.stdout
+    [finding] = [f for f in mla007(served) if f["family"] == "unwatched:ext_bad"]
+    assert "raised RuntimeError" in finding["message"] and " s stall" in finding["message"], finding["message"]
+    [listed] = [c for c in served.report["unwatched_compiles"] if c["kernel"] == "ext_bad"]
+    assert listed["raised"] == "RuntimeError" and listed["seconds"] > 0
