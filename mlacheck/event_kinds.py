@@ -180,6 +180,7 @@ OPTIONAL = {
         "raised": str,
     },
     "exit": {"rank": int, "how": str, "t": (int, float)},
+    "unseen": {"net": bool},
     "slow_step": {"step": int, "serving": bool},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
     "spawn": {"rank": (int, type(None)), "t": (int, float)},

@@ -272,9 +272,10 @@ def internal_error_event(where: str, error: object) -> dict:
     return {"type": "internal_error", "where": where, "message": message}
 
 
-def unseen_event(family: str, what: str) -> dict:
-    """Something of a watched family that capture could not see (`what`, one line): the run cannot pass."""
-    return {"type": "unseen", "family": family, "what": what}
+def unseen_event(family: str, what: str, net: bool = False) -> dict:
+    """Something of a watched family that capture could not see (`what`, one line): the run cannot pass. `net`: what a
+    compile net could not see (`family` names the net)."""
+    return {"type": "unseen", "family": family, "what": what} | ({"net": True} if net else {})
 
 
 def lost_event(events: int, errors: dict[str, int]) -> dict:

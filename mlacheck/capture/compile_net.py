@@ -70,7 +70,23 @@ class CompileNetCapture:
         self._patches.replace(owner, attribute, compile_watched)
         self.installed = True
 
+    def follow(self) -> None:
+        """The module ran again (reloaded, or imported again as a new module object): its entry point is a new
+        function, netted too (a failure is an internal error; the exit check says what went past the net)."""
+        if not self.installed:
+            return
+        try:
+            module = self._patches.import_module(self.net.module)
+            if not self._patches.holds(*self._patches.function(self.net.qualname, module)):
+                self.install(module)
+        except Exception as exc:  # noqa: BLE001 - capture never raises into the program
+            sinks.write_internal_error(self.sink, f"{self.net.label} compile net", exc)
+
     def remove(self) -> None:
+        """Say what went past the net (its entry point rebound, or its module imported again unfollowed): an `unseen`
+        line each, so the run cannot pass on compiles it could not see; then give the entry point back."""
+        for line in self._patches.moved():
+            self.sink.write(events.unseen_event(self.net.label, line, net=True))
         self._patches.undo(lambda where, action: action())
         self.installed = False
 

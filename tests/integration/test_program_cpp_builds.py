@@ -54,3 +54,18 @@ def test_a_serving_path_build_that_failed_is_mla007_with_its_time(served):
     assert "raised RuntimeError" in finding["message"] and " s stall" in finding["message"], finding["message"]
     [listed] = [c for c in served.report["unwatched_compiles"] if c["kernel"] == "ext_bad"]
     assert listed["raised"] == "RuntimeError" and listed["seconds"] > 0
+
+
+def test_a_reloaded_builder_is_netted_again(tmp_path):
+    """importlib.reload(torch.utils.cpp_extension) made new functions; its load() built ext_b (it passed before)."""
+    result = run(tmp_path, "reload")
+    assert result.code == 1, result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:ext_b"
+
+
+def test_a_builder_rebound_past_the_net_makes_the_run_incomplete(tmp_path):
+    result = run(tmp_path, "rebind")
+    assert result.code == 2 and result.report["verdict"] == "incomplete", result.stdout
+    [reason] = result.report["incomplete"]
+    assert reason.startswith("torch cpp_extension: torch.utils.cpp_extension._jit_compile no longer holds"), reason
