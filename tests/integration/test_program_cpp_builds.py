@@ -40,11 +40,26 @@ def mla007(result):
     return [f for f in result.report["findings"] if f["code"] == "MLA007"]
 
 
+def test_a_build_after_serving_start_is_mla007_and_counted_once(tmp_path):
+    """load() runs _jit_compile, _write_ninja_file_and_build_library and _run_ninja_build, all netted: one build."""
+    result = run(tmp_path, "load")
+    assert result.code == 1, result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:ext_b" and "torch cpp_extension" in finding["message"]
+    assert builds(result) == [("ext_a", "warmup"), ("ext_b", "serving")]
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """One run: ext_a asked for again as the warm-up built it, then again from other sources; ext_b built below
     load() (_write_ninja_file_and_build_library); ext_bad's build fails in g++ and the program goes on."""
     return run(tmp_path_factory.mktemp("served"), "same,other_sources,ninja_direct,failed")
+
+
+def test_a_build_below_load_is_netted(served):
+    """_write_ninja_file_and_build_library called itself (it passed before)."""
+    [finding] = [f for f in mla007(served) if f["family"] == "unwatched:ext_b"]
+    assert "torch cpp_extension" in finding["message"]
 
 
 def test_a_serving_path_build_that_failed_is_mla007_with_its_time(served):
