@@ -160,6 +160,7 @@ class CompileNet(Named, Record):
     label: str
     kernel: str = ""
     site_skip: Sequence[str] = ()
+    output: str = ""
 
 
 class TritonKernel(Record):

@@ -56,6 +56,20 @@ def served(tmp_path_factory):
     return run(tmp_path_factory.mktemp("served"), "same,other_sources,ninja_direct,failed")
 
 
+def test_the_same_extension_asked_for_again_built_nothing_and_is_no_compile(served):
+    """torch's versioner found ext_a unchanged and ran no build: the warm-up's build covered it (false finding before)."""
+    assert builds(served)[0] == ("ext_a", "warmup")
+    [again] = [f for f in mla007(served) if f["family"] == "unwatched:ext_a"]  # (other_sources' alone)
+    assert set(again["diff"]) == {"sources"}, again  # (the same name, build folder and flags)
+
+
+def test_the_same_name_from_other_sources_is_a_rebuild_named_by_its_sources(served):
+    [again] = [f for f in mla007(served) if f["family"] == "unwatched:ext_a"]
+    old, new = again["diff"]["sources"]
+    assert old != new and "1 file" in new, again["diff"]
+    assert builds(served).count(("ext_a", "serving")) == 1
+
+
 def test_a_build_below_load_is_netted(served):
     """_write_ninja_file_and_build_library called itself (it passed before)."""
     [finding] = [f for f in mla007(served) if f["family"] == "unwatched:ext_b"]
