@@ -161,6 +161,7 @@ class CompileNet(Named, Record):
     kernel: str = ""
     site_skip: Sequence[str] = ()
     output: str = ""
+    copies: Sequence[str] = ()
 
 
 class TritonKernel(Record):

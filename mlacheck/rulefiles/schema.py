@@ -258,6 +258,11 @@ class CompileNet(_Function):
         "key returned earlier in the process and that changed nothing there built nothing (a load, not a compile); "
         "for a builder that itself keeps what it built by that key (torch's cpp_extension versioner)",
     )
+    copies: list[str] = Field(
+        default=[],
+        description="module-level functions that, all defined in a module of another name, make it a copy of this "
+        "builder (a library's vendored cpp_extension.py): netted where found (at serving start), named at exit",
+    )
 
     @field_validator("kernel", "output")
     @classmethod

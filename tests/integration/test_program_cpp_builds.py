@@ -98,3 +98,15 @@ def test_a_builder_rebound_past_the_net_makes_the_run_incomplete(tmp_path):
     assert result.code == 2 and result.report["verdict"] == "incomplete", result.stdout
     [reason] = result.report["incomplete"]
     assert reason.startswith("torch cpp_extension: torch.utils.cpp_extension._jit_compile no longer holds"), reason
+
+
+def test_a_vendored_copy_of_the_builder_is_netted_and_one_imported_late_is_named(tmp_path):
+    """A library's own copy of cpp_extension.py (AITER ships one), found by the functions it defines: one imported
+    before serving start is netted; one imported after it is named, the run incomplete (both passed before)."""
+    result = run(tmp_path, "vendored,vendored_late")
+    assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:ext_b" and "copied as vendored_cpp_extension" in finding["message"]
+    assert finding["site"].endswith("cpp_builds.py:37"), finding["site"]  # the program's call, not the copy's frames
+    [late] = result.report["incomplete"]
+    assert late.startswith("torch cpp_extension: late_cpp_extension is a copy of torch.utils.cpp_extension"), late
