@@ -26,7 +26,7 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - context: what the process itself showed (target_arch, engine)
 - numerics: a launched kernel's output against the reference (execute mode)
 - unwatched / unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
-- unwatched_compile: a compile through a compile net that no watched family accounted for
+- unwatched_compile: a compile through a compile net that no watched family accounted for (one that raised too)
 - unseen: something of a watched family capture could not see (an insert past the recording cache, a fingerprint it
   could not compute, a rebound cache or dispatch function): what went through there is missing, so the run cannot pass
 - internal_error: capture failed; the program went on
@@ -286,9 +286,10 @@ def internal_error_event(where: str, error: object) -> dict:
     return {"type": "internal_error", "where": where, "message": message}
 
 
-def unseen_event(family: str, what: str) -> dict:
-    """Something of a watched family that capture could not see (`what`, one line): the run cannot pass."""
-    return {"type": "unseen", "family": family, "what": what}
+def unseen_event(family: str, what: str, net: bool = False) -> dict:
+    """Something of a watched family that capture could not see (`what`, one line): the run cannot pass. `net`: what a
+    compile net could not see (`family` names the net)."""
+    return {"type": "unseen", "family": family, "what": what} | ({"net": True} if net else {})
 
 
 def lost_event(events: int, errors: dict[str, int]) -> dict:
@@ -360,10 +361,12 @@ def unwatched_compile_event(
     site: str | None,
     stack: list[str],
     entries: list[str] | None = None,
+    raised: str | None = None,
 ) -> dict:
     """A compile through a compile net that no watched family accounted for, now (`entries`: a disk cache family's
-    net, the entries it made)."""
+    net, the entries it made; `raised`: the type of the error the compile raised, where it did)."""
     made = {"entries": entries} if entries is not None else {}
+    made |= {"raised": raised} if raised is not None else {}
     return {
         "type": "unwatched_compile",
         "net": net,

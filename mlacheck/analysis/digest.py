@@ -51,7 +51,7 @@ class Digest:
             self.unwatched.read(position, event)
         if kind in KEPT:
             self.kept[kind].append(event)
-        if "family" in event and kind != "internal_error":
+        if "family" in event and kind != "internal_error" and not (kind == "unseen" and event.get("net") is True):
             self.families.add(event["family"])
         if kind == "context" and event["values"].get("target_arch"):
             self.shown_arch = str(event["values"]["target_arch"])  # (as text, as every context value is kept)

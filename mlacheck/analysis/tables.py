@@ -237,7 +237,8 @@ class TablesReader:
         if kind in ("compile_start", "compile_end"):
             self._bracket(index, event, proc)
             return
-        if (kind == "compile" and event.get("origin") == "compile") or kind == "unwatched_compile":
+        raised = event.get("raised")  # (a net's compile that raised: its bracket closed already)
+        if (kind == "compile" and event.get("origin") == "compile") or (kind == "unwatched_compile" and not raised):
             closed = self.awaited.closed(proc, event)
             if closed is not None:
                 self.awaited.remove(closed, self.starts.pop(closed)[1])

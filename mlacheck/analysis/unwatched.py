@@ -50,6 +50,7 @@ class UnwatchedReader:
                     e.get("site"),
                     list(e.get("stack") or []),
                     proc,
+                    e.get("raised") if type(e.get("raised")) is str else None,
                 )
             )
 
@@ -97,6 +98,7 @@ class UnwatchedCompile:
     site: str | None
     stack: list[str]
     proc: int | None
+    raised: str | None = None  # the type of the error the compile raised (the caller waited for it all the same)
 
 
 def _unknown(compiles: list[UnwatchedCompile], pids: dict[int | None, int | None]) -> list[str]:

@@ -112,16 +112,16 @@ class Agent:
             return
         sys.meta_path.remove(self._finder)
         self._safely(lambda: self._write_context())
+        self._safely(self._copies)  # (copies not netted are named as the captures are removed)
         for captures in self.captures.values():
             for capture in captures:
                 self._safely(capture.remove)
         if self._patches is not None:
             self._patches.undo(lambda where, action: self._safely(action))
-        self._safely(lambda: self.sink.write(exit_event(_rank(), how)))
+        self._safely(lambda: self.sink.write(exit_event(spawns.process_rank(), how)))
         self.sink.close()
         self._patches = None
-        self.captures = {}  # let go: the fork and exec hooks hold the agent to the interpreter's end, and what the
-        # captures hold (the library's modules, its kernels) would then outlive the first collection of the teardown
+        self.captures = {}  # let go: exec and fork hooks keep the agent; what captures hold would outlive teardown
 
     def _chain_signals(self) -> None:
         """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
@@ -198,6 +198,7 @@ class Agent:
             return
         self._serving = True
         self._safely(lambda: self.sink.write(serving_start_event(how, _caller_site())))
+        self._safely(self._copies)
         for capture in self._all_captures():
             self._safely(capture.serving_started)
 
@@ -218,10 +219,7 @@ class Agent:
                 self._safely(
                     functools.partial(self._wrap, module, qualname, functools.partial(self.serving_started, how), at)
                 )
-        for (
-            module_name,
-            qualname,
-        ) in self.frames:  # a script's own (__main__) functions are not defined yet: read from the stack only
+        for module_name, qualname in self.frames:  # a script's own (__main__) functions are not defined yet: the stack
             if module_name == name != "__main__":
                 self._safely(functools.partial(self._wrap, module, qualname, self._phase_changed, "both"))
         for module_name, qualname in self.steps:  # a script's own (__main__) functions cannot be timed
@@ -254,6 +252,12 @@ class Agent:
         for hook in nets + entries:
             self._safely(lambda hook=hook: hook.install(module))
         self._serving_already(self.captures[name])
+
+    def _copies(self) -> None:
+        """Copies of a netted builder under another name (`capture.net_copies`): netted at serving start."""
+        from mlacheck.capture.net_copies import CopyNets
+
+        self.captures.setdefault("", [CopyNets(self.nets, self.sink, *self._plain_config())])
 
     def _install_family(self, capture) -> None:
         """A family's capture put in place; a rule naming what its module lacks (a typo, a stale rule) leaves the family
@@ -421,16 +425,6 @@ def _caller_site() -> str | None:
     while frame is not None and (frame.f_globals.get("__name__") or "").startswith("mlacheck"):
         frame = frame.f_back
     return frame_site(frame) if frame is not None else None
-
-
-def _rank() -> int | None:
-    distributed = sys.modules.get("torch.distributed")
-    try:
-        if distributed is not None and distributed.is_initialized():
-            return distributed.get_rank()
-    except Exception:  # noqa: BLE001
-        pass
-    return spawns.environment_rank()
 
 
 def start_agent(run_dir: str, found_by: str) -> Agent:

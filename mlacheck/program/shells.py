@@ -3,7 +3,8 @@ starts and ends between two polls of the process tree is not seen (tree.py), and
 process's own children (spawns.py). What is seen is the command that started it: a non-Python process whose command
 line names a Python interpreter (a spawn event's argv, or the tree's record of it). Where no Python process of it was
 traced or seen, it may have run one that nothing observed: the run cannot pass. (A command that names Python and runs
-none, `which python`, is named too: the check cannot tell it apart.)"""
+none, `which python`, is named too: the check cannot tell it apart; a word that is only an argument, such as a
+compiler's include folder python3.11, names nothing.)"""
 
 from __future__ import annotations
 
@@ -13,17 +14,51 @@ from collections.abc import Iterator
 
 from mlacheck.program.spawns import python_named
 
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+WRAPPERS = frozenset({"env", "exec", "nohup", "time", "command", "nice", "setsid", "stdbuf", "timeout", "taskset"})
+SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", "\n"})
+
 
 def names_python(argv: list[str]) -> bool:
-    """Whether a command line names a Python interpreter among its words (a shell's -c command split into its own)."""
-    for part in argv[1:]:
-        try:
-            words = shlex.split(part)
-        except ValueError:
-            words = part.split()
-        if any(python_named(word.rstrip(";&|)")) for word in words):
-            return True
-    return False
+    """Whether a command runs a Python interpreter by name: a shell's -c command one of whose commands is one, or a
+    wrapper (env, nohup, timeout, ...) that runs one. Only a command's own word counts: a path among its arguments
+    (a compiler's include folder python3.11) runs nothing."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) in SHELLS:
+        script = next((argv[at + 1] for at in range(1, len(argv) - 1) if _runs_command(argv[at])), None)
+        return script is not None and _script_names_python(script)
+    return os.path.basename(argv[0]) in WRAPPERS and python_named(_first_command(argv[1:], 0) or "")
+
+
+def _runs_command(option: str) -> bool:
+    """Whether a shell's option takes the command to run next (-c, or a cluster of short options with c: -lc)."""
+    return option.startswith("-") and not option.startswith("--") and "c" in option
+
+
+def _script_names_python(script: str) -> bool:
+    """Whether a shell command line runs a Python interpreter by name as one of its commands."""
+    lexer = shlex.shlex(script.replace("\n", " ; "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unbalanced quote: the shell refuses it too
+        return False
+    starts = [0] + [at + 1 for at, word in enumerate(words) if word in SEPARATORS]
+    return any(python_named(_first_command(words, start) or "") for start in starts)
+
+
+def _first_command(words: list[str], start: int) -> str | None:
+    """The word that runs at `start` of a command: past assignments (A=1), wrappers, their options and durations."""
+    for word in words[start:]:
+        if word in SEPARATORS:
+            return None
+        if ("=" in word and not word.startswith("-")) or os.path.basename(word) in WRAPPERS or word.startswith("-"):
+            continue
+        if word.replace(".", "").isdigit():  # a duration (timeout 5)
+            continue
+        return word
+    return None
 
 
 def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) -> Iterator[tuple[int, str]]:

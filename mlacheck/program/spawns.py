@@ -107,3 +107,14 @@ def environment_rank(env=None) -> int | None:
         if variables.get(variable, "").isdecimal():
             return int(variables[variable])
     return None
+
+
+def process_rank() -> int | None:
+    """This process's rank: torch.distributed's where it was initialized, else its environment's."""
+    distributed = sys.modules.get("torch.distributed")
+    try:
+        if distributed is not None and distributed.is_initialized():
+            return distributed.get_rank()
+    except Exception:  # noqa: BLE001
+        pass
+    return environment_rank()

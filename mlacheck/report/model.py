@@ -189,10 +189,19 @@ def build_report(
         timeline=analysis.timeline,
         internal_errors=analysis.internal_errors,
         processes=processes,
-        unwatched_compiles=[{**asdict(compiled), "stack": None} for compiled in analysis.unwatched_compiles],
+        unwatched_compiles=[_unwatched(compiled) for compiled in analysis.unwatched_compiles],
         **facts,
     )
     return decide(report, policy)
+
+
+def _unwatched(compiled: object) -> dict:
+    """An unwatched compile as the report lists it: its stack left out (its finding has it), `raised` only where it
+    raised."""
+    listed = {**asdict(compiled), "stack": None}
+    if listed.get("raised") is None:
+        listed.pop("raised", None)
+    return listed
 
 
 def dumped(report: Report) -> dict:

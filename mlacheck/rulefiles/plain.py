@@ -160,6 +160,8 @@ class CompileNet(Named, Record):
     label: str
     kernel: str = ""
     site_skip: Sequence[str] = ()
+    output: str = ""
+    copies: Sequence[str] = ()
 
 
 class TritonKernel(Record):

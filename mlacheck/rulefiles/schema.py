@@ -252,8 +252,19 @@ class CompileNet(_Function):
         "and attributes of it, e.g. `self.name`, `spec.module_name`; empty: the first argument after `self`",
     )
     site_skip: list[str] = Field(default=[], description="packages of the builder that are never a compile's site")
+    output: str = Field(
+        default="",
+        description="a parameter (and attributes of it, as `kernel`) naming the folder the build writes: a call whose "
+        "key returned earlier in the process and that changed nothing there built nothing (a load, not a compile); "
+        "for a builder that itself keeps what it built by that key (torch's cpp_extension versioner)",
+    )
+    copies: list[str] = Field(
+        default=[],
+        description="module-level functions that, all defined in a module of another name, make it a copy of this "
+        "builder (a library's vendored cpp_extension.py): netted where found (at serving start), named at exit",
+    )
 
-    @field_validator("kernel")
+    @field_validator("kernel", "output")
     @classmethod
     def _kernel_path(cls, value: str) -> str:
         if value and not all(part.isidentifier() for part in value.split(".")):

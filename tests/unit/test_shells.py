@@ -15,6 +15,9 @@ SHELL = ["sh", "-c", 'python -S -c "import sys"']
         ["bash", "-lc", "cd x && python3.11 run.py"],
         ["/usr/bin/env", "python3", "x.py"],
         ["timeout", "5", "python3", "x.py"],
+        ["sh", "-c", "export A=1; FOO=bar exec nohup python3 -m server"],
+        ["bash", "-c", "make build | tee log && (python x.py)"],
+        ["env", "-i", "PATH=/usr/bin", "/opt/venv/bin/python3", "x.py"],
     ],
 )
 def test_a_command_that_names_a_python_interpreter(argv):
@@ -22,7 +25,19 @@ def test_a_command_that_names_a_python_interpreter(argv):
 
 
 @pytest.mark.parametrize(
-    "argv", [["sh", "-c", "ls -l"], ["make", "test"], ["sh", "-c", "echo 'unbalanced"], ["python"]]
+    "argv",
+    [
+        ["sh", "-c", "ls -l"],
+        ["make", "test"],
+        ["sh", "-c", "echo 'unbalanced"],
+        ["python"],
+        # a Python extension's build: its include folder is named python3.11, and no Python runs (every torch
+        # cpp_extension build, FlashInfer's and SGLang's JIT modules: a false INCOMPLETE each)
+        ["c++", "-MMD", "-isystem", "/usr/include/python3.11", "-c", "a.cpp", "-o", "a.o"],
+        ["/bin/sh", "-c", "c++ -isystem /usr/include/python3.11 -c a.cpp -o a.o"],
+        ["sh", "-c", "echo python3 is here; ls /usr/lib/python3.11"],
+        ["ninja", "-v", "-C", "/tmp/build/python3"],
+    ],
 )
 def test_a_command_that_names_none(argv):
     assert not names_python(argv)

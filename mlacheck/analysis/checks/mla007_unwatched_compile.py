@@ -1,6 +1,6 @@
 """MLA007 unwatched-compile: a compile on the serving path that no rule file watches (a compile net's; `codes.py`
 has its page), with the nearest earlier compile of the same kernel in the same process and the fields in which it
-differs; and each compile net's compile that began on the serving path and never ended (or whose record never came)."""
+differs (a compile that raised is one too: the caller waited for it); and each compile net's compile that began on the serving path and never ended (or whose record never came)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,11 @@ def _served(run: RunView) -> list[Finding]:
             before.add(compiled.key)
             continue
         closest, diff = before.of(compiled.key)
-        before.add(compiled.key)
+        if compiled.raised is None:  # (a compile that raised made nothing a later one could have reused)
+            before.add(compiled.key)
         stall = f"a {compiled.seconds:.1f} s stall" if compiled.seconds is not None else "a stall"
+        if compiled.raised is not None:
+            stall += f" for a compile that raised {compiled.raised} (the caller went on without it)"
         if closest is None:
             before = "nothing of this kernel compiled earlier in this process"
         elif not diff:
@@ -52,7 +55,9 @@ def _served(run: RunView) -> list[Finding]:
                 compiled.proc,
                 summary=f"{compiled.kernel}: "
                 + (f"{compiled.seconds:.1f} s " if compiled.seconds is not None else "")
-                + "serving-path compile, no rule file watches it",
+                + "serving-path compile"
+                + (f" (raised {compiled.raised})" if compiled.raised is not None else "")
+                + ", no rule file watches it",
             )
         )
     return findings
