@@ -31,7 +31,7 @@ def cut_short(
     own = {
         proc: _own_end(process, signals.reaped(proc), signals.killed(proc))
         for proc, process in enumerate(processes)
-        if process["run"] not in ended
+        if process["run"] not in ended and not signals.exec_child(proc)
     }
     crashed = {}  # run -> the pid of its first process whose own end cut its traffic short
     for proc, how in own.items():
@@ -114,6 +114,7 @@ class _Signals:
         self.processes = processes
         self.reaps: dict[tuple, list[tuple[float, str, int]]] = {}  # (run, host, pid) -> (when, how, number)
         self.kills: dict[tuple, list[tuple[float, int, int]]] = {}  # (run, host) -> (when, sender pid, target)
+        self.children = {(p["run"], p.get("host"), child) for p in processes for child in p.get("children") or ()}
         for process in processes:
             where = (process["run"], process.get("host"))
             for event in process.get("signalled") or ():
@@ -122,6 +123,14 @@ class _Signals:
                     self.reaps.setdefault((*where, event["pid"]), []).append((when, event["how"], event["number"]))
                 elif event["signal"] == signal.SIGKILL:  # (a stop ends a process with an exit event)
                     self.kills.setdefault(where, []).append((when, process["pid"], event["target"]))
+
+    def exec_child(self, proc: int) -> bool:
+        """Whether the process is the Python image of a child forked and exec'd below Python (subprocess with a
+        preexec_fn runs Python's fork hooks, not its exec hooks): the exec ended it, no traffic of its own."""
+        process = self.processes[proc]
+        return process.get("forked_from") is not None and (
+            (process["run"], process.get("host"), process["pid"]) in self.children
+        )
 
     def reaped(self, proc: int) -> tuple[str, int] | None:
         """How the process's parent reaped it: the first reap of its pid after its start."""

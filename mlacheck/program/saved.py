@@ -150,6 +150,7 @@ class _Image:
         self.exec: dict | None = None  # the last
         self.spawned: list[dict] = []  # its Python children, and commands that name Python (`spawn` events, shells.py)
         self.signalled: list[dict] = []  # the kills it sent and the children it reaped (`kill`, `reaped` events)
+        self.children: list[int] = []  # every child it started by a fork and exec (`spawn` events)
         self.events = 0
         self.counts: list[dict] = []
 
@@ -162,8 +163,10 @@ class _Image:
             self.exit = event
         elif kind == "exec":
             self.exec = event
-        elif kind == "spawn" and kept_spawn(event):
-            self.spawned.append(event)
+        elif kind == "spawn":
+            self.children.append(event["child"])
+            if kept_spawn(event):
+                self.spawned.append(event)
         elif kind in ("kill", "reaped"):
             self.signalled.append(event)
 
@@ -182,6 +185,7 @@ class _Image:
             "started": first.get("started"),
             "pgid": first.get("pgid"),
             "signalled": self.signalled,
+            "children": self.children,
             "forked_from": first.get("forked_from"),
             "image": number,
             "exec": went if went and not went.get("failed") else None,

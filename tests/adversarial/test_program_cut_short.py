@@ -248,6 +248,18 @@ def test_the_workers_beside_one_that_crashed_leave_their_warmup_unverified(tmp_p
     assert len(beside) == 3 and all("1 precompiled variant(s)" in reason for reason in beside), beside
 
 
+def test_a_child_forked_and_execd_below_python_ended_no_traffic(tmp_path):
+    """subprocess with a preexec_fn runs Python's fork hooks in the child, not its exec hooks: the child's Python image
+    (the parent's warm cache, inherited) ends in the exec, with no exit event; what then ends (here by a SIGKILL) is
+    another program. Ray starts its GCS and raylet so, and ends them so: no end to judge (it read as a kill from
+    outside, INCOMPLETE)."""
+    text = SERVED + "import subprocess\nsubprocess.run(['sh', '-c', 'kill -9 $$'], preexec_fn=lambda: None)\n"
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert len(result.report["processes"]) == 2, result.report["processes"]  # the parent, and its child's image
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    assert [f["code"] for f in result.report["findings"]] == ["MLA002"]  # the parent's bf16: dead warm-up
+
+
 def test_a_worker_left_running_that_mlacheck_ends_leaves_its_warmup_unverified(tmp_path):
     """A launcher that starts a server in a session of its own and exits 0: mlacheck ends the server after its grace;
     the bf16 traffic would have come later."""
