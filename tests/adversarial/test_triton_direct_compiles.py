@@ -83,3 +83,13 @@ def test_a_listener_chained_onto_mlacheck_s_keeps_the_direct_compile_seen(tmp_pa
     [finding] = unwatched(result)
     assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
     assert result.report["incomplete"] == [] and result.report["internal_errors"] == []
+
+
+def test_a_direct_compile_of_a_variant_in_triton_s_disk_cache_is_still_a_serving_path_compile(tmp_path):
+    """The same program twice with one TRITON_CACHE_DIR: the second run's serving compile is a disk cache hit (a
+    fresh machine compiles it), as a launch's disk hit is MLA001: MLA007 both times."""
+    for turn in ("first", "second"):
+        result = run(tmp_path / turn, "", "build(128)", cache=tmp_path / "cache")
+        assert_not_pass(result, "fail")
+        [finding] = unwatched(result)
+        assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, (turn, finding)

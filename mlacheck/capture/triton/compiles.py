@@ -194,8 +194,7 @@ class CompileHooks:
             return
         knobs = self.runtime.knobs
         if knobs.runtime.jit_cache_hook is self._ours["jit_cache_hook"]:
-            if not cache_hit:
-                self._direct(jf, src, times.total / 1e6)
+            self._direct(jf, src, times.total / 1e6)  # a disk cache hit too, as a launch's is a compile
         else:
             self.internal_error(
                 "compile",
