@@ -93,3 +93,15 @@ def test_a_direct_compile_of_a_variant_in_triton_s_disk_cache_is_still_a_serving
         assert_not_pass(result, "fail")
         [finding] = unwatched(result)
         assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, (turn, finding)
+
+
+def test_a_compile_of_a_kernel_s_ir_on_the_serving_path_is_an_unwatched_compile(tmp_path):
+    """`triton.compile("copy.ttir")` (an IRSource: an AOT tool's or a launcher's shipped IR) after serving start:
+    MLA007 named by the IR's kernel, keyed by its file."""
+    ir = 'open(IR, "w").write(build(64).asm["ttir"])  # the IR a library ships'
+    result = run(tmp_path, ir, "print(triton.compile(IR, target=TARGET).name)")
+    assert_not_pass(result, "fail")
+    [finding] = [f for f in unwatched(result) if f["family"].startswith("unwatched:IR:")]
+    assert finding["family"] == "unwatched:IR:copy", finding
+    assert finding["key"]["ir_file"] == str(tmp_path / "copy.ttir"), finding
+    assert result.report["internal_errors"] == [] and result.report["incomplete"] == []
