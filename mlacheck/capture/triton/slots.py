@@ -68,7 +68,7 @@ def _reaches(holder: object, target: object, depth: int = 8, most: int = 4096) -
                 following.extend(thing.__globals__.get(name) for name in thing.__code__.co_names)
         if not following or len(seen) > most:
             return False
-        layer = following
+        layer = following[:most]  # (a hook's object holding a big list is not walked whole at each flush)
     return False
 
 
