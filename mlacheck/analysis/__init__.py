@@ -13,7 +13,7 @@ from typing import ClassVar
 from mlacheck.analysis.borrowed import settle_borrowed
 from mlacheck.analysis.checks import run_checks
 from mlacheck.analysis.completeness import cut_short_reasons, incomplete_reasons, mark_unverified, unseen_reasons
-from mlacheck.analysis.declared import declared
+from mlacheck.analysis.declared import declared, found_tritons
 from mlacheck.analysis.digest import Digest
 from mlacheck.analysis.findings import Finding, telling
 from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant, merge
@@ -169,7 +169,7 @@ def _views(
     for (_, name), table in sorted(tables.items(), key=lambda item: str(item[0])):  # (proc, family): no repr of tables
         recorded[name] = recorded.get(name) or list(table.key_fields)
     views, cut_tables = [], []
-    for name, (rule, stale_entry) in declared(rules, recorded).items():
+    for name, (rule, stale_entry) in declared(rules, recorded, found_tritons(facts)).items():
         family_tables = [table for (_, of), table in tables.items() if of == name]
         if not family_tables:
             continue

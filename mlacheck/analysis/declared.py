@@ -4,24 +4,50 @@ kernel."""
 
 from __future__ import annotations
 
+from mlacheck.capture.triton.runtime import FOUND
 from mlacheck.rulefiles import RuleFile, RuleSet, Triton
 from mlacheck.rulefiles.schema import Family
 
 
-def declared(rules: RuleSet, recorded: dict[str, list[str]]) -> dict[str, tuple[RuleFile, list[str]]]:
+def declared(
+    rules: RuleSet, recorded: dict[str, list[str]], found: dict[str, str] | None = None
+) -> dict[str, tuple[RuleFile, list[str]]]:
     """name -> (its rule, what of its [[triton.kernel]] entry is stale): the declared families in rule-file order, then
     those a table of the rules watches among the `recorded` ones (name -> the key fields it was recorded with), by
-    name: a kernel of the Triton its name begins with (`triton:`, `tokenspeed_triton:`)."""
+    name: a kernel of the Triton its name begins with (`triton:`, `tokenspeed_triton:`, or one the processes found by
+    its layout: `found`, its import name -> the module of the table its capture took)."""
     rules_of = {rule.family.name: (rule, []) for rule in rules.families}
-    tables = [file for file in rules.files if file.triton is not None]
+    tables = [(file.triton, file.source) for file in rules.files if file.triton is not None]
+    tables += found_tables(tables, found or {})
     for name in sorted(set(recorded) - set(rules_of)):
-        watching = next((file for file in tables if name.startswith(file.triton.prefix)), None)
+        watching = next(((table, source) for table, source in tables if name.startswith(table.prefix)), None)
         if watching is None:
             continue
-        rule, stale = triton_rule(watching.triton, name, recorded[name], watching.source)
+        rule, stale = triton_rule(watching[0], name, recorded[name], watching[1])
         if rule is not None:
             rules_of[name] = (rule, stale)
     return rules_of
+
+
+def found_tritons(facts: dict) -> dict[str, str]:
+    """The Tritons the processes found by their layout (their context says so: `runtime.FOUND`): each import name ->
+    the module of the table its capture took."""
+    return {
+        name.removeprefix(FOUND): like
+        for fact in facts.values()
+        for name, like in fact.context.items()
+        if name.startswith(FOUND)
+    }
+
+
+def found_tables(tables: list[tuple[Triton, str]], found: dict[str, str]) -> list[tuple[Triton, str]]:
+    """The table of each Triton found by its layout: the one its capture took, under its own import name."""
+    by_module = {table.module: (table, source) for table, source in tables}
+    return [
+        (by_module[like][0].model_copy(update={"module": name, "distribution": name}), by_module[like][1])
+        for name, like in sorted(found.items())
+        if like in by_module and name not in by_module
+    ]
 
 
 def triton_rule(table: Triton, name: str, key_fields: list[str], source: str) -> tuple[RuleFile | None, list[str]]:

@@ -29,7 +29,7 @@ class Digest:
         self.timeline = TimelineReader(self.marks)
         self.unwatched = UnwatchedReader(self.marks)
         self.kept: dict[str, list[dict]] = {kind: [] for kind in KEPT}
-        self.families: set[str] = set()  # every family an event names
+        self.families: set[str] = set()  # every family a record names (not an unseen or internal error line)
         self.shown_arch: str | None = None  # the last context event's target arch
         self.run_arch: str | None = None  # the first run event's target arch (or CuTe DSL arch)
         self.key_values: dict[str, list] | None = {} if key_values else None
@@ -51,7 +51,7 @@ class Digest:
             self.unwatched.read(position, event)
         if kind in KEPT:
             self.kept[kind].append(event)
-        if "family" in event and kind != "internal_error" and not (kind == "unseen" and event.get("net") is True):
+        if "family" in event and kind not in KEPT:
             self.families.add(event["family"])
         if kind == "context" and event["values"].get("target_arch"):
             self.shown_arch = str(event["values"]["target_arch"])  # (as text, as every context value is kept)

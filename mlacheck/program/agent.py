@@ -31,7 +31,7 @@ from mlacheck.events import (
     unseen_event,
 )
 from mlacheck.files import read_json
-from mlacheck.program import ending, reaps, spawns
+from mlacheck.program import ending, found, reaps, spawns
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.post_import import PostImportFinder
 from mlacheck.program.trust import check_folder
@@ -79,7 +79,7 @@ class Agent:
         self._patches = None  # the engine functions wrapped (capture.install.Patches), made at the first one
         watched = set(self.families) | set(self.nets) | set(self.entries) | set(self.watchers)
         watched |= {module for module, *_ in self.serving_starts + self.frames + self.steps}
-        self._finder = PostImportFinder(watched, self._imported)
+        self._finder = PostImportFinder(watched, self._imported, found.hook(self))
         self._pid = os.getpid()
         self._serving = False
         self._forked_from: int | None = None
@@ -105,6 +105,7 @@ class Agent:
         for name in list(self._finder.modules):
             if name in sys.modules:
                 self._imported(sys.modules[name])
+        found.already_imported(self)  # the Tritons no rule lists, found by their layout
 
     def stop(self, how: str = "exit") -> None:
         """Remove the hooks and close the trace with the final counts and an `exit` event."""

@@ -1,6 +1,9 @@
 """A post-import hook: a meta path finder that lets the other finders find a watched module, then has its loader call
-a hook with the module once the module has run (the agent installs a family's capture there). Imports nothing."""
+a hook with the module once the module has run (the agent installs a family's capture there); and, where the agent
+looks for them, the same for every package laid out as Triton is, whatever its import name (`triton_shaped`: a
+vendored copy, a fork no rule file lists). Imports nothing."""
 
+import os
 import sys
 
 
@@ -21,18 +24,33 @@ class LoaderWithHook:
 class PostImportFinder:
     """Finds the watched modules through the other finders and wraps their loader with the hook."""
 
-    def __init__(self, modules: set[str], hook) -> None:
+    def __init__(self, modules: set[str], hook, shaped=None) -> None:
         self.modules, self.hook = modules, hook
+        self.shaped = shaped  # the hook of a Triton-shaped package not in `modules` (None: not looked for)
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in self.modules:
+        if fullname not in self.modules and self.shaped is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = LoaderWithHook(spec.loader, self.hook)
+                hook = self.hook if fullname in self.modules else self.shaped if triton_shaped(spec) else None
+                if hook is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = LoaderWithHook(spec.loader, hook)
                 return spec
         return None
+
+
+def triton_shaped(spec) -> bool:
+    """Whether a package is laid out as Triton is (`language/`, `compiler/`, `runtime/jit.*`), read from its folder
+    before it runs: a few stats of a package's import, none of a module's."""
+    try:
+        for folder in list(spec.submodule_search_locations or ())[:1]:
+            runtime = os.path.join(folder, "runtime")
+            if all(os.path.isdir(os.path.join(folder, part)) for part in ("language", "compiler", "runtime")):
+                return any(name.startswith("jit.") for name in os.listdir(runtime))
+    except (OSError, TypeError):  # a folder that cannot be read: not looked at (the import goes on as it would)
+        return False
+    return False

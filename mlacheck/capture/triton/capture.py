@@ -29,6 +29,7 @@ from mlacheck.capture.triton.kernels import Kernels
 from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
 from mlacheck.capture.triton.lookups import Lookups
 from mlacheck.capture.triton.runtime import TritonRuntime, kernel_name, load
+from mlacheck.capture.triton.slots import Slots
 from mlacheck.rulefiles import plain
 from mlacheck.rulefiles.plain import PhaseRule, Triton
 from mlacheck.sinks import EventSink
@@ -36,7 +37,7 @@ from mlacheck.sinks import EventSink
 AUTOTUNE = ":autotune"
 
 
-class TritonCapture(CompileHooks, Lookups, Kernels):
+class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
     """The kernels of one Triton of one process (the agent calls install, serving_started, phase_changed, flush,
     after_fork and remove, as for a rule file's family)."""
 
@@ -162,11 +163,13 @@ class TritonCapture(CompileHooks, Lookups, Kernels):
             self.safely("flush", self.flush)
 
     def flush(self, final: bool = False) -> None:
-        """Keep the counts, after the audit of what went past the counting dicts (`kernels.py`)."""
+        """Keep the counts, after the check of Triton's hook slots (`slots.py`) and the audit of what went past the
+        counting dicts (`kernels.py`)."""
         self._flushed_at = time.monotonic()
         if final:
             for pending in list(self._pending.values()):
                 self._settle(pending)
+        self.safely("hooks", self._check_hooks)
         self.safely("audit", self._audit)
         ledger.flush([family.ledger for family in list(self.families.values())], final)
 

@@ -9,6 +9,7 @@ records the variant and skips its compile.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from mlacheck import events
-from mlacheck.capture.phase import SERVING
+from mlacheck.capture.phase import SERVING, decide
 from mlacheck.capture.stack import Where
 from mlacheck.capture.triton.families import CountingCache, KernelFamily
 from mlacheck.capture.triton.runtime import future_kernel_of, kernel_name, still_compiling
@@ -223,9 +224,12 @@ class CompileHooks:
 
     def _watch(self, src: object, times: object, cache_hit: bool) -> None:
         """The listener: the compiler's own time for a compile in flight; a direct `triton.compile()` of a watched
-        kernel is an unwatched compile (`_direct`); a compile of one that passed no mlacheck hook otherwise is an
+        kernel is an unwatched compile (`_direct`), and so is one of a kernel's IR (`_ir_compile`); a compile of one that passed no mlacheck hook otherwise is an
         internal error, and the hooks go back on top."""
         jf = getattr(src, "fn", None)
+        if jf is None and isinstance(getattr(src, "path", None), str):
+            self._ir_compile(src, times.total / 1e6)
+            return
         if jf is None or not isinstance(jf, self.runtime.jit.JITFunction):
             return
         mine = [p for p in self._pending.values() if p.family is self._family_of(jf)]
@@ -236,8 +240,7 @@ class CompileHooks:
             return
         knobs = self.runtime.knobs
         if knobs.runtime.jit_cache_hook is self._ours["jit_cache_hook"]:
-            if not cache_hit:
-                self._direct(jf, src, times.total / 1e6)
+            self._direct(jf, src, times.total / 1e6)  # a disk cache hit too, as a launch's is a compile
         else:
             self.internal_error(
                 "compile",
@@ -263,6 +266,24 @@ class CompileHooks:
                 f"{self.rule.module}.compile", kernel_name(jf), key, seconds, phase, where.site, where.stack
             )
         )
+
+    def _ir_compile(self, src: object, seconds: float) -> None:
+        """A direct compile of a kernel's IR (`triton.compile("kernel.ttir")`: an IRSource, no Python function
+        behind it): no kernel family can hold it, so it is an unwatched compile named by the IR's kernel, keyed by
+        its file and the IR's hash (MLA007 on the serving path; a disk cache hit too)."""
+        where = self._reader.read(self._triton_frame(sys._getframe()))
+        name = str(getattr(src, "name", None) or "").lstrip("@") or os.path.basename(src.path)
+        key = {"ir_file": src.path, "ir_sha256": src.hash()[:16]}
+        event = events.unwatched_compile_event(
+            f"{self.rule.module}.compile",
+            f"IR:{name}",
+            key,
+            seconds,
+            decide(where.phase, self._serving, False),
+            where.site,
+            where.stack,
+        )
+        self.sink.write(event)
 
 
 def _parameter(name: object, names: list[str]) -> str:

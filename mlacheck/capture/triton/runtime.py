@@ -14,6 +14,9 @@ from collections import namedtuple
 
 INTERPRETED = "interpreted"
 """The context value under a Triton's module name where the process ran it interpreted (`context_event`)."""
+FOUND = "triton found by its layout: "
+"""The context key, before a Triton's import name, where the process found it by its layout, not by a rule's [triton]
+table (a vendored copy, a fork): its value is the module of the table its capture took (`program/found.py`)."""
 
 
 PARTS = (

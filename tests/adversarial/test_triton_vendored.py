@@ -1,0 +1,122 @@
+"""A Triton under an import name no rule file lists (issue 28: Triton by its layout, not by its name). A library that
+ships its own copy of Triton compiled a new variant on the serving path and the run passed, nothing said (red-team,
+mlacheck 0.7.3): only the Tritons the `[triton]` tables name were watched. Every package laid out as Triton is gets
+the same capture now; one that cannot be captured is said, and the run cannot pass."""
+
+import os
+import sys
+
+import pytest
+
+from tests.adversarial.conftest import ROOT, assert_not_pass, assert_pass, observe, program
+from tests.fixtures import vendored_triton
+
+OPTIONS = ("--dry", "--compile", "skip", "--arch", "sm_90a")
+STOCK = """
+import torch, mlacheck, triton, triton.language as tl
+
+
+@triton.jit
+def clean(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+x, y = torch.zeros(4096), torch.zeros(4096)
+clean[(1,)](x, y, 64, BLOCK=64)  # warm-up, served as warmed up: stock Triton alone passes
+"""
+VENDORED = (
+    STOCK
+    + """
+import os, sys
+sys.path.insert(0, "FOLDER")
+os.environ["TRITON_BACKENDS_IN_TREE"] = "1"  # the copy finds its backends in its own tree
+import shipped_triton, shipped_triton.language as stl
+from shipped_triton.backends.compiler import GPUTarget
+
+
+class Driver:  # what a GPU machine's driver answers, where no mlacheck --dry driver does
+    def get_current_target(self): return GPUTarget("cuda", 90, 32)
+    def get_current_device(self): return "gpu0"
+    def get_current_stream(self, device=None): return 0
+    def get_active_torch_device(self): return torch.device("cpu")
+
+
+import importlib
+driver = importlib.import_module("shipped_triton.runtime.driver").driver
+if driver._active is None:
+    driver.set_active(Driver())
+
+
+@shipped_triton.jit
+def shipped(x_ptr, y_ptr, n, BLOCK: stl.constexpr):
+    offs = stl.arange(0, BLOCK)
+    stl.store(y_ptr + offs, stl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+shipped.run(x, y, 64, BLOCK=64, grid=(1,), warmup=True)  # warm-up
+mlacheck.serving_started()
+clean[(1,)](x, y, 64, BLOCK=64)
+shipped.run(x, y, 64, BLOCK=BLOCK_SERVED, grid=(1,), warmup=True)  # compiles on the serving path where it is new
+print("done")
+"""
+)
+ENV = {
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    "TRITON_DEFAULT_FP_FUSION": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def copy_folder(tmp_path_factory):
+    if not vendored_triton.available():
+        pytest.skip("no tokenspeed_triton installed to copy")
+    folder = tmp_path_factory.mktemp("vendored")
+    vendored_triton.vendored_copy(folder, "shipped_triton")
+    return folder
+
+
+def run(tmp_path, text: str):
+    env = {**ENV, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    result = observe(tmp_path, sys.executable, program(tmp_path, text), rules=None, options=OPTIONS, env=env)
+    assert "done" in result.stdout, result.stdout + result.stderr
+    return result
+
+
+def test_a_vendored_triton_s_serving_path_compile_is_mla001(tmp_path, copy_folder):
+    text = VENDORED.replace("FOLDER", str(copy_folder)).replace("BLOCK_SERVED", "128")
+    result = run(tmp_path, text)
+    assert_not_pass(result, "fail")
+    [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
+    assert finding["family"] == "shipped_triton:__main__.shipped", finding
+    assert finding["diff"] == {"BLOCK": ["constexpr 64", "constexpr 128"]}, finding
+    assert result.report["incomplete"] == [] and result.report["internal_errors"] == []
+
+
+def test_a_vendored_triton_served_as_warmed_up_passes(tmp_path, copy_folder):
+    """The control: its kernel watched, counted and clean; the run passes."""
+    result = run(tmp_path, VENDORED.replace("FOLDER", str(copy_folder)).replace("BLOCK_SERVED", "64"))
+    assert_pass(result)
+    assert "shipped_triton:__main__.shipped" in {family["name"] for family in result.report["families"]}
+
+
+OLD_LAYOUT = {  # Triton before knobs.py (<= 3.3): its hooks were JITFunction's class attributes
+    "__init__.py": "from .runtime.jit import JITFunction\n",
+    "language/__init__.py": "",
+    "compiler/__init__.py": "",
+    "runtime/__init__.py": "",
+    "runtime/jit.py": "class JITFunction:\n    cache_hook = None\n",
+}
+
+
+def test_a_triton_shaped_package_that_cannot_be_captured_is_named_and_cannot_pass(tmp_path):
+    for relative, text in OLD_LAYOUT.items():
+        (tmp_path / "lib" / "old_triton" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "lib" / "old_triton" / relative).write_text(text)
+    text = STOCK + f"sys.path.insert(0, {str(tmp_path / 'lib')!r})\nimport old_triton\n"
+    text += "mlacheck.serving_started()\nclean[(1,)](x, y, 64, BLOCK=64)\nprint('done')\n"
+    result = run(tmp_path, text.replace("import torch,", "import sys, torch,"))
+    assert_not_pass(result, "incomplete")
+    [reason] = [line for line in result.report["incomplete"] if "old_triton" in line]
+    assert "is laid out as Triton is, but its capture could not be installed" in reason, reason
+    assert "old_triton.knobs" in reason, reason
