@@ -119,6 +119,39 @@ def test_a_tensor_resized_in_place_is_another_key_not_a_hit(hot):
     assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([300, 16]), -1)
 
 
+@pytest.mark.parametrize("relayout", ["transpose_", "as_strided_"])
+def test_a_tensor_whose_layout_changed_in_place_is_another_key_not_a_hit(hot, relayout):
+    """DeepGEMM compiles a kernel per operand major (deepseek-ai/DeepGEMM csrc/utils/layout.hpp:29-32 at 057ca59,
+    get_major_type_ab: K-major where the last dimension has stride 1, else MN-major): the same square tensor object
+    served K-major, then made MN-major in place (same dtype, same shape), must be another key, however the compiled one
+    remembers the call it served."""
+    observed = Observed(hot)
+    a, sfa, b = torch.empty(64, 64, dtype=torch.float8_e4m3fn), torch.ones(64, 1), torch.empty(32, 64)
+    counter = observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3), (a, sfa, b, None)))
+    for _ in range(3):
+        library_call(observed, a, sfa, b)
+    assert count_of(counter) == 3 and observed.slow_calls == []
+    if relayout == "transpose_":
+        a.transpose_(0, 1)
+    else:
+        a.as_strided_((64, 64), (1, 64))
+    assert a.shape == (64, 64) and a.stride() == (1, 64)
+    library_call(observed, a, sfa, b)
+    [(key, *_)] = observed.slow_calls
+    assert key[2] == (MARK, torch.float8_e4m3fn, torch.Size([64, 64]), -2) and count_of(counter) == 3
+
+
+def test_equal_texts_of_two_objects_and_lists_made_anew_are_still_hits(hot):
+    """A call keyed by a text the library builds at each call (equal, another object) or a list of scalars made anew
+    is the variant served: counted, never the slow path's."""
+    observed = Observed(hot, positions=(0, 1, 2, 3, 4))
+    a, sfa, b = tensors()
+    counter = observed.serve(reference_key("gemm", ("num_sms", None), (0, 1, 2, 3, 4), (a, sfa, b, "nk", [1, 128])))
+    for _ in range(20):
+        library_call(observed, a, sfa, b, "".join(["n", "k"]), [1, 100 + 28])
+    assert count_of(counter) == 20 and observed.slow_calls == []
+
+
 @pytest.mark.parametrize(
     "served, called",
     [
@@ -130,6 +163,10 @@ def test_a_tensor_resized_in_place_is_another_key_not_a_hit(hot):
         ((1, 2), (1, 2, 0)),
         ((1,), 1),
         (None, 0),
+        ([1, 128], [1, 128 + 2**40]),  # a list, signed by its items
+        ([1, 128], (1, 128, 0)),
+        (1.0, 2.0),
+        ("nk", "mn"),
     ],
 )
 def test_a_call_that_differs_from_the_last_served_only_in_a_number_s_high_bits_or_its_form_is_another_variant(
