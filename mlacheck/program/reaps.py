@@ -23,8 +23,8 @@ def hook(write, active) -> None:
     sent: set[tuple[int, int]] = set()  # (target, signal) written already: a loop of kills writes one
 
     def killed(name: str, target: int, signum: int) -> None:
-        if signum == 0 or not active():
-            return
+        if not isinstance(target, int) or not isinstance(signum, int) or signum == 0 or not active():
+            return  # (a call the function refuses is refused by it, as given)
         if name == "killpg" or target <= 0:
             target = -os.getpgrp() if target == 0 else -abs(target)  # (a group, as kill's negative pid says it)
         if (target, signum) not in sent:

@@ -284,6 +284,8 @@ def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_pa
         "print('sees', signal.getsignal(signal.SIGUSR1), faulthandler.is_enabled(), len(pickle.dumps(sys.exit)),\n"
         "      type(sys.exit).__name__, type(os._exit).__name__, flush=True)\n"
         "print('pickled', [pickle.loads(pickle.dumps(f)) is f for f in (os.kill, os.killpg, os.waitpid, os.wait4)])\n"
+        "for call in (lambda: os.kill('1', 0), lambda: os.killpg(None, 9), lambda: os.waitpid('1', 0)):\n"
+        "    try:\n        call()\n    except Exception as exc:\n        print('refused', type(exc).__name__, exc)\n"
         "codes = [subprocess.run([sys.executable, '-c', c]).returncode for c in (\n"
         "    'import sys; sys.exit(3)', 'import sys; sys.exit(\"a message\")', 'import os; os.abort()',\n"
         "    'import os, signal; os.kill(os.getpid(), signal.SIGUSR1)', 'raise SystemExit(256)',\n"
@@ -296,9 +298,12 @@ def test_observing_a_worker_changes_neither_its_status_nor_what_it_prints(tmp_pa
     path = program(tmp_path, text)
     plain = subprocess.run([sys.executable, path], capture_output=True, text=True, cwd=ROOT)
     result = observe(tmp_path, sys.executable, path)
-    printed = [line for line in plain.stdout.splitlines() if line.startswith(("sees", "pickled", "codes"))]
-    assert printed[1:] == ["pickled [True, True, True, True]", "codes [3, 1, -6, -10, 0, -6, 0]"], plain.stdout
+    printed = [line for line in plain.stdout.splitlines() if line.startswith(("sees", "pickled", "refused", "codes"))]
+    assert printed[1] == "pickled [True, True, True, True]" and printed[-1] == "codes [3, 1, -6, -10, 0, -6, 0]"
+    assert len(printed) == 6 and all(line.startswith("refused TypeError") for line in printed[2:5]), plain.stdout
     assert " False " in printed[0], plain.stdout
-    assert [line for line in result.stdout.splitlines() if line.startswith(("sees", "pickled", "codes"))] == printed
+    assert [
+        line for line in result.stdout.splitlines() if line.startswith(("sees", "pickled", "refused", "codes"))
+    ] == (printed)
     for expected in ("a message", "Fatal Python error: Aborted"):
         assert plain.stderr.count(expected) == result.stderr.count(expected) == 1, (expected, result.stderr)
