@@ -31,9 +31,8 @@ def hook(write, active) -> None:
             sent.add((target, signum))
             write(kill_event(target, signum))
 
-    def reaped(pid: int, status: int) -> None:
-        if pid > 0 and active() and (os.WIFEXITED(status) or os.WIFSIGNALED(status)):
-            how, number = ("exit", os.WEXITSTATUS(status)) if os.WIFEXITED(status) else ("signal", os.WTERMSIG(status))
+    def reaped(pid: int, how: str | None, number: int) -> None:
+        if pid > 0 and how is not None and active():
             write(reaped_event(pid, how, number))
 
     for name in KILLS + WAITS:
@@ -57,18 +56,30 @@ def _wait_hook(name: str, real, reaped):
     @functools.wraps(real)
     def wait_hooked(*args, **kwargs):
         result = real(*args, **kwargs)
-        if name == "waitid":
-            if result is not None and result.si_code in _WAITID_ENDS:
-                reaped(result.si_pid, _WAITID_ENDS[result.si_code](result.si_status))
-        else:
-            reaped(result[0], result[1])
+        reaped(*(_waitid_end(result) if name == "waitid" else _status_end(result[0], result[1])))
         return result
 
     return wait_hooked
 
 
-_WAITID_ENDS = {  # a waitid result's si_code, and its si_status as a wait status
-    getattr(os, "CLD_EXITED", 1): lambda status: (status & 0xFF) << 8,
-    getattr(os, "CLD_KILLED", 2): lambda status: status & 0x7F,
-    getattr(os, "CLD_DUMPED", 3): lambda status: (status & 0x7F) | 0x80,
+def _status_end(pid: int, status: int) -> tuple[int, str | None, int]:
+    """A wait status as (pid, "exit", its status) or (pid, "signal", its number); how None for a child that was only
+    stopped or continued."""
+    if not (os.WIFEXITED(status) or os.WIFSIGNALED(status)):
+        return pid, None, 0
+    code = os.waitstatus_to_exitcode(status)
+    return (pid, "exit", code) if code >= 0 else (pid, "signal", -code)
+
+
+def _waitid_end(result) -> tuple[int, str | None, int]:
+    """A waitid result as `_status_end` says a wait status (None: no child had changed, under WNOHANG)."""
+    if result is None:
+        return 0, None, 0
+    return result.si_pid, _WAITID_ENDS.get(result.si_code), result.si_status
+
+
+_WAITID_ENDS = {  # a waitid result's si_code: how its child ended (si_status its status, or its signal)
+    getattr(os, "CLD_EXITED", 1): "exit",
+    getattr(os, "CLD_KILLED", 2): "signal",
+    getattr(os, "CLD_DUMPED", 3): "signal",
 }
