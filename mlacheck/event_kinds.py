@@ -180,6 +180,7 @@ OPTIONAL = {
         "t": (int, float),
         "entries": list,
         "raised": str,
+        "child": int,
     },
     "exit": {"rank": int, "how": str, "t": (int, float)},
     "unseen": {"net": bool},

@@ -26,7 +26,8 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - context: what the process itself showed (target_arch, engine)
 - numerics: a launched kernel's output against the reference (execute mode)
 - unwatched / unwatched_dispatch: a cache no loaded rule describes, and the first call of its dispatch function
-- unwatched_compile: a compile through a compile net that no watched family accounted for (one that raised too)
+- unwatched_compile: a compile through a compile net that no watched family accounted for (one that raised too), or a
+  compiler process started outside every compile (`child`: its pid; its seconds come from the reap of it)
 - unseen: something of a watched family capture could not see (an insert past the recording cache, a fingerprint it
   could not compute, a rebound cache or dispatch function): what went through there is missing, so the run cannot pass
 - internal_error: capture failed; the program went on
@@ -356,23 +357,26 @@ def unwatched_compile_event(
     net: str,
     kernel: str,
     key: dict,
-    seconds: float,
+    seconds: float | None,
     phase: str,
     site: str | None,
     stack: list[str],
     entries: list[str] | None = None,
     raised: str | None = None,
+    child: int | None = None,
 ) -> dict:
     """A compile through a compile net that no watched family accounted for, now (`entries`: a disk cache family's
-    net, the entries it made; `raised`: the type of the error the compile raised, where it did)."""
+    net, the entries it made; `raised`: the type of the error the compile raised, where it did); or a compiler process
+    started now (`child`: its pid; `seconds` None: the reap of it tells them)."""
     made = {"entries": entries} if entries is not None else {}
     made |= {"raised": raised} if raised is not None else {}
+    made |= {"seconds": seconds} if seconds is not None else {}
+    made |= {"child": child} if child is not None else {}
     return {
         "type": "unwatched_compile",
         "net": net,
         "kernel": kernel,
         "key": key,
-        "seconds": seconds,
         "phase": phase,
         "site": site,
         "stack": list(stack),

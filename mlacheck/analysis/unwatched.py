@@ -1,5 +1,6 @@
 """What the watched families do not cover: caches whose installed layout no rule describes, compiles that no
-watched family accounts for (a compile net's `unwatched_compile` events), and a Triton run interpreted.
+watched family accounts for (a compile net's `unwatched_compile` events, and a compiler process's: its seconds from
+the reap of it, where one was seen), and a Triton run interpreted.
 
 An unwatched layout is one line of what was not checked; a dispatch through it makes the run incomplete. An
 unwatched compile on the serving path is MLA007 (`checks/`); one whose phase is unknown (`capture.phase`: before any
@@ -20,7 +21,7 @@ class UnwatchedReader:
     describes, the calls through them, the compiles of the compile nets (phases settled by `marks`: per process, the
     position of its first serving-start mark) and each process's pid."""
 
-    KINDS = frozenset(("unwatched", "unwatched_dispatch", "run", "unwatched_compile"))  # the events it reads
+    KINDS = frozenset(("unwatched", "unwatched_dispatch", "run", "unwatched_compile", "reaped"))  # the events it reads
 
     def __init__(self, marks: dict[int | None, int]) -> None:
         self.marks = marks
@@ -28,6 +29,7 @@ class UnwatchedReader:
         self.called: dict[tuple, str | None] = {}
         self.compiles: list[UnwatchedCompile] = []
         self.pids: dict[int | None, int | None] = {}
+        self.running: dict[tuple, tuple[UnwatchedCompile, float]] = {}  # (proc, pid) of a compiler process -> it, its t
 
     def read(self, position: int, e: dict) -> None:
         kind = e["type"]
@@ -37,6 +39,8 @@ class UnwatchedReader:
             self.called[(e["module"], e["function"])] = e.get("site")
         elif kind == "run":
             self.pids[e.get("proc")] = e.get("pid")
+        elif kind == "reaped":
+            self._reaped(e)
         elif kind == "unwatched_compile":
             proc = e.get("proc")
             before_mark = proc in self.marks and position < self.marks[proc]
@@ -53,6 +57,14 @@ class UnwatchedReader:
                     e.get("raised") if type(e.get("raised")) is str else None,
                 )
             )
+            if type(e.get("child")) is int and isinstance(e.get("t"), (int, float)):
+                self.running[(proc, e["child"])] = (self.compiles[-1], e["t"])
+
+    def _reaped(self, e: dict) -> None:
+        """A compiler process's end, reaped by the process that started it: its seconds."""
+        started = self.running.pop((e.get("proc"), e["pid"]), None)
+        if started is not None and isinstance(e.get("t"), (int, float)):
+            started[0].seconds = round(max(0.0, e["t"] - started[1]), 3)
 
     def unwatched_layouts(self) -> tuple[list[str], list[str]]:
         """(one not-checked line per unwatched cache, one incomplete reason per unwatched dispatch function)."""

@@ -1,8 +1,10 @@
 """Copies of a netted builder under another module name: a library that ships its own copy of torch's cpp_extension.py
 (AITER: aiter/jit/utils/cpp_extension.py) builds through that copy's functions, which no rule names. A `[[compile_net]]`
-with `copies` names the module-level functions that, all defined in one module of another name (not imported into
-it), make that module a copy of the net's; the copy's function of the net's name is netted as the original is, its
-label naming the copy.
+with `copies` names the module-level functions any one of which, defined in a module of another name (not imported
+into it), makes that module a copy of the net's (a fork may rename the others); the copy's function of the net's name,
+where it is defined there and takes the parameters the net reads, is netted as the original is, its label naming the
+copy. A copy run by path (runpy.run_path, exec) is no module: it is not looked for (finding one means walking every
+object of the heap at serving start); the compiler processes its builds start are (`compiler_processes`).
 
 What was imported by the time the process marks serving start is looked at then, and netted from then on; serving
 start is where a net's compiles begin to count (before it, a compile outside the engines' warm-up frames has an
@@ -53,7 +55,7 @@ class CopyNets:
                 self.sink.write(
                     events.unseen_event(
                         rule.label,
-                        f"{module.__name__} is a copy of {rule.module} (it defines {', '.join(rule.copies)}), imported "
+                        f"{module.__name__} is a copy of {rule.module} (it defines {rule.qualname}), imported "
                         "after this process marked serving start or in a process that never marked it, so it was not "
                         "netted: what it built was not watched (mark serving start after it is imported)",
                         net=True,
@@ -80,7 +82,8 @@ class CopyNets:
                 if (
                     name != rule.module
                     and (id(module), rule.function) not in self.nets
-                    and all(_defined(namespace.get(function), name) for function in rule.copies)
+                    and any(_defined(namespace.get(function), name) for function in rule.copies)
+                    and _takes(namespace.get(rule.qualname), name, rule)
                 ):
                     found.append((module, rule))
         return found
@@ -89,6 +92,15 @@ class CopyNets:
 def _defined(value: object, module: str) -> bool:
     """Whether `value` is a function defined in `module` (not one imported there: its `__module__` is another's)."""
     return inspect.isfunction(value) and value.__module__ == module
+
+
+def _takes(value: object, module: str, rule: CompileNet) -> bool:
+    """Whether `value` is the copy's function of the rule's name, defined in `module`, with the parameters the rule
+    reads (`kernel`, `output`): a function of that name in a module that is no copy is left alone."""
+    if not _defined(value, module):
+        return False
+    parameters = inspect.signature(value).parameters
+    return all(path.partition(".")[0] in parameters for path in (rule.kernel, rule.output) if path)
 
 
 def _copied(rule: CompileNet, module: str) -> CompileNet:

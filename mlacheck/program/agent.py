@@ -94,7 +94,7 @@ class Agent:
         ending.watch(self.sink)
         self._chain_signals()
         self._hook_exec()
-        spawns.hook(lambda make: self._safely(lambda: self.sink.write(make())), self._observing)
+        spawns.hook(lambda make: self._safely(lambda: self._started(make())), self._observing)
         reaps.hook(lambda event: self._safely(lambda: self.sink.write(event)), self._observing)
 
     def _begin(self) -> None:
@@ -143,10 +143,9 @@ class Agent:
         os.kill(os.getpid(), signum)  # to the process: a thread that has it unblocked ends it
 
     def _hook_exec(self) -> None:
-        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (counts, checks,
-        the exit event): the new image is a new process to observe, whose agent starts a new image in the same
-        trace; one that nothing of mlacheck starts in is named by the report. An exec that fails starts capture
-        again. Only the outermost call writes (os.execvp tries os.execv along PATH)."""
+        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit: the new image is a
+        new process to observe, whose agent starts a new image in the same trace; one that nothing of mlacheck starts
+        in is named by the report. An exec that fails starts capture again. Only the outermost call writes."""
         for name in EXEC_FUNCTIONS:
             real = getattr(os, name, None)
             if real is not None and not getattr(real, "_mlacheck_exec", False):
@@ -181,8 +180,16 @@ class Agent:
         argv = (
             args[1] if name in ("execv", "execve", "execvp", "execvpe") else args[1 : -1 if name[-1] == "e" else None]
         )
-        self.sink.write(exec_event(path, spawns.as_text(argv), spawns.runs_python(path)))
+        self._started(exec_event(path, spawns.as_text(argv), spawns.runs_python(path)))
         self.stop(how="exec")
+
+    def _started(self, event: dict) -> None:
+        """A process started (`spawn`, or this image's `exec`): written; one of a compiler is an unwatched compile."""
+        self.sink.write(event)
+        if self.config.get("compiler_processes") and not event["python"]:
+            from mlacheck.capture.compiler_processes import started
+
+            started(event, self.config["compiler_processes"], self.sink, lambda: self._plain_config()[1], self._serving)
 
     def _exec_failed(self, error: BaseException) -> None:
         """The exec did not happen: say so, and observe this image again (a new image in the trace)."""

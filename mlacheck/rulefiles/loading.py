@@ -13,6 +13,7 @@ from mlacheck.errors import MlacheckError
 from mlacheck.rulefiles import BUNDLED
 from mlacheck.rulefiles.schema import (
     CompileNet,
+    CompilerProcess,
     EngineRule,
     JitLibrary,
     PhaseRule,
@@ -75,6 +76,10 @@ class RuleSet:
         return [net for file in self.files for net in file.compile_net]
 
     @property
+    def compiler_processes(self) -> list[CompilerProcess]:
+        return [entry for file in self.files for entry in file.compiler_process]
+
+    @property
     def jit_libraries(self) -> list[JitLibrary]:
         """The JIT-compiling libraries the rule files name (`coverage` says how each is seen)."""
         return [library for file in self.files for library in file.jit_library]
@@ -112,6 +117,7 @@ class RuleSet:
                 "engines": [engine.model_dump(mode="json") for engine in self.engines],
                 "arch_env": self.arch_env,
                 "compile_nets": [net.model_dump(mode="json") for net in self.compile_nets],
+                "compiler_processes": [entry.model_dump(mode="json") for entry in self.compiler_processes],
                 "watchers": [
                     {"module": module, "capture": Triton.CAPTURE, "rule": table.model_dump(mode="json")}
                     for module, table in self.tritons.items()

@@ -164,6 +164,13 @@ class CompileNet(Named, Record):
     copies: Sequence[str] = ()
 
 
+class CompilerProcess(Record):
+    label: str
+    programs: Sequence[str]
+    asks: Sequence[str] = ()
+    within: Sequence[str] = ()
+
+
 class TritonKernel(Record):
     kernel: str
 
@@ -208,6 +215,10 @@ def phase_rule(data: dict) -> PhaseRule:
 
 def compile_net(data: dict) -> CompileNet:
     return _plain(CompileNet, data)
+
+
+def compiler_process(data: dict) -> CompilerProcess:
+    return _plain(CompilerProcess, data)
 
 
 def triton(data: dict) -> Triton:

@@ -272,6 +272,29 @@ class CompileNet(_Function):
         return value
 
 
+class CompilerProcess(_Strict):
+    """Programs that compile or build native code (ninja, g++, nvcc, ...): an observed process that starts one outside
+    every compile (no compile net's or watched family's compile in the starting thread, none of `within` on its stack)
+    made an unwatched compile of that command (MLA007 on the serving path), whatever Python code started it."""
+
+    label: str = Field(description="how the report names them, e.g. GCC")
+    programs: list[str] = Field(min_length=1, description="their executables' names (a path's last part), e.g. g++")
+    asks: list[str] = Field(
+        default=[], description="arguments that only ask (--version): a command of these alone compiles nothing"
+    )
+    within: list[str] = Field(
+        default=[],
+        description="MODULE:QUALNAME of compile functions whose own processes these are where one of them is on the "
+        "starting thread's stack (Triton's compile runs ptxas): left to what watches that compile",
+    )
+    source: str = Field(default="", description="what they are and who runs them, for the reader")
+
+    @field_validator("within")
+    @classmethod
+    def _functions(cls, value: list[str]) -> list[str]:
+        return [_function_path(function) for function in value]
+
+
 class JitLibrary(_Strict):
     """A library that JIT-compiles kernels in an engine's process, and how mlacheck sees its compiles: watched (a
     family, Triton's watcher or a compile net covers one of its `modules`, or of the libraries it `compiles_through`)
@@ -416,6 +439,7 @@ class RuleFile(_Strict):
     engine: list[EngineRule] = []
     compile_net: list[CompileNet] = []
     jit_library: list[JitLibrary] = []
+    compiler_process: list[CompilerProcess] = []
     source: str = ""
 
     @model_validator(mode="after")
@@ -431,10 +455,11 @@ class RuleFile(_Strict):
                 or self.engine
                 or self.compile_net
                 or self.jit_library
+                or self.compiler_process
             ):
                 raise ValueError(
                     "neither a [family] or [triton] table nor any [[phase]], [[serving_start]], [[step]], [[engine]], "
-                    "[[compile_net]] or [[jit_library]] entry"
+                    "[[compile_net]], [[jit_library]] or [[compiler_process]] entry"
                 )
             return self
         for index, contract in enumerate(self.contract):

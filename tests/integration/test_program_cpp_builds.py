@@ -105,8 +105,38 @@ def test_a_vendored_copy_of_the_builder_is_netted_and_one_imported_late_is_named
     before serving start is netted; one imported after it is named, the run incomplete (both passed before)."""
     result = run(tmp_path, "vendored,vendored_late")
     assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
-    [finding] = mla007(result)
+    finding, late_build = mla007(result)  # (the late copy's build: its ninja process, outside every net)
     assert finding["family"] == "unwatched:ext_b" and "copied as vendored_cpp_extension" in finding["message"]
-    assert finding["site"].endswith("cpp_builds.py:37"), finding["site"]  # the program's call, not the copy's frames
+    assert late_build["family"] == "unwatched:ninja" and late_build["key"]["command"].startswith("ninja"), late_build
+    assert finding["site"].endswith("cpp_builds.py:42"), finding["site"]  # the program's call, not the copy's frames
     [late] = result.report["incomplete"]
     assert late.startswith("torch cpp_extension: late_cpp_extension is a copy of torch.utils.cpp_extension"), late
+
+
+def test_a_copy_run_by_path_builds_through_a_compiler_process_that_is_mla007(tmp_path):
+    """runpy.run_path of a copy (a plugin loader's namespace, no module): no net is on it, but the ninja it starts on
+    the serving path is an unwatched compile, with its seconds from the reap (it passed before: red-team 14 #8)."""
+    result = run(tmp_path, "run_path")
+    assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:ninja" and "build process" in finding["message"], finding
+    assert " s stall" in finding["message"] and finding["key"]["command"].startswith("ninja"), finding
+    assert builds(result) == [("ext_a", "warmup"), ("ninja", "serving")]  # (g++ under ninja: not Python's child)
+
+
+def test_a_fork_that_renamed_one_function_is_still_a_copy(tmp_path):
+    """A copy that renamed _run_ninja_build still defines _jit_compile: netted, one build one compile (it passed
+    before: red-team 14 #8)."""
+    result = run(tmp_path, "renamed")
+    assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:ext_b" and "copied as renamed_cpp_extension" in finding["message"]
+    assert builds(result) == [("ext_a", "warmup"), ("ext_b", "serving")]  # (its ninja is its net's)
+
+
+def test_a_compiler_process_in_the_warm_up_is_named_and_does_not_fail(tmp_path):
+    result = run(tmp_path, "gxx_warmup")
+    assert result.code == 0 and result.report["verdict"] == "pass", result.stdout
+    assert builds(result) == [("ext_a", "warmup"), ("g++", "warmup")]
+    [gxx] = [c for c in result.report["unwatched_compiles"] if c["kernel"] == "g++"]
+    assert gxx["net"] == "C/C++ compiler" and gxx["seconds"] > 0, gxx
