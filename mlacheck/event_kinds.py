@@ -155,7 +155,16 @@ REQUIRED = {
     "slow_step": {"function": str, "seconds": (int, float), "usual": (int, float), "t": (int, float)},
 }
 OPTIONAL = {
-    "run": {"pid": int, "ppid": int, "pgid": int, "argv": list, "forked_from": int, "host": str, "rank": int},
+    "run": {
+        "pid": int,
+        "ppid": int,
+        "pgid": int,
+        "argv": list,
+        "forked_from": int,
+        "host": str,
+        "rank": int,
+        "start_ticks": int,
+    },
     "family": {"key_fields": list, "providers": list, "every_lookup_counted": bool},
     "compile": {
         "spelling": dict,
@@ -186,8 +195,8 @@ OPTIONAL = {
     "unseen": {"net": bool},
     "slow_step": {"step": int, "serving": bool},
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
-    "spawn": {"rank": (int, type(None)), "t": (int, float)},
-    "kill": {"t": (int, float)},
+    "spawn": {"rank": (int, type(None)), "t": (int, float), "start_ticks": int},
+    "kill": {"t": (int, float), "reached": list},
     "reaped": {"t": (int, float)},
     "compile_start": {
         "family": str,

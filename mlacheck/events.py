@@ -11,7 +11,8 @@ killed process still says "at least N".
 
 The kinds (every event has "type"; the first event of a trace is "run" and carries "format_version"):
 - run: this process started (pid, mlacheck_version, started; program mode adds ppid, host, argv, rank,
-  target_arch, forked_from, found_by; trace_replaced where the trace was deleted while the process ran and made again,
+  target_arch, forked_from, found_by, start_ticks (its start in clock ticks after boot: with its pid, the process's
+  identity); trace_replaced where the trace was deleted while the process ran and made again,
   what it held being lost). A later run event in the same trace starts a new image of the process (it exec'd): vids
   are per image
 - family: a family's hooks were installed (a Triton kernel, found at run time, adds kernel and every_lookup_counted)
@@ -36,7 +37,8 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - spawn: the process started a child by a fork and exec it cannot observe from Python (subprocess, multiprocessing's
   spawn, os.posix_spawn): its pid, what it runs, whether that is Python, its rank
 - kill: the process sent a signal to another process (`target`: its pid) or group (`target`: minus its pgid; -1 for
-  every process it may signal): how an engine ends its workers
+  every process it may signal): how an engine ends its workers; a SIGKILL's names the processes it reached (`reached`:
+  pid and start of each, read just before it was sent). Written once sent (one that raised is not written)
 - reaped: the process reaped a child (`pid`), which ended by `how` ("exit", its status; "signal", the signal's number)
 - exit: the process ended normally
 `t` (seconds since the run event, by time.time(): `run_clock`) is optional: a reader does without it.
@@ -86,6 +88,7 @@ PROGRAM_RUN_FIELDS = (
     "forked_from",
     "found_by",
     "trace_replaced",
+    "start_ticks",
 )
 
 
@@ -308,8 +311,12 @@ def exec_event(
     return {"type": "exec", "path": path, "argv": list(argv or []), "python": bool(python), "t": run_clock()}
 
 
-def spawn_event(child: int, path: str, argv: list[str], python: bool, rank: int | None) -> dict:
-    """The process started `child` running `path` (`python`: a Python interpreter), with `rank` in its environment."""
+def spawn_event(
+    child: int, path: str, argv: list[str], python: bool, rank: int | None, start_ticks: int | None = None
+) -> dict:
+    """The process started `child` running `path` (`python`: a Python interpreter), with `rank` in its environment
+    (`start_ticks`: the child's start, clock ticks after boot, where it could be read)."""
+    started = {"start_ticks": start_ticks} if start_ticks is not None else {}
     return {
         "type": "spawn",
         "child": child,
@@ -318,12 +325,14 @@ def spawn_event(child: int, path: str, argv: list[str], python: bool, rank: int 
         "python": python,
         "rank": rank,
         "t": run_clock(),
-    }
+    } | started
 
 
-def kill_event(target: int, signum: int) -> dict:
-    """The process sends signal `signum` to `target` (a pid; minus a pgid for a group, -1 for every process)."""
-    return {"type": "kill", "target": target, "signal": signum, "t": run_clock()}
+def kill_event(target: int, signum: int, reached: tuple[tuple[int, int], ...] | None = None) -> dict:
+    """The process sent signal `signum` to `target` (a pid; minus a pgid for a group, -1 for every process), which
+    reached the processes `reached` ((pid, start in clock ticks after boot) of each: a SIGKILL's)."""
+    listed = {"reached": [list(process) for process in reached]} if reached is not None else {}
+    return {"type": "kill", "target": target, "signal": signum, "t": run_clock()} | listed
 
 
 def reaped_event(pid: int, how: str, number: int) -> dict:

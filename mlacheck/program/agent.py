@@ -386,6 +386,7 @@ class Agent:
             target_arch=self._target_arch(),
             forked_from=self._forked_from,
             found_by=self.found_by,
+            start_ticks=reaps.start_ticks(),
         )
         self.sink.write(event)
 

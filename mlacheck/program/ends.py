@@ -107,47 +107,90 @@ def _beside(process: dict, crashed: int | None) -> str | None:
 
 
 class _Signals:
-    """The kills observed processes sent and the children they reaped (`kill`, `reaped` events), each told to the
-    process it was about: the same run, host and pid, at or after that process's start."""
+    """The kills observed processes sent and the children they reaped (`kill`, `reaped` events), and the children
+    they started by a fork and exec (`spawn` events), each told to the process it was about: the same run and host,
+    and the same process, not only the same pid (a pid is reused)."""
 
     def __init__(self, processes: list[dict]) -> None:
         self.processes = processes
-        self.reaps: dict[tuple, list[tuple[float, str, int]]] = {}  # (run, host, pid) -> (when, how, number)
-        self.kills: dict[tuple, list[tuple[float, int, int]]] = {}  # (run, host) -> (when, sender pid, target)
-        self.children = {(p["run"], p.get("host"), child) for p in processes for child in p.get("children") or ()}
-        for process in processes:
+        self.reaps: dict[tuple, list[tuple[float, str, int, int]]] = {}  # (run, host, pid) -> (when, how, number, by)
+        self.kills: dict[tuple, list[tuple[int, set]]] = {}  # (run, host) -> (sender pid, the (pid, start) it reached)
+        self.spawns = {  # (run, host, child pid, child start, spawner pid) of each child started by a fork and exec
+            (p["run"], p.get("host"), child, start, p["pid"])
+            for p in processes
+            for child, start in p.get("child_starts") or ()
+        }
+        self.born = _born(processes)
+        for proc, process in enumerate(processes):
             where = (process["run"], process.get("host"))
             for event in process.get("signalled") or ():
-                when = _when(process, event)
                 if event["type"] == "reaped":
-                    self.reaps.setdefault((*where, event["pid"]), []).append((when, event["how"], event["number"]))
+                    reap = (_when(process, event), event["how"], event["number"], proc)
+                    self.reaps.setdefault((*where, event["pid"]), []).append(reap)
                 elif event["signal"] == signal.SIGKILL:  # (a stop ends a process with an exit event)
-                    self.kills.setdefault(where, []).append((when, process["pid"], event["target"]))
+                    self.kills.setdefault(where, []).append((process["pid"], _reached(event.get("reached"))))
 
     def exec_child(self, proc: int) -> bool:
         """Whether the process is the Python image of a child forked and exec'd below Python (subprocess with a
-        preexec_fn runs Python's fork hooks, not its exec hooks): the exec ended it, no traffic of its own."""
+        preexec_fn runs Python's fork hooks, not its exec hooks): the exec ended it, no traffic of its own. Only that
+        child of the process it was forked from (its pid and start, as the spawn wrote them), and one that compiled
+        or dispatched nothing."""
         process = self.processes[proc]
-        return process.get("forked_from") is not None and (
-            (process["run"], process.get("host"), process["pid"]) in self.children
+        child = (process["run"], process.get("host"), process["pid"], process.get("start_ticks"))
+        return (
+            child[3] is not None
+            and process.get("forked_from") is not None
+            and not process.get("worked")
+            and (*child, process["forked_from"]) in self.spawns
         )
 
     def reaped(self, proc: int) -> tuple[str, int] | None:
-        """How the process's parent reaped it: the first reap of its pid after its start."""
+        """How the process's parent reaped it: the first reap of its pid after its start by the process of its ppid
+        (one that started no later than it: no later holder of that pid). While its zombie waits for that parent, no
+        other process takes its pid."""
         process = self.processes[proc]
         reaps = self.reaps.get((process["run"], process.get("host"), process["pid"]), [])
-        after = sorted(reap for reap in reaps if reap[0] >= _start(process))
-        return after[0][1:] if after else None
+        after = sorted(reap for reap in reaps if reap[0] >= _start(process) and self._parent(reap[3], proc))
+        return after[0][1:3] if after else None
+
+    def _parent(self, reaper: int, proc: int) -> bool:
+        """Whether the reaper may be the process's parent: of its ppid, started no later than it (by their starts
+        after boot, which an exec keeps; else by the wall clock, from the first image of the reaper's exec's)."""
+        process, parent = self.processes[proc], self.processes[reaper]
+        if process.get("ppid") is None or parent["pid"] != process["ppid"]:
+            return False
+        ticks, parent_ticks = process.get("start_ticks"), parent.get("start_ticks")
+        if isinstance(ticks, int) and isinstance(parent_ticks, int):
+            return parent_ticks <= ticks
+        return self.born[reaper] <= _start(process)
 
     def killed(self, proc: int) -> bool:
-        """Whether another observed process sent the process SIGKILL (to its pid, its group, or every process) after
-        it started."""
+        """Whether another observed process sent the process SIGKILL: the kill reached it (its pid and start), to its
+        pid, or its group while it was in it. A kill that names no process it reached (of mlacheck 0.8.0 and before,
+        or to every process) is credited to none."""
         process = self.processes[proc]
-        pid, group = process["pid"], process.get("pgid")
-        return any(
-            sender != pid and when >= _start(process) and (target == pid or target == -1 or -target == group)
-            for when, sender, target in self.kills.get((process["run"], process.get("host")), ())
+        pid, ticks = process["pid"], process.get("start_ticks")
+        return ticks is not None and any(
+            sender != pid and (pid, ticks) in reached
+            for sender, reached in self.kills.get((process["run"], process.get("host")), ())
         )
+
+
+def _reached(listed: object) -> set[tuple[int, int]]:
+    """A kill event's `reached` as (pid, start) pairs (none where it names none)."""
+    if not isinstance(listed, list):
+        return set()
+    return {(p[0], p[1]) for p in listed if isinstance(p, list) and len(p) == 2 and all(type(n) is int for n in p)}
+
+
+def _born(processes: list[dict]) -> list[float]:
+    """When each process's first traced image started: an image that an exec began shares its process's start."""
+    born: list[float] = []
+    for proc, process in enumerate(processes):
+        before = processes[proc - 1] if proc else None
+        execd = before is not None and before.get("trace") == process.get("trace") and before.get("exec")
+        born.append(born[-1] if execd else _start(process))
+    return born
 
 
 def _start(process: dict) -> float:

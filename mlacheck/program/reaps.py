@@ -3,7 +3,12 @@ another process or group (a `kill` event: the target, the signal; a signal 0, wh
 is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid, its exit status or the signal
 that killed it). The report tells by them a worker that its engine ended (a SIGKILL from an observed process, as
 SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9), and knows
-a child's end where the child could not write it (os._exit, a fault under a handler installed before mlacheck's)."""
+a child's end where the child could not write it (os._exit, a fault under a handler installed before mlacheck's).
+
+A SIGKILL's event names the processes it reached (`reached`): each live process of its target (the pid, or every
+member of the group) with its start, read from /proc just before it is sent, so that the report credits it to no
+later holder of a pid nor to a process that had left the group. A kill is written once sent (one that raised reached
+no one), but before where it may end its sender (its own pid or group)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import os
 
 KILLS = ("kill", "killpg")
 WAITS = ("waitpid", "wait", "wait3", "wait4", "waitid")
+SIGKILL = 9
 
 
 def hook(write, active) -> None:
@@ -20,16 +26,20 @@ def hook(write, active) -> None:
     returns (its errors too); it answers to os's name, so that pickle finds it there."""
     from mlacheck.events import kill_event, reaped_event
 
-    sent: set[tuple[int, int]] = set()  # (target, signal) written already: a loop of kills writes one
+    sent: set[tuple] = set()  # (target, signal, reached) written already: a loop of kills writes one
 
-    def killed(name: str, target: int, signum: int) -> None:
+    def aimed(name: str, target: int, signum: int) -> tuple[int, int, tuple | None] | None:
+        """The kill to write, as (target, signal, reached); None where there is none (a signal 0, a call refused)."""
         if not isinstance(target, int) or not isinstance(signum, int) or signum == 0 or not active():
-            return  # (a call the function refuses is refused by it, as given)
+            return None  # (a call the function refuses is refused by it, as given)
         if name == "killpg" or target <= 0:
             target = -os.getpgrp() if target == 0 else -abs(target)  # (a group, as kill's negative pid says it)
-        if (target, signum) not in sent:
-            sent.add((target, signum))
-            write(kill_event(target, signum))
+        return target, signum, reached(target) if signum == SIGKILL else None
+
+    def killed(kill: tuple[int, int, tuple | None]) -> None:
+        if kill not in sent:
+            sent.add(kill)
+            write(kill_event(*kill))
 
     def reaped(pid: int, how: str | None, number: int) -> None:
         if pid > 0 and how is not None and active():
@@ -38,18 +48,62 @@ def hook(write, active) -> None:
     for name in KILLS + WAITS:
         real = getattr(os, name, None)
         if real is not None and not getattr(real, "_mlacheck_end", False):
-            wrapper = _kill_hook(name, real, killed) if name in KILLS else _wait_hook(name, real, reaped)
+            wrapper = _kill_hook(name, real, aimed, killed) if name in KILLS else _wait_hook(name, real, reaped)
             wrapper.__module__, wrapper._mlacheck_end = "os", True
             setattr(os, name, wrapper)
 
 
-def _kill_hook(name: str, real, killed):
+def _kill_hook(name: str, real, aimed, killed):
     @functools.wraps(real)
     def kill_hooked(target, signum):
-        killed(name, target, signum)  # (before: a process that kills itself ends in the call)
-        return real(target, signum)
+        kill = aimed(name, target, signum)
+        if kill is not None and kill[0] in (os.getpid(), -os.getpgrp()):
+            killed(kill)  # (before: a process that kills itself ends in the call)
+            kill = None
+        result = real(target, signum)
+        if kill is not None:
+            killed(kill)
+        return result
 
     return kill_hooked
+
+
+def reached(target: int) -> tuple[tuple[int, int], ...] | None:
+    """The live processes a kill of `target` reaches now, as (pid, start): the pid's process, or each member of the
+    group (minus its pgid); None for every process (-1: not listed). A zombie is reached no more."""
+    if target == -1:
+        return None
+    members = []
+    for pid in [target] if target > 0 else _listed_pids():
+        stat = process_stat(pid)
+        if stat is not None and stat[0] not in ("Z", "X") and (target > 0 or stat[1] == -target):
+            members.append((pid, stat[2]))
+    return tuple(members)
+
+
+def _listed_pids() -> list[int]:
+    try:
+        return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    except OSError:
+        return []
+
+
+def process_stat(pid: int | str) -> tuple[str, int, int] | None:
+    """(state, process group, start in clock ticks after boot) of a process, from /proc/PID/stat (its fields 3, 5 and
+    22; with its pid, the start tells it from a later process of that pid); None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[2]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def start_ticks(pid: int | str = "self") -> int | None:
+    """A process's start (clock ticks after boot; a zombie's too), this process's by default; None where it cannot be
+    read."""
+    stat = process_stat(pid)
+    return stat[2] if stat is not None else None
 
 
 def _wait_hook(name: str, real, reaped):

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 NO_CODE_FLAGS = frozenset(
     {"-V", "-VV", "--version", "-h", "-?", "--help", "--help-env", "--help-xoptions", "--help-all"}
 )
+WORK = ("dispatch", "compile_start", "unwatched_compile")  # the events of a process's own traffic (and `compile`)
 
 
 @dataclass
@@ -151,6 +152,8 @@ class _Image:
         self.spawned: list[dict] = []  # its Python children, and commands that name Python (`spawn` events, shells.py)
         self.signalled: list[dict] = []  # the kills it sent and the children it reaped (`kill`, `reaped` events)
         self.children: list[int] = []  # every child it started by a fork and exec (`spawn` events)
+        self.child_starts: list[list[int]] = []  # [pid, start] of each of them whose start its event names
+        self.worked = False  # it compiled or dispatched something of its own (not what it inherited or found)
         self.events = 0
         self.counts: list[dict] = []
 
@@ -163,8 +166,12 @@ class _Image:
             self.exit = event
         elif kind == "exec":
             self.exec = event
+        elif kind in WORK or (kind == "compile" and event.get("phase") not in ("inherited", "preexisting")):
+            self.worked = True
         elif kind == "spawn":
             self.children.append(event["child"])
+            if event.get("start_ticks") is not None:
+                self.child_starts.append([event["child"], event["start_ticks"]])
             if kept_spawn(event):
                 self.spawned.append(event)
         elif kind in ("kill", "reaped"):
@@ -186,6 +193,9 @@ class _Image:
             "pgid": first.get("pgid"),
             "signalled": self.signalled,
             "children": self.children,
+            "child_starts": self.child_starts,
+            "worked": self.worked,
+            "start_ticks": first.get("start_ticks"),
             "forked_from": first.get("forked_from"),
             "image": number,
             "exec": went if went and not went.get("failed") else None,

@@ -1,7 +1,8 @@
 """The processes an observed process starts without a Python fork of its own: subprocess's and multiprocessing's
 fork-and-exec (`_posixsubprocess.fork_exec`, a fork and an exec in C, which the agent's exec hook never sees) and
-os.posix_spawn / os.posix_spawnp. Each one started writes a `spawn` event in the parent's trace: the child's pid, what
-it runs, whether that is Python, and the rank its environment gives it. A Python child that then writes no trace is
+os.posix_spawn / os.posix_spawnp. Each one started writes a `spawn` event in the parent's trace: the child's pid and
+start (read at once: the two tell it from a later process of its pid), what it runs, whether that is Python, and the
+rank its environment gives it. A Python child that then writes no trace is
 named by the report whether or not a poll of the process tree saw it run: one that starts and ends between two polls
 is not lost."""
 
@@ -12,6 +13,7 @@ import os
 import sys
 
 from mlacheck.events import spawn_event
+from mlacheck.program.reaps import start_ticks
 
 PYTHON_NAME = r"^(python|pypy)[0-9.]*[a-z]?$"  # an interpreter's executable by its name
 SPAWN_FUNCTIONS = (
@@ -43,7 +45,7 @@ def _spawn_hook(name: str, real, write, active):
     def spawn_hooked(*args, **kwargs):
         child = real(*args, **kwargs)
         if active():
-            write(lambda: spawn_event(child, *_what_runs(name, args, kwargs)))
+            write(lambda: spawn_event(child, *_what_runs(name, args, kwargs), start_ticks(child)))
         return child
 
     spawn_hooked._mlacheck_spawn = True

@@ -1,0 +1,122 @@
+"""A worker's end is credited only to that worker, not to another process of its pid or to its old group (red-team 14,
+breaks 2 to 4): a worker forked into the pid of a command its parent ran earlier is judged (no exec child of it), a
+reap or a SIGKILL of a later command that took a dead worker's pid is not read as the worker's end, and a SIGKILL to
+the group the worker left is not read as its engine ending it. Each worker serves fp8, never bf16, and is then killed
+from outside (a shell's kill -9, the OOM killer's stand-in): its bf16 stays unverified and the run INCOMPLETE, never a
+PASS with MLA002 (dead warm-up). The reuses are real, in a pid namespace of the test's own (ns_last_pid), as in
+test_process_pid_reuse.py."""
+
+import sys
+import textwrap
+
+import pytest
+
+from tests.adversarial.conftest import assert_not_pass, observe, observe_wrapped, program
+from tests.adversarial.test_process_pid_reuse import NAMESPACE, pid_namespace
+
+SERVED = textwrap.dedent(
+    """
+    import mlacheck
+    from tests.fixtures import synthetic_kernels as k
+    k.warmup(dtypes=("fp8", "bf16"), causal=(True,))
+    mlacheck.serving_started()
+    k.dispatch(1, "fp8", True)  # the traffic reaches fp8; bf16 would have come next
+    """
+)
+TAKE_NEXT = """
+def take_next(pid):  # the next process of the namespace takes `pid`
+    with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+        last.write(str(pid - 1))
+"""
+
+FORKED_INTO_A_SPAWNS_PID = (
+    "import os, subprocess\n"
+    + TAKE_NEXT
+    + """
+first = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True)  # a command the program ran
+take_next(int(first.stdout))
+worker = os.fork()
+if worker == 0:
+{served}
+    subprocess.run(["sh", "-c", f"kill -9 {{os.getpid()}}"])  # the OOM killer
+    os._exit(0)
+os.waitpid(worker, 0)
+print("reused", worker == int(first.stdout), flush=True)
+"""
+)
+
+WORKER = (
+    SERVED
+    + 'import os, subprocess\nprint(os.getpid(), flush=True)\nsubprocess.run(["sh", "-c", f"kill -9 {os.getpid()}"])\n'
+)
+LATER_IN_A_WORKERS_PID = (
+    "import os, signal, subprocess, sys\n"
+    + TAKE_NEXT
+    + """
+# a launcher script (not Python) runs the worker and reaps it: no reap of it is written
+launched = subprocess.run(["sh", "-c", '"$0" -c "$1"', sys.executable, {worker!r}], capture_output=True, text=True)
+freed = int(launched.stdout.split()[0])
+take_next(freed)
+later = subprocess.Popen(["sleep", "30"] if {kill} else ["true"])  # a command in the dead worker's pid
+if {kill}:
+    os.kill(later.pid, signal.SIGKILL)  # the program ends its command: a `kill` event of that pid
+later.wait()  # its reap: a `reaped` event of that pid, by the program
+print("reused", later.pid == freed, flush=True)
+"""
+)
+
+
+def observe_in_namespace(tmp_path, text: str):
+    pid_namespace()
+    result = observe_wrapped(tmp_path, NAMESPACE, [sys.executable, program(tmp_path, text)], tmp_path / "run", {})
+    assert "reused True" in result.stdout, f"the pid was not reused (the namespace forked): {result.stdout}"
+    return result
+
+
+def assert_unverified(result, why: str) -> None:
+    """The worker's bf16 is unverified, not dead warm-up, and the run INCOMPLETE because the worker was cut short."""
+    assert_not_pass(result, "incomplete")
+    statuses = {v["key"]["dtype"]: v["status"] for family in result.report["families"] for v in family["variants"]}
+    assert statuses == {"fp8": "ok", "bf16": "unverified"}, statuses
+    assert not [f for f in result.report["findings"] if f["code"] == "MLA002"], result.report["findings"]
+    [reason] = [reason for reason in result.report["incomplete"] if why in reason]
+    assert "1 precompiled variant(s) it never dispatched are unverified" in reason, reason
+
+
+def test_a_worker_forked_into_the_pid_of_a_command_spawned_earlier_is_judged(tmp_path):
+    """The program ran `sh -c 'echo $$'` through subprocess, then forked a worker that took that pid: the worker is no
+    Python image of that spawn (an exec child, whose end is not judged), though its pid and its parent match."""
+    text = FORKED_INTO_A_SPAWNS_PID.format(served=textwrap.indent(SERVED, "    "))
+    assert_unverified(observe_in_namespace(tmp_path, text), "was killed by SIGKILL (no other observed process sent it")
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["its reap, exit 0", "its SIGKILL by the program"])
+def test_a_command_that_took_a_dead_workers_pid_does_not_end_the_worker(tmp_path, kill):
+    """A worker whose launcher is no Python (no reap of it written) is killed from outside; a later command of the
+    program takes its pid, and the program reaps it (exit 0), or SIGKILLs it first. Neither is the worker's end: the
+    reaper is not the worker's parent, and the kill reached another process of that pid."""
+    text = LATER_IN_A_WORKERS_PID.format(worker=WORKER, kill=kill)
+    assert_unverified(observe_in_namespace(tmp_path, text), "ended with no record of how")
+
+
+LEFT_ITS_GROUP = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    worker = 'import os, time\\nos.setsid()\\n' + {served!r} + 'print(os.getpid(), flush=True)\\ntime.sleep(60)\\n'
+    launcher = 'import subprocess, sys\\nsubprocess.run([sys.executable, "-c", ' + repr(worker) + '])\\n'
+    started = subprocess.Popen([sys.executable, "-c", launcher], start_new_session=True, stdout=subprocess.PIPE)
+    pid = int(started.stdout.readline())  # the worker, in a session of its own (its run event named the group)
+    os.killpg(started.pid, signal.SIGKILL)  # the engine ends its launcher's group: the worker is no longer in it
+    started.wait()
+    print("alive after the group kill", os.path.exists(f"/proc/{{pid}}"), flush=True)
+    subprocess.run(["sh", "-c", f"kill -9 {{pid}}"])  # the OOM killer
+    """
+)
+
+
+def test_a_sigkill_to_the_group_a_worker_left_does_not_end_the_worker(tmp_path):
+    """The worker's run event names its launcher's group; then it calls os.setsid() (a daemonizing server). The
+    program's SIGKILL to that group does not reach it (it runs on), so the later kill -9 is from outside."""
+    result = observe(tmp_path, sys.executable, program(tmp_path, LEFT_ITS_GROUP.format(served=SERVED)))
+    assert "alive after the group kill True" in result.stdout, result.stdout + result.stderr
+    assert_unverified(result, "(no other observed process sent it")

@@ -1,0 +1,152 @@
+"""A process's end is told by the events of its own process only (`ends._Signals`), not of another holder of its pid
+(red-team 14): an exec child is the spawn's child by its pid and start, and did no work; a reap is its parent's; a
+SIGKILL names the processes it reached (`reaps.reached`: pid and start, read before it is sent), and is written once
+sent, not where it raised."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from mlacheck import events, schemas
+from mlacheck.program import reaps
+from mlacheck.program.ends import _Signals
+
+RUN = "run"
+
+
+def process(pid: int, ticks: int | None = 500, started: float = 100.0, **more) -> dict:
+    """A process as saved.py reads it from a trace (started: its run event's wall clock; ticks: its start after boot)."""
+    fields = {"pid": pid, "ppid": 1, "host": "h", "run": RUN, "started": started, "start_ticks": ticks}
+    fields |= {"signalled": [], "children": [], "forked_from": None, "worked": False, "exec": None, "trace": f"t{pid}"}
+    return fields | more
+
+
+def spawned(child: int, ticks: int | None) -> dict:
+    """The spawn of `child` as saved.py reads it (`ticks`: its start, None where the event names none: 0.8.0's)."""
+    return {"children": [child], "child_starts": [[child, ticks]] if ticks is not None else []}
+
+
+@pytest.mark.parametrize(
+    "child, spawn, excused",
+    [
+        ({}, 500, True),  # the spawn's own child: its pid and start
+        ({}, 400, False),  # another process of that pid (a worker forked after the command ended)
+        ({}, None, False),  # a spawn of mlacheck 0.8.0: no start to tell them apart
+        ({"worked": True}, 500, False),  # a process that compiled or dispatched is never excused
+        ({"forked_from": 8}, 500, False),  # forked from another process than the spawner
+    ],
+    ids=["its spawn", "another start", "no start written", "it worked", "another parent"],
+)
+def test_an_exec_child_is_the_spawns_child_by_its_pid_and_start_and_did_no_work(child, spawn, excused):
+    spawner = process(7, ticks=100, **spawned(20, spawn))
+    image = process(20, ppid=7) | {"forked_from": 7} | child
+    assert _Signals([spawner, image]).exec_child(1) is excused
+
+
+def reaped(pid: int, t: float = 5.0) -> dict:
+    return {"type": "reaped", "pid": pid, "how": "exit", "number": 0, "t": t}
+
+
+@pytest.mark.parametrize(
+    "reaper, t, credited",
+    [
+        (process(7, ticks=100, signalled=[reaped(20)]), 5.0, True),  # its parent
+        (process(8, ticks=100, signalled=[reaped(20)]), 5.0, False),  # another process reaped a later holder
+        (process(7, ticks=900, signalled=[reaped(20)]), 5.0, False),  # a later holder of the parent's pid
+        (process(7, ticks=None, started=150.0, signalled=[reaped(20)]), 5.0, False),  # the same, by the wall clock
+        (process(7, ticks=100, started=50.0, signalled=[reaped(20, t=1.0)]), 1.0, False),  # before it started
+    ],
+    ids=["its parent", "another process", "its parent's pid, later", "its parent's pid, later (no ticks)", "before"],
+)
+def test_a_reap_is_its_parents_after_it_started(reaper, t, credited):
+    worker = process(20, ticks=500, ppid=7)
+    assert _Signals([reaper, worker]).reaped(1) == (("exit", 0) if credited else None)
+
+
+def kill(target: int, reached: list | None) -> dict:
+    return {"type": "kill", "target": target, "signal": 9, "t": 1.0} | (
+        {"reached": reached} if reached is not None else {}
+    )
+
+
+@pytest.mark.parametrize(
+    "sent, credited",
+    [
+        (kill(20, [[20, 500]]), True),  # it, by its pid
+        (kill(-30, [[21, 600], [20, 500]]), True),  # its group, while it was in it
+        (kill(20, [[20, 400]]), False),  # another process of its pid
+        (kill(-30, [[21, 600]]), False),  # a group it was not in (it left it)
+        (kill(20, []), False),  # a zombie already, or gone
+        (kill(20, None), False),  # a kill of mlacheck 0.8.0: by the pid alone
+        (kill(-1, None), False),  # every process: not listed
+        (kill(20, [[20, "500"], [20]]), False),  # not pairs of numbers
+    ],
+    ids=["its pid", "its group", "another start", "a group it left", "none reached", "0.8.0", "-1", "garbled"],
+)
+def test_a_sigkill_ends_a_process_only_where_it_reached_it(sent, credited):
+    worker = process(20, ticks=500, pgid=30)
+    assert _Signals([process(7, signalled=[sent]), worker]).killed(1) is credited
+    assert not _Signals([process(20, ticks=500, signalled=[sent])]).killed(0)  # (its own kill is no engine's)
+
+
+def test_a_kill_is_written_once_sent_before_where_it_may_end_its_sender_and_not_where_it_raised():
+    order = []
+
+    def real(target, signum):
+        order.append(("sent", target))
+        if target == 999:
+            raise ProcessLookupError(target)
+
+    hooked = reaps._kill_hook("kill", real, lambda name, target, signum: (target, signum, None), order.append)
+    hooked(20, 9)
+    hooked(os.getpid(), 9)
+    with pytest.raises(ProcessLookupError):
+        hooked(999, 9)
+    hooked(-os.getpgrp(), 9)
+    assert order == [
+        ("sent", 20),
+        (20, 9, None),
+        (os.getpid(), 9, None),
+        ("sent", os.getpid()),
+        ("sent", 999),
+        (-os.getpgrp(), 9, None),
+        ("sent", -os.getpgrp()),
+    ]
+
+
+def test_a_kill_reaches_the_live_members_of_its_target_with_their_starts():
+    """Real processes: a child, a member of its group, and a zombie, which no kill reaches any more."""
+    leader = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(30)"], process_group=0)
+    member = subprocess.Popen(["sleep", "30"], process_group=leader.pid)
+    ended = subprocess.Popen(["true"])
+    try:
+        while reaps.process_stat(ended.pid)[0] != "Z":  # until it is a zombie (not reaped yet)
+            time.sleep(0.01)
+        ticks = {pid: reaps.start_ticks(pid) for pid in (leader.pid, member.pid)}
+        assert None not in ticks.values()
+        assert reaps.reached(leader.pid) == ((leader.pid, ticks[leader.pid]),)
+        assert set(reaps.reached(-leader.pid)) == set(ticks.items())
+        assert reaps.reached(ended.pid) == () and reaps.reached(-1) is None
+        assert reaps.start_ticks() == reaps.start_ticks(os.getpid())
+        assert reaps.start_ticks(ended.pid) is not None  # (a spawn's child that ended at once is still told)
+    finally:
+        for child in (leader, member, ended):
+            child.kill()
+            child.wait()
+
+
+def test_the_new_fields_fit_the_schemas():
+    for event in (
+        events.kill_event(-30, signal.SIGKILL, ((20, 500), (21, 600))),
+        events.kill_event(20, signal.SIGTERM),
+        events.spawn_event(20, "/bin/sh", ["sh"], False, None, 500),
+        events.run_event(20, 100.0, start_ticks=500),
+    ):
+        schema = Draft202012Validator(schemas.event_schema(event["type"]))
+        assert not [error.message for error in schema.iter_errors(event)], event
+    assert "reached" not in events.kill_event(20, signal.SIGTERM)
