@@ -143,9 +143,8 @@ class Agent:
         os.kill(os.getpid(), signum)  # to the process: a thread that has it unblocked ends it
 
     def _hook_exec(self) -> None:
-        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit: the new image is a
-        new process to observe, whose agent starts a new image in the same trace; one that nothing of mlacheck starts
-        in is named by the report. An exec that fails starts capture again. Only the outermost call writes."""
+        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (the new image: a new
+        process to observe, in the same trace). A failed exec starts capture again; the outermost call alone writes."""
         for name in EXEC_FUNCTIONS:
             real = getattr(os, name, None)
             if real is not None and not getattr(real, "_mlacheck_exec", False):
