@@ -2,63 +2,158 @@
 starts and ends between two polls of the process tree is not seen (tree.py), and a spawn event names only a Python
 process's own children (spawns.py). What is seen is the command that started it: a non-Python process whose command
 line names a Python interpreter (a spawn event's argv, or the tree's record of it). Where no Python process of it was
-traced or seen, it may have run one that nothing observed: the run cannot pass. (A command that names Python and runs
-none, `which python`, is named too: the check cannot tell it apart; a word that is only an argument, such as a
-compiler's include folder python3.11, names nothing.)"""
+traced or seen, it may have run one that nothing observed: the run cannot pass.
+
+A command names Python where a Python interpreter is in a command's place: the command itself, the command a wrapper
+runs (env, timeout, taskset, sudo, xargs, ...: read by the table of each one's options, wrappers.py), each command of a
+shell's command line (-c, a script file, eval, `$(...)`, past shell keywords: `if ...; then python`), or an argument of
+a command not known to run nothing (`perf record python3`). It fails closed where the command cannot be read: a shell
+reading its commands from stdin or from a file that cannot be read, a wrapper option not in its table, or a command
+that is an expansion (`$P -S`) in a command line that names Python anywhere, is named. A command that names Python and
+runs none (`apt-get install python3`) may be named too: the check cannot tell them apart. What names nothing: an
+argument of a command known to run nothing (`which python`, `command -v python3`, `echo python3`), and a word that is
+not an interpreter's (a compiler's include folder /usr/include/python3.11)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterator
 
 from mlacheck.program.spawns import python_named
+from mlacheck.program.wrappers import WRAPPERS, unwrap
 
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
-WRAPPERS = frozenset({"env", "exec", "nohup", "time", "command", "nice", "setsid", "stdbuf", "timeout", "taskset"})
-SEPARATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", "\n"})
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh"})
+KEYWORDS = frozenset({"{", "}", "!", "if", "then", "else", "elif", "do", "while", "until", "coproc"})
+INERT = frozenset(
+    "echo printf which type hash whereis pgrep pkill killall pidof grep test [ ls readlink realpath file stat ln cp mv "
+    "rm cat alias unset export declare local readonly".split()
+)  # commands whose arguments are not run
+SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})  # a shell's options that take a value
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
+COMMENT = re.compile(r"(^|\s)#[^\n]*")  # a shell's comment: from a # that starts a word to the line's end
+SCRIPT_BYTES = 1 << 20  # of a shell's script file read
 
 
 def names_python(argv: list[str]) -> bool:
-    """Whether a command runs a Python interpreter by name: a shell's -c command one of whose commands is one, or a
-    wrapper (env, nohup, timeout, ...) that runs one. Only a command's own word counts: a path among its arguments
-    (a compiler's include folder python3.11) runs nothing."""
-    if not argv:
-        return False
-    if os.path.basename(argv[0]) in SHELLS:
-        script = next((argv[at + 1] for at in range(1, len(argv) - 1) if _runs_command(argv[at])), None)
-        return script is not None and _script_names_python(script)
-    return os.path.basename(argv[0]) in WRAPPERS and python_named(_first_command(argv[1:], 0) or "")
+    """Whether a command (a process's argv) runs a Python interpreter by name, or cannot be read (the module's
+    docstring): only what it runs counts, not its own name (a process is Python or not by what it runs, tree.py)."""
+    return bool(argv) and _runs_python(argv[0], argv[1:], None)
 
 
-def _runs_command(option: str) -> bool:
-    """Whether a shell's option takes the command to run next (-c, or a cluster of short options with c: -lc)."""
-    return option.startswith("-") and not option.startswith("--") and "c" in option
+def _command_names_python(words: list[str], text: str | None) -> bool:
+    """Whether a simple command (its words, from its first) is a Python interpreter or runs one; `text` is the shell
+    command line it is part of (None: an argv, run without a shell)."""
+    words = _past_prefix(words)
+    return bool(words) and (python_named(words[0]) or _runs_python(words[0], words[1:], text))
 
 
-def _script_names_python(script: str) -> bool:
-    """Whether a shell command line runs a Python interpreter by name as one of its commands."""
-    lexer = shlex.shlex(script.replace("\n", " ; "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
+def _runs_python(command: str, arguments: list[str], text: str | None) -> bool:
+    """Whether `command`, run with `arguments`, runs a Python interpreter by name."""
+    name = os.path.basename(command)
+    if text is not None and (command.startswith("$") or "`" in command):
+        return _text_names_python(text)  # a command made by an expansion ($P -S): named where the text names Python
+    if name in SHELLS:
+        return _shell_names_python(arguments)
+    if name in (".", "source") and text is not None:
+        return bool(arguments) and _file_names_python(arguments[0])
+    if name == "eval":
+        return _script_names_python(" ".join(arguments), text)
+    if name in WRAPPERS:
+        run = unwrap(WRAPPERS[name], arguments)
+        if any(_script_names_python(script) for script in run.scripts):
+            return True
+        if run.known:
+            return _command_names_python(run.command, text)
+        return any(_interpreter_word(word) for word in run.command)  # an option not in its table: fail closed
+    return name not in INERT and any(_interpreter_word(word) for word in arguments)
+
+
+def _past_prefix(words: list[str]) -> list[str]:
+    """A simple command's words from the one it runs: past assignments (A=1) and shell keywords (then, do, {, !)."""
+    at = 0
+    while at < len(words) and (words[at] in KEYWORDS or ASSIGNMENT.match(words[at])):
+        at += 1
+    return words[at:]
+
+
+def _interpreter_word(word: str) -> bool:
+    """Whether a word is a Python interpreter's name or path (python3, ./python, /opt/venv/bin/python3), not a folder
+    named after one (a compiler's -isystem /usr/include/python3.11, ninja -C build/python3)."""
+    return python_named(word) and os.path.basename(os.path.dirname(word)) in ("", ".", "bin")
+
+
+def _text_names_python(text: str) -> bool:
+    """Whether a command line names a Python interpreter in any word, an assignment's value included (P=python3)."""
+    return any(_interpreter_word(word) for word in re.split(r"[\s`$()=;|&<>\"'{}]+", text))
+
+
+def _shell_names_python(arguments: list[str]) -> bool:
+    """Whether a shell run with `arguments` runs Python: its -c command line, else its script file; one that reads its
+    commands from stdin, or from a file that cannot be read, is named (they cannot be read)."""
+    command_line = stdin = False
+    at = 0
+    while at < len(arguments) and arguments[at].startswith(("-", "+")) and arguments[at] not in ("-", "--", "+"):
+        option = arguments[at]
+        if option in ("--version", "--help"):
+            return False
+        if option in SHELL_VALUED:
+            at += 1
+        elif option.startswith("-") and not option.startswith("--"):
+            command_line, stdin = command_line or "c" in option, stdin or "s" in option
+        at += 1
+    operands = arguments[at + 1 :] if arguments[at : at + 1] in (["-"], ["--"]) else arguments[at:]
+    if command_line:
+        return bool(operands) and _script_names_python(operands[0])
+    return stdin or not operands or _file_names_python(operands[0])
+
+
+def _file_names_python(path: str) -> bool:
+    """Whether a shell's script file runs Python; one that cannot be read (gone, or a path relative to another
+    folder) is named."""
     try:
-        words = list(lexer)
-    except ValueError:  # an unbalanced quote: the shell refuses it too
-        return False
-    starts = [0] + [at + 1 for at, word in enumerate(words) if word in SEPARATORS]
-    return any(python_named(_first_command(words, start) or "") for start in starts)
+        with open(path, "rb") as script:
+            text = script.read(SCRIPT_BYTES).decode(errors="replace")
+    except (OSError, ValueError):
+        return True
+    return _script_names_python(text)
 
 
-def _first_command(words: list[str], start: int) -> str | None:
-    """The word that runs at `start` of a command: past assignments (A=1), wrappers, their options and durations."""
-    for word in words[start:]:
-        if word in SEPARATORS:
-            return None
-        if ("=" in word and not word.startswith("-")) or os.path.basename(word) in WRAPPERS or word.startswith("-"):
-            continue
-        if word.replace(".", "").isdigit():  # a duration (timeout 5)
-            continue
-        return word
-    return None
+def _script_names_python(script: str, text: str | None = None) -> bool:
+    """Whether a shell command line runs a Python interpreter by name in one of its commands, or in a command
+    substitution ($(...), `...`) of a word; `text` is the whole command line it is part of (itself where None)."""
+    text = script if text is None else text
+    commands = _commands(script)
+    if commands is None:  # an unbalanced quote (the shell refuses it too), or a here-document: by its words
+        return _text_names_python(script)
+    if any(_command_names_python(words, text) for words in commands):
+        return True
+    substituted = [word for words in commands for word in words if "$(" in word or "`" in word]
+    return any(_script_names_python(word.replace("$(", " ; ").replace("`", " ; "), text) for word in substituted)
+
+
+def _commands(script: str) -> list[list[str]] | None:
+    """The words of each simple command of a shell command line, split at its operators (; & | && ( ) ...), past
+    redirections (> log); None where it cannot be split."""
+    lines = COMMENT.sub(r"\1", script.replace("\\\n", "")).replace("\n", " ; ")
+    lexer = shlex.shlex(lines, posix=True, punctuation_chars=True)
+    lexer.whitespace_split, lexer.commenters = True, ""  # a comment starts a word only (shlex's would in one: a#b)
+    commands: list[list[str]] = [[]]
+    redirected = False
+    try:
+        for token in lexer:
+            if redirected:
+                redirected = False
+            elif token.strip("();<>|&"):
+                commands[-1].append(token)
+            elif ("<" in token or ">" in token) and "(" not in token:
+                redirected = True  # its next word is the file
+            else:
+                commands.append([])
+    except ValueError:
+        return None
+    return commands
 
 
 def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) -> Iterator[tuple[int, str]]:
@@ -94,4 +189,4 @@ def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) 
 
 def kept_spawn(event: dict) -> bool:
     """Whether a spawn event is kept for the report: a Python child, or a command that names one."""
-    return bool(event["python"]) or names_python([os.fsdecode(event["path"]), *event["argv"]])
+    return bool(event["python"]) or names_python([os.fsdecode(event["path"]), *event["argv"][1:]])

@@ -24,6 +24,66 @@ def test_a_command_that_names_a_python_interpreter(argv):
     assert names_python(argv)
 
 
+S = "python3 -S -c pass"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # red-team 14: a wrapper's option that takes a value, read before as the command
+        ["env", "-u", "HOME", "python3", "-S", "-c", "pass"],
+        ["timeout", "-s", "KILL", "10", "python3", "-S", "-c", "pass"],
+        ["taskset", "0x1", "python3", "-S", "-c", "pass"],
+        ["bash", "-c", "exec -a worker " + S],
+        # a shell's syntax: keywords and groups before a command, eval, a command made by an expansion
+        ["sh", "-c", "{ " + S + "; }"],
+        ["sh", "-c", "if true; then " + S + "; fi"],
+        ["sh", "-c", "while true; do " + S + "; done"],
+        ["sh", "-c", "case x in x) " + S + ";; esac"],
+        ["sh", "-c", "! " + S],
+        ["sh", "-c", "P=python3; $P -S -c pass"],
+        ["sh", "-c", "eval " + S],
+        ["sh", "-c", 'eval "$CMD"  # CMD=python3'],
+        ["sh", "-c", "echo -c pass | xargs python3 -S"],
+        ["sh", "-c", 'echo "$(python3 -S -c pass)"'],
+        ["sh", "-c", "echo `" + S + "`"],
+        ["sh", "-c", "`echo python3` -S"],
+        ["sh", "-c", "> log " + S],
+        ["sh", "-c", "diff <(" + S + ") x"],
+        ["sh", "-c", "f() { " + S + "; }; f"],
+        ["sh", "-e", "-o", "pipefail", "-c", S],
+        ["timeout", "10", "sh", "-c", S],
+        ["busybox", "sh", "-c", S],
+        ["env", "-S", S],
+        # wrappers and launchers that were not in the list
+        ["numactl", "--cpunodebind=0", "--membind", "0", "python3"],
+        ["numactl", "-N", "0", "python3"],
+        ["nice", "-n", "5", "python3"],
+        ["nice", "-5", "python3"],  # an option not in the table: any interpreter after it
+        ["ionice", "-c", "3", "python3"],
+        ["chrt", "-f", "10", "python3"],
+        ["prlimit", "--nofile=1024", "-n1024", "python3"],
+        ["stdbuf", "-oL", "-e", "0", "python3"],
+        ["sudo", "-u", "bob", "-E", "A=1", "python3"],
+        ["su", "-c", S, "bob"],
+        ["su", "bob", "-c", S],
+        ["runuser", "-u", "bob", "--", "python3"],
+        ["flock", "/tmp/lock", "python3"],
+        ["flock", "-w", "5", "/tmp/lock", "-c", S],
+        ["setarch", "x86_64", "-R", "python3"],
+        ["xargs", "-I{}", "-P", "4", "python3", "{}"],
+        ["perf", "record", "-g", "python3", "x.py"],  # a launcher in no table: an interpreter among its arguments
+        ["find", ".", "-exec", "./python", "{}", ";"],
+        # a shell whose commands cannot be read: from stdin, or from a script file that is gone
+        ["sh"],
+        ["bash", "-s", "x"],
+        ["sh", "/nonexistent/run.sh"],
+    ],
+)
+def test_a_command_whose_python_hides_behind_options_syntax_or_another_launcher_is_named(argv):
+    assert names_python(argv)
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -37,10 +97,29 @@ def test_a_command_that_names_a_python_interpreter(argv):
         ["/bin/sh", "-c", "c++ -isystem /usr/include/python3.11 -c a.cpp -o a.o"],
         ["sh", "-c", "echo python3 is here; ls /usr/lib/python3.11"],
         ["ninja", "-v", "-C", "/tmp/build/python3"],
+        # a command that only looks an interpreter up runs none
+        ["sh", "-c", "command -v python3"],
+        ["sh", "-c", "command -V python3 || exit 1"],
+        ["sh", "-c", "which python"],
+        ["sh", "-c", "type python3; hash python3"],
+        # a compiler's include folder stays a folder behind a wrapper, an expansion or a redirection
+        ["nice", "c++", "-isystem", "/usr/include/python3.11", "-c", "a.cpp"],
+        ["sh", "-c", "$CXX -isystem /usr/include/python3.11 -I/usr/include/python3.11 -c a.cpp 2>&1"],
+        ["taskset", "-p", "0x1", "123"],
+        ["bash", "--version"],
+        ["su", "bob", "-c", "ls /usr/lib/python3.11"],
     ],
 )
 def test_a_command_that_names_none(argv):
     assert not names_python(argv)
+
+
+def test_a_shell_script_file_is_read(tmp_path):
+    runs, looks = tmp_path / "runs.sh", tmp_path / "looks.sh"
+    runs.write_text('#!/bin/sh\nset -e\nif [ -n "$X" ]; then\n  exec python3 -S worker.py\nfi\n')
+    looks.write_text("#!/bin/sh\n# python3 in a comment\ncommand -v python3 && echo found\n")
+    assert names_python(["bash", str(runs)]) and names_python(["sh", "-c", f". {runs}"])
+    assert not names_python(["sh", "-e", str(looks)])
 
 
 def pytest_process(*spawned: dict) -> dict:
