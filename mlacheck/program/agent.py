@@ -105,7 +105,7 @@ class Agent:
         for name in list(self._finder.modules):
             if name in sys.modules:
                 self._imported(sys.modules[name])
-        found.already_imported(self)  # the Tritons no rule lists, found by their layout
+        found.start(self)  # the Tritons no rule lists, found by their layout
 
     def stop(self, how: str = "exit") -> None:
         """Remove the hooks and close the trace with the final counts and an `exit` event."""
@@ -114,6 +114,7 @@ class Agent:
         sys.meta_path.remove(self._finder)
         self._safely(lambda: self._write_context())
         self._safely(self._copies)  # (copies not netted are named as the captures are removed)
+        self._safely(lambda: found.rescan(self, "at exit"))
         for captures in self.captures.values():
             for capture in captures:
                 self._safely(capture.remove)
@@ -203,6 +204,7 @@ class Agent:
         """Serving starts now in this process (the first mark counts; later ones are ignored)."""
         if self._serving or os.getpid() != self._pid:
             return
+        self._safely(lambda: found.rescan(self))  # (before serving start: what it compiled was warm-up)
         self._serving = True
         self._safely(lambda: self.sink.write(serving_start_event(how, _caller_site())))
         self._safely(self._copies)
@@ -283,6 +285,7 @@ class Agent:
         policy, phases = self._plain_config()
         capture = getattr(importlib.import_module(module_name), class_name)(watcher["rule"], self.sink, policy, phases)
         self.captures[name] = [capture]
+        capture.on_flush = lambda: found.rescan(self, "at a counts flush")
         capture.install()
         self._serving_already([capture])
 

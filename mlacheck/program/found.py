@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from mlacheck.events import context_event, unseen_event
-from mlacheck.program.post_import import triton_shaped
+from mlacheck.program.post_import import by_path, triton_shaped
 
 JIT = ".runtime.jit"  # a Triton's runtime module, under its package
 
@@ -24,14 +24,54 @@ def hook(agent) -> Callable | None:
     return lambda module: agent._safely(lambda: watch(agent, module))
 
 
-def already_imported(agent) -> None:
-    """The Triton-shaped packages imported before the agent started (their runtime module is loaded)."""
+def start(agent) -> None:
+    """At the agent's start: the Triton-shaped packages imported before it, and those loaded by path from now on."""
+    rescan(agent)
     if agent.watchers:
-        for name in [name.removesuffix(JIT) for name in list(sys.modules) if name.endswith(JIT)]:
-            module = sys.modules.get(name)
-            spec = getattr(module, "__spec__", None)
-            if spec is not None and name not in agent._finder.modules and triton_shaped(spec):  # (listed: the agent's)
-                agent._safely(lambda module=module: watch(agent, module))
+        by_path(lambda module: agent._safely(lambda: take(agent, module)), agent._observing)
+
+
+def rescan(agent, late: str = "") -> None:
+    """The Triton-shaped packages in sys.modules (their runtime module loaded) that no capture of the agent has: one
+    imported before the agent started, or loaded past its finder (by path, from a zip). `late`: when this scan runs
+    after serving start (at a counts flush, at exit): what such a package compiled until now was not seen (`unseen`)."""
+    if not agent.watchers:
+        return
+    for name in [name.removesuffix(JIT) for name in list(sys.modules) if name.endswith(JIT)]:
+        module = sys.modules.get(name)
+        if name in agent.captures or _listed_elsewhere(agent, name) or not _shaped(name, module):
+            continue
+        if late:
+            agent.sink.write(
+                unseen_event(
+                    name,
+                    f"{name} (at {getattr(module, '__file__', None)}) is laid out as Triton is and was loaded past "
+                    f"mlacheck's import hook (by path, or from a zip), found only {late}: what it compiled on the "
+                    "serving path until then was not seen",
+                )
+            )
+        agent._safely(lambda module=module: take(agent, module))
+
+
+def take(agent, module) -> None:
+    """A Triton-shaped package found: a module the agent watches, as the agent takes it at its import; else `watch`."""
+    if module.__name__ in agent._finder.modules:
+        agent._imported(module)
+    else:
+        watch(agent, module)
+
+
+def _listed_elsewhere(agent, name: str) -> bool:
+    """A module the agent watches, but not as a Triton (its families, its serving start): taken at its import only."""
+    return name in agent._finder.modules and name not in agent.watchers
+
+
+def _shaped(name: str, module: object) -> bool:
+    """Laid out as Triton is: read from its folder, or (a zip's) from its parts loaded beside its runtime module."""
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and triton_shaped(spec):
+        return True
+    return module is not None and all(f"{name}.{part}" in sys.modules for part in ("language", "compiler"))
 
 
 def watch(agent, module) -> None:

@@ -1,7 +1,8 @@
 """A post-import hook: a meta path finder that lets the other finders find a watched module, then has its loader call
 a hook with the module once the module has run (the agent installs a family's capture there); and, where the agent
 looks for them, the same for every package laid out as Triton is, whatever its import name (`triton_shaped`: a
-vendored copy, a fork no rule file lists). Imports nothing."""
+vendored copy, a fork no rule file lists), the finder's or one loaded by path (`by_path`). Imports nothing at import
+(importlib.util, where `by_path` is asked)."""
 
 import os
 import sys
@@ -54,3 +55,25 @@ def triton_shaped(spec) -> bool:
     except (OSError, TypeError):  # a folder that cannot be read: not looked at (the import goes on as it would)
         return False
     return False
+
+
+def by_path(hook, observing) -> None:
+    """A package laid out as Triton is, loaded by path (`importlib.util.spec_from_file_location`, then the loader's
+    `exec_module`, as a vendoring shim or a plugin loader does: no finder is asked) gets its loader wrapped with the
+    hook as the finder's are (while `observing()`). `importlib.util`'s function is replaced once."""
+    import importlib.util
+
+    real = importlib.util.spec_from_file_location
+    if getattr(real, "_mlacheck_by_path", False):
+        return
+
+    def spec_from_file_location(*args, **kwargs):
+        spec = real(*args, **kwargs)
+        loader = getattr(spec, "loader", None)
+        if hasattr(loader, "exec_module") and spec.submodule_search_locations and observing() and triton_shaped(spec):
+            spec.loader = LoaderWithHook(loader, hook)
+        return spec
+
+    spec_from_file_location._mlacheck_by_path = True
+    spec_from_file_location.__wrapped__ = real
+    importlib.util.spec_from_file_location = spec_from_file_location

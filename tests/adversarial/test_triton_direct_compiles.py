@@ -1,8 +1,10 @@
 """Direct `triton.compile()` calls on the serving path (a launcher that keeps what it compiles itself) that passed before
 (red-team, mlacheck 0.7.3): one the program's own compilation listener hid (it replaced the slot without chaining onto
 mlacheck's), one whose variant Triton's disk cache held from an earlier run (a launch's disk hit was MLA001 already),
-and a compile of a kernel's IR (`triton.compile("kernel.ttir")`: no Python function behind it). Each is a real program
-under `mlacheck run --dry` that compiles for sm_90a on this CPU."""
+a compile of a kernel's IR (`triton.compile("kernel.ttir")`: no Python function behind it), and (red-team 14) one a
+listener hid that held mlacheck's and never called it, or that Triton's `knobs.compilation.scope()` swapped in and
+back between two checks of the slot. Each is a real program under `mlacheck run --dry` that compiles for sm_90a on
+this CPU."""
 
 import os
 import sys
@@ -58,27 +60,73 @@ def unwatched(result) -> list[dict]:
     return [f for f in result.report["findings"] if f["code"] == "MLA007"]
 
 
-def test_a_listener_the_program_put_in_place_of_mlacheck_s_is_unseen_and_cannot_pass(tmp_path):
-    """`knobs.compilation.listener = f` without chaining (a logger, tritonparse): the direct compile on the serving
-    path reached no mlacheck hook. The check of the slots at exit names the slot: INCOMPLETE, never PASS."""
-    mine = "triton.knobs.compilation.listener = lambda **kwargs: None  # the program's own, not chained"
-    result = run(tmp_path, mine, "build(128)")
-    assert_not_pass(result, "incomplete")
-    reasons = "\n".join(result.report["incomplete"])
-    assert "triton.knobs.compilation.listener was replaced without chaining" in reasons, reasons
-    assert "direct triton.compile()" in reasons and result.report["internal_errors"] == []
-    assert "no rule file given declares" not in reasons, reasons  # the line names a Triton, not a family
+def test_a_listener_the_program_put_in_place_of_mlacheck_s_is_below_it_and_the_direct_compile_is_seen(tmp_path):
+    """`knobs.compilation.listener = f` without chaining (a logger, tritonparse): mlacheck's listener stays on top of
+    the slot (a data descriptor on the knobs class), so the direct compile on the serving path is seen: MLA007, where
+    0.8.0 named the slot (INCOMPLETE). The program's listener saw the compile once, as it would."""
+    mine = (
+        "seen = []\n"
+        "triton.knobs.compilation.listener = lambda **kwargs: seen.append(kwargs['src'])  # the program's own\n"
+    )
+    result = run(tmp_path, mine, "build(128)\nprint('listener calls', len(seen))")
+    assert_not_pass(result, "fail")
+    [finding] = unwatched(result)
+    assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
+    assert "listener calls 1" in result.stdout, result.stdout
+    assert result.report["incomplete"] == [] and result.report["internal_errors"] == []
+
+
+def test_a_listener_that_holds_mlacheck_s_and_never_calls_it_hides_nothing(tmp_path):
+    """Red-team 14 #5: a logger that keeps what the slot held (to restore it later) and never calls it. 0.8.0 read
+    "holds" as "calls" and passed. The direct compile is seen; the logger ran once, mlacheck's hook not through it."""
+    logger = (
+        "class Logger:\n"
+        "    def __init__(self, downstream):\n"
+        "        self.downstream, self.seen = downstream, []  # kept, never called\n"
+        "    def __call__(self, **kwargs):\n"
+        "        self.seen.append(kwargs['src'])\n"
+        "logger = Logger(triton.knobs.compilation.listener)\n"
+        "triton.knobs.compilation.listener = logger\n"
+    )
+    result = run(tmp_path, logger, "build(128)\nprint('listener calls', len(logger.seen))")
+    assert_not_pass(result, "fail")
+    [finding] = unwatched(result)
+    assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
+    assert "listener calls 1" in result.stdout, result.stdout
+    assert result.report["incomplete"] == [] and result.report["internal_errors"] == []
+
+
+def test_a_listener_swapped_in_and_back_by_triton_s_scope_hides_nothing(tmp_path):
+    """Red-team 14 #6: `with knobs.compilation.scope():` a listener of the program's, a direct compile, and the slot
+    restored before any check (0.8.0 sampled the slot at flushes and passed). The compile is seen; afterwards the slot
+    gives back what it held (mlacheck's listener, on top of nothing)."""
+    scoped = (
+        "seen = []\n"
+        "with triton.knobs.compilation.scope():\n"
+        "    triton.knobs.compilation.listener = lambda **kwargs: seen.append(kwargs['src'])\n"
+        "    build(128)\n"
+        "print('listener calls', len(seen), triton.knobs.compilation.listener.inner)\n"
+    )
+    result = run(tmp_path, "", scoped)
+    assert_not_pass(result, "fail")
+    [finding] = unwatched(result)
+    assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding
+    assert "listener calls 1 None" in result.stdout, result.stdout
+    assert result.report["incomplete"] == [] and result.report["internal_errors"] == []
 
 
 def test_a_listener_chained_onto_mlacheck_s_keeps_the_direct_compile_seen(tmp_path):
     """The control: a listener that calls what the slot held (vLLM's way) hides nothing: MLA007, nothing unseen."""
     chained = (
         "previous = triton.knobs.compilation.listener\n"
+        "calls = []\n"
         "def mine(**kwargs):\n"
+        "    calls.append(kwargs['src'])\n"
         "    previous(**kwargs)\n"
         "triton.knobs.compilation.listener = mine\n"
     )
-    result = run(tmp_path, chained, "build(128)")
+    result = run(tmp_path, chained, "build(128)\nprint('listener calls', len(calls))")
+    assert "listener calls 1" in result.stdout, result.stdout  # once: its call of what it held is not a second event
     assert_not_pass(result, "fail")
     [finding] = unwatched(result)
     assert finding["family"] == "unwatched:__main__:copy" and finding["key"] == {"BLOCK": 128}, finding

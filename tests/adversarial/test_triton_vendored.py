@@ -120,3 +120,70 @@ def test_a_triton_shaped_package_that_cannot_be_captured_is_named_and_cannot_pas
     [reason] = [line for line in result.report["incomplete"] if "old_triton" in line]
     assert "is laid out as Triton is, but its capture could not be installed" in reason, reason
     assert "old_triton.knobs" in reason, reason
+
+
+BY_PATH = {  # how a vendoring shim or a plugin loader loads a package by path, no finder asked
+    "spec_from_file_location": """
+import importlib.util
+def load(name, folder):
+    spec = importlib.util.spec_from_file_location(name, f"{folder}/{name}/__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+""",
+    "past the finder": """
+import importlib.machinery, importlib.util
+def load(name, folder):  # its own loader: neither mlacheck's finder nor spec_from_file_location is asked
+    loader = importlib.machinery.SourceFileLoader(name, f"{folder}/{name}/__init__.py")
+    spec = importlib.util.spec_from_loader(name, loader, is_package=True)
+    spec.submodule_search_locations.append(f"{folder}/{name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+""",
+}
+
+
+def by_path(text: str, how: str, folder, name: str) -> str:
+    """`text` with its `import NAME` made a load by path (the loader put at the program's start)."""
+    head = BY_PATH[how] + "import sys, os\n"
+    return head + text.replace(f"import {name},", f"{name} = load({name!r}, {str(folder)!r}); import")
+
+
+def test_a_vendored_triton_loaded_by_path_is_found_and_its_serving_path_compile_is_mla001(tmp_path, copy_folder):
+    """Red-team 14 #7: the vendored copy loaded by `spec_from_file_location` + `exec_module` (0.8.0 passed): captured
+    as it is at an import, from its load on."""
+    text = VENDORED.replace("FOLDER", str(copy_folder)).replace("BLOCK_SERVED", "128")
+    result = run(tmp_path, by_path(text, "spec_from_file_location", copy_folder, "shipped_triton"))
+    assert_not_pass(result, "fail")
+    [finding] = [f for f in result.report["findings"] if f["code"] == "MLA001"]
+    assert finding["family"] == "shipped_triton:__main__.shipped", finding
+    assert finding["diff"] == {"BLOCK": ["constexpr 64", "constexpr 128"]}, finding
+    assert result.report["incomplete"] == [] and result.report["internal_errors"] == []
+
+
+def test_a_triton_loaded_past_the_finder_before_serving_start_is_found_then(tmp_path):
+    """An old-layout Triton loaded by a loader of the program's own (no finder, no spec_from_file_location): found by
+    the look at serving start, named, and the run cannot pass."""
+    for relative, text in OLD_LAYOUT.items():
+        (tmp_path / "lib" / "old_triton" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "lib" / "old_triton" / relative).write_text(text)
+    text = STOCK + f"old_triton = load('old_triton', {str(tmp_path / 'lib')!r})\n"
+    text += "mlacheck.serving_started()\nclean[(1,)](x, y, 64, BLOCK=64)\nprint('done')\n"
+    result = run(tmp_path, BY_PATH["past the finder"] + "import sys\n" + text)
+    assert_not_pass(result, "incomplete")
+    [reason] = [line for line in result.report["incomplete"] if "old_triton" in line]
+    assert "is laid out as Triton is, but its capture could not be installed" in reason, reason
+
+
+def test_a_triton_loaded_past_the_finder_after_serving_start_is_named_and_cannot_pass(tmp_path, copy_folder):
+    """The vendored copy loaded past the finder after serving start, a new variant compiled: found at a counts flush or
+    at exit, what it compiled until then unseen: INCOMPLETE (or FAIL where a flush found it first), never PASS."""
+    text = VENDORED.replace("FOLDER", str(copy_folder)).replace("BLOCK_SERVED", "128")
+    text = text.replace("mlacheck.serving_started()\n", "").replace("import os, sys\n", "mlacheck.serving_started()\n")
+    result = run(tmp_path, by_path(text, "past the finder", copy_folder, "shipped_triton"))
+    assert_not_pass(result)
+    [reason] = [line for line in result.report["incomplete"] if "shipped_triton" in line]
+    assert "was loaded past mlacheck's import hook" in reason and "until then was not seen" in reason, reason

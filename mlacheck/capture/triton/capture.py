@@ -60,6 +60,7 @@ class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
         self._flushed_at = time.monotonic()
         self._target_written = False
         self._serving = False  # the process marked serving start
+        self.on_flush: Callable[[], None] | None = None  # the agent's look for Tritons loaded past its finder
         self._start_compiles()
         self._start_lookups()
         self._start_kernels()
@@ -171,6 +172,8 @@ class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
                 self._settle(pending)
         self.safely("hooks", self._check_hooks)
         self.safely("audit", self._audit)
+        if self.on_flush is not None and not final:
+            self.safely("found", self.on_flush)
         ledger.flush([family.ledger for family in list(self.families.values())], final)
 
     # -- families -------------------------------------------------------------------------------------------

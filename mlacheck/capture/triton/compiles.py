@@ -2,8 +2,9 @@
 onto whatever each slot held, never displacing it: `runtime.jit_cache_hook` before a compile (the phase and site are
 read from the launching thread's stack there, and its `compile_start` is written), `runtime.jit_post_compile_hook`
 after it (its time; a compile the launch goes on to run is also that launch's dispatch), and `compilation.listener`,
-a watchdog: a JIT compile that reached the compiler without passing mlacheck's hook means someone replaced the slot
-without chaining (the hooks go back on top, and the run cannot pass). Under `--dry --compile skip` the cache hook
+always on top of what the program puts there (`slots.py: Outermost`), which sees every compile: a direct
+`triton.compile()`, and a watchdog: a JIT compile that reached the compiler without passing mlacheck's hook means
+someone replaced the slot without chaining (the hooks go back on top, and the run cannot pass). Under `--dry --compile skip` the cache hook
 records the variant and skips its compile.
 """
 
@@ -23,7 +24,8 @@ from mlacheck.capture.triton.families import CountingCache, KernelFamily
 from mlacheck.capture.triton.runtime import future_kernel_of, kernel_name, still_compiling
 from mlacheck.keys import typed
 
-HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"), ("compilation", "listener"))
+HOOKS = (("runtime", "jit_cache_hook"), ("runtime", "jit_post_compile_hook"))  # chained
+LISTENER = ("compilation", "listener")  # guarded (`slots.py: Outermost`)
 
 
 class _Pending:
@@ -71,13 +73,14 @@ class CompileHooks:
         self._ours = {
             "jit_cache_hook": self._cache_hook,
             "jit_post_compile_hook": self._post_compile_hook,
-            "listener": self._compilation_listener,
         }
+        self._listening = threading.local()  # .src: the compile whose event mlacheck's listener is passing down
         self._jit_names: dict[str, str] = {}  # a JITFunction constexpr's cache_key -> its name
 
     def _chain_hooks(self) -> None:
         for group, slot in HOOKS:
             self._chain(getattr(self.runtime.knobs, group), slot)
+        self._guard_listener(getattr(self.runtime.knobs, LISTENER[0]))
 
     def _chain(self, owner: object, slot: str) -> None:
         """Our hook in the slot, calling what the slot held; given back at remove only where the slot still holds it."""
@@ -111,12 +114,20 @@ class CompileHooks:
         previous = self._prev.get("jit_post_compile_hook")
         return previous(**kwargs) if previous is not None else None  # last: if it raises, the compile is recorded
 
-    def _compilation_listener(self, *, src, metadata, metadata_group, times, cache_hit) -> None:
-        if self.active:
-            self.safely("compile", lambda: self._watch(src, times, cache_hit))
-        previous = self._prev.get("listener")
-        if previous is not None:
-            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+    def _compilation_listener(self, inner: object, kwargs: dict) -> object:
+        """On top of the program's listener `inner`: the compile is watched once, then passed down. A listener of the
+        program's that calls what it read from the slot (mlacheck's, on top of the one below it) calls back here
+        with the same compile: passed down to the one below, not watched again."""
+        src, passing = kwargs.get("src"), getattr(self._listening, "src", None)
+        if self.active and src is not passing:
+            self.safely("compile", lambda: self._watch(src, kwargs.get("times"), kwargs.get("cache_hit")))
+        if inner is None:
+            return None
+        self._listening.src = src
+        try:
+            return inner(**kwargs)
+        finally:
+            self._listening.src = passing
 
     def _triton_frame(self, frame: FrameType) -> FrameType:
         """The innermost frame of this Triton's own code (the `_call_hook` that called the slot), above the hooks that
