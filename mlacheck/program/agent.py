@@ -32,14 +32,12 @@ from mlacheck.events import (
 )
 from mlacheck.files import read_json
 from mlacheck.program import ending, found, reaps, spawns
-from mlacheck.program.layout import CAPTURE_CONFIG, ENV_PREFIX, ENV_RUN_DIR, installed_path, trace_path
+from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.post_import import PostImportFinder
-from mlacheck.program.trust import check_folder
+from mlacheck.program.trust import allowed_environment, check_folder, own_watcher
 from mlacheck.sinks import JsonlSink, write_internal_error
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
-NEVER_PREFIXES = ("LD_", "DYLD_", "PYTHON")  # what the dynamic loader and the interpreter load and run
-NEVER_NAMES = frozenset({"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "PERL5LIB", "PERL5OPT", "NODE_OPTIONS"})
 EXEC_FUNCTIONS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
 CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
@@ -455,7 +453,7 @@ def start_agent(run_dir: str, found_by: str) -> Agent:
     for name, value in allowed_environment(config).items():
         os.environ.setdefault(name, value)
     watchers = config.get("watchers") or []
-    config["watchers"] = [watcher for watcher in watchers if _own_watcher(watcher)]
+    config["watchers"] = [watcher for watcher in watchers if own_watcher(watcher)]
     agent = Agent(run_dir, config, found_by)
     agent.start()
     for watcher in watchers:
@@ -466,33 +464,6 @@ def start_agent(run_dir: str, found_by: str) -> Agent:
                 )
             )
     return agent
-
-
-def allowed_environment(config: dict) -> dict[str, str]:
-    """The variables of capture.json's "environment" a process may take: those the loaded rules read the target arch
-    or SM count from (arch_env, sm_count_env) and mlacheck's own, never one that changes what a process loads or
-    runs (LD_*, PYTHON*, PATH, BASH_ENV, ...)."""
-    read = set(config.get("arch_env") or [])
-    for data in config.get("families") or []:
-        family = data.get("family") if isinstance(data, dict) else None
-        read |= set(family.get("sm_count_env") or []) if isinstance(family, dict) else set()
-    given = config.get("environment")
-    return {
-        name: value
-        for name, value in (given.items() if isinstance(given, dict) else ())
-        if isinstance(name, str)
-        and isinstance(value, str)
-        and (name in read or name.startswith(ENV_PREFIX))
-        and name.isupper()
-        and name.replace("_", "").isalnum()
-        and not name.startswith(NEVER_PREFIXES)
-        and name not in NEVER_NAMES
-    }
-
-
-def _own_watcher(watcher: object) -> bool:
-    capture = watcher.get("capture") if isinstance(watcher, dict) else None
-    return isinstance(capture, str) and capture.partition(":")[0].startswith("mlacheck.")
 
 
 def start_from_environment() -> Agent | None:

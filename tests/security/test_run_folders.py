@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from mlacheck.errors import MlacheckError
-from mlacheck.program.agent import allowed_environment
 from mlacheck.program.run_folder import RunFolder
+from mlacheck.program.trust import allowed_environment
 from tests.security.conftest import ROOT, SYNTHETIC, environment
 
 
