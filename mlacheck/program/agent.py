@@ -261,7 +261,11 @@ class Agent:
         self._serving_already(self.captures[name])
 
     def _copies(self) -> None:
-        """Copies of a netted builder under another name (`capture.net_copies`): netted at serving start."""
+        """Copies of a netted builder under another name (`capture.net_copies`): netted at serving start. Where no
+        compile net names copies there is nothing to look for, and nothing is loaded (inspect among it: a process that
+        did not load it itself paid it at its end)."""
+        if not any(data.get("copies") for datas in self.nets.values() for data in datas):
+            return
         from mlacheck.capture.net_copies import CopyNets
 
         self.captures.setdefault("", [CopyNets(self.nets, self.sink, *self._plain_config())])

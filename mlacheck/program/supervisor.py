@@ -19,6 +19,7 @@ If mlacheck itself is killed, its program does not run on: the main process gets
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -153,16 +154,26 @@ def _wait(
                 on_tick()
             except Exception:  # noqa: BLE001 - a display never stops the supervision
                 on_tick = None
-        try:
-            return process.wait(timeout=tree.interval), deadline is not None and time.monotonic() > deadline
-        except subprocess.TimeoutExpired:
-            tree.poll()
-            tree.reap(keep=process.pid)
-            if forwarded and deadline is None:
-                deadline = time.monotonic() + grace_seconds
-            if deadline is not None and time.monotonic() > deadline:
-                tree.signal_live(signal.SIGKILL)
-                _signal_group(process.pid, signal.SIGKILL)
+        returncode = _ended(process, tree.interval)
+        if returncode is not None:
+            return returncode, deadline is not None and time.monotonic() > deadline
+        tree.poll()
+        tree.reap(keep=process.pid)
+        if forwarded and deadline is None:
+            deadline = time.monotonic() + grace_seconds
+        if deadline is not None and time.monotonic() > deadline:
+            tree.signal_live(signal.SIGKILL)
+            _signal_group(process.pid, signal.SIGKILL)
+
+
+def _ended(process: subprocess.Popen, seconds: float) -> int | None:
+    """The main process's return code where it ends within `seconds` (told as it ends), else None."""
+    if _until_one_ends([process.pid], seconds):
+        return process.poll()
+    try:
+        return process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def end_remnants(group: int | None, grace_seconds: float, tree: ProcessTree, subreaper: bool) -> int:
@@ -191,7 +202,36 @@ def _wait_gone(group: int | None, tree: ProcessTree, seconds: float, subreaper: 
             return True
         if time.monotonic() > deadline:
             return False
-        time.sleep(tree.interval)
+        if not _until_one_ends([seen.pid for seen in tree.live()], tree.interval):
+            time.sleep(tree.interval)
+
+
+def _until_one_ends(pids: list[int], seconds: float) -> bool:
+    """Wait `seconds`, or less: until one of the processes `pids` ends, so that the poll that sees an end comes as it
+    ends, not up to a wait later (the wait between two polls is never longer than it was). False, having waited
+    nothing, where it cannot wait so (no pidfd: not Linux, a kernel before 5.3). A process that ended before it was
+    asked about ends the wait at once; a pid that another process took since the poll is waited on as that process
+    (the next poll tells them apart)."""
+    descriptors = []
+    try:
+        for pid in pids:
+            try:
+                descriptors.append(os.pidfd_open(pid))
+            except ProcessLookupError:  # ended since the poll
+                return True
+            except (AttributeError, OSError):
+                return False
+        if not descriptors:
+            time.sleep(seconds)
+            return True
+        ends = select.poll()  # (not select.select: a descriptor may be numbered past FD_SETSIZE)
+        for descriptor in descriptors:
+            ends.register(descriptor, select.POLLIN)
+        ends.poll(seconds * 1000)
+        return True
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
 
 
 def _group_alive(group: int, tree: ProcessTree, subreaper: bool) -> bool:

@@ -95,6 +95,32 @@ def test_the_agent_starts_without_dataclasses_typing_or_importlib_metadata(tmp_p
     assert not added & {"dataclasses", "typing", "inspect", "importlib.metadata", "email", "hashlib"}, sorted(added)
 
 
+def test_the_agent_stops_without_loading_inspect_where_no_compile_net_names_copies(tmp_path):
+    """The agent's stop (at exit, at an exec) looks for copies of a netted builder only where a compile net names
+    copies (`capture.net_copies`, which loads inspect: about 7 ms in a process that did not load it, at the end of
+    every spawned worker of an engine, issue 29); where none does, it loads nothing for them."""
+    run_dir = tmp_path / "run"
+    subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", "pass"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        check=True,
+    )
+    stopped = (
+        "import json, sys; from mlacheck.program.agent import current; agent = current(); agent.stop(); "
+        "import os; print(json.dumps([sorted(sys.modules), agent._finder in sys.meta_path, os.getpid()]))"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MLACHECK_RUN_DIR": str(run_dir)}
+    done = subprocess.run([sys.executable, "-c", stopped], env=env, capture_output=True, text=True, check=True)
+    loaded, observing, pid = json.loads(done.stdout)
+    assert "mlacheck.program.agent" in loaded and not observing  # it was observed, and it stopped
+    assert not {"inspect", "mlacheck.capture.net_copies"} & set(loaded), sorted(loaded)
+    trace = (run_dir / f"trace-{pid}.jsonl").read_text().splitlines()
+    assert json.loads(trace[-1])["type"] == "exit"  # its stop wrote its end
+
+
 def _same(plain_record: object, model: object) -> None:
     """Every field the plain record has holds what the validated model's field holds (records within, field by field);
     `version_checked` is capture.json's, not the model's."""
