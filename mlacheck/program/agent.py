@@ -93,6 +93,8 @@ class Agent:
         self._chain_signals()
         self._hook_exec()
         spawns.hook(lambda make: self._safely(lambda: self._started(make())), self._observing)
+        shell = lambda path, argv: self._safely(lambda: self._compiler_started({"path": path, "argv": argv}))  # noqa: E731
+        spawns.hook_system(shell, self._observing)
         reaps.hook(lambda event: self._safely(lambda: self.sink.write(event)), self._observing)
 
     def _begin(self) -> None:
@@ -184,10 +186,18 @@ class Agent:
     def _started(self, event: dict) -> None:
         """A process started (`spawn`, or this image's `exec`): written; one of a compiler is an unwatched compile."""
         self.sink.write(event)
-        if self.config.get("compiler_processes") and not event["python"]:
-            from mlacheck.capture.compiler_processes import started
+        if not event["python"]:
+            self._compiler_started(event)
 
-            started(event, self.config["compiler_processes"], self.sink, lambda: self._plain_config()[1], self._serving)
+    def _compiler_started(self, event: dict) -> None:
+        """A non-Python process started (`event`; os.system's shell has none written): a compiler's is an unwatched
+        compile."""
+        if self.config.get("compiler_processes"):
+            from mlacheck.capture.compiler_processes import started
+            from mlacheck.program.shells import shell_commands
+
+            entries, phases = self.config["compiler_processes"], lambda: self._plain_config()[1]
+            started(event, entries, self.sink, phases, self._serving, shell_commands)
 
     def _exec_failed(self, error: BaseException) -> None:
         """The exec did not happen: say so, and observe this image again (a new image in the trace)."""

@@ -92,21 +92,55 @@ def _text_names_python(text: str) -> bool:
 def _shell_names_python(arguments: list[str]) -> bool:
     """Whether a shell run with `arguments` runs Python: its -c command line, else its script file; one that reads its
     commands from stdin, or from a file that cannot be read, is named (they cannot be read)."""
+    read = _shell_arguments(arguments)
+    if read is None:
+        return False
+    command_line, stdin, operands = read
+    if command_line:
+        return bool(operands) and _script_names_python(operands[0])
+    return stdin or not operands or _file_names_python(operands[0])
+
+
+def shell_commands(argv: list[str]) -> list[list[str]] | None:
+    """The simple commands (each one's words from the command it runs: past assignments, keywords and a wrapper whose
+    options are in its table, `exec g++`) of a shell's -c command line (`argv`: the shell's command, `sh -c LINE`);
+    None where it is no shell, has no -c line, or its line cannot be split."""
+    if not argv or os.path.basename(argv[0]) not in SHELLS:
+        return None
+    read = _shell_arguments(argv[1:])
+    if read is None or not read[0] or not read[2]:
+        return None
+    commands = _commands(read[2][0])
+    return None if commands is None else [words for words in map(_run_command, commands) if words]
+
+
+def _run_command(words: list[str]) -> list[str]:
+    """The words of the command a simple command runs: past its prefix, and past each wrapper read by its table."""
+    words = _past_prefix(words)
+    while words and os.path.basename(words[0]) in WRAPPERS:
+        run = unwrap(WRAPPERS[os.path.basename(words[0])], words[1:])
+        if not run.known or run.command == words:
+            break
+        words = _past_prefix(run.command)
+    return words
+
+
+def _shell_arguments(arguments: list[str]) -> tuple[bool, bool, list[str]] | None:
+    """(whether it runs a -c command line, whether it reads stdin (-s), its operands) of a shell run with
+    `arguments`; None where it only asks (--version, --help)."""
     command_line = stdin = False
     at = 0
     while at < len(arguments) and arguments[at].startswith(("-", "+")) and arguments[at] not in ("-", "--", "+"):
         option = arguments[at]
         if option in ("--version", "--help"):
-            return False
+            return None
         if option in SHELL_VALUED:
             at += 1
         elif option.startswith("-") and not option.startswith("--"):
             command_line, stdin = command_line or "c" in option, stdin or "s" in option
         at += 1
     operands = arguments[at + 1 :] if arguments[at : at + 1] in (["-"], ["--"]) else arguments[at:]
-    if command_line:
-        return bool(operands) and _script_names_python(operands[0])
-    return stdin or not operands or _file_names_python(operands[0])
+    return command_line, stdin, operands
 
 
 def _file_names_python(path: str) -> bool:

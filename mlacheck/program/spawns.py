@@ -1,6 +1,6 @@
 """The processes an observed process starts without a Python fork of its own: subprocess's and multiprocessing's
 fork-and-exec (`_posixsubprocess.fork_exec`, a fork and an exec in C, which the agent's exec hook never sees) and
-os.posix_spawn / os.posix_spawnp. Each one started writes a `spawn` event in the parent's trace: the child's pid and
+os.posix_spawn / os.posix_spawnp, and os.system's shell (C's system()). Each one started by a spawn function writes a `spawn` event in the parent's trace: the child's pid and
 start (read at once: the two tell it from a later process of its pid), what it runs, whether that is Python, and the
 rank its environment gives it. A Python child that then writes no trace is
 named by the report whether or not a poll of the process tree saw it run: one that starts and ends between two polls
@@ -38,6 +38,24 @@ def hook(write, active) -> None:
         real = getattr(module, name, None)
         if real is not None and not getattr(real, "_mlacheck_spawn", False):
             setattr(module, name, _spawn_hook(name, real, write, active))
+
+
+def hook_system(started, active) -> None:
+    """Wrap os.system (C's system() starts its shell where no spawn function sees it) so that a command line run
+    while `active()` is given to `started(path, argv)` before its shell starts: its pid is never known, so it has no
+    spawn event."""
+    real = os.system
+    if getattr(real, "_mlacheck_spawn", False):
+        return
+
+    @functools.wraps(real)
+    def system_hooked(command):
+        if active():
+            started("/bin/sh", ["sh", "-c", os.fsdecode(command)])
+        return real(command)
+
+    system_hooked._mlacheck_spawn = True
+    os.system = system_hooked
 
 
 def _spawn_hook(name: str, real, write, active):

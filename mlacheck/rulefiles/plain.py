@@ -168,6 +168,8 @@ class CompilerProcess(Record):
     label: str
     programs: Sequence[str]
     asks: Sequence[str] = ()
+    preprocesses: bool = False
+    launches: bool = False
     within: Sequence[str] = ()
 
 

@@ -278,9 +278,25 @@ class CompilerProcess(_Strict):
     made an unwatched compile of that command (MLA007 on the serving path), whatever Python code started it."""
 
     label: str = Field(description="how the report names them, e.g. GCC")
-    programs: list[str] = Field(min_length=1, description="their executables' names (a path's last part), e.g. g++")
+    programs: list[str] = Field(
+        min_length=1,
+        description="their executables' names (a path's last part) as shell-style patterns, e.g. g++, *-g++, "
+        "g++-[0-9]*",
+    )
     asks: list[str] = Field(
-        default=[], description="arguments that only ask (--version): a command of these alone compiles nothing"
+        default=[],
+        description="arguments that only ask (--version; one ending in * is a prefix: -print-*): a command of these "
+        "alone compiles nothing",
+    )
+    preprocesses: bool = Field(
+        default=False,
+        description="a compiler driver (GCC's, Clang's): its command that only preprocesses (-E, or -M/-MM without "
+        "-c/-MD/-MMD) compiles nothing",
+    )
+    launches: bool = Field(
+        default=False,
+        description="a launcher (ccache): its command is the command it runs where that is another entry's program, "
+        "else a compile of its own",
     )
     within: list[str] = Field(
         default=[],

@@ -108,7 +108,7 @@ def test_a_vendored_copy_of_the_builder_is_netted_and_one_imported_late_is_named
     finding, late_build = mla007(result)  # (the late copy's build: its ninja process, outside every net)
     assert finding["family"] == "unwatched:ext_b" and "copied as vendored_cpp_extension" in finding["message"]
     assert late_build["family"] == "unwatched:ninja" and late_build["key"]["command"].startswith("ninja"), late_build
-    assert finding["site"].endswith("cpp_builds.py:42"), finding["site"]  # the program's call, not the copy's frames
+    assert finding["site"].endswith("cpp_builds.py:48"), finding["site"]  # the program's call, not the copy's frames
     [late] = result.report["incomplete"]
     assert late.startswith("torch cpp_extension: late_cpp_extension is a copy of torch.utils.cpp_extension"), late
 
@@ -140,3 +140,31 @@ def test_a_compiler_process_in_the_warm_up_is_named_and_does_not_fail(tmp_path):
     assert builds(result) == [("ext_a", "warmup"), ("g++", "warmup")]
     [gxx] = [c for c in result.report["unwatched_compiles"] if c["kernel"] == "g++"]
     assert gxx["net"] == "C/C++ compiler" and gxx["seconds"] > 0, gxx
+
+
+def test_a_compiler_under_a_targets_name_is_mla007(tmp_path):
+    """x86_64-linux-gnu-g++ (Debian's and conda's name for a target's g++) on the serving path (it passed before:
+    red-team 15 #1)."""
+    result = run(tmp_path, "triplet")
+    assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:x86_64-linux-gnu-g++" and "C/C++ compiler" in finding["message"], finding
+
+
+def test_a_compile_through_os_system_is_mla007(tmp_path):
+    """os.system's shell (C's system(): no spawn function sees it) runs g++ -c: its command line is read (it passed
+    before: red-team 15 #1)."""
+    result = run(tmp_path, "system")
+    assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
+    [finding] = mla007(result)
+    assert finding["family"] == "unwatched:sh" and "C/C++ compiler" in finding["message"], finding
+    assert finding["key"]["command"].startswith("sh -c g++ -c"), finding
+
+
+@pytest.mark.parametrize("mode", ["find_library", "print_file"])
+def test_a_compiler_that_only_asks_after_serving_start_passes(tmp_path, mode):
+    """ctypes.util.find_library runs gcc and ld to find a library, and gcc -print-file-name= asks: neither compiles
+    (both were a false MLA007: red-team 15 #2)."""
+    result = run(tmp_path, mode)
+    assert result.code == 0 and result.report["verdict"] == "pass", result.stdout
+    assert builds(result) == [("ext_a", "warmup")]
