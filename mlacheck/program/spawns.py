@@ -1,10 +1,10 @@
 """The processes an observed process starts without a Python fork of its own: subprocess's and multiprocessing's
 fork-and-exec (`_posixsubprocess.fork_exec`, a fork and an exec in C, which the agent's exec hook never sees) and
-os.posix_spawn / os.posix_spawnp, and os.system's shell (C's system()). Each one started by a spawn function writes a `spawn` event in the parent's trace: the child's pid and
-start (read at once: the two tell it from a later process of its pid), what it runs, whether that is Python, and the
-rank its environment gives it. A Python child that then writes no trace is
-named by the report whether or not a poll of the process tree saw it run: one that starts and ends between two polls
-is not lost."""
+os.posix_spawn / os.posix_spawnp, and os.system's shell (C's system()). Each one a spawn function started writes a
+`spawn` event in the parent's trace: the child's pid and start (read at once: the two tell it from a later process of
+its pid), what it runs, whether that is Python, and the rank its environment gives it. A Python child that then writes
+no trace is named by the report whether or not a poll of the process tree saw it run: one that starts and ends between
+two polls is not lost."""
 
 from __future__ import annotations
 
@@ -51,10 +51,15 @@ def hook_system(started, active) -> None:
     @functools.wraps(real)
     def system_hooked(command):
         if active():
-            started("/bin/sh", ["sh", "-c", os.fsdecode(command)])
+            try:
+                line = os.fsdecode(command)
+            except TypeError:  # (refused by os.system, as given)
+                line = None
+            if line is not None:
+                started("/bin/sh", ["sh", "-c", line])
         return real(command)
 
-    system_hooked._mlacheck_spawn = True
+    system_hooked.__module__, system_hooked._mlacheck_spawn = "os", True  # (pickle finds it as os.system)
     os.system = system_hooked
 
 
