@@ -7,18 +7,23 @@ traced or seen, it may have run one that nothing observed: the run cannot pass.
 A command names Python where a Python interpreter is in a command's place: the command itself, the command a wrapper
 runs (env, timeout, taskset, sudo, xargs, ...: read by the table of each one's options, wrappers.py), each command of a
 shell's command line (-c, a script file, eval, `$(...)`, past shell keywords: `if ...; then python`), or an argument of
-a command not known to run nothing (`perf record python3`). It fails closed where the command cannot be read: a shell
-reading its commands from stdin or from a file that cannot be read, a wrapper option not in its table, or a command
-that is an expansion (`$P -S`) in a command line that names Python anywhere, is named. A command that names Python and
+a command not known to run nothing (`perf record python3`, `perl -e 'system("python3")'`: an interpreter's name as a
+token of its text), or an alias's value. A shell's positional parameters ($0, "$@") are put in from its argv. It fails
+closed where the command cannot be read: a shell reading its commands from stdin or from a file that cannot be read, a
+wrapper option not in its table, a command that is an expansion (`$P -S`) in a command line that names Python
+anywhere, or a command word made by the shell that may match an interpreter's name (a glob `pytho[n]3`, an expansion
+joined with text `${p}on3`), is named. A command that names Python and
 runs none (`apt-get install python3`) may be named too: the check cannot tell them apart. What names nothing: an
 argument of a command known to run nothing (`which python`, `command -v python3`, `echo python3`), and a word that is
 not an interpreter's (a compiler's include folder /usr/include/python3.11)."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
+import stat
 from collections.abc import Iterator
 
 from mlacheck.program.spawns import python_named
@@ -34,6 +39,12 @@ SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})  #
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 COMMENT = re.compile(r"(^|\s)#[^\n]*")  # a shell's comment: from a # that starts a word to the line's end
 SCRIPT_BYTES = 1 << 20  # of a shell's script file read
+EXPANSION = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])|`[^`]*`")  # $P ${P} $(..) `..`
+POSITIONAL = re.compile(r'"\$\{?([0-9@*])\}?"|\$\{?([0-9@*])\}?')  # a shell's positional parameter, quoted or not
+INTERPRETERS = ("python", "python2", "python3", *(f"python3.{minor}" for minor in range(30)), "pypy", "pypy3")
+PYTHON_TOKEN = re.compile(  # an interpreter's name as a token of a text: "python3 -S", system("/usr/bin/python3")
+    r"(?:^|[\s'\"(;|&`])(?:(?:[^\s'\"();|&`]*/)?bin/|\./)?(?:python|pypy)[0-9.]*[a-z]?(?=$|[\s'\";|&)])"
+)
 
 
 def names_python(argv: list[str]) -> bool:
@@ -52,8 +63,9 @@ def _command_names_python(words: list[str], text: str | None) -> bool:
 def _runs_python(command: str, arguments: list[str], text: str | None) -> bool:
     """Whether `command`, run with `arguments`, runs a Python interpreter by name."""
     name = os.path.basename(command)
-    if text is not None and (command.startswith("$") or "`" in command):
-        return _text_names_python(text)  # a command made by an expansion ($P -S): named where the text names Python
+    if text is not None and ("$" in command or "`" in command or re.search(r"[*?[]", name)):
+        if _made_names_python(command, text):
+            return True  # else read by the name as written: `$CC a.c`, `$WRAP python3`
     if name in SHELLS:
         return _shell_names_python(arguments)
     if name in (".", "source") and text is not None:
@@ -67,7 +79,28 @@ def _runs_python(command: str, arguments: list[str], text: str | None) -> bool:
         if run.known:
             return _command_names_python(run.command, text)
         return any(_interpreter_word(word) for word in run.command)  # an option not in its table: fail closed
-    return name not in INERT and any(_interpreter_word(word) for word in arguments)
+    return _arguments_name_python(name, arguments, text)
+
+
+def _arguments_name_python(name: str, arguments: list[str], text: str | None) -> bool:
+    """Whether a command in no table runs Python by its arguments: an alias's value (a command line), or an
+    interpreter's name as a word or as a token of an argument's text (perl -e 'system("python3")')."""
+    if name == "alias":
+        return any(_script_names_python(word.partition("=")[2], text) for word in arguments if "=" in word)
+    return name not in INERT and any(_interpreter_word(word) or PYTHON_TOKEN.search(word) for word in arguments)
+
+
+def _made_names_python(command: str, text: str) -> bool:
+    """Whether a command word that the shell makes runs Python, or may: an expansion alone ($P, `...`) where the
+    command line names Python anywhere (a bare `$CC` names nothing); one joined with text (${p}on3, a$b) or a glob
+    (pytho[n]3) where its pattern (each expansion any text) may match an interpreter's name."""
+    if EXPANSION.fullmatch(command):
+        return _text_names_python(text)
+    pattern = EXPANSION.sub("*", command)
+    if "$" in pattern or "`" in pattern:
+        return True  # an expansion not read ($'\\x70ython3', collapsed by the lexer): any text
+    name = os.path.basename(pattern)
+    return any(fnmatch.fnmatchcase(interpreter, name) for interpreter in INTERPRETERS)
 
 
 def _past_prefix(words: list[str]) -> list[str]:
@@ -97,7 +130,7 @@ def _shell_names_python(arguments: list[str]) -> bool:
         return False
     command_line, stdin, operands = read
     if command_line:
-        return bool(operands) and _script_names_python(operands[0])
+        return bool(operands) and _script_names_python(_with_parameters(operands[0], operands[1:]))
     return stdin or not operands or _file_names_python(operands[0])
 
 
@@ -110,7 +143,7 @@ def shell_commands(argv: list[str]) -> list[list[str]] | None:
     read = _shell_arguments(argv[1:])
     if read is None or not read[0] or not read[2]:
         return None
-    commands = _commands(read[2][0])
+    commands = _commands(_with_parameters(read[2][0], read[2][1:]))
     return None if commands is None else [words for words in map(_run_command, commands) if words]
 
 
@@ -143,10 +176,29 @@ def _shell_arguments(arguments: list[str]) -> tuple[bool, bool, list[str]] | Non
     return command_line, stdin, operands
 
 
+def _with_parameters(script: str, parameters: list[str]) -> str:
+    """A shell's -c command line with its positional parameters put in from the words after it ($0 the first); one
+    not given is left as it is (an expansion)."""
+
+    def value(match: re.Match) -> str:
+        name = match.group(1) or match.group(2)
+        if name in "@*":
+            values = parameters[1:]
+        elif int(name) < len(parameters):
+            values = [parameters[int(name)]]
+        else:
+            return match.group(0)
+        return shlex.join(values) if match.group(1) else " ".join(values)
+
+    return POSITIONAL.sub(value, script)
+
+
 def _file_names_python(path: str) -> bool:
-    """Whether a shell's script file runs Python; one that cannot be read (gone, or a path relative to another
-    folder) is named."""
+    """Whether a shell's script file runs Python; one that cannot be read at report time (gone, a path relative to
+    another folder, not a regular file: /dev/stdin, a pipe) is named."""
     try:
+        if path.startswith(("/dev/", "/proc/")) or not stat.S_ISREG(os.stat(path).st_mode):
+            return True
         with open(path, "rb") as script:
             text = script.read(SCRIPT_BYTES).decode(errors="replace")
     except (OSError, ValueError):
@@ -196,8 +248,8 @@ def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) 
     seen on its host."""
     pythons = {(process.get("host"), process["pid"]) for process in observed}
     pythons |= {(process.get("host"), process.get("ppid")) for process in observed}
-    pythons |= {(host, record["pid"]) for record in records if record.get("python")}
-    pythons |= {(host, record.get("ppid")) for record in records if record.get("python")}
+    ran = [record for record in records if _ran_python(record)]
+    pythons |= {(host, record["pid"]) for record in ran} | {(host, record.get("ppid")) for record in ran}
     commands: dict[tuple, tuple[list[str], str]] = {}
     for process in observed:
         for spawned in process.get("spawned") or []:
@@ -219,6 +271,13 @@ def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) 
                 "nothing of mlacheck in it (-S, or a cleared environment)"
             ),
         )
+
+
+def _ran_python(record: dict) -> bool:
+    """Whether the tree saw a process run Python of its own: a fork's copy of its Python parent, seen before it exec'd
+    the command (timeout, sh), is no Python of that command."""
+    images = record.get("images") or [record]  # a record of mlacheck 0.2 holds its last image only
+    return any(image.get("python") and not image.get("forked") for image in images)
 
 
 def kept_spawn(event: dict) -> bool:

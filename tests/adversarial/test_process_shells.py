@@ -19,6 +19,8 @@ COMMANDS = {
     "sh -c 'if true; then python -S; fi'": "['sh', '-c', f'if true; then {sys.executable} -S -c pass; fi']",
     "sh -c 'P=python; $P -S'": "['sh', '-c', f'P={sys.executable}; $P -S -c pass']",
     "sh -c 'eval python -S'": "['sh', '-c', f'eval {sys.executable} -S -c pass']",
+    "sh -c '\"$@\"' sh python -S": f"['sh', '-c', '\"$@\"', 'sh', {PYTHON}]",
+    "bash -c 'pytho[n] -S'": "['bash', '-c', f'{sys.executable[:-1]}[{sys.executable[-1]}] -S -c pass']",
 }
 
 

@@ -114,6 +114,58 @@ def test_a_command_that_names_none(argv):
     assert not names_python(argv)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # red-team 15: a shell's positional parameters, from its argv after the -c line
+        ["sh", "-c", '"$0" -S -c pass', "python3"],
+        ["sh", "-c", '"$@"', "sh", "python3", "-S", "-c", "pass"],
+        ["sh", "-c", "exec ${1} -S -c pass", "sh", "/usr/bin/python3"],
+        # a command word the shell makes: a glob, or an expansion joined with text, that may match an interpreter
+        ["bash", "-c", "/usr/bin/pytho[n]3 -S -c pass"],
+        ["sh", "-c", "/usr/bin/python3.? -S"],
+        ["sh", "-c", "p=pyth; ${p}on3 -S -c pass"],
+        ["bash", "-c", "pyth$'on3' -S -c pass"],
+        ["bash", "-c", "$'\\x70ython3' -S -c pass"],
+        ["sh", "-c", "$a$b -S -c pass"],
+        ["sh", "-c", "$WRAP python3 -S"],
+        # an alias's value is a command line
+        ["bash", "-O", "expand_aliases", "-c", "alias p=python3\np -S -c pass"],
+        ["bash", "-c", "alias p='nice python3 -S'"],
+        # an interpreter's name as a token of an argument of a command in no table
+        ["perl", "-e", 'system("python3 -S -c pass")'],
+        ["awk", 'BEGIN{system("python3 -S -c pass")}'],
+        ["watch", "-n1", S],
+        ["script", "-qc", S, "/dev/null"],
+        ["ssh", "host", "cd x; /opt/venv/bin/python3 -S -c pass"],
+        # a script from a file that cannot be read at report time
+        ["sh", "/dev/stdin"],
+        ["bash", "/proc/self/fd/0"],
+    ],
+)
+def test_a_python_started_by_positional_parameters_a_glob_an_alias_or_a_script_text_is_named(argv):
+    assert names_python(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sh", "-c", '"$@"', "sh", "ls", "-l"],
+        ["sh", "-c", "$CC a.c"],
+        ["sh", "-c", "$CXX -I/usr/include/python3.11 x.cpp"],
+        ["sh", "-c", "${CUDA_HOME}/bin/nvcc -I/usr/include/python3.11 x.cu"],
+        ["sh", "-c", "/usr/bin/g?? a.c; ls /usr/bin/py*"],
+        ["sh", "-c", "[ -f x ] && echo y"],
+        ["bash", "-c", "alias ll='ls -l'"],
+        ["perl", "-e", 'print "/usr/lib/python3/dist-packages"'],
+        ["awk", "-v", "I=-I/usr/include/python3.11", "BEGIN{print I}"],
+        ["pip", "install", "python3-dev", "pythonic"],
+    ],
+)
+def test_a_made_word_or_a_script_text_that_cannot_name_python_names_none(argv):
+    assert not names_python(argv)
+
+
 def test_a_shell_script_file_is_read(tmp_path):
     runs, looks = tmp_path / "runs.sh", tmp_path / "looks.sh"
     runs.write_text('#!/bin/sh\nset -e\nif [ -n "$X" ]; then\n  exec python3 -S worker.py\nfi\n')
@@ -146,6 +198,13 @@ def test_a_shell_whose_python_nothing_saw_is_named():
 )
 def test_a_shell_whose_python_was_traced_or_seen_is_not(traced, records):
     assert list(unseen_pythons([pytest_process(spawn(11, SHELL)), *traced], records, "h")) == []
+
+
+def test_a_command_the_tree_saw_only_as_its_parents_fork_is_named():
+    fork = {"exe": "/usr/bin/python3", "argv": ["python3", "app.py"], "python": True, "forked": True}
+    records = [{"pid": 11, "ppid": 10, "python": True, "forked": True, "images": [fork]}]
+    [(pid, _)] = unseen_pythons([pytest_process(spawn(11, ["timeout", "10", "python3", "-S"]))], records, "h")
+    assert pid == 11
 
 
 def test_a_shell_the_tree_saw_is_named_where_no_observed_process_started_it():
