@@ -75,15 +75,7 @@ def test_capture_json_of_another_format_is_refused_in_the_observed_process_in_on
 def test_the_agent_starts_without_dataclasses_typing_or_importlib_metadata(tmp_path):
     """What the agent adds to a process of the run that imports no watched library (its main script, a resource
     tracker, a tokenizer worker): its own modules, json, zlib and signal, nothing that costs milliseconds."""
-    run_dir = tmp_path / "run"
-    subprocess.run(
-        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
-        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", "pass"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        check=True,
-    )
+    run_dir = _run_folder(tmp_path)
     loaded = "import json, sys; print(json.dumps(sorted(sys.modules)))"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     plain = json.loads(subprocess.run([sys.executable, "-c", loaded], env=env, capture_output=True).stdout)
@@ -99,15 +91,7 @@ def test_the_agent_stops_without_loading_inspect_where_no_compile_net_names_copi
     """The agent's stop (at exit, at an exec) looks for copies of a netted builder only where a compile net names
     copies (`capture.net_copies`, which loads inspect: about 7 ms in a process that did not load it, at the end of
     every spawned worker of an engine, issue 29); where none does, it loads nothing for them."""
-    run_dir = tmp_path / "run"
-    subprocess.run(
-        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
-        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", "pass"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        check=True,
-    )
+    run_dir = _run_folder(tmp_path)
     stopped = (
         "import json, sys; from mlacheck.program.agent import current; agent = current(); agent.stop(); "
         "import os; print(json.dumps([sorted(sys.modules), agent._finder in sys.meta_path, os.getpid()]))"
@@ -119,6 +103,20 @@ def test_the_agent_stops_without_loading_inspect_where_no_compile_net_names_copi
     assert not {"inspect", "mlacheck.capture.net_copies"} & set(loaded), sorted(loaded)
     trace = (run_dir / f"trace-{pid}.jsonl").read_text().splitlines()
     assert json.loads(trace[-1])["type"] == "exit"  # its stop wrote its end
+
+
+def _run_folder(tmp_path) -> Path:
+    """The run folder of `python -c pass` observed with the synthetic family's rules (a later process joins it)."""
+    run_dir = tmp_path / "run"
+    subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", "pass"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        check=True,
+    )
+    return run_dir
 
 
 def _same(plain_record: object, model: object) -> None:
