@@ -40,9 +40,14 @@ COMPILES_TOO = frozenset({"-c", "-MD", "-MMD"})
 ShellReader = Callable[[list[str]], "list[list[str]] | None"]  # a shell's command line's commands (shells.py)
 
 
+def entries_of(config: list[dict]) -> list[plain.CompilerProcess]:
+    """The `[[compiler_process]]` entries of capture.json's plain form (read once a process: `started` takes them)."""
+    return [plain.compiler_process(data) for data in config]
+
+
 def started(
     event: dict,
-    entries: list[dict],
+    entries: list[plain.CompilerProcess],
     sink: EventSink,
     phases: Callable[[], tuple[PhaseRule, ...]],
     serving: bool,
@@ -52,7 +57,7 @@ def started(
     where it runs a compiler process outside every compile, its `unwatched_compile` (`phases()`: the engine frames;
     `serving`: whether the process marked serving start; `shell`: the reader of a shell's command line)."""
     argv, path = event.get("argv") or [], event.get("path") or ""
-    entry = _entry(path, argv, [plain.compiler_process(data) for data in entries], shell)
+    entry = _entry(path, argv, entries, shell)
     if entry is None or compile_timer.watching():
         return
     frame = sys._getframe(1)

@@ -56,6 +56,7 @@ class Agent:
         self.sink = JsonlSink(trace_path(run_dir, os.getpid(), self._host))
         installed.share(functools.partial(installed_path, run_dir))  # the processes of the run ask the metadata once
         self.captures: dict[str, list] = {}  # module -> its families' FamilyCapture, made when the module is imported
+        self._compilers: list | None = None  # the `[[compiler_process]]` entries, read at the first process started
         self.families: dict[str, list[dict]] = {}  # module -> its rule files, as the schema dumped them
         for data in config["families"]:
             self.families.setdefault(data["family"]["module"], []).append(data)
@@ -93,8 +94,7 @@ class Agent:
         self._chain_signals()
         self._hook_exec()
         spawns.hook(lambda make: self._safely(lambda: self._started(make())), self._observing)
-        shell = lambda path, argv: self._safely(lambda: self._compiler_started({"path": path, "argv": argv}))  # noqa: E731
-        spawns.hook_system(shell, self._observing)
+        spawns.hook_system(self._shell_started, self._observing)
         reaps.hook(lambda event: self._safely(lambda: self.sink.write(event)), self._observing)
 
     def _begin(self) -> None:
@@ -189,15 +189,20 @@ class Agent:
         if not event["python"]:
             self._compiler_started(event)
 
+    def _shell_started(self, path: str, argv: list[str]) -> None:
+        """os.system's shell starts (`sh -c LINE`; no spawn event: its pid is never known)."""
+        self._safely(lambda: self._compiler_started({"path": path, "argv": argv}))
+
     def _compiler_started(self, event: dict) -> None:
         """A non-Python process started (`event`; os.system's shell has none written): a compiler's is an unwatched
         compile."""
         if self.config.get("compiler_processes"):
-            from mlacheck.capture.compiler_processes import started
+            from mlacheck.capture.compiler_processes import entries_of, started
             from mlacheck.program.shells import shell_commands
 
-            entries, phases = self.config["compiler_processes"], lambda: self._plain_config()[1]
-            started(event, entries, self.sink, phases, self._serving, shell_commands)
+            if self._compilers is None:
+                self._compilers = entries_of(self.config["compiler_processes"])
+            started(event, self._compilers, self.sink, lambda: self._plain_config()[1], self._serving, shell_commands)
 
     def _exec_failed(self, error: BaseException) -> None:
         """The exec did not happen: say so, and observe this image again (a new image in the trace)."""

@@ -28,6 +28,7 @@ from mlacheck.program.ranks import rank_summaries, unchecked_folders
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.run_rules import run_rules
 from mlacheck.program.shells import kept_spawn, unseen_pythons
+from mlacheck.program.tree import python_images
 from mlacheck.report.model import Report, build_report
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import RuleSet
@@ -323,7 +324,7 @@ def _untraced_execs(
         went = images[-1]["exec"]
         if went is None or pid in notes or _runs_no_code(went.get("argv") or []):
             continue
-        if went.get("python") or _python_images(seen.get(pid)):
+        if went.get("python") or python_images(seen.get(pid)):
             command = " ".join(went.get("argv") or []) or went.get("path") or "?"
             yield (
                 pid,
@@ -343,7 +344,7 @@ def _untraced_images(
     (none said already by a note or by its exec); `unread`: the trace file of a pid none of whose events was read."""
     for record in records:
         pid = record["pid"]
-        images = [image for image in _python_images(record) if not _runs_no_code(image.get("argv") or [])]
+        images = [image for image in python_images(record) if not _runs_no_code(image.get("argv") or [])]
         own = [p for p in traced.get(pid, []) if p.get("forked_from") is None]
         if pid in notes or len(images) <= len(own) or (traced.get(pid) and traced[pid][-1]["exec"] is not None):
             continue
@@ -366,14 +367,6 @@ def _runs_no_code(argv: list[str]) -> bool:
     """Whether a Python command line only asks for the interpreter's version or help: it ends before any code (site
     included) runs, so nothing of mlacheck starts in it and nothing can compile in it."""
     return len(argv) > 1 and all(flag in NO_CODE_FLAGS for flag in argv[1:])
-
-
-def _python_images(record: dict | None) -> list[dict]:
-    """The images of a recorded process that ran Python of their own (not a fork's copy of their parent's)."""
-    if record is None:
-        return []
-    images = record.get("images") or [record]  # a record of mlacheck 0.2 holds its last image only
-    return [image for image in images if image.get("python") and not image.get("forked")]
 
 
 def program_report(

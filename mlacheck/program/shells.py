@@ -27,6 +27,7 @@ import stat
 from collections.abc import Iterator
 
 from mlacheck.program.spawns import python_named
+from mlacheck.program.tree import python_images
 from mlacheck.program.wrappers import WRAPPERS, unwrap
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh"})
@@ -248,7 +249,7 @@ def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) 
     seen on its host."""
     pythons = {(process.get("host"), process["pid"]) for process in observed}
     pythons |= {(process.get("host"), process.get("ppid")) for process in observed}
-    ran = [record for record in records if _ran_python(record)]
+    ran = [record for record in records if python_images(record)]  # (a fork's copy of its parent ran no command)
     pythons |= {(host, record["pid"]) for record in ran} | {(host, record.get("ppid")) for record in ran}
     commands: dict[tuple, tuple[list[str], str]] = {}
     for process in observed:
@@ -271,13 +272,6 @@ def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) 
                 "nothing of mlacheck in it (-S, or a cleared environment)"
             ),
         )
-
-
-def _ran_python(record: dict) -> bool:
-    """Whether the tree saw a process run Python of its own: a fork's copy of its Python parent, seen before it exec'd
-    the command (timeout, sh), is no Python of that command."""
-    images = record.get("images") or [record]  # a record of mlacheck 0.2 holds its last image only
-    return any(image.get("python") and not image.get("forked") for image in images)
 
 
 def kept_spawn(event: dict) -> bool:

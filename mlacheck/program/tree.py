@@ -315,3 +315,12 @@ def _environment_rank(pid: int) -> int | None:
             return environment_rank(item for item in environ.read().split(b"\0") if item)
     except OSError:
         return None
+
+
+def python_images(record: dict | None) -> list[dict]:
+    """The images of a saved record of a process that ran Python of their own (not a fork's copy of its parent's, seen
+    before it exec'd its command)."""
+    if record is None:
+        return []
+    images = record.get("images") or [record]  # a record of mlacheck 0.2 holds its last image only
+    return [image for image in images if image.get("python") and not image.get("forked")]

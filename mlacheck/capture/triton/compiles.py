@@ -4,8 +4,8 @@ read from the launching thread's stack there, and its `compile_start` is written
 after it (its time; a compile the launch goes on to run is also that launch's dispatch), and `compilation.listener`,
 always on top of what the program puts there (`slots.py: Outermost`), which sees every compile: a direct
 `triton.compile()`, and a watchdog: a JIT compile that reached the compiler without passing mlacheck's hook means
-someone replaced the slot without chaining (the hooks go back on top, and the run cannot pass). Under `--dry --compile skip` the cache hook
-records the variant and skips its compile.
+someone replaced the slot without chaining (the hooks go back on top, and the run cannot pass). Under `--dry --compile
+skip` the cache hook records the variant and skips its compile.
 """
 
 from __future__ import annotations
