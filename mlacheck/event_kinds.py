@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from math import isfinite
 
+from pydantic_core import SchemaValidator
+from pydantic_core import core_schema as cs
+
 COMPILE_PHASES = ("warmup", "capture", "serving", "preexisting", "inherited", "borrowed", "unknown")
 DISPATCH_PHASES = ("warmup", "capture", "serving", "unknown")
 NET_PHASES = ("warmup", "capture", "serving", "unmarked", "unknown")  # unmarked: format 2's name for unknown
@@ -231,3 +234,61 @@ _FIT_FINE = {  # the fields of each kind that `_fine` has more to ask of: a numb
     )
     for kind in {*REQUIRED, *OPTIONAL}
 }
+
+
+USUAL = ("compile_start", "compile_end", "compile", "dispatch")  # the kinds a variant writes: most lines of a trace
+
+
+def usual_event(line: bytes) -> dict | None:
+    """The event of a line of a `USUAL` kind that `fits` it, read and checked in one pass of pydantic-core's (the
+    line's JSON as `from_json` reads it); None for any other line (another kind, a field that does not fit, not JSON
+    that it reads: the caller reads it the slower way, which says why)."""
+    try:
+        event = _USUAL_READER.validate_json(line)
+    except ValueError:
+        return None
+    if event["type"] == "compile_start" and event.get("vid") is not None and type(event.get("key")) is not dict:
+        return None  # (`fits` refuses it: a compile_start with a vid and no key)
+    return event
+
+
+def _field_schema(name: str, expected: object) -> dict:
+    """A field's value as `fits` takes it, in pydantic-core's strict terms (a number finite, an int never a bool)."""
+    if name in KEYED:  # values that are no objects
+        value = cs.union_schema(
+            [*map(_strict, (str, int, float, bool, type(None))), cs.list_schema()], mode="left_to_right"
+        )
+        return cs.dict_schema(cs.str_schema(strict=True), value, strict=True)
+    if name in TEXTS:
+        return cs.list_schema(cs.str_schema(strict=True), strict=True)
+    if expected in _CHOICES:
+        return cs.literal_schema(list(expected))
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return _strict(types[0]) if len(types) == 1 else cs.union_schema([*map(_strict, types)], mode="left_to_right")
+
+
+def _strict(kind: type) -> dict:
+    return {
+        int: cs.int_schema(strict=True),
+        float: cs.float_schema(strict=True, allow_inf_nan=False),
+        str: cs.str_schema(strict=True),
+        bool: cs.bool_schema(strict=True),
+        dict: cs.dict_schema(strict=True),
+        list: cs.list_schema(strict=True),
+        type(None): cs.none_schema(),
+    }[kind]
+
+
+def _usual_schema(kind: str) -> dict:
+    fields = {"type": cs.typed_dict_field(cs.literal_schema([kind]))}
+    fields |= {name: cs.typed_dict_field(_field_schema(name, e)) for name, e in REQUIRED.get(kind, {}).items()}
+    fields |= {
+        name: cs.typed_dict_field(cs.nullable_schema(_field_schema(name, e)), required=False)
+        for name, e in OPTIONAL.get(kind, {}).items()
+    }
+    return cs.typed_dict_schema(fields, extra_behavior="allow")
+
+
+_USUAL_READER = SchemaValidator(
+    cs.tagged_union_schema({kind: _usual_schema(kind) for kind in USUAL}, "type"), cs.CoreConfig(cache_strings="all")
+)

@@ -25,7 +25,7 @@ from pydantic_core import from_json
 
 from mlacheck import schemas
 from mlacheck.errors import MlacheckError
-from mlacheck.event_kinds import fits, wrong, wrong_in_format_1
+from mlacheck.event_kinds import fits, usual_event, wrong, wrong_in_format_1
 from mlacheck.events import EVENT_TYPES, FORMAT_VERSION, checkpoint_path, compile_event, counts_event, dispatch_event
 from mlacheck.files import MIB, open_regular, read_json
 
@@ -100,12 +100,15 @@ class TraceStream:
             if line is None:
                 self.bad_lines.append(f"{self.path}:{number} (longer than {LINE_LIMIT // MIB} MiB)")
                 continue
-            event, why = _parse(line)
+            event = usual_event(line) if reader.version is not None and reader.version >= 2 else None
+            fitted = event is not None  # (read and checked against its kind in one pass)
+            if not fitted:
+                event, why = _parse(line)
             if event is not None and reader.version is None:
                 reader.start(self.path, event)
                 self.format_version = reader.version
             if event is not None:
-                why = reader.take(event, len(line), number)
+                why = reader.take(event, len(line), number, fitted)
                 if why is None:
                     yield number, event
                 if why is None or why is REPEAT:
@@ -351,15 +354,16 @@ class _Reader:
     def start(self, path: Path, first: dict) -> None:
         self.version = _first(path, first)
 
-    def take(self, event: dict, size: int, number: int) -> str | None:
-        """Keep `event` (line `number`; None: kept, made to share what it repeats), leave it out (REPEAT: it says
-        nothing new), or why it is a bad line. A dispatch repeats an earlier one of its variant in the same phase on
-        the same side of its image's serving-start mark (a phase as written is settled by the mark: the first serving
-        dispatch after it is new, whatever phase the warm-up's before it was written with)."""
+    def take(self, event: dict, size: int, number: int, fitted: bool = False) -> str | None:
+        """Keep `event` (line `number`; `fitted`: known to fit its kind; None: kept, made to share what it repeats),
+        leave it out (REPEAT: it says nothing new), or why it is a bad line. A dispatch repeats an earlier one of its
+        variant in the same phase on the same side of its image's serving-start mark (a phase as written is settled by
+        the mark: the first serving dispatch after it is new, whatever phase the warm-up's before it was written
+        with)."""
         if self.version == 1:
             why = wrong_in_format_1(event)
         else:
-            why = None if fits(event) else wrong(event)
+            why = None if fitted or fits(event) else wrong(event)
         if why is not None:
             return why
         kind = event["type"]

@@ -47,11 +47,9 @@ def _family(family: dict) -> dict:
     variants = family["variants"]
     if len(variants) <= ROWS:
         return family
-    shown, key = _rows(variants), _summary_key(variants)
-    rest: dict[str | None, list[dict]] = {}  # status -> the variants not shown
-    for i, variant in enumerate(variants):
-        if i not in shown:
-            rest.setdefault(variant.get("status"), []).append(variant)
+    by_status = _by_status(variants)
+    shown, key = _rows(variants, by_status), _summary_key(variants)
+    rest = sorted(([i for i in rows if i not in shown] for rows in by_status.values()), key=lambda rows: rows[:1])
     note = (
         f"the table shows {ROWS} of {len(variants):,} variants (some of each status, findings' first) and a row for "
         "the others of each status, their dispatches and seconds summed; the JSON, SARIF and JUnit reports list every "
@@ -59,17 +57,29 @@ def _family(family: dict) -> dict:
     )
     return {
         **family,
-        "variants": [variants[i] for i in sorted(shown)] + [_summary_row(key, group) for group in rest.values()],
+        "variants": [variants[i] for i in sorted(shown)]
+        + [_summary_row(key, [variants[i] for i in rows]) for rows in rest if rows],
         "notes": [*(family.get("notes") or []), note],
     }
 
 
-def _rows(variants: list[dict]) -> set[int]:
-    """The ROWS variants a table shows: taken in turn from each status, those of ATTENTION first, in their order."""
+def _by_status(variants: list[dict]) -> dict[str | None, list[int]]:
+    """Each status's variants (their places), the statuses in the order they first come."""
     by_status: dict[str | None, list[int]] = {}
     for i, variant in enumerate(variants):
-        by_status.setdefault(variant.get("status"), []).append(i)
-    queues = sorted(by_status.values(), key=lambda rows: _rank(variants[rows[0]].get("status")))
+        rows = by_status.get(variant.get("status"))
+        if rows is None:
+            by_status[variant.get("status")] = [i]
+        else:
+            rows.append(i)
+    return by_status
+
+
+def _rows(variants: list[dict], by_status: dict[str | None, list[int]]) -> set[int]:
+    """The ROWS variants a table shows: taken in turn from each status, those of ATTENTION first, in their order."""
+    queues = sorted(
+        (rows[:ROWS] for rows in by_status.values()), key=lambda rows: _rank(variants[rows[0]].get("status"))
+    )
     shown: list[int] = []
     while len(shown) < ROWS:
         shown += [rows.pop(0) for rows in queues if rows][: ROWS - len(shown)]
@@ -84,16 +94,28 @@ def _summary_row(key: Callable[[int], dict], rest: list[dict]) -> dict:
     """One row for `rest` (variants of one status): its key (`key`: `_summary_key`'s); dispatches and seconds summed (the
     title's dispatch calls and the verdict's seconds still add up); its site theirs where they share one, "…" where
     they have several (so no caption says they share one)."""
-    sites = {v.get("compiled_by") for v in rest}
+    sites, compile_s, serving_s = set(), [], []
+    precompiled = at_least = False
+    dispatches = dict.fromkeys(DISPATCHES, 0)
+    for v in rest:  # (one pass over 10^5 variants)
+        sites.add(v.get("compiled_by"))
+        precompiled = precompiled or bool(v.get("precompiled"))
+        at_least = at_least or bool(v.get("dispatches_at_least"))
+        for name in DISPATCHES:
+            dispatches[name] += v.get(name) or 0
+        if v.get("compile_s") is not None:
+            compile_s.append(v["compile_s"])
+        if v.get("serving_path_compile_s") is not None:
+            serving_s.append(v["serving_path_compile_s"])
     return {
         "key": key(len(rest)),
-        "precompiled": any(v.get("precompiled") for v in rest),
+        "precompiled": precompiled,
         "compile_phase": MORE,
-        "compile_s": _sum(v.get("compile_s") for v in rest),
+        "compile_s": sum(compile_s) if compile_s else None,
         "compiled_by": next(iter(sites)) if len(sites) == 1 else MORE if len(sites - {None}) > 1 else None,
-        "dispatches_at_least": any(v.get("dispatches_at_least") for v in rest),
-        **{name: sum(v.get(name) or 0 for v in rest) for name in DISPATCHES},
-        "serving_path_compile_s": _sum(v.get("serving_path_compile_s") for v in rest),
+        "dispatches_at_least": at_least,
+        **dispatches,
+        "serving_path_compile_s": sum(serving_s) if serving_s else None,
         "status": rest[0].get("status"),
     }
 
@@ -113,12 +135,6 @@ def _summary_key(variants: list[dict]) -> Callable[[int], dict]:
         return made
 
     return key
-
-
-def _sum(values) -> float | None:
-    """The sum of the values given (None where none is)."""
-    given = [value for value in values if value is not None]
-    return sum(given) if given else None
 
 
 def _findings(findings: list[dict]) -> list[dict]:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mlacheck import events, trace
 from mlacheck.analysis import analyse
-from mlacheck.event_kinds import OPTIONAL, REQUIRED, fits, wrong
+from mlacheck.event_kinds import OPTIONAL, REQUIRED, USUAL, fits, usual_event, wrong
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.saved import load_runs, program_report
 from mlacheck.report.policy import ReportPolicy
@@ -161,6 +161,58 @@ def test_the_quick_schema_check_passes_only_what_the_full_one_passes(event):
         assert wrong(event) is None
     elif event["type"] != "counts" and not (event["type"] == "compile_start" and event.get("vid") is not None):
         assert wrong(event) is not None  # (JSON's values are of exactly their types: the two agree)
+
+
+def _fitting(name: str, expected: object) -> st.SearchStrategy:
+    """Values of a field that mostly fit it (of its type, one of its choices), sometimes any value."""
+    if name in ("key", "call"):
+        kind = st.dictionaries(st.text(max_size=2), st.one_of(st.text(max_size=2), st.integers(), st.none()))
+    elif name in ("stack", "providers", "key_fields", "argv", "entries", "foreign"):
+        kind = st.lists(st.text(max_size=2), max_size=2)
+    elif isinstance(expected, tuple) and all(isinstance(choice, str) for choice in expected):
+        kind = st.sampled_from(expected)
+    else:
+        types = expected if isinstance(expected, tuple) else (expected,)
+        made = {int: st.integers(), float: st.floats(), str: st.text(max_size=3), bool: st.booleans()}
+        kind = st.one_of(*(made.get(t, values) for t in types))
+    return st.one_of(kind, kind, kind, values)
+
+
+@st.composite
+def usual_events(draw) -> dict:
+    kind = draw(st.sampled_from(USUAL))
+    fields = {**REQUIRED.get(kind, {}), **OPTIONAL.get(kind, {}), "vid": int, "key": dict, "other": None}
+    chosen = draw(st.lists(st.sampled_from(list(fields)), unique=True))
+    return {"type": kind} | {name: draw(_fitting(name, fields[name])) for name in chosen}
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(usual_events(), json_events()), st.booleans())
+def test_a_usual_event_read_in_one_pass_is_the_line_as_read_and_fits_its_kind(event, ascii_only):
+    """The one-pass reader of the usual kinds (a variant's compile_start, compile_end, compile and dispatch) gives an
+    event only where the slow way gives the same one (every value of the same type and, inside it, order) and `fits`
+    passes it; anything else goes the slow way, which says why."""
+    line = json.dumps(event, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    read = usual_event(line)
+    if read is None:
+        return
+    slow = trace._loads(line)
+    assert fits(slow) and read.keys() == slow.keys(), (line, read)
+    assert all(_same(read[name], slow[name]) for name in slow), (line, read)
+
+
+def test_a_variant_s_events_as_mlacheck_writes_them_are_read_in_one_pass():
+    key, stack = {"dtype": "bf16", "n": 2, "shape": [1, 2]}, ["a.py:1 f"]
+    written = [
+        events.compile_start_event("warmup", "a.py:1", stack, "f", 3, key),
+        events.compile_end_event(0, 0.5, "returned"),
+        events.compile_event("f", 3, key, None, "warmup", 0.5, "compile", "a.py:1", stack),
+        events.dispatch_event("f", 3, key, None, "serving", "a.py:2", stack, {"m": 1}),
+    ]
+    for event in written:
+        line = json.dumps(event).encode()
+        assert usual_event(line) == json.loads(line), line
+    assert usual_event(b'{"type":"compile_start","id":0,"phase":"warmup","t":1,"vid":3}') is None  # (no key: slow way)
 
 
 def _verdict(tmp_path: Path, *written: bytes) -> tuple[str, list[str]]:
