@@ -34,8 +34,9 @@ def value_text(value: JsonValue) -> str:
 
 def fields_text(key: Key, fields: list[str] | None = None) -> str:
     """`field=value, ...` in the given field order, then any other fields."""
-    names = [name for name in fields if name in key] + [name for name in key if name not in fields] if fields else key
-    return ", ".join([f"{name}={value_text(key[name])}" for name in names])
+    if fields and list(key) != fields:  # (the usual key has the family's fields in order: as it is)
+        key = {name: key[name] for name in fields if name in key} | key
+    return ", ".join([f"{name}={value if type(value) is str else value_text(value)}" for name, value in key.items()])
 
 
 def key_text(key: Key, fields: list[str] | None = None) -> str:

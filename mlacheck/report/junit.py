@@ -134,15 +134,15 @@ def _cases(report: dict) -> tuple[list[tuple[str, str, list[dict]]], dict[str, d
     keys: dict[str, dict[str, str]] = {}  # family -> testcase name -> its whole key
     named = {finding.get("family") for finding in report.get("findings") or []}  # (only their variants are looked up)
     for family in report.get("families") or []:
-        variants = family.get("variants") or []
-        names = _names(variants, fields.get(family["name"]))
-        ours, texts = by_variant.setdefault(family["name"], {}), keys.setdefault(family["name"], {})
+        variants, classname = family.get("variants") or [], family["name"]
+        names, ordered = _names(variants, fields.get(classname)), fields.get(classname)
+        ours, texts = by_variant.setdefault(classname, {}), keys.setdefault(classname, {})
         for variant, name in zip(variants, names):
             findings: list[dict] = []
-            if family["name"] in named:
+            if classname in named:
                 ours[_identity(variant.get("key") or {})] = findings
-            texts[name] = fields_text(variant.get("key") or {}, fields.get(family["name"]))
-            cases.append((family["name"], name, findings))
+            texts[name] = fields_text(variant.get("key") or {}, ordered)
+            cases.append((classname, name, findings))
     for finding in report.get("findings") or []:
         home = by_variant.get(finding.get("family"), {}).get(_identity(finding.get("key") or {}))
         if home is not None:
