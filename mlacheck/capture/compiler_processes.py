@@ -57,14 +57,14 @@ def started(
     where it runs a compiler process outside every compile, its `unwatched_compile` (`phases()`: the engine frames;
     `serving`: whether the process marked serving start; `shell`: the reader of a shell's command line)."""
     argv, path = event.get("argv") or [], event.get("path") or ""
-    entry = _entry(path, argv, entries, shell)
-    if entry is None or compile_timer.watching():
+    found = _entry(path, argv, entries, shell)
+    if found is None or compile_timer.watching():
         return
+    entry, program = found
     frame = sys._getframe(1)
     if _within(frame, entry.within):
         return
     where = StackReader(frozenset(), phases(), STARTERS).read(frame)
-    program = os.path.basename(argv[0] if argv else path)
     sink.write(
         events.unwatched_compile_event(
             entry.label,
@@ -81,10 +81,12 @@ def started(
 
 def _entry(
     path: str, argv: list[str], entries: list[plain.CompilerProcess], shell: ShellReader
-) -> plain.CompilerProcess | None:
-    """The entry whose program `path` (or the command's first word) runs, or the first of a shell's command line's
-    commands runs, unless the command compiles nothing (the module's docstring)."""
-    commands = shell([path or (argv[0] if argv else ""), *argv[1:]])
+) -> tuple[plain.CompilerProcess, str] | None:
+    """(the entry, the name of the program of it that runs) of the program `path` (or the command's first word), or of
+    the first of a shell's command line's commands that is an entry's, unless the command compiles nothing (the
+    module's docstring)."""
+    argv = argv or [path]
+    commands = shell([path or argv[0], *argv[1:]])
     if commands is not None:
         found = (_entry(words[0], words, entries, shell) for words in commands)
         return next((entry for entry in found if entry is not None), None)
@@ -92,7 +94,9 @@ def _entry(
     entry = _named(names, entries)
     if entry is None or _asks(entry, argv[1:]) or (entry.preprocesses and _preprocesses(argv[1:])):
         return None
-    return _launched(entry, argv[1:], entries, shell) if entry.launches else entry
+    if entry.launches:
+        return _launched(entry, argv, entries, shell)
+    return entry, os.path.basename(argv[0])
 
 
 def _named(names: set[str], entries: list[plain.CompilerProcess]) -> plain.CompilerProcess | None:
@@ -117,13 +121,14 @@ def _preprocesses(arguments: list[str]) -> bool:
 
 
 def _launched(
-    launcher: plain.CompilerProcess, arguments: list[str], entries: list[plain.CompilerProcess], shell: ShellReader
-) -> plain.CompilerProcess | None:
-    """A launcher's entry (ccache g++ -c ...): the entry of the command it runs (its first argument not an option)
+    launcher: plain.CompilerProcess, argv: list[str], entries: list[plain.CompilerProcess], shell: ShellReader
+) -> tuple[plain.CompilerProcess, str] | None:
+    """A launcher's command (ccache g++ -c ...): the entry of the command it runs (its first argument not an option)
     where that is another entry's program, else its own."""
+    arguments = argv[1:]
     command = next((at for at, argument in enumerate(arguments) if not argument.startswith("-")), None)
     if command is None or _named({os.path.basename(arguments[command])}, entries) in (None, launcher):
-        return launcher
+        return launcher, os.path.basename(argv[0])
     return _entry(arguments[command], arguments[command:], entries, shell)
 
 

@@ -153,11 +153,11 @@ def test_a_compiler_under_a_targets_name_is_mla007(tmp_path):
 
 def test_a_compile_through_os_system_is_mla007(tmp_path):
     """os.system's shell (C's system(): no spawn function sees it) runs g++ -c: its command line is read (it passed
-    before: red-team 15 #1)."""
+    before: red-team 15 #1), and the finding names the compiler the line runs, not the shell (it read unwatched:sh)."""
     result = run(tmp_path, "system")
     assert result.code == 1 and result.report["verdict"] == "fail", result.stdout
     [finding] = mla007(result)
-    assert finding["family"] == "unwatched:sh" and "C/C++ compiler" in finding["message"], finding
+    assert finding["family"] == "unwatched:g++" and "C/C++ compiler" in finding["message"], finding
     assert finding["key"]["command"].startswith("sh -c g++ -c"), finding
 
 

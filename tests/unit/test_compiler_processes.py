@@ -13,9 +13,14 @@ BUNDLED_ENTRIES = load_rule_file(BUNDLED / "jit_compile_nets.toml").compiler_pro
 ENTRIES = [plain.compiler_process(entry.model_dump(mode="json")) for entry in BUNDLED_ENTRIES]
 
 
-def label(*argv):
+def found(*argv):
+    """(the entry's label, the program named) of a command, else None."""
     entry = _entry(f"/usr/bin/{argv[0]}", list(argv), ENTRIES, shell_commands)
-    return entry and entry.label
+    return entry and (entry[0].label, entry[1])
+
+
+def label(*argv):
+    return (found(*argv) or (None,))[0]
 
 
 @pytest.mark.parametrize(
@@ -69,3 +74,20 @@ def test_a_compile_under_any_name_is_a_compiler_process(argv, expected):
 )
 def test_a_query_or_a_preprocess_is_no_compile(argv):
     assert label(*argv) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "program"),
+    [
+        (["g++", "-c", "x.cpp"], "g++"),
+        (["sh", "-c", "g++ -c x.cpp -o x.o"], "g++"),
+        (["sh", "-c", "cd build && CXX=1 x86_64-linux-gnu-g++ -c x.cpp > log"], "x86_64-linux-gnu-g++"),
+        (["bash", "-c", "sh -c 'ccache gcc -c x.c'"], "gcc"),
+        (["sh", "-c", "exec nice -n 5 g++-12 -c x.cpp"], "g++-12"),
+        (["ccache", "g++", "-c", "x.cpp"], "g++"),
+        (["distcc", "./mycc", "-c", "x.c"], "distcc"),
+    ],
+)
+def test_a_compile_is_named_by_the_compiler_it_runs_not_its_shell_or_launcher(argv, program):
+    """A shell's line or a launcher names the compiler it runs (an os.system g++ read unwatched:sh before)."""
+    assert found(*argv)[1] == program
