@@ -88,10 +88,12 @@ def main() -> None:
             for kind in ("clean", "findings")
         }
         print(f"run folders made in {time.perf_counter() - started:.0f} s (observed programs)")
+        print(f"load average {os.getloadavg()[0]:.1f} at the start of the reports", flush=True)
         results: dict[tuple, list[dict]] = {key: [] for key in runs}
         for kind in ("clean", "findings", "findings", "clean"):  # A B B A
             for size in (100, variants):
                 results[(size, kind)].append(report(runs[(size, kind)], base))
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     for kind in ("clean", "findings"):
         small, large = results[(100, kind)], results[(variants, kind)]
         seen = large[0]["variants"]
