@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from pydantic_core import PydanticSerializationError, to_json
@@ -108,8 +109,7 @@ def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
     if isinstance(value, (list, Slices)) and len(value) > SLICE:
         yield b"["
         for start in range(0, len(value), SLICE):
-            body = to_json(value[start : start + SLICE], indent=2, inf_nan_mode="constants")[1:-2]  # no [ and \n]
-            yield (b"," if start else b"") + body.replace(b"\n", pad)
+            yield (b"," if start else b"") + _nested(value[start : start + SLICE], depth)
         yield pad + b"]"
     elif isinstance(value, (list, dict)) and _large(value):
         items = value.items() if isinstance(value, dict) else enumerate(value)
@@ -124,6 +124,30 @@ def json_pieces(value, depth: int = 0) -> Iterator[bytes]:
 
 
 SLICE = 512  # items of a long list serialized at a time
+
+
+def _nested(items: list, depth: int) -> bytes:
+    """The items of a list `depth` deep as `to_json(..., indent=2)` writes them there, without the list's brackets:
+    the list serialized inside `depth` lists, which indent it, and those lists' lines cut off (no copy of the text to
+    indent it)."""
+    wrapped: list = items
+    for _ in range(depth):
+        wrapped = [wrapped]
+    text = to_json(wrapped, indent=2, inf_nan_mode="constants")
+    head, tail = _brackets(depth)
+    return text[head : len(text) - tail]
+
+
+@cache
+def _brackets(depth: int) -> tuple[int, int]:
+    """The length of the text before a list's first item `depth` lists deep (their openings and its own), and after
+    its last (its closing and theirs): read off the text of a list of one item."""
+    wrapped: list = [0]
+    for _ in range(depth):
+        wrapped = [wrapped]
+    text = to_json(wrapped, indent=2)
+    body = b"\n" + b"  " * (depth + 1) + b"0"
+    return text.index(body), len(text) - text.index(body) - len(body)
 
 
 class Slices:
