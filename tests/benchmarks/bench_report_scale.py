@@ -3,8 +3,8 @@ with and without findings). A program observed in program mode (the synthetic fa
 folder: clean, every variant precompiled then dispatched; with findings, half precompiled and never dispatched
 (MLA002) and half compiled on the serving path (MLA001). Then `mlacheck report RUN --output json:... --output
 sarif:... --output junit:...` runs in a child process, A B B A (clean, findings, findings, clean), and its wall time
-(and CPU time) and peak RSS (`resource.getrusage(RUSAGE_CHILDREN)` of that child alone) are divided by the variants. The same for a
-run of 100 variants gives the fixed cost (the interpreter and its imports), printed beside.
+(and CPU time) and peak RSS (`resource.getrusage(RUSAGE_CHILDREN)` of that child alone) are divided by the variants.
+The same for a run of 100 variants gives the fixed cost (the interpreter and its imports), printed beside.
 Usage (from the repository root): python tests/benchmarks/bench_report_scale.py [VARIANTS]
 """
 
