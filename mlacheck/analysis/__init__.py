@@ -15,7 +15,7 @@ from mlacheck.analysis.checks import run_checks
 from mlacheck.analysis.completeness import cut_short_reasons, incomplete_reasons, mark_unverified, unseen_reasons
 from mlacheck.analysis.declared import declared, found_tritons
 from mlacheck.analysis.digest import Digest
-from mlacheck.analysis.findings import Finding, telling
+from mlacheck.analysis.findings import Finding, teller
 from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant, merge
 from mlacheck.analysis.unfinished import unfinished_reasons
 from mlacheck.analysis.unwatched import UnwatchedCompile, interpreted_tritons
@@ -109,8 +109,9 @@ def analyse(
     settle_borrowed(tables, digest.tables.netted, {proc: fact.host for proc, fact in facts.items()})
     unseen = frozenset((e.get("proc"), e.get("family")) for e in digest.kept["unseen"])
     views, cut_tables = _views(rules, tables, facts, context or {}, interrupted is not None, unseen, cut_short)
-    labels = {view.name: (view.key_fields, view.varying) for view in views}
-    timeline = digest.timeline.finish(lambda name, key: telling(key, *labels.get(name, ([], []))))
+    labels = {view.name: teller(view.key_fields, view.varying) for view in views}
+    unnamed = teller([], [])
+    timeline = digest.timeline.finish(lambda name, key: labels.get(name, unnamed)(key))
     waited = waits(timeline)
     for view in views:
         view.waits = waited

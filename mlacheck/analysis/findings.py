@@ -3,12 +3,13 @@ the run cannot pass; and how findings name a variant (`codes.py` says what each 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from mlacheck import codes
 from mlacheck.codes import Severity
-from mlacheck.keys import JsonValue, Key, key_text
+from mlacheck.keys import JsonValue, Key, key_text, value_text
 
 __all__ = ["Finding", "Incomplete", "Note", "NotChecked", "named", "telling"]
 
@@ -99,9 +100,20 @@ SHORT_KEY = 3  # fields a summary shows of a variant that no field tells apart
 
 def telling(key: Key, fields: list[str] | tuple[str, ...], telling: list[str] | tuple[str, ...]) -> str:
     """`(field=value, ...)` of the `telling` fields only (a summary line); without any, the first few fields."""
-    shown = [name for name in telling if name in key]
-    if shown:
-        return key_text({name: key[name] for name in shown}, list(fields))
-    if len(key) <= SHORT_KEY:
-        return key_text(key, list(fields))
-    return key_text(dict(list(key.items())[:SHORT_KEY]), list(fields))[:-1] + ", …)"
+    return teller(fields, telling)(key)
+
+
+def teller(fields: list[str] | tuple[str, ...], telling: list[str] | tuple[str, ...]) -> Callable[[Key], str]:
+    """`telling` of a family's keys, its fields' order found once (a timeline names 10^5 compiles)."""
+    ordered = [name for name in fields if name in telling] + [name for name in telling if name not in fields]
+    fields = list(fields)
+
+    def told(key: Key) -> str:
+        shown = [name for name in ordered if name in key]
+        if shown:
+            return "(" + ", ".join([f"{name}={value_text(key[name])}" for name in shown]) + ")"
+        if len(key) <= SHORT_KEY:
+            return key_text(key, fields)
+        return key_text(dict(list(key.items())[:SHORT_KEY]), fields)[:-1] + ", …)"
+
+    return told
