@@ -83,16 +83,18 @@ class Agent:
         self._serving = False
         self._forked_from: int | None = None
         self._execing = False
+        self._running_exitfuncs = 0  # how deep the program is in atexit._run_exitfuncs() as the agent wraps it
 
     def start(self) -> None:
         global _current
         _current = self
         self._begin()
         os.register_at_fork(after_in_child=self._after_fork)
-        atexit.register(self.stop)
+        atexit.register(self._at_exit)
         ending.watch(self.sink)
         self._chain_signals()
         self._hook_exec()
+        self._hook_exitfuncs()
         spawns.hook(lambda make: self._safely(lambda: self._started(make())), self._observing)
         spawns.hook_system(self._shell_started, self._observing)
         reaps.hook(lambda event: self._safely(lambda: self.sink.write(event)), self._observing)
@@ -124,6 +126,51 @@ class Agent:
         self.sink.close()
         self._patches = None
         self.captures = {}  # let go: exec and fork hooks keep the agent; what captures hold would outlive teardown
+
+    def _at_exit(self) -> None:
+        """atexit's call: at the interpreter's exit, `stop`. A program may run its atexit functions itself and go on
+        (`atexit._run_exitfuncs()`: test fixtures after each test, restart helpers before an exec): then capture stays
+        on, the counts are kept (a checkpoint, as a flush keeps them) and no exit event is written (the process has not
+        ended: a later kill is no crash in its teardown); the wrapper of `_run_exitfuncs` registers this again once
+        the program's functions have run (atexit forgets every function registered while it runs them), so that the
+        real exit still stops capture. A call that came past that wrapper (the program holds atexit's own function)
+        cannot be registered again: what the exit would have written may be lost, an `unseen` line says so."""
+        if not self._observing():
+            return
+        if sys._getframe(0).f_back is None or _exiting():  # (the exit runs atexit with no Python frame under it)
+            self.stop()
+            return
+        self._safely(lambda: self._write_context())
+        self._safely(lambda: found.rescan(self, "when the program ran its atexit functions"))
+        for capture in self._all_captures():
+            if hasattr(capture, "flush"):
+                self._safely(capture.flush)
+        if not self._running_exitfuncs:
+            self._safely(lambda: self.sink.write(unseen_event("atexit", UNREGISTERED.format(pid=os.getpid()))))
+
+    def _hook_exitfuncs(self) -> None:
+        """atexit._run_exitfuncs(), called by the program, registers the agent's atexit function again after it."""
+        real = atexit._run_exitfuncs
+        if getattr(real, "_mlacheck_atexit", False):
+            return
+        agent = self
+
+        @functools.wraps(real)
+        def run_exitfuncs(*args, **kwargs):
+            agent._running_exitfuncs += 1
+            try:
+                return real(*args, **kwargs)
+            finally:
+                agent._running_exitfuncs -= 1
+                if agent._observing():  # (not where the interpreter's exit ran it: capture stopped then)
+                    agent._safely(agent._register_at_exit)
+
+        run_exitfuncs._mlacheck_atexit = True
+        atexit._run_exitfuncs = run_exitfuncs
+
+    def _register_at_exit(self) -> None:
+        atexit.unregister(self._at_exit)  # (once, whatever the program did meanwhile)
+        atexit.register(self._at_exit)
 
     def _chain_signals(self) -> None:
         """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
@@ -433,6 +480,26 @@ class Agent:
             action()
         except Exception as exc:  # noqa: BLE001 - the program goes on whatever capture does
             write_internal_error(self.sink, "agent", exc)
+
+
+UNREGISTERED = (
+    "pid {pid} ran its atexit functions mid-run through atexit's own _run_exitfuncs, past mlacheck's wrapper of it, "
+    "which would have registered capture's exit again: its counts from then on and its exit event may be lost"
+)
+
+
+def _exiting() -> bool:
+    """Whether atexit runs its functions because the interpreter exits, not because the program called
+    `atexit._run_exitfuncs()`: Python's exit first lets threading stop the main thread (waiting for the non-daemon
+    threads), then runs atexit in that thread; a call of the program's, in any thread, finds the main thread alive or
+    comes from another thread."""
+    if sys.is_finalizing():
+        return True
+    threading = sys.modules.get("threading")  # (not imported: no shutdown of it ran, the frames tell)
+    if threading is None:
+        return False
+    main = threading.main_thread()
+    return main.ident == threading.get_ident() and not main.is_alive()
 
 
 def current() -> Agent | None:
