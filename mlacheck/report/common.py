@@ -59,16 +59,8 @@ UNREAD = ("timeline",)  # what the terminal, JUnit and GitHub renderers never re
 
 def printable_read(report: dict) -> dict:
     """`printable_report` of what the terminal, JUnit and GitHub renderers read of a report: all of it but `UNREAD` (a
-    timeline of 10^5 compiles is not checked for them). Made once a report: the last report's is kept for the next
-    renderer of the same report (the CLI's terminal, then each document)."""
-    if _last_read and _last_read[0] is report:
-        return _last_read[1]
-    made = printable_report({name: value for name, value in report.items() if name not in UNREAD})
-    _last_read[:] = [report, made]
-    return made
-
-
-_last_read: list = []  # [the report, its printable_read] of the last report read
+    timeline of 10^5 compiles is not checked for them)."""
+    return printable_report({name: value for name, value in report.items() if name not in UNREAD})
 
 
 def _plain(value: dict | list) -> bool:
