@@ -11,7 +11,6 @@ family's module is, so that start-up stays cheap."""
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import signal
@@ -31,15 +30,13 @@ from mlacheck.events import (
     unseen_event,
 )
 from mlacheck.files import read_json
-from mlacheck.program import ending, found, reaps, spawns
+from mlacheck.program import ending, exits, found, reaps, spawns
 from mlacheck.program.layout import CAPTURE_CONFIG, ENV_RUN_DIR, installed_path, trace_path
 from mlacheck.program.post_import import PostImportFinder
 from mlacheck.program.trust import allowed_environment, check_folder, own_watcher
 from mlacheck.sinks import JsonlSink, write_internal_error
 
 ENV_SERVING_START = "MLACHECK_SERVING_START"  # MODULE:QUALNAME, or MODULE:QUALNAME@return
-EXEC_FUNCTIONS = ("execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
-CHAINED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
 _current: Agent | None = None
 
@@ -83,18 +80,17 @@ class Agent:
         self._serving = False
         self._forked_from: int | None = None
         self._execing = False
-        self._running_exitfuncs = 0  # how deep the program is in atexit._run_exitfuncs() as the agent wraps it
+        self._exits = exits.ExitFunctions(self._at_exit, self._observing, self._safely)
 
     def start(self) -> None:
         global _current
         _current = self
         self._begin()
         os.register_at_fork(after_in_child=self._after_fork)
-        atexit.register(self._at_exit)
         ending.watch(self.sink)
-        self._chain_signals()
-        self._hook_exec()
-        self._hook_exitfuncs()
+        exits.chain_signals(self._on_signal)
+        exits.hook_exec(self._exec_hook)
+        self._exits.install()
         spawns.hook(lambda make: self._safely(lambda: self._started(make())), self._observing)
         spawns.hook_system(self._shell_started, self._observing)
         reaps.hook(lambda event: self._safely(lambda: self.sink.write(event)), self._observing)
@@ -137,7 +133,7 @@ class Agent:
         cannot be registered again: what the exit would have written may be lost, an `unseen` line says so."""
         if not self._observing():
             return
-        if sys._getframe(0).f_back is None or _exiting():  # (the exit runs atexit with no Python frame under it)
+        if exits.exiting(sys._getframe(0)):
             self.stop()
             return
         self._safely(lambda: self._write_context())
@@ -145,64 +141,22 @@ class Agent:
         for capture in self._all_captures():
             if hasattr(capture, "flush"):
                 self._safely(capture.flush)
-        if not self._running_exitfuncs:
-            self._safely(lambda: self.sink.write(unseen_event("atexit", UNREGISTERED.format(pid=os.getpid()))))
-
-    def _hook_exitfuncs(self) -> None:
-        """atexit._run_exitfuncs(), called by the program, registers the agent's atexit function again after it."""
-        real = atexit._run_exitfuncs
-        if getattr(real, "_mlacheck_atexit", False):
-            return
-        agent = self
-
-        @functools.wraps(real)
-        def run_exitfuncs(*args, **kwargs):
-            agent._running_exitfuncs += 1
-            try:
-                return real(*args, **kwargs)
-            finally:
-                agent._running_exitfuncs -= 1
-                if agent._observing():  # (not where the interpreter's exit ran it: capture stopped then)
-                    agent._safely(agent._register_at_exit)
-
-        run_exitfuncs._mlacheck_atexit = True
-        atexit._run_exitfuncs = run_exitfuncs
-
-    def _register_at_exit(self) -> None:
-        atexit.unregister(self._at_exit)  # (once, whatever the program did meanwhile)
-        atexit.register(self._at_exit)
-
-    def _chain_signals(self) -> None:
-        """SIGTERM, SIGHUP and SIGINT, where their action is the default one (the process dies by them and skips
-        atexit), first stop capture here (counts, the capture's exit checks, the exit event), then end the process
-        by the same signal with the default action: it dies as it would have, with the same status. A signal the
-        program handles (Python's own KeyboardInterrupt for SIGINT included) or ignores is left to it, and a handler
-        the program installs later replaces this one."""
-        for signum in CHAINED_SIGNALS:
-            try:
-                if signal.getsignal(signum) == signal.SIG_DFL:
-                    signal.signal(signum, self._on_signal)
-            except (ValueError, OSError):  # not the main thread, or a signal this platform lacks
-                pass
+        if not self._exits.running:
+            self._safely(lambda: self.sink.write(unseen_event("atexit", exits.UNREGISTERED.format(pid=os.getpid()))))
 
     def _on_signal(self, signum: int, frame: object) -> None:
+        """A default-action SIGTERM, SIGHUP or SIGINT: capture stopped first (counts, the capture's exit checks, the exit
+        event), then the process ends by it as it would have."""
         self.stop(how=signal.Signals(signum).name)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)  # to the process: a thread that has it unblocked ends it
-
-    def _hook_exec(self) -> None:
-        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (the new image: a new
-        process to observe, in the same trace). A failed exec starts capture again; the outermost call alone writes."""
-        for name in EXEC_FUNCTIONS:
-            real = getattr(os, name, None)
-            if real is not None and not getattr(real, "_mlacheck_exec", False):
-                setattr(os, name, self._exec_hook(name, real))
+        exits.end_by_default(signum)
 
     def _observing(self) -> bool:
         """Whether this process's capture runs (not stopped, and this process's: not a fork's copy of a stopped one)."""
         return self._finder in sys.meta_path and os.getpid() == self._pid
 
     def _exec_hook(self, name: str, real):
+        """os.exec* first say where the process goes (an `exec` event) and stop capture as at exit (the new image: a new
+        process to observe, in the same trace). A failed exec starts capture again; the outermost call alone writes."""
         agent = self
 
         @functools.wraps(real)
@@ -480,26 +434,6 @@ class Agent:
             action()
         except Exception as exc:  # noqa: BLE001 - the program goes on whatever capture does
             write_internal_error(self.sink, "agent", exc)
-
-
-UNREGISTERED = (
-    "pid {pid} ran its atexit functions mid-run through atexit's own _run_exitfuncs, past mlacheck's wrapper of it, "
-    "which would have registered capture's exit again: its counts from then on and its exit event may be lost"
-)
-
-
-def _exiting() -> bool:
-    """Whether atexit runs its functions because the interpreter exits, not because the program called
-    `atexit._run_exitfuncs()`: Python's exit first lets threading stop the main thread (waiting for the non-daemon
-    threads), then runs atexit in that thread; a call of the program's, in any thread, finds the main thread alive or
-    comes from another thread."""
-    if sys.is_finalizing():
-        return True
-    threading = sys.modules.get("threading")  # (not imported: no shutdown of it ran, the frames tell)
-    if threading is None:
-        return False
-    main = threading.main_thread()
-    return main.ident == threading.get_ident() and not main.is_alive()
 
 
 def current() -> Agent | None:
