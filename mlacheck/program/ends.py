@@ -26,13 +26,14 @@ def cut_short(
     A stop someone asked for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the
     traffic they let run, as a server is ended, whatever its processes do on their way out; so does a SIGKILL of a
     worker that an observed process sent (engines end their workers so). A run that never finished says so already."""
-    ended, left = _programs_ends(paths, programs)
+    ended, left, stops = _programs_ends(paths, programs)
     signals = _Signals(processes)
-    own = {
-        proc: _own_end(process, signals.reaped(proc), signals.killed(proc))
-        for proc, process in enumerate(processes)
-        if process["run"] not in ended and not signals.exec_child(proc)
-    }
+    own = {}  # proc -> how its own end cut its traffic short (None: it did not, or only at or after a stop)
+    for proc, process in enumerate(processes):
+        if process["run"] not in ended and not signals.exec_child(proc):
+            how = _own_end(process, signals.reaped(proc), signals.killed(proc))
+            stop = stops.get(process["run"])
+            own[proc] = None if stop is not None and _after(process, signals.reap_time(proc), stop, left) else how
     crashed = {}  # run -> the pid of its first process whose own end cut its traffic short
     for proc, how in own.items():
         if how and proc in served:
@@ -40,22 +41,29 @@ def cut_short(
     cut = {proc: ended[process["run"]] for proc, process in enumerate(processes) if process["run"] in ended}
     for proc, how in own.items():
         process = processes[proc]
-        cut[proc] = how or _left(process, left) or _beside(process, crashed.get(process["run"]))
+        after_end = None if process["run"] in stops else _left(process, left)
+        cut[proc] = how or after_end or _beside(process, crashed.get(process["run"]))
     return {proc: how for proc, how in cut.items() if how}
 
 
-def _programs_ends(paths: list[Path], programs: list[dict]) -> tuple[dict[str, str | None], dict[tuple, str]]:
-    """How each run's program ended its traffic (run -> how, None: stopped, as asked; a run whose program exited 0 is
-    not in it), and how mlacheck ended each process a program left running ((run, pid) -> how)."""
-    ended: dict[str, str | None] = {}
+def _programs_ends(
+    paths: list[Path], programs: list[dict]
+) -> tuple[dict[str, str], dict[tuple, str], dict[str, tuple[float, int | None]]]:
+    """How each run's program ended its traffic (run -> how; a run whose program exited 0, or was stopped, is not in
+    it), how mlacheck ended each process a program left running ((run, pid) -> how), and each stopped run's stop (run
+    -> (its time, the program's pid): when mlacheck forwarded it, else the program's end; +inf where neither is told:
+    no end is then known to come after it)."""
+    ended: dict[str, str] = {}
     left: dict[tuple, str] = {}
+    stops: dict[str, tuple[float, int | None]] = {}
     for path, program in zip(paths, programs):
         left.update({(str(path), p["pid"]): str(p.get("ended_by")) for p in program.get("left_behind") or []})
         if _session(program).get("stopped"):  # a pytest session whose later tests never ran: no stop of its traffic
             ended[str(path)] = f"the session stopped early, {_session(program)['stopped']},"
             continue
         if program.get("forwarded") or program.get("signal") in STOPS:
-            ended[str(path)] = None  # (its workers' ends follow from it: a worker's KeyboardInterrupt exits 1)
+            when = next((t for t in (program.get("stopped_at"), program.get("ended")) if _number(t)), float("inf"))
+            stops[str(path)] = (when, program.get("pid") if type(program.get("pid")) is int else None)
             continue
         if program.get("signal"):
             how = f"was killed by {program['signal']}"
@@ -66,7 +74,19 @@ def _programs_ends(paths: list[Path], programs: list[dict]) -> tuple[dict[str, s
         if program.get("compile_policy") == "skip" and not program.get("dry"):
             how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
         ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
-    return ended, left
+    return ended, left, stops
+
+
+def _after(process: dict, reaped_at: float | None, stop: tuple[float, int | None], left: dict[tuple, str]) -> bool:
+    """Whether a process of a stopped program ended at or after the stop (`stop`: its time, the program's pid): its
+    parent reaped it then, or it is the program's own process, or mlacheck ended it, left running after the program's
+    end. An end of no known time may have come before the stop (an OOM kill): it is not after it."""
+    when, main = stop
+    return (
+        (reaped_at is not None and reaped_at >= when)
+        or (main is not None and process["pid"] == main)
+        or (process["run"], process["pid"]) in left
+    )
 
 
 def _own_end(process: dict, reaped: tuple[str, int] | None, killed: bool) -> str | None:
@@ -148,10 +168,19 @@ class _Signals:
         """How the process's parent reaped it: the first reap of its pid after its start by the process of its ppid
         (one that started no later than it: no later holder of that pid). While its zombie waits for that parent, no
         other process takes its pid."""
+        reap = self._reap(proc)
+        return reap[1:3] if reap else None
+
+    def reap_time(self, proc: int) -> float | None:
+        """When the process's parent reaped it (`reaped`), on the wall clock; None where no reap of it is known."""
+        reap = self._reap(proc)
+        return reap[0] if reap and reap[0] != float("inf") else None
+
+    def _reap(self, proc: int) -> tuple[float, str, int, int] | None:
         process = self.processes[proc]
         reaps = self.reaps.get((process["run"], process.get("host"), process["pid"]), [])
         after = sorted(reap for reap in reaps if reap[0] >= _start(process) and self._parent(reap[3], proc))
-        return after[0][1:3] if after else None
+        return after[0] if after else None
 
     def _parent(self, reaper: int, proc: int) -> bool:
         """Whether the reaper may be the process's parent: of its ppid, started no later than it (by their starts
@@ -195,13 +224,17 @@ def _born(processes: list[dict]) -> list[float]:
 
 def _start(process: dict) -> float:
     started = process.get("started")
-    return started if isinstance(started, (int, float)) and not isinstance(started, bool) else float("-inf")
+    return started if _number(started) else float("-inf")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _when(process: dict, event: dict) -> float:
     """When an event was, on the wall clock (its process's start and its `t`); where either is unknown, at the end."""
     t = event.get("t")
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or _start(process) == float("-inf"):
+    if not _number(t) or _start(process) == float("-inf"):
         return float("inf")
     return _start(process) + t
 

@@ -120,3 +120,29 @@ def test_a_sigkill_to_the_group_a_worker_left_does_not_end_the_worker(tmp_path):
     result = observe(tmp_path, sys.executable, program(tmp_path, LEFT_ITS_GROUP.format(served=SERVED)))
     assert "alive after the group kill True" in result.stdout, result.stdout + result.stderr
     assert_unverified(result, "(no other observed process sent it")
+
+
+STOPPED_LATER = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    worker = {served!r} + 'import os, subprocess\\nsubprocess.run(["sh", "-c", f"kill -9 {{os.getpid()}}"])\\n'
+    subprocess.run([sys.executable, "-c", worker])  # killed from outside (the OOM killer); the program reaps it
+    if {stop!r} == "itself":
+        os.kill(os.getpid(), signal.SIGTERM)  # the launcher ends itself with a stop on shutdown
+    elif {stop!r} == "from outside":
+        subprocess.Popen(["sh", "-c", f"sleep 0.5; kill -TERM {{os.getpid()}}"])  # a CI step's pkill -f serve.py
+    else:
+        os.kill(os.getppid(), signal.SIGTERM)  # a CI job's SIGTERM to mlacheck, forwarded to the program
+    time.sleep(30)
+    """
+)
+
+
+@pytest.mark.parametrize("stop", ["itself", "from outside", "through mlacheck"])
+def test_a_stop_of_the_program_does_not_excuse_a_worker_killed_before_it(tmp_path, stop):
+    """Red-team 16 #1: a worker is SIGKILLed from outside and reaped by the program, which is stopped later. A stop
+    ends the traffic it lets run, not the traffic an OOM kill had cut short before it was asked."""
+    text = STOPPED_LATER.format(served=SERVED, stop=stop)
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert result.report["program"]["signal"] == "SIGTERM", result.report["program"]
+    assert_unverified(result, "was killed by SIGKILL (no other observed process sent it")

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from mlacheck import events, schemas
 from mlacheck.program import reaps
-from mlacheck.program.ends import _Signals
+from mlacheck.program.ends import _Signals, cut_short
 
 RUN = "run"
 
@@ -66,6 +66,30 @@ def reaped(pid: int, t: float = 5.0) -> dict:
 def test_a_reap_is_its_parents_after_it_started(reaper, t, credited):
     worker = process(20, ticks=500, ppid=7)
     assert _Signals([reaper, worker]).reaped(1) == (("exit", 0) if credited else None)
+
+
+def killed_by(signum: int, t: float) -> dict:
+    return {"type": "reaped", "pid": 20, "how": "signal", "number": signum, "t": t}
+
+
+@pytest.mark.parametrize(
+    "meta, t, cut",
+    [
+        ({"forwarded": ["SIGTERM"], "stopped_at": 110.0}, 5.0, True),  # reaped at 105, before the stop
+        ({"forwarded": ["SIGTERM"], "stopped_at": 110.0}, 15.0, False),  # after it: the stop ended it
+        ({"signal": "SIGTERM", "ended": 110.0}, 15.0, False),  # the program's own stop: by its end at the latest
+        ({"signal": "SIGTERM", "ended": 120.0}, 15.0, True),
+        ({"forwarded": ["SIGTERM"]}, 15.0, True),  # a meta.json of 0.9.0 with no time: nothing is after the stop
+    ],
+    ids=["before a forwarded stop", "after it", "after the program's stop", "before its end", "no time"],
+)
+def test_a_stop_excuses_only_the_ends_at_or_after_it(meta, t, cut):
+    """Red-team 16 #1: a stop ends the traffic it lets run; a worker's end before it (an OOM kill) is judged."""
+    parent, worker = process(7, ticks=100, signalled=[killed_by(signal.SIGKILL, t)]), process(20, ppid=7)
+    processes = [parent | {"exited": True}, worker | {"exited": False, "pgid": 20}]
+    assert (1 in cut_short([RUN], [meta], processes)) is cut
+    main = {"pid": 20} | meta  # the program's own process ended with the program, after its stop
+    assert 1 not in cut_short([RUN], [main], processes)
 
 
 def kill(target: int, reached: list | None) -> dict:
