@@ -12,6 +12,7 @@ from pathlib import Path
 
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
 STOPPED = {128 + getattr(signal, name) for name in STOPS}  # the status of a process that ends itself on a stop
+MILLISECOND = 0.001  # an event's `t` is rounded to it (events.run_clock)
 TEARDOWN = 120  # Python's status where its teardown failed (a flush to a closed pipe), its traffic over
 
 
@@ -31,7 +32,10 @@ def cut_short(
     own = {}  # proc -> how its own end cut its traffic short (None: it did not, or only at or after a stop)
     for proc, process in enumerate(processes):
         if process["run"] not in ended and not signals.exec_child(proc):
-            how = _own_end(process, signals.reaped(proc), signals.killed(proc))
+            reaped, killed = signals.reaped(proc), signals.killed(proc)
+            how = _own_end(process, reaped, killed)
+            if reaped and not signals.reap_named(proc):  # (a reap that may be of a later child of its pid)
+                how = how or _own_end(process, None, killed)
             stop = stops.get(process["run"])
             own[proc] = None if stop is not None and _after(process, signals.reap_time(proc), stop, left) else how
     crashed = {}  # run -> the pid of its first process whose own end cut its traffic short
@@ -80,10 +84,11 @@ def _programs_ends(
 def _after(process: dict, reaped_at: float | None, stop: tuple[float, int | None], left: dict[tuple, str]) -> bool:
     """Whether a process of a stopped program ended at or after the stop (`stop`: its time, the program's pid): its
     parent reaped it then, or it is the program's own process, or mlacheck ended it, left running after the program's
-    end. An end of no known time may have come before the stop (an OOM kill): it is not after it."""
+    end. An end of no known time may have come before the stop (an OOM kill): it is not after it; nor one within the
+    millisecond to which an event's `t` is rounded."""
     when, main = stop
     return (
-        (reaped_at is not None and reaped_at >= when)
+        (reaped_at is not None and reaped_at >= when + MILLISECOND)
         or (main is not None and process["pid"] == main)
         or (process["run"], process["pid"]) in left
     )
@@ -133,7 +138,7 @@ class _Signals:
 
     def __init__(self, processes: list[dict]) -> None:
         self.processes = processes
-        self.reaps: dict[tuple, list[tuple[float, str, int, int]]] = {}  # (run, host, pid) -> (when, how, number, by)
+        self.reaps: dict[tuple, list[tuple]] = {}  # (run, host, pid) -> (when, how, number, by, the child's start)
         self.kills: dict[tuple, list[tuple[int, set]]] = {}  # (run, host) -> (sender pid, the (pid, start) it reached)
         self.spawns = {  # (run, host, child pid, child start, spawner pid) of each child started by a fork and exec
             (p["run"], p.get("host"), child, start, p["pid"])
@@ -145,7 +150,7 @@ class _Signals:
             where = (process["run"], process.get("host"))
             for event in process.get("signalled") or ():
                 if event["type"] == "reaped":
-                    reap = (_when(process, event), event["how"], event["number"], proc)
+                    reap = (_when(process, event), event["how"], event["number"], proc, _ticks(event))
                     self.reaps.setdefault((*where, event["pid"]), []).append(reap)
                 elif event["signal"] == signal.SIGKILL:  # (a stop ends a process with an exit event)
                     self.kills.setdefault(where, []).append((process["pid"], _reached(event.get("reached"))))
@@ -166,21 +171,33 @@ class _Signals:
 
     def reaped(self, proc: int) -> tuple[str, int] | None:
         """How the process's parent reaped it: the first reap of its pid after its start by the process of its ppid
-        (one that started no later than it: no later holder of that pid). While its zombie waits for that parent, no
+        (one that started no later than it: no later holder of that pid), of a child of its start (`reap_named`), or
+        of a child of no start told (a reap of mlacheck 0.9.0 and before). While its zombie waits for that parent, no
         other process takes its pid."""
         reap = self._reap(proc)
         return reap[1:3] if reap else None
 
-    def reap_time(self, proc: int) -> float | None:
-        """When the process's parent reaped it (`reaped`), on the wall clock; None where no reap of it is known."""
-        reap = self._reap(proc)
-        return reap[0] if reap and reap[0] != float("inf") else None
+    def reap_named(self, proc: int) -> bool:
+        """Whether the process's reap (`reaped`) names its start: it is this process's end, not a later child's of its
+        pid (reaped after this one was reaped unseen: below Python, or by the kernel, SIGCHLD ignored)."""
+        reap, ticks = self._reap(proc), self.processes[proc].get("start_ticks")
+        return reap is not None and reap[4] is not None and reap[4] == ticks
 
-    def _reap(self, proc: int) -> tuple[float, str, int, int] | None:
+    def reap_time(self, proc: int) -> float | None:
+        """When the process's parent reaped it, on the wall clock, by a reap that names its start; else None."""
+        reap = self._reap(proc)
+        return reap[0] if reap and self.reap_named(proc) and reap[0] != float("inf") else None
+
+    def _reap(self, proc: int) -> tuple | None:
         process = self.processes[proc]
         reaps = self.reaps.get((process["run"], process.get("host"), process["pid"]), [])
-        after = sorted(reap for reap in reaps if reap[0] >= _start(process) and self._parent(reap[3], proc))
-        return after[0] if after else None
+        ticks = process.get("start_ticks")
+        after = [
+            reap
+            for reap in reaps
+            if reap[0] >= _start(process) and self._parent(reap[3], proc) and reap[4] in (None, ticks)
+        ]
+        return min(after, key=lambda reap: reap[0]) if after else None
 
     def _parent(self, reaper: int, proc: int) -> bool:
         """Whether the reaper may be the process's parent: of its ppid, started no later than it (by their starts
@@ -210,6 +227,12 @@ def _reached(listed: object) -> set[tuple[int, int]]:
     if not isinstance(listed, list):
         return set()
     return {(p[0], p[1]) for p in listed if isinstance(p, list) and len(p) == 2 and all(type(n) is int for n in p)}
+
+
+def _ticks(event: dict) -> int | None:
+    """An event's `start_ticks` (None where it names none, or not as a number of ticks)."""
+    ticks = event.get("start_ticks")
+    return ticks if type(ticks) is int else None
 
 
 def _born(processes: list[dict]) -> list[float]:

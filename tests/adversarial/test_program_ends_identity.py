@@ -146,3 +146,42 @@ def test_a_stop_of_the_program_does_not_excuse_a_worker_killed_before_it(tmp_pat
     result = observe(tmp_path, sys.executable, program(tmp_path, text))
     assert result.report["program"]["signal"] == "SIGTERM", result.report["program"]
     assert_unverified(result, "was killed by SIGKILL (no other observed process sent it")
+
+
+REAPED_UNSEEN = (
+    "import ctypes, os, signal, subprocess, time\n"
+    + TAKE_NEXT
+    + """
+libc = ctypes.CDLL(None, use_errno=True)
+ready, told = os.pipe()
+worker = os.fork()
+if worker == 0:
+{served}
+    os.write(told, b"x")
+    time.sleep(60)
+os.read(ready, 1)
+if {how!r} == "libc":
+    libc.kill(worker, signal.SIGKILL)  # the OOM killer
+    libc.waitpid(worker, ctypes.byref(ctypes.c_int()), 0)  # reaped below Python: no reap event
+else:  # SIGCHLD ignored for a while (a daemon's habit): the kernel reaps the worker
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    libc.kill(worker, signal.SIGKILL)
+    while os.path.exists(f"/proc/{{worker}}"):
+        time.sleep(0.01)
+    time.sleep(0.05)  # (until the kernel has freed its pid)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+take_next(worker)
+later = subprocess.Popen(["true"])  # a command in the dead worker's pid
+later.wait()  # its reap by the worker's parent: exit 0
+print("reused", later.pid == worker, flush=True)
+"""
+)
+
+
+@pytest.mark.parametrize("how", ["libc", "SIG_IGN"])
+def test_the_reap_of_a_later_child_in_a_workers_pid_does_not_end_the_worker(tmp_path, how):
+    """Red-team 16 #3: the worker's parent reaps it unseen (libc waitpid; SIGCHLD ignored), then a command it runs
+    takes the pid, and the parent reaps that (exit 0). A reap names the child it reaped by its start too: the later
+    command's is not the worker's end."""
+    text = REAPED_UNSEEN.format(served=textwrap.indent(SERVED, "    "), how=how)
+    assert_unverified(observe_in_namespace(tmp_path, text), "ended with no record of how")

@@ -13,7 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from mlacheck import events, schemas
-from mlacheck.program import reaps
+from mlacheck.program import ends, reaps
 from mlacheck.program.ends import _Signals, cut_short
 
 RUN = "run"
@@ -69,7 +69,7 @@ def test_a_reap_is_its_parents_after_it_started(reaper, t, credited):
 
 
 def killed_by(signum: int, t: float) -> dict:
-    return {"type": "reaped", "pid": 20, "how": "signal", "number": signum, "t": t}
+    return reaped(20, t) | {"how": "signal", "number": signum, "start_ticks": 500}
 
 
 @pytest.mark.parametrize(
@@ -90,6 +90,29 @@ def test_a_stop_excuses_only_the_ends_at_or_after_it(meta, t, cut):
     assert (1 in cut_short([RUN], [meta], processes)) is cut
     main = {"pid": 20} | meta  # the program's own process ended with the program, after its stop
     assert 1 not in cut_short([RUN], [main], processes)
+
+
+@pytest.mark.parametrize(
+    "start, credited, named",
+    [(500, True, True), (600, False, False), (None, True, False)],
+    ids=["its start", "a later child's of its pid", "no start written (0.9.0)"],
+)
+def test_a_reap_is_of_the_child_of_its_start(start, credited, named):
+    """Red-team 16 #3: a reap names its child's start; one of another start is a later child's of the pid, and one
+    that names none (0.9.0's) is told but excuses nothing (`reap_named`)."""
+    event = reaped(20) | ({"start_ticks": start} if start is not None else {})
+    signals = _Signals([process(7, ticks=100, signalled=[event]), process(20, ticks=500, ppid=7)])
+    assert signals.reaped(1) == (("exit", 0) if credited else None)
+    assert signals.reap_named(1) is named
+    assert (signals.reap_time(1) is not None) is named
+
+
+@pytest.mark.parametrize("number, cut", [(0, True), (1, True)], ids=["exit 0", "exit 1"])
+def test_a_reap_that_names_no_start_accuses_but_never_excuses(number, cut):
+    event = reaped(20) | {"number": number}
+    processes = [process(7, ticks=100, signalled=[event], exited=True), process(20, ppid=7, exited=False, pgid=20)]
+    how = cut_short([RUN], [{}], processes).get(1)
+    assert how == (f"pid 20 exited {number}" if number else "pid 20 ended with no record of how" + ends.OUTSIDE)
 
 
 def kill(target: int, reached: list | None) -> dict:
@@ -170,7 +193,60 @@ def test_the_new_fields_fit_the_schemas():
         events.kill_event(20, signal.SIGTERM),
         events.spawn_event(20, "/bin/sh", ["sh"], False, None, 500),
         events.run_event(20, 100.0, start_ticks=500),
+        events.reaped_event(20, "signal", 9, 500),
     ):
         schema = Draft202012Validator(schemas.event_schema(event["type"]))
         assert not [error.message for error in schema.iter_errors(event)], event
     assert "reached" not in events.kill_event(20, signal.SIGTERM)
+    assert "start_ticks" not in events.reaped_event(20, "exit", 0)
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("waitpid", lambda pid: (pid, 0)),
+        ("waitpid", lambda pid: (-1, 0)),
+        ("waitpid", lambda pid: (0, 0)),
+        ("wait", lambda pid: ()),
+        ("wait3", lambda pid: (0,)),
+        ("wait4", lambda pid: (-os.getpgrp(), 0)),
+        ("waitid", lambda pid: (os.P_PID, pid, os.WEXITED)),
+        ("waitid", lambda pid: (os.P_ALL, 0, os.WEXITED)),
+    ],
+    ids=[
+        "waitpid(pid)",
+        "waitpid(-1)",
+        "waitpid(0)",
+        "wait()",
+        "wait3",
+        "wait4(-pgid)",
+        "waitid(P_PID)",
+        "waitid(P_ALL)",
+    ],
+)
+def test_a_reap_names_the_start_of_the_child_it_reaped(name, args):
+    """Red-team 16 #3: real children: the start is read before the wait (of the pid it names, else of the child a
+    waitid with WNOWAIT finds), so it is the reaped child's, not a later process's of its pid."""
+    child = subprocess.Popen(["true"])
+    while reaps.process_stat(child.pid)[0] != "Z":
+        time.sleep(0.01)
+    ticks, written = reaps.start_ticks(child.pid), []
+    hooked = reaps._wait_hook(name, getattr(os, name), lambda *reaped: written.append(reaped))
+    hooked(*args(child.pid))
+    child.returncode = 0  # (reaped here)
+    assert written == [(child.pid, "exit", 0, ticks)]
+
+
+def test_a_wait_that_reaps_nothing_names_no_child():
+    written = []
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert reaps._wait_hook("waitpid", os.waitpid, lambda *reaped: written.append(reaped))(-1, os.WNOHANG) == (0, 0)
+        assert (
+            reaps._wait_hook("waitid", os.waitid, lambda *r: written.append(r))(os.P_ALL, 0, os.WEXITED | os.WNOHANG)
+            is None
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert [reaped[0] for reaped in written] == [0, 0] and [reaped[3] for reaped in written] == [None, None]
