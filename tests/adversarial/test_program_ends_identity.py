@@ -185,3 +185,37 @@ def test_the_reap_of_a_later_child_in_a_workers_pid_does_not_end_the_worker(tmp_
     command's is not the worker's end."""
     text = REAPED_UNSEEN.format(served=textwrap.indent(SERVED, "    "), how=how)
     assert_unverified(observe_in_namespace(tmp_path, text), "ended with no record of how")
+
+
+HIDDEN_IMAGE = (
+    "import os, subprocess, sys\n"
+    + TAKE_NEXT
+    + """
+import mlacheck
+from tests.fixtures import synthetic_kernels as k
+k.warmup(dtypes=("fp8",), causal=(True,))
+mlacheck.serving_started()
+k.dispatch(1, "fp8", True)  # all served as warmed: a PASS but for the image nothing observed
+UNSEEN = "import time; time.sleep(0.3)  # stands for a serving-path compile nothing observes"
+if {shell}:  # a shell runs it: the line names Python (no tree poll need see the brief child)
+    first = subprocess.Popen(["sh", "-c", "python3 -S -c pass; true"])
+else:  # an observed worker execs into it
+    execs = "import os, sys; os.execv(sys.executable, [sys.executable, '-S', '-c', %r])" % UNSEEN
+    first = subprocess.Popen([sys.executable, "-c", execs])
+first.wait()
+take_next(first.pid)
+later = subprocess.Popen([sys.executable, "-c", "pass"])  # a later observed Python process in its pid
+later.wait()
+print("reused", later.pid == first.pid, flush=True)
+"""
+)
+
+
+@pytest.mark.parametrize("shell", [False, True], ids=["exec", "sh -c"])
+def test_an_unobserved_python_image_is_not_hidden_by_a_later_process_of_its_pid(tmp_path, shell):
+    """Red-team 16 #4: a Python image nothing of mlacheck started in (`-S`: the exec of an observed worker, or a
+    shell's command) is named though a later observed Python process takes its pid: a pid's traces, and the Python
+    processes that stand for a command, are told apart by their start."""
+    result = observe_in_namespace(tmp_path, HIDDEN_IMAGE.format(shell=shell))
+    assert_not_pass(result, "incomplete")
+    assert [line for line in result.report["incomplete"] if "ran unobserved" in line], result.report["incomplete"]
