@@ -330,7 +330,7 @@ def spawn_event(
 
 def kill_event(target: int, signum: int, reached: tuple[tuple[int, int], ...] | None = None) -> dict:
     """The process sent signal `signum` to `target` (a pid; minus a pgid for a group, -1 for every process), which
-    reached the processes `reached` ((pid, start in clock ticks after boot) of each: a SIGKILL's)."""
+    reached the processes `reached` ((pid, start in clock ticks after boot) of each)."""
     listed = {"reached": [list(process) for process in reached]} if reached is not None else {}
     return {"type": "kill", "target": target, "signal": signum, "t": run_clock()} | listed
 

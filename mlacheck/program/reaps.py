@@ -1,11 +1,12 @@
 """How an observed process ends others, and learns how its children ended: each os.kill / os.killpg it sends to
 another process or group (a `kill` event: the target, the signal; a signal 0, which only asks whether a process lives,
 is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid and start, its exit status or the
-signal that killed it). The report tells by them a worker that its engine ended (a SIGKILL from an observed process, as
-SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9), and knows
-a child's end where the child could not write it (os._exit, a fault under a handler installed before mlacheck's).
+signal that killed it). The report tells by them a worker that its engine ended (a SIGKILL or a stop from an observed
+process, as SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9),
+and knows a child's end where the child could not write it (os._exit, a fault under a handler installed before
+mlacheck's).
 
-A SIGKILL's event names the processes it reached (`reached`): each live process of its target (the pid, or every
+A kill event names the processes it reached (`reached`): each live process of its target (the pid, or every
 member of the group) with its start, read from /proc just before it is sent, so that the report credits it to no
 later holder of a pid nor to a process that had left the group. A kill is written once sent (one that raised reached
 no one), but before where it may end its sender (its own pid or group). A reap names its child's start too, read before
@@ -18,7 +19,6 @@ import os
 
 KILLS = ("kill", "killpg")
 WAITS = ("waitpid", "wait", "wait3", "wait4", "waitid")
-SIGKILL = 9
 
 
 def hook(write, active) -> None:
@@ -35,7 +35,7 @@ def hook(write, active) -> None:
             return None  # (a call the function refuses is refused by it, as given)
         if name == "killpg" or target <= 0:
             target = -os.getpgrp() if target == 0 else -abs(target)  # (a group, as kill's negative pid says it)
-        return target, signum, reached(target) if signum == SIGKILL else None
+        return target, signum, reached(target)
 
     def killed(kill: tuple[int, int, tuple | None]) -> None:
         if kill not in sent:

@@ -190,6 +190,7 @@ class _Image:
             "truncated": stream.truncated,
             "exited": exit_event is not None,
             "how": exit_event.get("how") if exit_event else None,
+            "exit_t": exit_event.get("t") if exit_event else None,
             "started": first.get("started"),
             "pgid": first.get("pgid"),
             "signalled": self.signalled,

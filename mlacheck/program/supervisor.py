@@ -132,7 +132,7 @@ def run_program(
         "killed_after_grace": killed,
         "remnants_ended": remnants,
         "left_behind": [
-            {"pid": seen.pid, "argv": seen.argv, "sid": seen.sid, "ended_by": seen.ended_by}
+            {"pid": seen.pid, "start": seen.start, "argv": seen.argv, "sid": seen.sid, "ended_by": seen.ended_by}
             for seen in tree.seen.values()
             if seen.ended_by is not None
         ],

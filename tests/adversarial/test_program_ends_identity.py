@@ -219,3 +219,43 @@ def test_an_unobserved_python_image_is_not_hidden_by_a_later_process_of_its_pid(
     result = observe_in_namespace(tmp_path, HIDDEN_IMAGE.format(shell=shell))
     assert_not_pass(result, "incomplete")
     assert [line for line in result.report["incomplete"] if "ran unobserved" in line], result.report["incomplete"]
+
+
+STOPPED_WORKER = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys
+    worker = {served!r} + {end!r}
+    ended = subprocess.Popen([sys.executable, "-c", worker], stdout=subprocess.PIPE)
+    ended.stdout.readline()
+    if {by_engine}:
+        ended.terminate()  # the engine ends its worker: an observed SIGTERM that reached it
+    print("ended by", ended.wait(), flush=True)
+    """
+)
+FROM_OUTSIDE = 'import os, subprocess\nsubprocess.run(["sh", "-c", f"kill -TERM {os.getpid()}"])\nprint(flush=True)\n'
+UNTIL_ENDED = (
+    "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_DFL) if {dfl} else None\nprint(flush=True)\n"
+)
+UNTIL_ENDED += "time.sleep(60)\n"  # (until its engine ends it)
+
+
+@pytest.mark.parametrize("dfl", [False, True], ids=["mlacheck's handler", "SIG_DFL"])
+def test_a_worker_stopped_from_outside_while_the_program_goes_on_is_cut_short(tmp_path, dfl):
+    """Red-team 16 #6: a worker ended by a SIGTERM that no observed process sent (earlyoom sends SIGTERM first) while
+    the program goes on and exits 0: the stop cut its traffic short as a kill -9 does."""
+    end = ("import signal\nsignal.signal(signal.SIGTERM, signal.SIG_DFL)\n" if dfl else "") + FROM_OUTSIDE
+    text = STOPPED_WORKER.format(served=SERVED, end=end, by_engine=False)
+    assert_unverified(observe(tmp_path, sys.executable, program(tmp_path, text)), "was stopped by SIGTERM")
+
+
+@pytest.mark.parametrize("dfl", [False, True], ids=["mlacheck's handler", "SIG_DFL"])
+def test_a_worker_its_engine_stops_keeps_its_dead_warmup(tmp_path, dfl):
+    """Popen.terminate() from an observed process reached the worker (its pid and start): an end its engine asked
+    for, whether the worker's SIGTERM action was mlacheck's handler or the default put back (red-team 16, a false
+    alarm: INCOMPLETE)."""
+    text = STOPPED_WORKER.format(served=SERVED, end=UNTIL_ENDED.format(dfl=dfl), by_engine=True)
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert "ended by -15" in result.stdout, result.stdout
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    statuses = {v["key"]["dtype"]: v["status"] for family in result.report["families"] for v in family["variants"]}
+    assert statuses == {"fp8": "ok", "bf16": "dead warm-up"}, statuses

@@ -250,3 +250,38 @@ def test_a_wait_that_reaps_nothing_names_no_child():
         sleeper.kill()
         sleeper.wait()
     assert [reaped[0] for reaped in written] == [0, 0] and [reaped[3] for reaped in written] == [None, None]
+
+
+def stopped_worker(how: str | None, end: tuple | None, **more) -> dict:
+    """A worker that served and ended: `how` its exit event's (None: none written), `end` as its note says it."""
+    worker = process(20, ticks=500, pgid=30, exited=how is not None, how=how)
+    return worker | ({"ended": end} if end else {}) | more
+
+
+@pytest.mark.parametrize(
+    "sent, cut",
+    [
+        (None, "was stopped by SIGTERM"),  # no observed process sent it: earlyoom, a kill from outside
+        (kill(20, [[20, 500]]) | {"signal": 15}, None),  # its engine's terminate() reached it
+        (kill(20, [[20, 400]]) | {"signal": 15}, "was stopped by SIGTERM"),  # another process of its pid
+        (kill(20, None) | {"signal": 15}, "was stopped by SIGTERM"),  # a stop of mlacheck 0.9.0: no `reached`
+        (kill(20, [[20, 500]]) | {"signal": 2}, "was stopped by SIGTERM"),  # another stop
+    ],
+    ids=["from outside", "its engine's", "another start", "0.9.0", "another signal"],
+)
+@pytest.mark.parametrize("worker", [("SIGTERM", ("signal", 15)), (None, ("signal", 15))], ids=["handler", "SIG_DFL"])
+def test_a_stop_ends_a_worker_only_where_an_observed_process_sent_it(sent, cut, worker):
+    """Red-team 16 #6: a worker stopped while its program goes on and exits 0 (its exit event says the stop, or the
+    signal killed it) is cut short unless an observed process's kill of that signal reached it."""
+    processes = [process(7, signalled=[sent] if sent else [], exited=True), stopped_worker(*worker)]
+    how = cut_short([RUN], [{"exit_code": 0}], processes).get(1)
+    assert how == (f"pid 20 {cut}{ends.STOPPED_OUTSIDE}" if cut else None)
+
+
+@pytest.mark.parametrize("start, cut", [(500, False), (400, True), (None, False)], ids=["it", "another", "0.9.0"])
+def test_what_mlacheck_ended_is_the_process_it_left_running_by_its_start(start, cut):
+    """A stopped program: a process mlacheck ended, left running after the program's end, ended after the stop; an
+    earlier process of its pid (killed from outside before the stop) did not."""
+    meta = {"forwarded": ["SIGTERM"], "stopped_at": 110.0, "left_behind": [{"pid": 20, "start": start}]}
+    processes = [process(7, exited=True), stopped_worker(None, ("signal", 9))]
+    assert (1 in cut_short([RUN], [meta], processes)) is cut
