@@ -108,18 +108,29 @@ def _own_end(process: dict, reaped: tuple[str, int] | None, sent: Collection[int
     if process.get("exec") or process.get("truncated"):
         return None
     pid, (kind, number) = process["pid"], process.get("ended") or reaped or (None, 0)
-    stop = process["how"] if process.get("how") in STOPS else _name(number) if kind == "signal" else None
-    stop = stop if stop in STOPS else None  # the stop that ended it: its exit event's, or the signal's
-    if stop is not None and getattr(signal, stop) not in sent:
-        return f"pid {pid} was stopped by {stop}{STOPPED_OUTSIDE}"
-    if kind == "exit" and number and number not in STOPPED and not (number == TEARDOWN and process["exited"]):
+    stop = _stop(process, kind, number)
+    if stop is not None:
+        return None if getattr(signal, stop) in sent else f"pid {pid} was stopped by {stop}{STOPPED_OUTSIDE}"
+    if kind == "exit" and _bad_status(process, number):
         return f"pid {pid} exited {number}"
-    killed = number == signal.SIGKILL and number in sent
-    if kind == "signal" and not process["exited"] and stop is None and not killed:
+    if kind == "signal" and not process["exited"] and not (number == signal.SIGKILL and number in sent):
         return f"pid {pid} was killed by {_name(number)}" + (OUTSIDE if number == signal.SIGKILL else "")
     if kind is None and not process["exited"] and signal.SIGKILL not in sent and process.get("pgid") is not None:
         return f"pid {pid} ended with no record of how{OUTSIDE}"
     return None
+
+
+def _bad_status(process: dict, number: int) -> bool:
+    """Whether an exit status cut traffic short: not 0, nor one that says a stop (143, 130, 129), nor 120 after the
+    exit event (Python's teardown could not flush)."""
+    return bool(number) and number not in STOPPED and not (number == TEARDOWN and process["exited"])
+
+
+def _stop(process: dict, kind: str | None, number: int) -> str | None:
+    """The stop that ended a process (one of STOPS): its exit event's (mlacheck's handler), else the signal that
+    killed it; None where none did."""
+    stop = process.get("how") if process.get("how") in STOPS else _name(number) if kind == "signal" else None
+    return stop if stop in STOPS else None
 
 
 OUTSIDE = " (no other observed process sent it: the OOM killer, a kill -9 from outside, its own)"
