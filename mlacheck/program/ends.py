@@ -175,7 +175,7 @@ class _Signals:
     def __init__(self, processes: list[dict]) -> None:
         self.processes = processes
         self.reaps: dict[tuple, list[tuple]] = {}  # (run, host, pid) -> (when, how, number, by, the child's start)
-        self.kills: dict[tuple, list[tuple]] = {}  # (run, host) -> (sender pid, signal, the (pid, start) it reached)
+        self.kills: dict[tuple, list[tuple]] = {}  # (run, host) -> (sender pid, signal, (pid, start) reached, when)
         self.spawns = {  # (run, host, child pid, child start, spawner pid) of each child started by a fork and exec
             (p["run"], p.get("host"), child, start, p["pid"])
             for p in processes
@@ -189,7 +189,7 @@ class _Signals:
                     reap = (_when(process, event), event["how"], event["number"], proc, _ticks(event))
                     self.reaps.setdefault((*where, event["pid"]), []).append(reap)
                 else:
-                    kill = (process["pid"], event["signal"], _reached(event.get("reached")))
+                    kill = (process["pid"], event["signal"], _reached(event.get("reached")), _when(process, event))
                     self.kills.setdefault(where, []).append(kill)
 
     def exec_child(self, proc: int) -> bool:
@@ -254,11 +254,16 @@ class _Signals:
     def sent(self, proc: int) -> set[int]:
         """The signals other observed processes sent the process: each kill that reached it (its pid and start), to its
         pid, or its group while it was in it. A kill that names no process it reached (of mlacheck 0.8.0 and before,
-        to every process, or a signal other than SIGKILL of 0.9.0) is credited to none."""
+        to every process, or a signal other than SIGKILL of 0.9.0) is credited to none, nor is one sent after its
+        parent reaped it (a later process of its pid that started in the same clock tick: the pair is no identity)."""
         process = self.processes[proc]
-        pid, ticks = process["pid"], process.get("start_ticks")
+        pid, ticks, reaped_at = process["pid"], process.get("start_ticks"), self.reap_time(proc)
         kills = self.kills.get((process["run"], process.get("host")), ())
-        return {signum for sender, signum, reached in kills if sender != pid and (pid, ticks) in reached}
+        return {
+            signum
+            for sender, signum, reached, when in kills
+            if sender != pid and (pid, ticks) in reached and (reaped_at is None or when <= reaped_at + MILLISECOND)
+        }
 
     def end_time(self, proc: int) -> float | None:
         """When the process ended, on the wall clock: its parent's reap of it (`reap_time`), else its exit event; None

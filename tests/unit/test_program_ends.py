@@ -285,3 +285,14 @@ def test_what_mlacheck_ended_is_the_process_it_left_running_by_its_start(start, 
     meta = {"forwarded": ["SIGTERM"], "stopped_at": 110.0, "left_behind": [{"pid": 20, "start": start}]}
     processes = [process(7, exited=True), stopped_worker(None, ("signal", 9))]
     assert (1 in cut_short([RUN], [meta], processes)) is cut
+
+
+@pytest.mark.parametrize(
+    "t, credited", [(4.0, True), (5.0, True), (6.0, False)], ids=["before", "the same ms", "after"]
+)
+def test_a_kill_after_its_parent_reaped_a_process_is_not_its_end(t, credited):
+    """Red-team 16 #2: a later process of the pid that started in the same clock tick has the same (pid, start); a
+    SIGKILL of it, sent after the worker's parent reaped the worker (its start named), is not the worker's end."""
+    reap = killed_by(signal.SIGKILL, 5.0)
+    sent = kill(20, [[20, 500]]) | {"t": t}
+    assert _Signals([process(7, ticks=100, signalled=[sent, reap]), process(20, ppid=7)]).killed(1) is credited
