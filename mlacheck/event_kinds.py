@@ -200,7 +200,7 @@ OPTIONAL = {
     "exec": {"path": str, "argv": list, "python": bool, "failed": str},
     "spawn": {"rank": (int, type(None)), "t": (int, float), "start_ticks": int},
     "kill": {"t": (int, float), "reached": list},
-    "reaped": {"t": (int, float)},
+    "reaped": {"t": (int, float), "start_ticks": int},
     "compile_start": {
         "family": str,
         "vid": int,

@@ -330,14 +330,16 @@ def spawn_event(
 
 def kill_event(target: int, signum: int, reached: tuple[tuple[int, int], ...] | None = None) -> dict:
     """The process sent signal `signum` to `target` (a pid; minus a pgid for a group, -1 for every process), which
-    reached the processes `reached` ((pid, start in clock ticks after boot) of each: a SIGKILL's)."""
+    reached the processes `reached` ((pid, start in clock ticks after boot) of each)."""
     listed = {"reached": [list(process) for process in reached]} if reached is not None else {}
     return {"type": "kill", "target": target, "signal": signum, "t": run_clock()} | listed
 
 
-def reaped_event(pid: int, how: str, number: int) -> dict:
-    """The process reaped its child `pid`, which ended by `how`: "exit" with status `number`, or "signal" `number`."""
-    return {"type": "reaped", "pid": pid, "how": how, "number": number, "t": run_clock()}
+def reaped_event(pid: int, how: str, number: int, start_ticks: int | None = None) -> dict:
+    """The process reaped its child `pid`, which ended by `how`: "exit" with status `number`, or "signal" `number`;
+    `start_ticks`: the child's start (clock ticks after boot), where it was read before the reap."""
+    started = {"start_ticks": start_ticks} if start_ticks is not None else {}
+    return {"type": "reaped", "pid": pid, "how": how, "number": number, "t": run_clock()} | started
 
 
 def exit_event(rank: int | None, how: str) -> dict:

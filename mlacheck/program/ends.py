@@ -12,6 +12,7 @@ from pathlib import Path
 
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")  # how a program is asked to stop (a server is ended so), not how it crashes
 STOPPED = {128 + getattr(signal, name) for name in STOPS}  # the status of a process that ends itself on a stop
+MILLISECOND = 0.001  # an event's `t` is rounded to it (events.run_clock)
 TEARDOWN = 120  # Python's status where its teardown failed (a flush to a closed pipe), its traffic over
 
 
@@ -24,15 +25,20 @@ def cut_short(
     indexes), every other process of its run: the traffic lost with it may have been theirs next (torchrun stops a
     crashed worker's peers and starts new ones, a pool replaces a killed worker, a broken pool ends the others).
     A stop someone asked for (one of STOPS, or any signal mlacheck forwarded: Ctrl-C, a CI job's SIGTERM) ends the
-    traffic they let run, as a server is ended, whatever its processes do on their way out; so does a SIGKILL of a
-    worker that an observed process sent (engines end their workers so). A run that never finished says so already."""
-    ended, left = _programs_ends(paths, programs)
+    traffic they let run, as a server is ended, whatever its processes do on their way out, but not an end that came
+    before it (`_after`); so does a SIGKILL or a stop of a worker that an observed process sent (engines end their
+    workers so), and no other stop. A run that never finished says so already."""
+    ended, left, stops = _programs_ends(paths, programs)
     signals = _Signals(processes)
-    own = {
-        proc: _own_end(process, signals.reaped(proc), signals.killed(proc))
-        for proc, process in enumerate(processes)
-        if process["run"] not in ended and not signals.exec_child(proc)
-    }
+    own = {}  # proc -> how its own end cut its traffic short (None: it did not, or only at or after a stop)
+    for proc, process in enumerate(processes):
+        if process["run"] not in ended and not signals.exec_child(proc):
+            reaped, sent = signals.reaped(proc), signals.sent(proc) | _left_stop(process, left)
+            how = _own_end(process, reaped, sent)
+            if reaped and not signals.reap_named(proc):  # (a reap that may be of a later child of its pid)
+                how = how or _own_end(process, None, sent)
+            stop = stops.get(process["run"])
+            own[proc] = None if stop is not None and _after(process, signals.end_time(proc), stop, left) else how
     crashed = {}  # run -> the pid of its first process whose own end cut its traffic short
     for proc, how in own.items():
         if how and proc in served:
@@ -40,22 +46,30 @@ def cut_short(
     cut = {proc: ended[process["run"]] for proc, process in enumerate(processes) if process["run"] in ended}
     for proc, how in own.items():
         process = processes[proc]
-        cut[proc] = how or _left(process, left) or _beside(process, crashed.get(process["run"]))
+        after_end = None if process["run"] in stops else _left(process, left)  # (its end is mlacheck's, not its own)
+        cut[proc] = after_end or how or _beside(process, crashed.get(process["run"]))
     return {proc: how for proc, how in cut.items() if how}
 
 
-def _programs_ends(paths: list[Path], programs: list[dict]) -> tuple[dict[str, str | None], dict[tuple, str]]:
-    """How each run's program ended its traffic (run -> how, None: stopped, as asked; a run whose program exited 0 is
-    not in it), and how mlacheck ended each process a program left running ((run, pid) -> how)."""
-    ended: dict[str, str | None] = {}
+def _programs_ends(
+    paths: list[Path], programs: list[dict]
+) -> tuple[dict[str, str], dict[tuple, str], dict[str, tuple[float, int | None]]]:
+    """How each run's program ended its traffic (run -> how; a run whose program exited 0, or was stopped, is not in
+    it), how mlacheck ended each process a program left running ((run, pid, start) -> how), and each stopped run's
+    stop (run -> (its time, the program's pid): when mlacheck forwarded it, else the program's end; +inf where neither
+    is told: no end is then known to come after it)."""
+    ended: dict[str, str] = {}
     left: dict[tuple, str] = {}
+    stops: dict[str, tuple[float, int | None]] = {}
     for path, program in zip(paths, programs):
-        left.update({(str(path), p["pid"]): str(p.get("ended_by")) for p in program.get("left_behind") or []})
+        for p in program.get("left_behind") or []:
+            left[(str(path), p["pid"], _integer(p.get("start")))] = str(p.get("ended_by"))
         if _session(program).get("stopped"):  # a pytest session whose later tests never ran: no stop of its traffic
             ended[str(path)] = f"the session stopped early, {_session(program)['stopped']},"
             continue
         if program.get("forwarded") or program.get("signal") in STOPS:
-            ended[str(path)] = None  # (its workers' ends follow from it: a worker's KeyboardInterrupt exits 1)
+            when = next((t for t in (program.get("stopped_at"), program.get("ended")) if _number(t)), float("inf"))
+            stops[str(path)] = (when, _integer(program.get("pid")))
             continue
         if program.get("signal"):
             how = f"was killed by {program['signal']}"
@@ -66,37 +80,84 @@ def _programs_ends(paths: list[Path], programs: list[dict]) -> tuple[dict[str, s
         if program.get("compile_policy") == "skip" and not program.get("dry"):
             how += " (under --compile skip without --dry, a dispatch that launches a variant not compiled raises)"
         ended[str(path)] = f"the program {how}" + (f" (run {path})" if len(paths) > 1 else "")
-    return ended, left
+    return ended, left, stops
 
 
-def _own_end(process: dict, reaped: tuple[str, int] | None, killed: bool) -> str | None:
+def _after(process: dict, ended_at: float | None, stop: tuple[float, int | None], left: dict[tuple, str]) -> bool:
+    """Whether a process of a stopped program ended at or after the stop (`stop`: its time, the program's pid): its
+    end was then (`ended_at`: its parent's reap, else its exit event), or it is the program's own process, or mlacheck
+    ended it, left running after the program's end. An end of no known time may have come before the stop (an OOM
+    kill): it is not after it; nor one within the millisecond to which an event's `t` is rounded."""
+    when, main = stop
+    return (
+        (ended_at is not None and ended_at >= when + MILLISECOND)
+        or (main is not None and process["pid"] == main)
+        or _left_end(process, left) is not None
+    )
+
+
+def _own_end(process: dict, reaped: tuple[str, int] | None, sent: Collection[int]) -> str | None:
     """How a process ended before its traffic may have where its program did not, as its note says, else as its parent
     reaped it (`reaped`): a status other than 0 (but one that says a stop: 143, 130, 129; or 120 after its exit event),
     a signal that is no stop before its exit event (after it, in the interpreter's teardown, its traffic had ended),
-    except a SIGKILL that an observed process sent it (`killed`); or with no record of its end at all (no exit event,
-    none in its note, no parent's reap) where no observed process ended it: killed from outside (the OOM killer, a
-    kill -9). An image replaced by an exec ended no traffic; a trace written before kills were (no pgid) says nothing."""
+    except a SIGKILL that an observed process sent it (`sent`: the signals observed processes sent that reached it); a
+    stop (its exit event's, or the signal that ended it) that no observed process sent it; or with no record of its end
+    at all (no exit event, none in its note, no parent's reap) where no observed process ended it: killed from outside
+    (the OOM killer, a kill -9). An image replaced by an exec ended no traffic; a trace written before kills were (no
+    pgid) says nothing."""
     if process.get("exec") or process.get("truncated"):
         return None
     pid, (kind, number) = process["pid"], process.get("ended") or reaped or (None, 0)
-    if kind == "exit" and number and number not in STOPPED and not (number == TEARDOWN and process["exited"]):
+    stop = _stop(process, kind, number)
+    if stop is not None:
+        return None if getattr(signal, stop) in sent else f"pid {pid} was stopped by {stop}{STOPPED_OUTSIDE}"
+    if kind == "exit" and _bad_status(process, number):
         return f"pid {pid} exited {number}"
-    if kind == "signal" and not process["exited"] and not (number == signal.SIGKILL and killed):
+    if kind == "signal" and not process["exited"] and not (number == signal.SIGKILL and number in sent):
         return f"pid {pid} was killed by {_name(number)}" + (OUTSIDE if number == signal.SIGKILL else "")
-    if kind is None and not process["exited"] and not killed and process.get("pgid") is not None:
+    if kind is None and not process["exited"] and signal.SIGKILL not in sent and process.get("pgid") is not None:
         return f"pid {pid} ended with no record of how{OUTSIDE}"
     return None
 
 
+def _bad_status(process: dict, number: int) -> bool:
+    """Whether an exit status cut traffic short: not 0, nor one that says a stop (143, 130, 129), nor 120 after the
+    exit event (Python's teardown could not flush)."""
+    return bool(number) and number not in STOPPED and not (number == TEARDOWN and process["exited"])
+
+
+def _stop(process: dict, kind: str | None, number: int) -> str | None:
+    """The stop that ended a process (one of STOPS): its exit event's (mlacheck's handler), else the signal that
+    killed it; None where none did."""
+    stop = process.get("how") if process.get("how") in STOPS else _name(number) if kind == "signal" else None
+    return stop if stop in STOPS else None
+
+
 OUTSIDE = " (no other observed process sent it: the OOM killer, a kill -9 from outside, its own)"
+STOPPED_OUTSIDE = " (no other observed process sent it: earlyoom, a kill from outside, its own)"
 
 
 def _left(process: dict, left: dict[tuple, str]) -> str | None:
     """How mlacheck ended a process the program left running when it exited."""
-    if (process["run"], process["pid"]) in left:
-        pid = process["pid"]
-        return f"pid {pid}, left running when the program exited, was ended by mlacheck ({left[(process['run'], pid)]})"
+    how, pid = _left_end(process, left), process["pid"]
+    return f"pid {pid}, left running when the program exited, was ended by mlacheck ({how})" if how else None
+
+
+def _left_end(process: dict, left: dict[tuple, str]) -> str | None:
+    """The signal mlacheck ended the process with, left running when its program exited ((run, pid, start) -> its
+    name): by its pid and start, where both are known (else by its pid: a meta.json of mlacheck 0.9.0)."""
+    run, pid, ticks = process["run"], process["pid"], process.get("start_ticks")
+    for (of, left_pid, start), how in left.items():
+        if (of, left_pid) == (run, pid) and (start == ticks or None in (start, ticks)):
+            return how
     return None
+
+
+def _left_stop(process: dict, left: dict[tuple, str]) -> set[int]:
+    """The stop mlacheck sent the process, left running when its program exited (as an observed process's: no end of
+    its own)."""
+    how = _left_end(process, left)
+    return {getattr(signal, how)} if how in STOPS else set()
 
 
 def _beside(process: dict, crashed: int | None) -> str | None:
@@ -113,8 +174,8 @@ class _Signals:
 
     def __init__(self, processes: list[dict]) -> None:
         self.processes = processes
-        self.reaps: dict[tuple, list[tuple[float, str, int, int]]] = {}  # (run, host, pid) -> (when, how, number, by)
-        self.kills: dict[tuple, list[tuple[int, set]]] = {}  # (run, host) -> (sender pid, the (pid, start) it reached)
+        self.reaps: dict[tuple, list[tuple]] = {}  # (run, host, pid) -> (when, how, number, by, the child's start)
+        self.kills: dict[tuple, list[tuple]] = {}  # (run, host) -> (sender pid, signal, (pid, start) reached, when)
         self.spawns = {  # (run, host, child pid, child start, spawner pid) of each child started by a fork and exec
             (p["run"], p.get("host"), child, start, p["pid"])
             for p in processes
@@ -125,10 +186,11 @@ class _Signals:
             where = (process["run"], process.get("host"))
             for event in process.get("signalled") or ():
                 if event["type"] == "reaped":
-                    reap = (_when(process, event), event["how"], event["number"], proc)
+                    reap = (_when(process, event), event["how"], event["number"], proc, _ticks(event))
                     self.reaps.setdefault((*where, event["pid"]), []).append(reap)
-                elif event["signal"] == signal.SIGKILL:  # (a stop ends a process with an exit event)
-                    self.kills.setdefault(where, []).append((process["pid"], _reached(event.get("reached"))))
+                else:
+                    kill = (process["pid"], event["signal"], _reached(event.get("reached")), _when(process, event))
+                    self.kills.setdefault(where, []).append(kill)
 
     def exec_child(self, proc: int) -> bool:
         """Whether the process is the Python image of a child forked and exec'd below Python (subprocess with a
@@ -146,12 +208,33 @@ class _Signals:
 
     def reaped(self, proc: int) -> tuple[str, int] | None:
         """How the process's parent reaped it: the first reap of its pid after its start by the process of its ppid
-        (one that started no later than it: no later holder of that pid). While its zombie waits for that parent, no
+        (one that started no later than it: no later holder of that pid), of a child of its start (`reap_named`), or
+        of a child of no start told (a reap of mlacheck 0.9.0 and before). While its zombie waits for that parent, no
         other process takes its pid."""
+        reap = self._reap(proc)
+        return reap[1:3] if reap else None
+
+    def reap_named(self, proc: int) -> bool:
+        """Whether the process's reap (`reaped`) names its start: it is this process's end, not a later child's of its
+        pid (reaped after this one was reaped unseen: below Python, or by the kernel, SIGCHLD ignored)."""
+        reap, ticks = self._reap(proc), self.processes[proc].get("start_ticks")
+        return reap is not None and reap[4] is not None and reap[4] == ticks
+
+    def reap_time(self, proc: int) -> float | None:
+        """When the process's parent reaped it, on the wall clock, by a reap that names its start; else None."""
+        reap = self._reap(proc)
+        return reap[0] if reap and self.reap_named(proc) and reap[0] != float("inf") else None
+
+    def _reap(self, proc: int) -> tuple | None:
         process = self.processes[proc]
         reaps = self.reaps.get((process["run"], process.get("host"), process["pid"]), [])
-        after = sorted(reap for reap in reaps if reap[0] >= _start(process) and self._parent(reap[3], proc))
-        return after[0][1:3] if after else None
+        ticks = process.get("start_ticks")
+        after = [
+            reap
+            for reap in reaps
+            if reap[0] >= _start(process) and self._parent(reap[3], proc) and reap[4] in (None, ticks)
+        ]
+        return min(after, key=lambda reap: reap[0]) if after else None
 
     def _parent(self, reaper: int, proc: int) -> bool:
         """Whether the reaper may be the process's parent: of its ppid, started no later than it (by their starts
@@ -165,15 +248,29 @@ class _Signals:
         return self.born[reaper] <= _start(process)
 
     def killed(self, proc: int) -> bool:
-        """Whether another observed process sent the process SIGKILL: the kill reached it (its pid and start), to its
+        """Whether another observed process sent the process SIGKILL (`sent`)."""
+        return signal.SIGKILL in self.sent(proc)
+
+    def sent(self, proc: int) -> set[int]:
+        """The signals other observed processes sent the process: each kill that reached it (its pid and start), to its
         pid, or its group while it was in it. A kill that names no process it reached (of mlacheck 0.8.0 and before,
-        or to every process) is credited to none."""
+        to every process, or a signal other than SIGKILL of 0.9.0) is credited to none, nor is one sent after its
+        parent reaped it (a later process of its pid that started in the same clock tick: the pair is no identity)."""
         process = self.processes[proc]
-        pid, ticks = process["pid"], process.get("start_ticks")
-        return ticks is not None and any(
-            sender != pid and (pid, ticks) in reached
-            for sender, reached in self.kills.get((process["run"], process.get("host")), ())
-        )
+        pid, ticks, reaped_at = process["pid"], process.get("start_ticks"), self.reap_time(proc)
+        kills = self.kills.get((process["run"], process.get("host")), ())
+        return {
+            signum
+            for sender, signum, reached, when in kills
+            if sender != pid and (pid, ticks) in reached and (reaped_at is None or when <= reaped_at + MILLISECOND)
+        }
+
+    def end_time(self, proc: int) -> float | None:
+        """When the process ended, on the wall clock: its parent's reap of it (`reap_time`), else its exit event; None
+        where neither is known."""
+        reaped_at, process = self.reap_time(proc), self.processes[proc]
+        exited_at = _when(process, {"t": process.get("exit_t")})
+        return reaped_at if reaped_at is not None else exited_at if exited_at != float("inf") else None
 
 
 def _reached(listed: object) -> set[tuple[int, int]]:
@@ -181,6 +278,12 @@ def _reached(listed: object) -> set[tuple[int, int]]:
     if not isinstance(listed, list):
         return set()
     return {(p[0], p[1]) for p in listed if isinstance(p, list) and len(p) == 2 and all(type(n) is int for n in p)}
+
+
+def _ticks(event: dict) -> int | None:
+    """An event's `start_ticks` (None where it names none, or not as a number of ticks)."""
+    ticks = event.get("start_ticks")
+    return ticks if type(ticks) is int else None
 
 
 def _born(processes: list[dict]) -> list[float]:
@@ -195,13 +298,21 @@ def _born(processes: list[dict]) -> list[float]:
 
 def _start(process: dict) -> float:
     started = process.get("started")
-    return started if isinstance(started, (int, float)) and not isinstance(started, bool) else float("-inf")
+    return started if _number(started) else float("-inf")
+
+
+def _integer(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _when(process: dict, event: dict) -> float:
     """When an event was, on the wall clock (its process's start and its `t`); where either is unknown, at the end."""
     t = event.get("t")
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or _start(process) == float("-inf"):
+    if not _number(t) or _start(process) == float("-inf"):
         return float("inf")
     return _start(process) + t
 

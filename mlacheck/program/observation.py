@@ -213,7 +213,13 @@ def _watcher_done(watcher: subprocess.Popen, folder: RunFolder) -> dict:
         how = f"exited {code}" if code >= 0 else f"was killed by signal {-code}"
         return {"left_behind": [], "tree": f"its watcher {how} without writing it"}
     left = [
-        {"pid": seen["pid"], "argv": seen.get("argv") or [], "sid": seen.get("sid"), "ended_by": seen["ended_by"]}
+        {
+            "pid": seen["pid"],
+            "start": seen.get("start"),
+            "argv": seen.get("argv") or [],
+            "sid": seen.get("sid"),
+            "ended_by": seen["ended_by"],
+        }
         for seen in tree["processes"]
         if seen.get("ended_by") is not None
     ]

@@ -1,14 +1,16 @@
 """How an observed process ends others, and learns how its children ended: each os.kill / os.killpg it sends to
 another process or group (a `kill` event: the target, the signal; a signal 0, which only asks whether a process lives,
-is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid, its exit status or the signal
-that killed it). The report tells by them a worker that its engine ended (a SIGKILL from an observed process, as
-SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9), and knows
-a child's end where the child could not write it (os._exit, a fault under a handler installed before mlacheck's).
+is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid and start, its exit status or the
+signal that killed it). The report tells by them a worker that its engine ended (a SIGKILL or a stop from an observed
+process, as SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9),
+and knows a child's end where the child could not write it (os._exit, a fault under a handler installed before
+mlacheck's).
 
-A SIGKILL's event names the processes it reached (`reached`): each live process of its target (the pid, or every
+A kill event names the processes it reached (`reached`): each live process of its target (the pid, or every
 member of the group) with its start, read from /proc just before it is sent, so that the report credits it to no
 later holder of a pid nor to a process that had left the group. A kill is written once sent (one that raised reached
-no one), but before where it may end its sender (its own pid or group)."""
+no one), but before where it may end its sender (its own pid or group). A reap names its child's start too, read before
+the wait (`_to_reap`), so that the reap of a later child of a pid is not read as an earlier one's end."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import os
 
 KILLS = ("kill", "killpg")
 WAITS = ("waitpid", "wait", "wait3", "wait4", "waitid")
-SIGKILL = 9
 
 
 def hook(write, active) -> None:
@@ -34,16 +35,16 @@ def hook(write, active) -> None:
             return None  # (a call the function refuses is refused by it, as given)
         if name == "killpg" or target <= 0:
             target = -os.getpgrp() if target == 0 else -abs(target)  # (a group, as kill's negative pid says it)
-        return target, signum, reached(target) if signum == SIGKILL else None
+        return target, signum, reached(target)
 
     def killed(kill: tuple[int, int, tuple | None]) -> None:
         if kill not in sent:
             sent.add(kill)
             write(kill_event(*kill))
 
-    def reaped(pid: int, how: str | None, number: int) -> None:
+    def reaped(pid: int, how: str | None, number: int, start: int | None) -> None:
         if pid > 0 and how is not None and active():
-            write(reaped_event(pid, how, number))
+            write(reaped_event(pid, how, number, start))
 
     for name in KILLS + WAITS:
         real = getattr(os, name, None)
@@ -109,11 +110,50 @@ def start_ticks(pid: int | str = "self") -> int | None:
 def _wait_hook(name: str, real, reaped):
     @functools.wraps(real)
     def wait_hooked(*args, **kwargs):
+        child = _to_reap(name, args)
         result = real(*args, **kwargs)
-        reaped(*(_waitid_end(result) if name == "waitid" else _status_end(result[0], result[1])))
+        pid, how, number = _waitid_end(result) if name == "waitid" else _status_end(result[0], result[1])
+        reaped(pid, how, number, child[1] if child is not None and child[0] == pid else None)
         return result
 
     return wait_hooked
+
+
+def _to_reap(name: str, args: tuple) -> tuple[int, int | None] | None:
+    """The child a wait call is about to reap, as (pid, start), read before the call while the child still holds its
+    pid (a zombie's stat is still there): the pid it names, else the child that a waitid with WNOWAIT finds (which it
+    leaves to the call); None where none is known. What the waitid raises is left to the call itself."""
+    waited = _waited(name, args)
+    if waited is None:
+        return None
+    idtype, ident, options = waited
+    if idtype == os.P_PID:
+        return ident, start_ticks(ident)
+    try:
+        found = os.waitid(idtype, ident, options | os.WNOWAIT)
+    except (OSError, ValueError, TypeError, OverflowError):
+        return None
+    return (found.si_pid, start_ticks(found.si_pid)) if found is not None else None
+
+
+def _waited(name: str, args: tuple) -> tuple[int, int, int] | None:
+    """A wait call's children as waitid's (idtype, id, options); None where its arguments are not understood."""
+    if not hasattr(os, "waitid") or not all(type(arg) is int for arg in args):
+        return None
+    if name == "waitid" and len(args) == 3 and args[0] in (os.P_PID, os.P_PGID, os.P_ALL):
+        return args
+    if name == "wait" and not args:
+        pid, options = -1, 0
+    elif name == "wait3" and len(args) == 1:
+        pid, options = -1, args[0]
+    elif name in ("waitpid", "wait4") and len(args) == 2:
+        pid, options = args
+    else:
+        return None
+    options |= os.WEXITED  # (waitpid's WUNTRACED is waitid's WSTOPPED: the same bit)
+    if pid > 0:
+        return os.P_PID, pid, options
+    return (os.P_ALL, 0, options) if pid == -1 else (os.P_PGID, -pid if pid else os.getpgrp(), options)
 
 
 def _status_end(pid: int, status: int) -> tuple[int, str | None, int]:

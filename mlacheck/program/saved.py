@@ -27,7 +27,7 @@ from mlacheck.program.ends import cut_short, end_of, left_serving, session_reaso
 from mlacheck.program.ranks import rank_summaries, unchecked_folders
 from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.run_rules import run_rules
-from mlacheck.program.shells import kept_spawn, unseen_pythons
+from mlacheck.program.shells import kept_spawn, known, unseen_pythons
 from mlacheck.program.tree import python_images
 from mlacheck.report.model import Report, build_report
 from mlacheck.report.policy import ReportPolicy
@@ -190,6 +190,7 @@ class _Image:
             "truncated": stream.truncated,
             "exited": exit_event is not None,
             "how": exit_event.get("how") if exit_event else None,
+            "exit_t": exit_event.get("t") if exit_event else None,
             "started": first.get("started"),
             "pgid": first.get("pgid"),
             "signalled": self.signalled,
@@ -269,14 +270,14 @@ def _unobserved(
     host = tree.get("host")
     seen = {record["pid"]: record for record in tree.get("processes", [])}
     notes = run.unobserved() if readable else {}
-    traced: dict[object, list[dict]] = {}
+    traced: dict[tuple, list[dict]] = {}  # (pid, start) -> the images of that process, as its traces hold them
     for process in observed:
         if process.get("host") in (host, None):
-            traced.setdefault(process["pid"], []).append(process)
+            traced.setdefault((process["pid"], process.get("start_ticks")), []).append(process)
     unread = run.trace_of if readable else lambda pid, host: None  # the trace file of a process none was read of
     lines = [
         *notes.items(),
-        *_untraced_execs(traced, notes, seen),
+        *_untraced_execs(traced, notes, {(r["pid"], r.get("start")): r for r in tree.get("processes", [])}),
         *_untraced_images(tree.get("processes", []), host, traced, notes, unread),
     ]
     lines += unseen_pythons(observed, tree.get("processes", []), host)
@@ -296,14 +297,14 @@ def _untraced_spawns(
     """((pid, host, rank), line) of each Python child a traced process started by a fork and exec (`spawn`) that wrote
     no trace on its host, whether or not the tree saw it (one that starts and ends between two polls is still named);
     `named`: the pids of the run's host (`host`, None where unknown) named already; `unread`: a pid's trace file."""
-    traced = {(process.get("host"), process["pid"]) for process in observed}
+    traced = {(process.get("host"), process["pid"], process.get("start_ticks")) for process in observed}
     for process in observed:
         where = process.get("host")
         for spawned in process.get("spawned") or []:
             child = spawned["child"]
             if (
                 not spawned["python"]
-                or (where, child) in traced
+                or known(traced, where, child, spawned.get("start_ticks"))
                 or (child in named and host in (where, None))
                 or _runs_no_code(spawned["argv"])
             ):
@@ -317,14 +318,15 @@ def _untraced_spawns(
 
 
 def _untraced_execs(
-    traced: dict[object, list[dict]], notes: dict[int, str], seen: dict[int, dict]
+    traced: dict[tuple, list[dict]], notes: dict[int, str], seen: dict[tuple, dict]
 ) -> Iterator[tuple[int, str]]:
-    """(pid, line) of each traced process whose last image exec'd into Python that wrote no trace."""
-    for pid, images in traced.items():
+    """(pid, line) of each traced process whose last image exec'd into Python that wrote no trace (a process of its
+    pid: by its start, where its trace names it, so that a later process of the pid does not stand for it)."""
+    for (pid, start), images in traced.items():
         went = images[-1]["exec"]
         if went is None or pid in notes or _runs_no_code(went.get("argv") or []):
             continue
-        if went.get("python") or python_images(seen.get(pid)):
+        if went.get("python") or python_images(_record(seen, pid, start)):
             command = " ".join(went.get("argv") or []) or went.get("path") or "?"
             yield (
                 pid,
@@ -336,7 +338,7 @@ def _untraced_execs(
 def _untraced_images(
     records: list[dict],
     host: str | None,
-    traced: dict[object, list[dict]],
+    traced: dict[tuple, list[dict]],
     notes: dict[int, str],
     unread: Callable[[int, str | None], Path | None],
 ) -> Iterator[tuple[int, str]]:
@@ -345,12 +347,29 @@ def _untraced_images(
     for record in records:
         pid = record["pid"]
         images = [image for image in python_images(record) if not _runs_no_code(image.get("argv") or [])]
-        own = [p for p in traced.get(pid, []) if p.get("forked_from") is None]
-        if pid in notes or len(images) <= len(own) or (traced.get(pid) and traced[pid][-1]["exec"] is not None):
+        its = _traced_images(traced, pid, record.get("start"))
+        own = [p for p in its if p.get("forked_from") is None]
+        if pid in notes or len(images) <= len(own) or (its and its[-1]["exec"] is not None):
             continue
         command = " ".join(images[-1].get("argv") or []) or images[-1].get("exe") or "?"
-        what = _no_trace(unread(pid, host)) if pid not in traced else _no_trace(None, "ran an image (an exec) that")
+        what = _no_trace(unread(pid, host)) if not its else _no_trace(None, "ran an image (an exec) that")
         yield pid, f"pid {pid} ({command[:200]}), seen running by mlacheck on {host}, {what}"
+
+
+def _record(seen: dict[tuple, dict], pid: int, start: int | None) -> dict | None:
+    """The recorded tree's process of `pid` and `start` ((pid, start) -> record); where the start is not known, the
+    last of its pid."""
+    if start is not None:
+        return seen.get((pid, start))
+    return next((record for (of, _), record in reversed(seen.items()) if of == pid), None)
+
+
+def _traced_images(traced: dict[tuple, list[dict]], pid: int, start: int | None) -> list[dict]:
+    """The traced images of the process of `pid` and `start` (clock ticks after boot), and of its pid where either
+    start is not known (a trace or a record that names none)."""
+    if start is None:
+        return [image for (of, _), images in traced.items() if of == pid for image in images]
+    return traced.get((pid, start), []) + traced.get((pid, None), [])
 
 
 def _no_trace(unread: Path | None, who: str = "") -> str:

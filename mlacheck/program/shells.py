@@ -246,22 +246,27 @@ def _commands(script: str) -> list[list[str]] | None:
 def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) -> Iterator[tuple[int, str]]:
     """(pid, line) of each non-Python process of the run (a traced process's spawn, or a record of the process tree)
     whose command names a Python interpreter, of which no Python process (a child, or its own exec) was traced or
-    seen on its host."""
-    pythons = {(process.get("host"), process["pid"]) for process in observed}
-    pythons |= {(process.get("host"), process.get("ppid")) for process in observed}
+    seen on its host. Each is a process of a pid and a start (clock ticks after boot), where known: a later process
+    of its pid, or a child of one, does not stand for it."""
     ran = [record for record in records if python_images(record)]  # (a fork's copy of its parent ran no command)
-    pythons |= {(host, record["pid"]) for record in ran} | {(host, record.get("ppid")) for record in ran}
+    pythons = [(p.get("host"), p["pid"], p.get("ppid"), p.get("start_ticks")) for p in observed]
+    pythons += [(host, record["pid"], record.get("ppid"), record.get("start")) for record in ran]
+    starts = _starts(observed, records, host)
+    stood = {(where, pid, start) for where, pid, _, start in pythons}
+    stood |= {(where, ppid, _holder(starts, where, ppid, start)) for where, _, ppid, start in pythons}
     commands: dict[tuple, tuple[list[str], str]] = {}
     for process in observed:
         for spawned in process.get("spawned") or []:
             if not spawned["python"]:
                 where = f", started by pid {process['pid']} on {process.get('host')}"
-                commands.setdefault((process.get("host"), spawned["child"]), (spawned["argv"], where))
+                child = (process.get("host"), spawned["child"], spawned.get("start_ticks"))
+                commands.setdefault(child, (spawned["argv"], where))
     for record in records:
         if not record.get("python") and names_python(record.get("argv") or []):
-            commands.setdefault((host, record["pid"]), (record["argv"], f", seen running by mlacheck on {host}"))
-    for (where, pid), (argv, how) in commands.items():
-        if (where, pid) in pythons:
+            seen = (host, record["pid"], record.get("start"))
+            commands.setdefault(seen, (record["argv"], f", seen running by mlacheck on {host}"))
+    for (where, pid, start), (argv, how) in commands.items():
+        if known(stood, where, pid, start):
             continue
         line = f"pid {pid} ({' '.join(argv)[:200]}){how}, ran a command that names a Python interpreter, and no "
         yield (
@@ -272,6 +277,34 @@ def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) 
                 "nothing of mlacheck in it (-S, or a cleared environment)"
             ),
         )
+
+
+def known(processes: set[tuple], where: str | None, pid: int, start: int | None) -> bool:
+    """Whether the process of `pid` and `start` on host `where` is one of `processes` ((host, pid, start) each): by
+    its start where both are known, else by its pid (a trace, a spawn or a record that names none)."""
+    if start is None:
+        return any(process[:2] == (where, pid) for process in processes)
+    return (where, pid, start) in processes or (where, pid, None) in processes
+
+
+def _starts(observed: list[dict], records: list[dict], host: str | None) -> dict[tuple, list[int]]:
+    """(host, pid) -> the starts of every process of that pid that the run knows of: traced, spawned, or recorded."""
+    starts: dict[tuple, set[int]] = {}
+    for process in observed:
+        where = process.get("host")
+        for pid, start in [(process["pid"], process.get("start_ticks")), *(process.get("child_starts") or [])]:
+            starts.setdefault((where, pid), set()).add(start)
+    for record in records:
+        starts.setdefault((host, record["pid"]), set()).add(record.get("start"))
+    return {key: sorted(start for start in known if type(start) is int) for key, known in starts.items()}
+
+
+def _holder(starts: dict[tuple, list[int]], where: str | None, pid: int | None, when: int | None) -> int | None:
+    """The start of the process that held `pid` at `when` (a child's start: its parent's, the latest start of the pid
+    no later than it); None where it is not known."""
+    if when is None:
+        return None
+    return next((start for start in reversed(starts.get((where, pid), [])) if start <= when), None)
 
 
 def kept_spawn(event: dict) -> bool:

@@ -96,8 +96,10 @@ def run_program(
         except Exception:  # noqa: BLE001 - a preparation never stops the supervision
             pass
     forwarded: list[str] = []
+    stopped_at: list[float] = []  # when the first signal was forwarded: the stop's time (ends.py)
 
     def forward(signum: int, frame: object) -> None:
+        stopped_at.append(time.time())
         forwarded.append(signal.Signals(signum).name)
         _signal_group(process.pid, signum)
 
@@ -125,10 +127,12 @@ def run_program(
         "exit_code": returncode if returncode >= 0 else None,
         "signal": signal.Signals(-returncode).name if returncode < 0 else None,
         "forwarded": forwarded,
+        "stopped_at": stopped_at[0] if stopped_at else None,
+        "pid": process.pid,
         "killed_after_grace": killed,
         "remnants_ended": remnants,
         "left_behind": [
-            {"pid": seen.pid, "argv": seen.argv, "sid": seen.sid, "ended_by": seen.ended_by}
+            {"pid": seen.pid, "start": seen.start, "argv": seen.argv, "sid": seen.sid, "ended_by": seen.ended_by}
             for seen in tree.seen.values()
             if seen.ended_by is not None
         ],

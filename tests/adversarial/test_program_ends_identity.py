@@ -120,3 +120,142 @@ def test_a_sigkill_to_the_group_a_worker_left_does_not_end_the_worker(tmp_path):
     result = observe(tmp_path, sys.executable, program(tmp_path, LEFT_ITS_GROUP.format(served=SERVED)))
     assert "alive after the group kill True" in result.stdout, result.stdout + result.stderr
     assert_unverified(result, "(no other observed process sent it")
+
+
+STOPPED_LATER = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    worker = {served!r} + 'import os, subprocess\\nsubprocess.run(["sh", "-c", f"kill -9 {{os.getpid()}}"])\\n'
+    subprocess.run([sys.executable, "-c", worker])  # killed from outside (the OOM killer); the program reaps it
+    if {stop!r} == "itself":
+        os.kill(os.getpid(), signal.SIGTERM)  # the launcher ends itself with a stop on shutdown
+    elif {stop!r} == "from outside":
+        subprocess.Popen(["sh", "-c", f"sleep 0.5; kill -TERM {{os.getpid()}}"])  # a CI step's pkill -f serve.py
+    else:
+        os.kill(os.getppid(), signal.SIGTERM)  # a CI job's SIGTERM to mlacheck, forwarded to the program
+    time.sleep(30)
+    """
+)
+
+
+@pytest.mark.parametrize("stop", ["itself", "from outside", "through mlacheck"])
+def test_a_stop_of_the_program_does_not_excuse_a_worker_killed_before_it(tmp_path, stop):
+    """Red-team 16 #1: a worker is SIGKILLed from outside and reaped by the program, which is stopped later. A stop
+    ends the traffic it lets run, not the traffic an OOM kill had cut short before it was asked."""
+    text = STOPPED_LATER.format(served=SERVED, stop=stop)
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert result.report["program"]["signal"] == "SIGTERM", result.report["program"]
+    assert_unverified(result, "was killed by SIGKILL (no other observed process sent it")
+
+
+REAPED_UNSEEN = (
+    "import ctypes, os, signal, subprocess, time\n"
+    + TAKE_NEXT
+    + """
+libc = ctypes.CDLL(None, use_errno=True)
+ready, told = os.pipe()
+worker = os.fork()
+if worker == 0:
+{served}
+    os.write(told, b"x")
+    time.sleep(60)
+os.read(ready, 1)
+if {how!r} == "libc":
+    libc.kill(worker, signal.SIGKILL)  # the OOM killer
+    libc.waitpid(worker, ctypes.byref(ctypes.c_int()), 0)  # reaped below Python: no reap event
+else:  # SIGCHLD ignored for a while (a daemon's habit): the kernel reaps the worker
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    libc.kill(worker, signal.SIGKILL)
+    while os.path.exists(f"/proc/{{worker}}"):
+        time.sleep(0.01)
+    time.sleep(0.05)  # (until the kernel has freed its pid)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+take_next(worker)
+later = subprocess.Popen(["true"])  # a command in the dead worker's pid
+later.wait()  # its reap by the worker's parent: exit 0
+print("reused", later.pid == worker, flush=True)
+"""
+)
+
+
+@pytest.mark.parametrize("how", ["libc", "SIG_IGN"])
+def test_the_reap_of_a_later_child_in_a_workers_pid_does_not_end_the_worker(tmp_path, how):
+    """Red-team 16 #3: the worker's parent reaps it unseen (libc waitpid; SIGCHLD ignored), then a command it runs
+    takes the pid, and the parent reaps that (exit 0). A reap names the child it reaped by its start too: the later
+    command's is not the worker's end."""
+    text = REAPED_UNSEEN.format(served=textwrap.indent(SERVED, "    "), how=how)
+    assert_unverified(observe_in_namespace(tmp_path, text), "ended with no record of how")
+
+
+HIDDEN_IMAGE = (
+    "import os, subprocess, sys\n"
+    + TAKE_NEXT
+    + """
+import mlacheck
+from tests.fixtures import synthetic_kernels as k
+k.warmup(dtypes=("fp8",), causal=(True,))
+mlacheck.serving_started()
+k.dispatch(1, "fp8", True)  # all served as warmed: a PASS but for the image nothing observed
+UNSEEN = "import time; time.sleep(0.3)  # stands for a serving-path compile nothing observes"
+if {shell}:  # a shell runs it: the line names Python (no tree poll need see the brief child)
+    first = subprocess.Popen(["sh", "-c", "python3 -S -c pass; true"])
+else:  # an observed worker execs into it
+    execs = "import os, sys; os.execv(sys.executable, [sys.executable, '-S', '-c', %r])" % UNSEEN
+    first = subprocess.Popen([sys.executable, "-c", execs])
+first.wait()
+take_next(first.pid)
+later = subprocess.Popen([sys.executable, "-c", "pass"])  # a later observed Python process in its pid
+later.wait()
+print("reused", later.pid == first.pid, flush=True)
+"""
+)
+
+
+@pytest.mark.parametrize("shell", [False, True], ids=["exec", "sh -c"])
+def test_an_unobserved_python_image_is_not_hidden_by_a_later_process_of_its_pid(tmp_path, shell):
+    """Red-team 16 #4: a Python image nothing of mlacheck started in (`-S`: the exec of an observed worker, or a
+    shell's command) is named though a later observed Python process takes its pid: a pid's traces, and the Python
+    processes that stand for a command, are told apart by their start."""
+    result = observe_in_namespace(tmp_path, HIDDEN_IMAGE.format(shell=shell))
+    assert_not_pass(result, "incomplete")
+    assert [line for line in result.report["incomplete"] if "ran unobserved" in line], result.report["incomplete"]
+
+
+STOPPED_WORKER = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys
+    worker = {served!r} + {end!r}
+    ended = subprocess.Popen([sys.executable, "-c", worker], stdout=subprocess.PIPE)
+    ended.stdout.readline()
+    if {by_engine}:
+        ended.terminate()  # the engine ends its worker: an observed SIGTERM that reached it
+    print("ended by", ended.wait(), flush=True)
+    """
+)
+FROM_OUTSIDE = 'import os, subprocess\nsubprocess.run(["sh", "-c", f"kill -TERM {os.getpid()}"])\nprint(flush=True)\n'
+UNTIL_ENDED = (
+    "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_DFL) if {dfl} else None\nprint(flush=True)\n"
+)
+UNTIL_ENDED += "time.sleep(60)\n"  # (until its engine ends it)
+
+
+@pytest.mark.parametrize("dfl", [False, True], ids=["mlacheck's handler", "SIG_DFL"])
+def test_a_worker_stopped_from_outside_while_the_program_goes_on_is_cut_short(tmp_path, dfl):
+    """Red-team 16 #6: a worker ended by a SIGTERM that no observed process sent (earlyoom sends SIGTERM first) while
+    the program goes on and exits 0: the stop cut its traffic short as a kill -9 does."""
+    end = ("import signal\nsignal.signal(signal.SIGTERM, signal.SIG_DFL)\n" if dfl else "") + FROM_OUTSIDE
+    text = STOPPED_WORKER.format(served=SERVED, end=end, by_engine=False)
+    assert_unverified(observe(tmp_path, sys.executable, program(tmp_path, text)), "was stopped by SIGTERM")
+
+
+@pytest.mark.parametrize("dfl", [False, True], ids=["mlacheck's handler", "SIG_DFL"])
+def test_a_worker_its_engine_stops_keeps_its_dead_warmup(tmp_path, dfl):
+    """Popen.terminate() from an observed process reached the worker (its pid and start): an end its engine asked
+    for, whether the worker's SIGTERM action was mlacheck's handler or the default put back (red-team 16, a false
+    alarm: INCOMPLETE)."""
+    text = STOPPED_WORKER.format(served=SERVED, end=UNTIL_ENDED.format(dfl=dfl), by_engine=True)
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert "ended by -15" in result.stdout, result.stdout
+    assert result.report["verdict"] == "pass" and result.report["incomplete"] == [], result.report["incomplete"]
+    statuses = {v["key"]["dtype"]: v["status"] for family in result.report["families"] for v in family["variants"]}
+    assert statuses == {"fp8": "ok", "bf16": "dead warm-up"}, statuses

@@ -13,8 +13,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from mlacheck import events, schemas
-from mlacheck.program import reaps
-from mlacheck.program.ends import _Signals
+from mlacheck.program import ends, reaps
+from mlacheck.program.ends import _Signals, cut_short
 
 RUN = "run"
 
@@ -66,6 +66,53 @@ def reaped(pid: int, t: float = 5.0) -> dict:
 def test_a_reap_is_its_parents_after_it_started(reaper, t, credited):
     worker = process(20, ticks=500, ppid=7)
     assert _Signals([reaper, worker]).reaped(1) == (("exit", 0) if credited else None)
+
+
+def killed_by(signum: int, t: float) -> dict:
+    return reaped(20, t) | {"how": "signal", "number": signum, "start_ticks": 500}
+
+
+@pytest.mark.parametrize(
+    "meta, t, cut",
+    [
+        ({"forwarded": ["SIGTERM"], "stopped_at": 110.0}, 5.0, True),  # reaped at 105, before the stop
+        ({"forwarded": ["SIGTERM"], "stopped_at": 110.0}, 15.0, False),  # after it: the stop ended it
+        ({"signal": "SIGTERM", "ended": 110.0}, 15.0, False),  # the program's own stop: by its end at the latest
+        ({"signal": "SIGTERM", "ended": 120.0}, 15.0, True),
+        ({"forwarded": ["SIGTERM"]}, 15.0, True),  # a meta.json of 0.9.0 with no time: nothing is after the stop
+    ],
+    ids=["before a forwarded stop", "after it", "after the program's stop", "before its end", "no time"],
+)
+def test_a_stop_excuses_only_the_ends_at_or_after_it(meta, t, cut):
+    """Red-team 16 #1: a stop ends the traffic it lets run; a worker's end before it (an OOM kill) is judged."""
+    parent, worker = process(7, ticks=100, signalled=[killed_by(signal.SIGKILL, t)]), process(20, ppid=7)
+    processes = [parent | {"exited": True}, worker | {"exited": False, "pgid": 20}]
+    assert (1 in cut_short([RUN], [meta], processes)) is cut
+    main = {"pid": 20} | meta  # the program's own process ended with the program, after its stop
+    assert 1 not in cut_short([RUN], [main], processes)
+
+
+@pytest.mark.parametrize(
+    "start, credited, named",
+    [(500, True, True), (600, False, False), (None, True, False)],
+    ids=["its start", "a later child's of its pid", "no start written (0.9.0)"],
+)
+def test_a_reap_is_of_the_child_of_its_start(start, credited, named):
+    """Red-team 16 #3: a reap names its child's start; one of another start is a later child's of the pid, and one
+    that names none (0.9.0's) is told but excuses nothing (`reap_named`)."""
+    event = reaped(20) | ({"start_ticks": start} if start is not None else {})
+    signals = _Signals([process(7, ticks=100, signalled=[event]), process(20, ticks=500, ppid=7)])
+    assert signals.reaped(1) == (("exit", 0) if credited else None)
+    assert signals.reap_named(1) is named
+    assert (signals.reap_time(1) is not None) is named
+
+
+@pytest.mark.parametrize("number, cut", [(0, True), (1, True)], ids=["exit 0", "exit 1"])
+def test_a_reap_that_names_no_start_accuses_but_never_excuses(number, cut):
+    event = reaped(20) | {"number": number}
+    processes = [process(7, ticks=100, signalled=[event], exited=True), process(20, ppid=7, exited=False, pgid=20)]
+    how = cut_short([RUN], [{}], processes).get(1)
+    assert how == (f"pid 20 exited {number}" if number else "pid 20 ended with no record of how" + ends.OUTSIDE)
 
 
 def kill(target: int, reached: list | None) -> dict:
@@ -146,7 +193,106 @@ def test_the_new_fields_fit_the_schemas():
         events.kill_event(20, signal.SIGTERM),
         events.spawn_event(20, "/bin/sh", ["sh"], False, None, 500),
         events.run_event(20, 100.0, start_ticks=500),
+        events.reaped_event(20, "signal", 9, 500),
     ):
         schema = Draft202012Validator(schemas.event_schema(event["type"]))
         assert not [error.message for error in schema.iter_errors(event)], event
     assert "reached" not in events.kill_event(20, signal.SIGTERM)
+    assert "start_ticks" not in events.reaped_event(20, "exit", 0)
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("waitpid", lambda pid: (pid, 0)),
+        ("waitpid", lambda pid: (-1, 0)),
+        ("waitpid", lambda pid: (0, 0)),
+        ("wait", lambda pid: ()),
+        ("wait3", lambda pid: (0,)),
+        ("wait4", lambda pid: (-os.getpgrp(), 0)),
+        ("waitid", lambda pid: (os.P_PID, pid, os.WEXITED)),
+        ("waitid", lambda pid: (os.P_ALL, 0, os.WEXITED)),
+    ],
+    ids=[
+        "waitpid(pid)",
+        "waitpid(-1)",
+        "waitpid(0)",
+        "wait()",
+        "wait3",
+        "wait4(-pgid)",
+        "waitid(P_PID)",
+        "waitid(P_ALL)",
+    ],
+)
+def test_a_reap_names_the_start_of_the_child_it_reaped(name, args):
+    """Red-team 16 #3: real children: the start is read before the wait (of the pid it names, else of the child a
+    waitid with WNOWAIT finds), so it is the reaped child's, not a later process's of its pid."""
+    child = subprocess.Popen(["true"])
+    while reaps.process_stat(child.pid)[0] != "Z":
+        time.sleep(0.01)
+    ticks, written = reaps.start_ticks(child.pid), []
+    hooked = reaps._wait_hook(name, getattr(os, name), lambda *reaped: written.append(reaped))
+    hooked(*args(child.pid))
+    child.returncode = 0  # (reaped here)
+    assert written == [(child.pid, "exit", 0, ticks)]
+
+
+def test_a_wait_that_reaps_nothing_names_no_child():
+    written = []
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert reaps._wait_hook("waitpid", os.waitpid, lambda *reaped: written.append(reaped))(-1, os.WNOHANG) == (0, 0)
+        assert (
+            reaps._wait_hook("waitid", os.waitid, lambda *r: written.append(r))(os.P_ALL, 0, os.WEXITED | os.WNOHANG)
+            is None
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert [reaped[0] for reaped in written] == [0, 0] and [reaped[3] for reaped in written] == [None, None]
+
+
+def stopped_worker(how: str | None, end: tuple | None, **more) -> dict:
+    """A worker that served and ended: `how` its exit event's (None: none written), `end` as its note says it."""
+    worker = process(20, ticks=500, pgid=30, exited=how is not None, how=how)
+    return worker | ({"ended": end} if end else {}) | more
+
+
+@pytest.mark.parametrize(
+    "sent, cut",
+    [
+        (None, "was stopped by SIGTERM"),  # no observed process sent it: earlyoom, a kill from outside
+        (kill(20, [[20, 500]]) | {"signal": 15}, None),  # its engine's terminate() reached it
+        (kill(20, [[20, 400]]) | {"signal": 15}, "was stopped by SIGTERM"),  # another process of its pid
+        (kill(20, None) | {"signal": 15}, "was stopped by SIGTERM"),  # a stop of mlacheck 0.9.0: no `reached`
+        (kill(20, [[20, 500]]) | {"signal": 2}, "was stopped by SIGTERM"),  # another stop
+    ],
+    ids=["from outside", "its engine's", "another start", "0.9.0", "another signal"],
+)
+@pytest.mark.parametrize("worker", [("SIGTERM", ("signal", 15)), (None, ("signal", 15))], ids=["handler", "SIG_DFL"])
+def test_a_stop_ends_a_worker_only_where_an_observed_process_sent_it(sent, cut, worker):
+    """Red-team 16 #6: a worker stopped while its program goes on and exits 0 (its exit event says the stop, or the
+    signal killed it) is cut short unless an observed process's kill of that signal reached it."""
+    processes = [process(7, signalled=[sent] if sent else [], exited=True), stopped_worker(*worker)]
+    how = cut_short([RUN], [{"exit_code": 0}], processes).get(1)
+    assert how == (f"pid 20 {cut}{ends.STOPPED_OUTSIDE}" if cut else None)
+
+
+@pytest.mark.parametrize("start, cut", [(500, False), (400, True), (None, False)], ids=["it", "another", "0.9.0"])
+def test_what_mlacheck_ended_is_the_process_it_left_running_by_its_start(start, cut):
+    """A stopped program: a process mlacheck ended, left running after the program's end, ended after the stop; an
+    earlier process of its pid (killed from outside before the stop) did not."""
+    meta = {"forwarded": ["SIGTERM"], "stopped_at": 110.0, "left_behind": [{"pid": 20, "start": start}]}
+    processes = [process(7, exited=True), stopped_worker(None, ("signal", 9))]
+    assert (1 in cut_short([RUN], [meta], processes)) is cut
+
+
+@pytest.mark.parametrize(
+    "t, credited", [(4.0, True), (5.0, True), (6.0, False)], ids=["before", "the same ms", "after"]
+)
+def test_a_kill_after_its_parent_reaped_a_process_is_not_its_end(t, credited):
+    """Red-team 16 #2: a later process of the pid that started in the same clock tick has the same (pid, start); a
+    SIGKILL of it, sent after the worker's parent reaped the worker (its start named), is not the worker's end."""
+    reap = killed_by(signal.SIGKILL, 5.0)
+    sent = kill(20, [[20, 500]]) | {"t": t}
+    assert _Signals([process(7, ticks=100, signalled=[sent, reap]), process(20, ppid=7)]).killed(1) is credited

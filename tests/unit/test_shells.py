@@ -216,3 +216,28 @@ def test_a_shell_the_tree_saw_is_named_where_no_observed_process_started_it():
 def test_only_spawns_of_python_or_of_commands_that_name_it_are_kept():
     assert kept_spawn(spawn(11, SHELL)) and kept_spawn(spawn(12, ["/usr/bin/python3", "-c", "pass"], python=True))
     assert not kept_spawn(spawn(13, ["sh", "-c", "ls"]))
+
+
+@pytest.mark.parametrize(
+    "traced, named",
+    [
+        ([{"pid": 11, "ppid": 10, "host": "h", "start_ticks": 600}], True),  # a later process of its pid
+        ([{"pid": 11, "ppid": 10, "host": "h", "start_ticks": 500}], False),  # its own exec into a traced Python
+        ([{"pid": 12, "ppid": 11, "host": "h", "start_ticks": 550}], False),  # its child
+        (  # the child of a later process of its pid
+            [
+                {"pid": 11, "ppid": 10, "host": "h", "start_ticks": 600},
+                {"pid": 12, "ppid": 11, "host": "h", "start_ticks": 650},
+            ],
+            True,
+        ),
+        ([{"pid": 11, "ppid": 10, "host": "h"}], False),  # a trace that names no start: by its pid
+    ],
+    ids=["a later process of its pid", "its exec", "its child", "a later process's child", "no start"],
+)
+def test_a_shell_is_told_from_a_later_process_of_its_pid_by_its_start(traced, named):
+    """Red-team 16 #4: a Python process stands for a shell's command only where it is that process or its child, by
+    their starts (clock ticks after boot), where they are known."""
+    shell = spawn(11, SHELL) | {"start_ticks": 500}
+    spawner = pytest_process(shell) | {"child_starts": [[11, 500]]}
+    assert bool(list(unseen_pythons([spawner, *traced], [], "h"))) is named
