@@ -247,10 +247,6 @@ class _Signals:
             return parent_ticks <= ticks
         return self.born[reaper] <= _start(process)
 
-    def killed(self, proc: int) -> bool:
-        """Whether another observed process sent the process SIGKILL (`sent`)."""
-        return signal.SIGKILL in self.sent(proc)
-
     def sent(self, proc: int) -> set[int]:
         """The signals other observed processes sent the process: each kill that reached it (its pid and start), to its
         pid, or its group while it was in it. A kill that names no process it reached (of mlacheck 0.8.0 and before,
