@@ -1,6 +1,6 @@
-"""How an observed process ends others, and learns how its children ended: each os.kill / os.killpg it sends to
-another process or group (a `kill` event: the target, the signal; a signal 0, which only asks whether a process lives,
-is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid and start, its exit status or the
+"""How an observed process ends others, and learns how its children ended: each os.kill / os.killpg /
+signal.pidfd_send_signal it sends to another process or group (a `kill` event: the target, the signal; a signal 0,
+which only asks whether a process lives, is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid and start, its exit status or the
 signal that killed it). The report tells by them a worker that its engine ended (a SIGKILL or a stop from an observed
 process, as SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9),
 and knows a child's end where the child could not write it (os._exit, a fault under a handler installed before
@@ -15,10 +15,13 @@ the wait (`_to_reap`), so that the reap of a later child of a pid is not read as
 from __future__ import annotations
 
 import functools
+import operator
 import os
+import signal
 
 KILLS = ("kill", "killpg")
 WAITS = ("waitpid", "wait", "wait3", "wait4", "waitid")
+PIDFD = "pidfd_send_signal"  # signal's: a kill of the process a pidfd refers to
 
 
 def hook(write, active) -> None:
@@ -31,9 +34,17 @@ def hook(write, active) -> None:
 
     def aimed(name: str, target: int, signum: int) -> tuple[int, int, tuple | None] | None:
         """The kill to write, as (target, signal, reached); None where there is none (a signal 0, a call refused)."""
-        if not isinstance(target, int) or not isinstance(signum, int) or signum == 0 or not active():
-            return None  # (a call the function refuses is refused by it, as given)
-        if name == "killpg" or target <= 0:
+        try:
+            target, signum = operator.index(target), operator.index(signum)  # (as os.kill reads them: a numpy int)
+        except Exception:  # noqa: BLE001 - a call the function refuses is refused by it, as given
+            return None
+        if signum == 0 or not active():
+            return None
+        if name == PIDFD:
+            target = _pidfd_pid(target)
+            if target <= 0:  # (its process ended: the call reaches no one)
+                return None
+        elif name == "killpg" or target <= 0:
             target = -os.getpgrp() if target == 0 else -abs(target)  # (a group, as kill's negative pid says it)
         return target, signum, reached(target)
 
@@ -46,22 +57,22 @@ def hook(write, active) -> None:
         if pid > 0 and how is not None and active():
             write(reaped_event(pid, how, number, start))
 
-    for name in KILLS + WAITS:
-        real = getattr(os, name, None)
+    for module, name in [*((os, name) for name in KILLS + WAITS), (signal, PIDFD)]:
+        real = getattr(module, name, None)
         if real is not None and not getattr(real, "_mlacheck_end", False):
-            wrapper = _kill_hook(name, real, aimed, killed) if name in KILLS else _wait_hook(name, real, reaped)
-            wrapper.__module__, wrapper._mlacheck_end = "os", True
-            setattr(os, name, wrapper)
+            wrapper = _wait_hook(name, real, reaped) if name in WAITS else _kill_hook(name, real, aimed, killed)
+            wrapper.__module__, wrapper._mlacheck_end = module.__name__, True
+            setattr(module, name, wrapper)
 
 
 def _kill_hook(name: str, real, aimed, killed):
     @functools.wraps(real)
-    def kill_hooked(target, signum):
+    def kill_hooked(target, signum, *rest, **options):
         kill = aimed(name, target, signum)
         if kill is not None and kill[0] in (os.getpid(), -os.getpgrp()):
             killed(kill)  # (before: a process that kills itself ends in the call)
             kill = None
-        result = real(target, signum)
+        result = real(target, signum, *rest, **options)
         if kill is not None:
             killed(kill)
         return result
@@ -75,11 +86,36 @@ def reached(target: int) -> tuple[tuple[int, int], ...] | None:
     if target == -1:
         return None
     members = []
-    for pid in [target] if target > 0 else _listed_pids():
+    for pid in [_process_of(target)] if target > 0 else _listed_pids():
         stat = process_stat(pid)
         if stat is not None and stat[0] not in ("Z", "X") and (target > 0 or stat[1] == -target):
             members.append((pid, stat[2]))
     return tuple(members)
+
+
+def _process_of(pid: int) -> int:
+    """The process a pid names: a thread's id names its thread group, which a kill of it ends (its `Tgid:`)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return pid
+
+
+def _pidfd_pid(pidfd: int) -> int:
+    """The pid of the process a pidfd of this process refers to (its fdinfo's `Pid:`; -1 once it ended, 0 where it
+    cannot be read)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as info:
+            for line in info:
+                if line.startswith(b"Pid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _listed_pids() -> list[int]:
