@@ -14,11 +14,10 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import typer.core
-from rich.console import Console
 
 from mlacheck import __version__
 from mlacheck.config import SETTINGS, Settings
@@ -26,6 +25,9 @@ from mlacheck.errors import MlacheckError, flag
 from mlacheck.report.common import printable
 from mlacheck.report.formats import OUTPUT_HELP
 from mlacheck.scenario.engines import ENGINES
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
@@ -55,10 +57,34 @@ LOG_WIDTH = 120
 
 
 def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
     console = Console(stderr=stderr, emoji=False, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console
+
+
+def _no_terminal(stream) -> bool:
+    """Whether rich's console would surely find `stream` no terminal: it is no tty, and neither TTY_COMPATIBLE nor
+    FORCE_COLOR says otherwise."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return False
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _say(text: str, stderr: bool = False) -> None:
+    """One line, whole (never wrapped), as rich's console prints it: without loading rich where the stream is no
+    terminal and the line plain ASCII (a program's run then starts before rich is imported: issue 29)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if text.isascii() and text.isprintable() and _no_terminal(stream):
+        stream.write(text + "\n")
+        stream.flush()
+    else:
+        _console(stderr).print(text, markup=False, soft_wrap=True)
 
 
 # each kind of setting as typer takes it (a path as given: Settings makes it a Path; a choice: an Enum of its choices)
@@ -183,7 +209,7 @@ def _program(command: list[str], settings: Settings, policy, detail: str):
     _check_startable(command)
     observation = Observation(ProgramOptions(**settings.program()), policy)
     path = _guard(observation.prepare, settings)
-    _console(True).print(f"mlacheck: run folder {printable(str(path))}", markup=False, soft_wrap=True)
+    _say(f"mlacheck: run folder {printable(str(path))}", stderr=True)
     with _progress(detail, live=False) as watch:
         _guard(lambda: observation.run(command, watch), settings)
     return _guard(observation.report, settings)
@@ -358,8 +384,10 @@ class _NoProgress:
 def _progress(detail: str, live: bool):
     """The progress display on stderr (a live one for the scenario, log lines for a program's run), only where
     stderr is a terminal and not with --quiet."""
+    if detail == "quiet" or _no_terminal(sys.stderr):
+        return _NoProgress()
     console = _console(stderr=True)
-    if detail == "quiet" or not console.is_terminal:
+    if not console.is_terminal:
         return _NoProgress()
     from mlacheck.commands.progress import LiveProgress, LogProgress
 

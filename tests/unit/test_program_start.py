@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_ONLY = ("mlacheck.analysis", "mlacheck.report.model", "mlacheck.program.saved", "mlacheck.trace")
 CHECKS = f"""
@@ -83,3 +85,65 @@ def _children_running(token: str) -> int:
             continue
         count += int(stat.rsplit(b")", 1)[1].split()[1]) == os.getpid() and token.encode() in cmdline
     return count
+
+
+AT_START = """
+import json, sys
+from mlacheck import cli
+from mlacheck.program import supervisor
+
+real = supervisor.subprocess.Popen
+loaded = {}
+
+
+class Popen(real):
+    def __init__(self, command, *args, **kwargs):
+        if command[:1] == ["true"]:  # the program (the guard starts first)
+            loaded.update({name: name in sys.modules for name in ("rich", "rich.console")})
+        super().__init__(command, *args, **kwargs)
+
+
+supervisor.subprocess.Popen = Popen
+try:
+    cli.app(["run", "--rules", sys.argv[1], "--run-dir", sys.argv[2], "--", "true"], standalone_mode=False)
+except BaseException:
+    pass
+sys.stdout.write("\\n" + json.dumps(loaded) + "\\n")
+"""
+
+
+def test_a_program_run_with_no_terminal_starts_before_rich_is_loaded(tmp_path):
+    """Where neither stdout nor stderr is a terminal (CI, a log), nothing shown before the program starts needs rich:
+    its import (20-30 ms) comes after the program's start, with the report's (issue 29)."""
+    done = subprocess.run(
+        [sys.executable, "-c", AT_START, str(ROOT / "tests" / "fixtures" / "synthetic.toml"), str(tmp_path / "run")],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == {"rich": False, "rich.console": False}, done.stderr
+    assert done.stderr.startswith(f"mlacheck: run folder {tmp_path / 'run'}\n")
+
+
+@pytest.mark.parametrize("path", ["/tmp/run", "/tmp/a b/run\twith a tab", "/tmp/ünïcode/run", "/tmp/" + "x" * 300])
+def test_the_run_folder_line_without_rich_is_the_line_rich_writes(monkeypatch, path):
+    """The run folder's line written without rich (no terminal) is byte for byte what rich's console writes there."""
+    import io
+
+    from rich.console import Console
+
+    from mlacheck import cli
+    from mlacheck.report.common import printable
+
+    text = f"mlacheck: run folder {printable(path)}"
+    plain, rich = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", plain)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    cli._say(text, stderr=True)
+    console = Console(file=rich, emoji=False, highlight=False)
+    console.width = cli.LOG_WIDTH
+    console.print(text, markup=False, soft_wrap=True)
+    assert plain.getvalue() == rich.getvalue()
