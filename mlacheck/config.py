@@ -147,7 +147,10 @@ class Settings:
     def read(self, folder: Path | None = None) -> Settings:
         """These settings over the `[tool.mlacheck]` of the nearest pyproject.toml from `folder` (a bad file: one
         line)."""
-        project, path = load_config(folder)
+        table, path = project_table(folder)
+        if table is None:  # no setting from a file: its model is not built (issue 29: before a program starts)
+            return replace(self, project={}, pyproject=path)
+        project = validated(table, path)
         values = {name: value for name, value in project.model_dump().items() if value not in (None, {})}
         return replace(self, project=values, pyproject=path)
 
@@ -254,26 +257,39 @@ def find_pyproject(folder: Path | None = None) -> Path | None:
 def load_config(folder: Path | None = None):
     """The `[tool.mlacheck]` table of the nearest pyproject.toml (a ProjectConfig: one field per key of the table),
     and that file (empty settings and None without)."""
-    from pydantic import ValidationError
+    table, path = project_table(folder)
+    return (project_config()() if table is None else validated(table, path)), path
 
+
+def project_table(folder: Path | None = None) -> tuple[dict | None, Path | None]:
+    """The `[tool.mlacheck]` table of the nearest pyproject.toml as the file holds it (None where there is no file,
+    or no table in it), and that file (a file that cannot be read, or whose table is no table: one line)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
 
-    model = project_config()
     path = find_pyproject(folder)
     if path is None:
-        return model(), None
+        return None, None
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise MlacheckError(f"{path}: cannot read it: {exc}; fix the file".replace("\n", " ")) from None
     table = data.get("tool", {}).get("mlacheck")
     if table is None:
-        return model(), path
+        return None, path
     if not isinstance(table, dict):
         raise MlacheckError(f"{path}: [{SECTION}] must be a table of run options; see docs/ci.md (Configuration)")
+    return table, path
+
+
+def validated(table: dict, path: Path):
+    """`project_table`'s table as a ProjectConfig, its relative paths made the file's own (a bad key or value: one
+    line)."""
+    from pydantic import ValidationError
+
+    model = project_config()
     try:
         config = model.model_validate(table)
     except ValidationError as exc:
@@ -288,7 +304,7 @@ def load_config(folder: Path | None = None):
     }
     if config.output is not None:
         update["output"] = [_relative_output(spec, folder) for spec in config.output]
-    return config.model_copy(update=update), path
+    return config.model_copy(update=update)
 
 
 _MODEL: list = []

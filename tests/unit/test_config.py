@@ -32,6 +32,31 @@ def test_the_nearest_pyproject_is_read_and_its_paths_are_its_own(tmp_path):
     assert config.context == {"kv_cache_dtype": "bfloat16", "d_qk": "192"}
 
 
+@pytest.mark.parametrize("pyproject", [None, "[project]\nname = 'x'\n"])
+def test_settings_without_a_table_build_no_model(tmp_path, pyproject):
+    """Without a [tool.mlacheck] table (no pyproject.toml, or one without it), the settings are the front end's alone,
+    read without building the table's pydantic model (issue 29: before an observed program starts)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if pyproject is not None:
+        (tmp_path / "pyproject.toml").write_text(pyproject)
+    code = (
+        "import json; from mlacheck import config; "
+        "s = config.Settings('cli', {'strict': True}).read(); "
+        "print(json.dumps([s.project, str(s.pyproject), len(config._MODEL)]))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(root)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    where = str(tmp_path / "pyproject.toml") if pyproject is not None else "None"
+    assert json.loads(done.stdout) == [{}, where, 0]
+
+
 def test_no_pyproject_or_no_table_is_no_setting(tmp_path):
     assert load_config(tmp_path)[0].model_dump() == load_config(tmp_path)[0].__class__().model_dump()
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
