@@ -95,27 +95,25 @@ def reached(target: int) -> tuple[tuple[int, int], ...] | None:
 
 def _process_of(pid: int) -> int:
     """The process a pid names: a thread's id names its thread group, which a kill of it ends (its `Tgid:`)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"Tgid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return pid
+    return _number_in(f"/proc/{pid}/status", b"Tgid:", pid)
 
 
 def _pidfd_pid(pidfd: int) -> int:
     """The pid of the process a pidfd of this process refers to (its fdinfo's `Pid:`; -1 once it ended, 0 where it
     cannot be read)."""
+    return _number_in(f"/proc/self/fdinfo/{pidfd}", b"Pid:", 0)
+
+
+def _number_in(path: str, label: bytes, otherwise: int) -> int:
+    """The number on the line of a /proc file that starts with `label`; `otherwise` where there is none."""
     try:
-        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as info:
-            for line in info:
-                if line.startswith(b"Pid:"):
+        with open(path, "rb") as lines:
+            for line in lines:
+                if line.startswith(label):
                     return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return otherwise
 
 
 def _listed_pids() -> list[int]:
