@@ -14,20 +14,18 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 import typer.core
 
 from mlacheck import __version__
+from mlacheck.commands import consoles
 from mlacheck.config import SETTINGS, Settings
 from mlacheck.errors import MlacheckError, flag
 from mlacheck.report.common import printable
 from mlacheck.report.formats import OUTPUT_HELP
 from mlacheck.scenario.engines import ENGINES
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 app = typer.Typer(
     help="Checks that a serving engine's kernel warm-up covers what its runtime dispatches.",
@@ -50,41 +48,6 @@ class _Command(typer.core.TyperCommand):
 
     def get_help(self, ctx) -> str:
         return re.sub(r"\{([A-Z]+)\}", r"\1", super().get_help(ctx))
-
-
-LOG_WIDTH = 120
-"""The report's width where it goes to a CI log or a file (no terminal, no COLUMNS): logs are read wide."""
-
-
-def _console(stderr: bool = False) -> Console:
-    from rich.console import Console
-
-    console = Console(stderr=stderr, emoji=False, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = LOG_WIDTH
-    return console
-
-
-def _no_terminal(stream) -> bool:
-    """Whether rich's console would surely find `stream` no terminal: it is no tty, and neither TTY_COMPATIBLE nor
-    FORCE_COLOR says otherwise."""
-    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
-        return False
-    try:
-        return not stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _say(text: str, stderr: bool = False) -> None:
-    """One line, whole (never wrapped), as rich's console prints it: without loading rich where the stream is no
-    terminal and the line plain ASCII (a program's run then starts before rich is imported: issue 29)."""
-    stream = sys.stderr if stderr else sys.stdout
-    if text.isascii() and text.isprintable() and _no_terminal(stream):
-        stream.write(text + "\n")
-        stream.flush()
-    else:
-        _console(stderr).print(text, markup=False, soft_wrap=True)
 
 
 # each kind of setting as typer takes it (a path as given: Settings makes it a Path; a choice: an Enum of its choices)
@@ -141,7 +104,7 @@ def _argument(name: str, annotation, metavar: str, help: str, default=inspect.Pa
 
 def _version_callback(value: bool) -> None:
     if value:
-        _console().print(f"mlacheck {__version__}", markup=False)
+        consoles.console().print(f"mlacheck {__version__}", markup=False)
         raise typer.Exit(0)
 
 
@@ -187,7 +150,7 @@ def run(ctx: typer.Context, **values: object) -> None:
     if command:
         report = _program(command, settings, policy, detail)
     else:
-        with _progress(detail, live=True) as watch:
+        with consoles.progress(detail, live=True) as watch:
             report = _scenario(settings, policy, watch, detail)
         if "warmup" in given and report.scenario is not None and report.scenario.get("warmup") is None:
             said = settings.spell
@@ -209,8 +172,8 @@ def _program(command: list[str], settings: Settings, policy, detail: str):
     _check_startable(command)
     observation = Observation(ProgramOptions(**settings.program()), policy)
     path = _guard(observation.prepare, settings)
-    _say(f"mlacheck: run folder {printable(str(path))}", stderr=True)
-    with _progress(detail, live=False) as watch:
+    consoles.say(f"mlacheck: run folder {printable(str(path))}", stderr=True)
+    with consoles.progress(detail, live=False) as watch:
         _guard(lambda: observation.run(command, watch), settings)
     return _guard(observation.report, settings)
 
@@ -288,7 +251,7 @@ def manifest(
     data = _guard(build)
     _guard(lambda: write_manifest(data, output))
     count = sum(len(family["variants"]) for family in data["families"])
-    _console().print(f"mlacheck: wrote {count} dispatched variant(s) to {output}", markup=False)
+    consoles.console().print(f"mlacheck: wrote {count} dispatched variant(s) to {output}", markup=False)
 
 
 @app.command("rules", cls=_Command, short_help="List the finding codes and the rule files' kernel families.")
@@ -317,7 +280,7 @@ def list_rules(
         return
     from mlacheck.commands.rules_table import print_rules
 
-    _guard(lambda: print_rules(_console(), rules, fingerprints, verbose))
+    _guard(lambda: print_rules(consoles.console(), rules, fingerprints, verbose))
 
 
 @app.command("rule", cls=_Command, short_help="Explain a finding code: what, why, an example, the fix.")
@@ -330,7 +293,7 @@ def rule(
     """Explain a finding code: what it finds, why it matters, an example, how to fix it, how to silence it."""
     from mlacheck.commands.rule_page import pages, wrapped
 
-    console = _console()
+    console = consoles.console()
     text = _guard(lambda: pages(code, every))
     text = wrapped(text, console.width) if console.is_terminal else text  # (a pipe gets the Markdown as written)
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
@@ -360,7 +323,7 @@ def env(
         )
     variables, note = _guard(lambda: worker_environment(run_dir))
     if note:
-        _console(stderr=True).print(f"mlacheck: note: {printable(note)}", markup=False, soft_wrap=True)
+        consoles.console(stderr=True).print(f"mlacheck: note: {printable(note)}", markup=False, soft_wrap=True)
     if ray:
         sys.stdout.write(json.dumps({"env_vars": variables}) + "\n")
     else:
@@ -370,28 +333,7 @@ def env(
 @app.command(cls=_Command)
 def version() -> None:
     """Print mlacheck's version."""
-    _console().print(f"mlacheck {__version__}", markup=False)
-
-
-class _NoProgress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
-def _progress(detail: str, live: bool):
-    """The progress display on stderr (a live one for the scenario, log lines for a program's run), only where
-    stderr is a terminal and not with --quiet."""
-    if detail == "quiet" or _no_terminal(sys.stderr):
-        return _NoProgress()
-    console = _console(stderr=True)
-    if not console.is_terminal:
-        return _NoProgress()
-    from mlacheck.commands.progress import LiveProgress, LogProgress
-
-    return LiveProgress(console) if live else LogProgress(console)
+    consoles.console().print(f"mlacheck {__version__}", markup=False)
 
 
 def _manifest_path(spec: str) -> Path:
@@ -427,7 +369,7 @@ def _finish(
 
     data, code = dumped(report), report.exit_code  # the JSON form every format renders, made once
     del report  # (the model's room goes to the documents)
-    render(data, _console(stderr=any(path is None for _, path in specs)), detail)
+    render(data, consoles.console(stderr=any(path is None for _, path in specs)), detail)
     _guard(lambda: write_outputs(data, specs), settings)
     if refused is not None:
         _fail(refused)
@@ -473,7 +415,7 @@ def _guard(action, settings: Settings | None = None):
 
 
 def _fail(message: str) -> None:
-    _console(stderr=True).print(f"mlacheck: error: {printable(message)}", markup=False, soft_wrap=True)
+    consoles.console(stderr=True).print(f"mlacheck: error: {printable(message)}", markup=False, soft_wrap=True)
     raise typer.Exit(MlacheckError.exit_code)
 
 
@@ -500,7 +442,7 @@ def main() -> None:
             sys.stdout.write(exc.format_message() + "\n")
             code = 0
         elif hasattr(exc, "format_message") and getattr(exc, "exit_code", None) == 2:
-            _console(stderr=True).print(
+            consoles.console(stderr=True).print(
                 f"mlacheck: error: {printable(exc.format_message())} (see mlacheck --help)",
                 markup=False,
                 soft_wrap=True,
@@ -509,7 +451,7 @@ def main() -> None:
         elif type(exc).__name__ == "Abort":
             code = 130
         else:
-            _console(stderr=True).print(
+            consoles.console(stderr=True).print(
                 f"mlacheck: internal error: {printable(_bug_line(exc))}; this is a bug in mlacheck, please "
                 "report it with this line",
                 markup=False,

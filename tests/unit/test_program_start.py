@@ -134,7 +134,7 @@ def test_the_run_folder_line_without_rich_is_the_line_rich_writes(monkeypatch, p
 
     from rich.console import Console
 
-    from mlacheck import cli
+    from mlacheck.commands import consoles
     from mlacheck.report.common import printable
 
     text = f"mlacheck: run folder {printable(path)}"
@@ -142,8 +142,8 @@ def test_the_run_folder_line_without_rich_is_the_line_rich_writes(monkeypatch, p
     monkeypatch.setattr(sys, "stderr", plain)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    cli._say(text, stderr=True)
+    consoles.say(text, stderr=True)
     console = Console(file=rich, emoji=False, highlight=False)
-    console.width = cli.LOG_WIDTH
+    console.width = consoles.LOG_WIDTH
     console.print(text, markup=False, soft_wrap=True)
     assert plain.getvalue() == rich.getvalue()
