@@ -1,16 +1,16 @@
 """How an observed process ends others, and learns how its children ended: each os.kill / os.killpg /
 signal.pidfd_send_signal it sends to another process or group (a `kill` event: the target, the signal; a signal 0,
-which only asks whether a process lives, is none) and each child it reaps through os.wait* (a `reaped` event: the child's pid and start, its exit status or the
-signal that killed it). The report tells by them a worker that its engine ended (a SIGKILL or a stop from an observed
-process, as SGLang's kill_process_tree sends through psutil) from one killed from outside (the OOM killer, a kill -9),
-and knows a child's end where the child could not write it (os._exit, a fault under a handler installed before
-mlacheck's).
+which only asks whether a process lives, is none) and each child it reaps through os.wait* (a `reaped` event: the
+child's pid and start, its exit status or the signal that killed it). The report tells by them a worker that its
+engine ended (a SIGKILL or a stop from an observed process, as SGLang's kill_process_tree sends through psutil) from
+one killed from outside (the OOM killer, a kill -9), and knows a child's end where the child could not write it
+(os._exit, a fault under a handler installed before mlacheck's).
 
 A kill event names the processes it reached (`reached`): each live process of its target (the pid, or every
 member of the group) with its start, read from /proc just before it is sent, so that the report credits it to no
 later holder of a pid nor to a process that had left the group. A kill is written once sent (one that raised reached
-no one), but before where it may end its sender (its own pid or group). A reap names its child's start too, read before
-the wait (`_to_reap`), so that the reap of a later child of a pid is not read as an earlier one's end."""
+no one), but before where it may end its sender (its own pid or group). A reap names its child's start too, read
+before the wait (`_to_reap`), so that the reap of a later child of a pid is not read as an earlier one's end."""
 
 from __future__ import annotations
 

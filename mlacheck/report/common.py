@@ -122,22 +122,23 @@ def _nested(items: list, depth: int) -> bytes:
     """The items of a list `depth` deep as `to_json(..., indent=2)` writes them there, without the list's brackets:
     the list serialized inside `depth` lists, which indent it, and those lists' lines cut off (no copy of the text to
     indent it)."""
-    wrapped: list = items
-    for _ in range(depth):
-        wrapped = [wrapped]
-    text = to_json(wrapped, indent=2, inf_nan_mode="constants")
+    text = to_json(_inside(items, depth), indent=2, inf_nan_mode="constants")
     head, tail = _brackets(depth)
     return text[head : len(text) - tail]
+
+
+def _inside(items: list, depth: int) -> list:
+    """`items` inside `depth` lists, one in the other."""
+    for _ in range(depth):
+        items = [items]
+    return items
 
 
 @cache
 def _brackets(depth: int) -> tuple[int, int]:
     """The length of the text before a list's first item `depth` lists deep (their openings and its own), and after
     its last (its closing and theirs): read off the text of a list of one item."""
-    wrapped: list = [0]
-    for _ in range(depth):
-        wrapped = [wrapped]
-    text = to_json(wrapped, indent=2)
+    text = to_json(_inside([0], depth), indent=2)
     body = b"\n" + b"  " * (depth + 1) + b"0"
     return text.index(body), len(text) - text.index(body) - len(body)
 
