@@ -147,16 +147,19 @@ def write_outputs(
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     specs = list(specs)
     files = [(fmt, path) for fmt, path in specs if path is not None]
-    forked = beside is not None and writers.worth_forking(report, [path for _, path in files])
+    shares = writers.shares(report, files) if beside is not None else []
+    here = shares.pop() if shares else files
     started = []
     try:
-        for fmt, path in files if forked else []:
-            renderer(fmt)  # (imported here: a writer imports nothing; it ends by os._exit, its buffers unwritten)
-            started.append(writers.Writer(partial(_output, report, fmt, path, stdout, options), fmt, path))
+        for share in shares:
+            for fmt, _ in share:
+                renderer(fmt)  # (imported here: a writer imports nothing; it ends by os._exit, its buffers unwritten)
+            written = partial(_output, report, stdout=stdout, options=options)
+            started.append(writers.Writer(written, share))
         if beside is not None:
             beside()
         for fmt, path in specs:
-            if not (forked and path is not None):
+            if path is None or (fmt, path) in here:
                 _output(report, fmt, path, stdout, options)
     except BaseException:
         for writer in started:

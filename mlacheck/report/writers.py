@@ -1,10 +1,12 @@
-"""The files of a large report written side by side: each in a process of its own forked from the report's (the report
-is shared copy-on-write, nothing is sent), while this process goes on (the terminal's report, the document for
-stdout). Every writer is awaited; one that failed, or was killed, fails the command as a failed write here does (exit
-code 2, its path named), never silently. A writer dies with this process (PR_SET_PDEATHSIG, Linux), so none is left.
+"""The files of a large report written side by side: by processes forked from the report's (the report is shared
+copy-on-write, nothing is sent), while this process writes its own share and prints the terminal's report. One
+process a CPU this process may run on, at most: each writer copies the pages of the report it reads (their reference
+counts), so the memory they take grows with their number. Every writer is awaited; one that failed, or was killed,
+fails the command as a failed write here does (exit code 2, the file it had not finished named), never silently. A
+writer dies with this process (PR_SET_PDEATHSIG, Linux), so none is left.
 
-Where forking is unsafe or unknown (no fork, other threads alive, a path that is not a file of its own), or the report
-is small, the caller writes each file in turn as before: the same bytes either way.
+Where forking is unsafe or unknown (no fork, other threads alive, a path that is not a file of its own), one CPU, or a
+small report, the caller writes each file in turn as before: the same bytes either way.
 """
 
 from __future__ import annotations
@@ -19,53 +21,65 @@ from pathlib import Path
 
 from mlacheck.errors import SETTING, MlacheckError
 
-BESIDE = 20_000  # the variants and findings from which each file of a report is written in a process of its own
+BESIDE = 20_000  # the variants and findings from which the files of a report are written side by side
 PR_SET_PDEATHSIG = 1
+File = tuple[str, Path]  # (format, path)
 
 
-def worth_forking(report: dict, paths: list[Path]) -> bool:
-    """Whether the files at `paths` are written side by side: a large report, more than one file, each a file of its
-    own (a regular file or none yet, no two the same), and this process may fork (no other thread alive)."""
+def shares(report: dict, files: list[File]) -> list[list[File]]:
+    """The files each writer process writes, the last share this process's (none: write them all here in turn): for a
+    large report, more than one file, each a file of its own (a regular file or none yet, no two the same), where this
+    process may fork (no other thread alive) and runs on more than one CPU."""
     size = len(report.get("findings") or []) + sum(len(f.get("variants") or []) for f in report.get("families") or [])
-    if size < BESIDE or len(paths) < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
-        return False
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if size < BESIDE or len(files) < 2 or cpus < 2 or not hasattr(os, "fork") or threading.active_count() > 1:
+        return []
+    paths = [path for _, path in files]
     try:
         resolved = {path.resolve() for path in paths}
         regular = all(not path.exists() or stat.S_ISREG(path.stat().st_mode) for path in paths)
     except (OSError, RuntimeError):
-        return False
-    return regular and len(resolved) == len(paths)
+        return []
+    if not regular or len(resolved) != len(paths):
+        return []
+    processes = min(cpus, len(files))
+    return [files[number::processes] for number in range(processes)]
 
 
 class Writer:
-    """A file written by a forked process: `wait` for its end, which raises what writing it here would have."""
+    """Files written in turn by a forked process: `wait` for its end, which raises what writing them here would
+    have."""
 
-    def __init__(self, write: Callable[[], None], fmt: str, path: Path) -> None:
-        self.fmt, self.path = fmt, path
+    def __init__(self, write: Callable[[str, Path], None], files: list[File]) -> None:
+        self.files = files
         read_end, write_end = os.pipe()
         parent = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:  # the writer
             os.close(read_end)
-            _written(write, write_end, parent)
+            _written(write, files, write_end, parent)
         os.close(write_end)
         self.said = os.fdopen(read_end, "rb")
 
     def wait(self) -> None:
-        """Await the writer; its error (or its death by a signal) raised here, as if the file had been written here."""
+        """Await the writer; its error (or its death by a signal) raised here, as if the files had been written
+        here."""
         with self.said:
-            said = self.said.read()  # (to its end: the writer's exit closes it)
+            said = [json.loads(line) for line in self.said.read().splitlines()]  # (to its end: its exit closes it)
         _, status = os.waitpid(self.pid, 0)
-        if os.WIFSIGNALED(status):
-            name = signal.Signals(os.WTERMSIG(status)).name
-            self._failed(f"its writer process was killed ({name}) before it finished")
-        told = json.loads(said) if said else {}
+        told = said[-1] if said else {}
         if "error" in told:
             raise MlacheckError(told["error"], told.get("setting"), told.get("value"))
+        fmt, path = self.files[min(len(said), len(self.files) - 1)]  # (each file written is told)
         if "bug" in told:
-            raise RuntimeError(f"the {self.fmt} writer process failed: {told['bug']}")
-        if os.waitstatus_to_exitcode(status) != 0:
-            self._failed(f"its writer process exited {os.waitstatus_to_exitcode(status)} before it finished")
+            raise RuntimeError(f"the process writing {fmt} failed: {told['bug']}")
+        if os.WIFSIGNALED(status):
+            why = f"its writer process was killed ({signal.Signals(os.WTERMSIG(status)).name}) before it finished"
+        elif os.waitstatus_to_exitcode(status) != 0 or len(said) != len(self.files):
+            why = f"its writer process exited {os.waitstatus_to_exitcode(status)} before it finished"
+        else:
+            return
+        raise MlacheckError(f"{SETTING}: cannot write {path}: {why}", "output", f"{fmt}:{path}")
 
     def stop(self) -> None:
         """End the writer now (this command is interrupted) and reap it."""
@@ -75,9 +89,6 @@ class Writer:
         except (ProcessLookupError, ChildProcessError):
             pass
         self.said.close()
-
-    def _failed(self, why: str) -> None:
-        raise MlacheckError(f"{SETTING}: cannot write {self.path}: {why}", "output", f"{self.fmt}:{self.path}")
 
 
 def await_all(writers: list[Writer]) -> None:
@@ -98,20 +109,24 @@ def await_all(writers: list[Writer]) -> None:
         raise failure
 
 
-def _written(write: Callable[[], None], told: int, parent: int) -> None:
-    """In the writer: write, tell the parent what went wrong (if anything), and end without the parent's teardown."""
+def _written(write: Callable[[str, Path], None], files: list[File], told: int, parent: int) -> None:
+    """In the writer: write each file, telling the parent of each written and of what went wrong (if anything), and
+    end without the parent's teardown."""
     said: dict = {}
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # (Ctrl-C ends it with its parent)
         _dies_with(parent)
-        write()
+        for number, (fmt, path) in enumerate(files):
+            write(fmt, path)
+            os.write(told, json.dumps({"written": number}).encode() + b"\n")
     except MlacheckError as exc:
         value = exc.value if exc.value is None or isinstance(exc.value, (str, int)) else str(exc.value)
         said = {"error": exc.message, "setting": exc.setting, "value": value}
     except BaseException as exc:  # noqa: BLE001 - a bug in a renderer: told to the parent, which raises it
         said = {"bug": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
     try:
-        os.write(told, json.dumps(said).encode())
+        if said:
+            os.write(told, json.dumps(said).encode() + b"\n")
     finally:
         os._exit(1 if said else 0)
 

@@ -1,7 +1,8 @@
 """The files of a large report written by forked writer processes (report/writers.py), attacked with real processes
 and signals: a writer killed, one that cannot write, one with a bug, the command killed or interrupted while they
 write. None may end in a command that says its documents were written when one was not, or leave a writer behind.
-`writers.BESIDE = 1` makes a gold report large enough; everything else is the real CLI."""
+`writers.BESIDE = 1` makes a gold report large enough, and the command runs on two CPUs: one writer process writes
+the JSON and JUnit files while the command writes the SARIF file; everything else is the real CLI."""
 
 from __future__ import annotations
 
@@ -19,12 +20,17 @@ import pytest
 from mlacheck.report import writers
 from tests.gold import gold
 
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs and Linux"
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("json", "sarif", "junit")
 CLI = """
 import os, sys, signal, time, errno
 from mlacheck.report import formats, writers, jsonreport, sarif, junit
 writers.BESIDE = int(os.environ["BESIDE"])
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
 PARENT = os.getpid()
 made = writers.Writer.__init__
 def counted(self, *args):
@@ -62,7 +68,7 @@ def _run(tmp_path: Path, patch: str = "", beside: int = 1, name: str = "out"):
 def test_files_written_side_by_side_are_the_bytes_written_in_turn(tmp_path):
     side, side_out, forks = _run(tmp_path, name="side")
     turn, turn_out, none = _run(tmp_path, beside=10**9, name="turn")
-    assert len(forks) == 3 and none == []  # (three writers, then none: the report is too small)
+    assert len(forks) == 1 and none == []  # (one writer, then none: the report is too small)
     assert side.returncode == turn.returncode == 1, side.stderr  # (the gold report's findings fail it)
     assert side.stdout == turn.stdout and side.stderr == turn.stderr == ""
     for fmt in FORMATS:
@@ -80,39 +86,55 @@ def killed(report, options):
 junit.encoded = killed
 """
     done, out, forks = _run(tmp_path, patch)
-    assert len(forks) == 3 and done.returncode == 2
-    path = out / "report.junit"
+    assert len(forks) == 1 and done.returncode == 2
+    path = out / "report.junit"  # (the writer's second file: its first was written)
     assert done.stderr == (
         f"mlacheck: error: --output junit:{path}: cannot write {path}: its writer process was killed (SIGKILL) before "
         "it finished\n"
     )
     assert json.loads((out / "report.json").read_text())["verdict"] == "fail"  # (the others are whole)
+    assert json.loads((out / "report.sarif").read_text())["runs"]
+
+
+def test_a_writer_that_exits_0_before_its_last_file_fails_the_command(tmp_path):
+    patch = """
+def gone(report, options):
+    if in_writer():
+        os._exit(0)
+junit.encoded = gone
+"""
+    done, out, forks = _run(tmp_path, patch)
+    path = out / "report.junit"
+    assert len(forks) == 1 and done.returncode == 2
+    assert done.stderr == (
+        f"mlacheck: error: --output junit:{path}: cannot write {path}: its writer process exited 0 before it finished\n"
+    )
 
 
 def test_a_writer_that_cannot_write_says_so_as_a_write_here_does(tmp_path):
     patch = """
 write = formats._write
 def full(path, document):
-    if in_writer() and path.suffix == ".sarif":
+    if in_writer() and path.suffix == ".json":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     return write(path, document)
 formats._write = full
 """
     done, out, forks = _run(tmp_path, patch)
-    path = out / "report.sarif"
-    assert len(forks) == 3 and done.returncode == 2
-    assert done.stderr == f"mlacheck: error: --output sarif:{path}: cannot write {path}: No space left on device\n"
+    path = out / "report.json"
+    assert len(forks) == 1 and done.returncode == 2
+    assert done.stderr == f"mlacheck: error: --output json:{path}: cannot write {path}: No space left on device\n"
 
 
 def test_a_bug_in_a_writer_is_an_internal_error(tmp_path):
     patch = """
 def broken(report, options):
     raise ValueError("boom")
-sarif.encoded = broken
+junit.encoded = broken
 """
     done, _, forks = _run(tmp_path, patch)
-    assert len(forks) == 3 and done.returncode == 2
-    assert "internal error: RuntimeError: the sarif writer process failed: ValueError: boom" in done.stderr
+    assert len(forks) == 1 and done.returncode == 2
+    assert "internal error: RuntimeError: the process writing junit failed: ValueError: boom" in done.stderr
     assert done.stderr.count("\n") == 1
 
 
@@ -126,7 +148,7 @@ jsonreport.encoded = slow
 """
 
 
-def _writers_started(out: Path, count: int = 3) -> list[int]:
+def _writers_started(out: Path, count: int = 1) -> list[int]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         forks = (out / "forks").read_text().split() if (out / "forks").exists() else []
@@ -181,20 +203,25 @@ def _large(count: int = writers.BESIDE) -> dict:
     return {"findings": [{}] * count, "families": []}
 
 
-def test_only_a_large_report_in_files_of_their_own_is_written_by_writers(tmp_path):
-    files = [tmp_path / "a.json", tmp_path / "b.xml"]
-    assert writers.worth_forking(_large(), files)
-    assert not writers.worth_forking(_large(writers.BESIDE - 1), files)  # small: not worth a fork
-    assert not writers.worth_forking(_large(), files[:1])  # one file: nothing to do beside it
-    assert not writers.worth_forking(_large(), [files[0], tmp_path / "." / "a.json"])  # the same file twice
-    assert not writers.worth_forking(_large(), [files[0], Path(os.devnull)])  # not a file of its own
+def test_only_a_large_report_in_files_of_their_own_is_shared_between_processes(tmp_path, monkeypatch):
+    files = [("json", tmp_path / "a.json"), ("junit", tmp_path / "b.xml"), ("sarif", tmp_path / "c.sarif")]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert writers.shares(_large(), files) == [[files[0], files[2]], [files[1]]]  # (a process a CPU: the last here)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert writers.shares(_large(), files) == [[file] for file in files]  # (no more processes than files)
+    assert not writers.shares(_large(writers.BESIDE - 1), files)  # small: not worth a fork
+    assert not writers.shares(_large(), files[:1])  # one file: nothing to share
+    assert not writers.shares(_large(), [files[0], ("json", tmp_path / "." / "a.json")])  # the same file twice
+    assert not writers.shares(_large(), [files[0], ("json", Path(os.devnull))])  # not a file of its own
     os.mkfifo(tmp_path / "fifo")
-    assert not writers.worth_forking(_large(), [files[0], tmp_path / "fifo"])
+    assert not writers.shares(_large(), [files[0], ("json", tmp_path / "fifo")])
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert not writers.worth_forking(_large(), files)  # another thread alive: a fork could copy a held lock
+        assert not writers.shares(_large(), files)  # another thread alive: a fork could copy a held lock
     finally:
         stop.set()
         other.join()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert not writers.shares(_large(), files)  # one CPU: nothing runs beside
