@@ -237,12 +237,16 @@ _FIT_FINE = {  # the fields of each kind that `_fine` has more to ask of: a numb
 
 
 USUAL = ("compile_start", "compile_end", "compile", "dispatch")  # the kinds a variant writes: most lines of a trace
+_USUAL_LINES = tuple(b'{"type":"%s"' % kind.encode() for kind in USUAL)  # how the sink begins their lines
 
 
 def usual_event(line: bytes) -> dict | None:
     """The event of a line of a `USUAL` kind that `fits` it, read and checked in one pass of pydantic-core's (the
     line's JSON as `from_json` reads it); None for any other line (another kind, a field that does not fit, not JSON
-    that it reads: the caller reads it the slower way, which says why)."""
+    that it reads: the caller reads it the slower way, which says why). A line that does not begin as the sink begins
+    a usual kind's (a run, family or counts line) goes the slower way at once, never read twice."""
+    if not line.startswith(_USUAL_LINES):
+        return None
     try:
         event = _USUAL_READER.validate_json(line)
     except ValueError:

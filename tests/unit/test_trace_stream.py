@@ -192,7 +192,7 @@ def test_a_usual_event_read_in_one_pass_is_the_line_as_read_and_fits_its_kind(ev
     """The one-pass reader of the usual kinds (a variant's compile_start, compile_end, compile and dispatch) gives an
     event only where the slow way gives the same one (every value of the same type and, inside it, order) and `fits`
     passes it; anything else goes the slow way, which says why."""
-    line = json.dumps(event, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    line = json.dumps(event, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8", "surrogatepass")
     read = usual_event(line)
     if read is None:
         return
@@ -210,9 +210,11 @@ def test_a_variant_s_events_as_mlacheck_writes_them_are_read_in_one_pass():
         events.dispatch_event("f", 3, key, None, "serving", "a.py:2", stack, {"m": 1}),
     ]
     for event in written:
-        line = json.dumps(event).encode()
+        line = json.dumps(event, separators=(",", ":")).encode()  # (as the sink writes it)
         assert usual_event(line) == json.loads(line), line
+        assert usual_event(json.dumps(event).encode()) is None  # (spaced otherwise: the slow way, which reads it)
     assert usual_event(b'{"type":"compile_start","id":0,"phase":"warmup","t":1,"vid":3}') is None  # (no key: slow way)
+    assert usual_event(b'{"type":"run","pid":1}') is None and usual_event(b' {"type":"dispatch"}') is None
 
 
 def _verdict(tmp_path: Path, *written: bytes) -> tuple[str, list[str]]:
