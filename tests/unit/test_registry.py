@@ -420,22 +420,31 @@ def reshaped(line: bytes, code: bytes | None = None, stack: bytes | None = None,
     return tree_module._row(head + b") " + b" ".join(fields))
 
 
-STAGES = ["its stack not yet moved", "its stack at its arguments", "its command line there"]
+STARTING, MOVING, AT_ARGUMENTS, COMMAND_LINE = STAGES = [
+    "its arguments not yet set",
+    "its stack not yet moved",
+    "its stack at its arguments",
+    "its command line there",
+]
 
 
-def in_flight_row(pid: int, stage: str = STAGES[1]) -> tuple:
+def exec_row(pid: int, stage: str = AT_ARGUMENTS) -> tuple:
     """`pid`'s stat row as Linux shows it in the middle of an exec, at `stage` (in the order they come): its real stat
-    line with the code's start and end 0 (load_elf_binary sets them last, with where the stack settles) and the
-    stack's start 0 (setup_arg_pages has set the start of the arguments, not yet moved the stack under it) or at the
-    start of the arguments (where setup_arg_pages leaves it; the command line readable once create_elf_tables has
-    written argv). Measured on Linux 6.18, an image exec'ing itself in a loop, 2.06 million stat reads: 62,170 at the
-    stack's start 0 or at its arguments (5,504 of them with the command line there), 47 torn (`_in_flight`)."""
+    line with the code's start and end 0 (load_elf_binary sets them last, with where the stack settles), and the
+    start of the arguments 0 (begin_new_exec has given it its new memory), or set with the stack's start 0
+    (setup_arg_pages has set it, not yet moved the stack under it) or at the start of the arguments (where
+    setup_arg_pages leaves it; the command line readable once create_elf_tables has written argv). Measured on Linux
+    6.18, an image exec'ing itself in a loop 30,000 times, 2.06 million stat reads: 329 at the first (in 37 execs),
+    62,170 at the others (5,504 of them with the command line there), 47 torn (`_in_flight`)."""
     with open(f"/proc/{pid}/stat", "rb") as stat:
-        return reshaped(stat.read(), code=b"0", stack=b"0" if stage == STAGES[0] else b"arguments")
+        line = stat.read()
+    if stage == STARTING:
+        return reshaped(line, code=b"0", stack=b"0", arguments=b"0")
+    return reshaped(line, code=b"0", stack=b"0" if stage == MOVING else b"arguments")
 
 
-def seen_in_flight(monkeypatch, pid: int, polls: int, stage: str = STAGES[2]) -> None:
-    """Make the next `polls` polls see `pid` in the middle of its exec (`in_flight_row`; the poll's second read of the
+def seen_mid_exec(monkeypatch, pid: int, polls: int, stage: str = COMMAND_LINE) -> None:
+    """Make the next `polls` polls see `pid` in the middle of its exec (`exec_row`; the poll's second read of the
     stack too, and its command line where it is not yet there); the polls after them read it as it is."""
     real_table, real_row, real_argv, seen = tree_module._process_table, tree_module._row_of, tree_module._read_argv, [0]
 
@@ -443,14 +452,14 @@ def seen_in_flight(monkeypatch, pid: int, polls: int, stage: str = STAGES[2]) ->
         listed, rows = real_table(skip)
         seen[0] += 1
         if seen[0] <= polls and pid in rows:
-            rows[pid] = in_flight_row(pid, stage)
+            rows[pid] = exec_row(pid, stage)
         return listed, rows
 
     def row(of):
-        return in_flight_row(of, stage) if of == pid and seen[0] <= polls else real_row(of)
+        return exec_row(of, stage) if of == pid and seen[0] <= polls else real_row(of)
 
     def argv(of):
-        return [] if of == pid and seen[0] <= polls and stage != STAGES[2] else real_argv(of)
+        return [] if of == pid and seen[0] <= polls and stage != COMMAND_LINE else real_argv(of)
 
     monkeypatch.setattr(tree_module, "_process_table", table)
     monkeypatch.setattr(tree_module, "_row_of", row)
@@ -500,7 +509,7 @@ def test_a_worker_seen_with_its_command_line_before_its_stack_settled_ran_one_im
         root.stdin.write(b"x")
         root.stdin.flush()
         settled_exec(child, argv)
-        seen_in_flight(monkeypatch, child, polls, stage)
+        seen_mid_exec(monkeypatch, child, polls, stage)
         for _ in range(polls + 3):
             tree.poll()
         [record] = [record for record in tree.records() if record["pid"] == child]
@@ -543,12 +552,21 @@ def exec_into(child: subprocess.Popen, argv: list[str]) -> None:
 
 @pytest.mark.parametrize("stage", STAGES)
 @pytest.mark.parametrize("execs", [1, 2])
-def test_an_image_that_execs_itself_seen_in_flight_still_counts_each_image(monkeypatch, execs, stage):
+def test_an_image_that_execs_itself_seen_in_flight_still_counts_each_image(monkeypatch, request, execs, stage):
     """Python exec'ing the same interpreter with the same command line, the new image seen in flight: each image is
     recorded, the one seen in flight too where it exec'd again before the next poll (not the same image settled: the
     start of its arguments, set once an exec, moved). Taking the stack in flight as unknown (the executable the same)
     or leaving the image seen in flight out would record fewer Python images than ran: one that wrote no trace would
     be hidden (a false PASS)."""
+    if stage == STARTING and execs == 2:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="nothing of an image is readable before its exec sets the start of its arguments: one seen only "
+                "then that execs again before the next poll is taken for the next (as one that starts and ends "
+                "between two polls)",
+            )
+        )
     argv = [sys.executable, "-S", "-c", EXEC_LINE]
     child = subprocess.Popen(argv, stdin=subprocess.PIPE)
     tree = ProcessTree()
@@ -562,12 +580,12 @@ def test_an_image_that_execs_itself_seen_in_flight_still_counts_each_image(monke
             settled_exec(child.pid, argv, stack)
             stack = stat_row(child.pid)[5]
             if turn == 0:
-                seen_in_flight(monkeypatch, child.pid, 1, stage)
+                seen_mid_exec(monkeypatch, child.pid, 1, stage)
                 tree.poll()
         for _ in range(3):
             tree.poll()
         [record] = [record for record in tree.records() if record["pid"] == child.pid]
-        seen = argv if stage == STAGES[2] or execs == 1 else []  # the image seen in flight only: as it showed
+        seen = argv if stage == COMMAND_LINE or execs == 1 else []  # the image seen in flight only: as it showed
         assert [(image["argv"], image["python"], image["forked"]) for image in record["images"]] == [
             (argv, True, False),
             (seen, True, False),
@@ -593,7 +611,7 @@ def test_a_worker_seen_in_flight_and_never_settled_keeps_the_image_seen(monkeypa
         root.stdin.write(b"x")
         root.stdin.flush()
         settled_exec(child, argv)
-        seen_in_flight(monkeypatch, child, 1 if then == "ends" else 10**6, stage)
+        seen_mid_exec(monkeypatch, child, 1 if then == "ends" else 10**6, stage)
         tree.poll()
         if then == "ends":
             os.kill(child, signal.SIGKILL)
@@ -605,7 +623,7 @@ def test_a_worker_seen_in_flight_and_never_settled_keeps_the_image_seen(monkeypa
             tree.poll()
         [record] = [record for record in tree.records() if record["pid"] == child]
         assert record["alive"] == (then != "ends")
-        seen = argv if stage == STAGES[2] else []  # as it showed: its command line not yet there
+        seen = argv if stage == COMMAND_LINE else []  # as it showed: its command line not yet there
         assert [(image["argv"], image["python"], image["forked"]) for image in tree_module.python_images(record)] == [
             (seen, True, False)
         ]
@@ -638,7 +656,7 @@ def test_an_image_seen_in_flight_that_execs_again_between_the_next_polls_reads_c
         exec_into(child, argv)
         settled_exec(child.pid, argv, stacks[-1])
         stacks.append(stat_row(child.pid)[5])
-        seen_in_flight(monkeypatch, child.pid, 1)
+        seen_mid_exec(monkeypatch, child.pid, 1)
         tree.poll()
         between_a_polls_reads(monkeypatch, exec_again, lambda: settled(child.pid, argv, stacks))
         for _ in range(3):
@@ -655,7 +673,7 @@ def test_an_image_seen_in_flight_that_execs_again_between_the_next_polls_reads_c
 def exec_between_a_polls_reads(monkeypatch, pid: int, act, done, stage: str) -> None:
     """Make the next poll read every stat (`pid`'s image settled), then `act()` (an exec) and wait until `done()`, then
     read `pid`'s executable and command line and its stack again as it does, that second read of the stack finding
-    the exec in flight (`in_flight_row` at `stage`, its command line as it shows then). The polls after it as they
+    the exec in flight (`exec_row` at `stage`, its command line as it shows then). The polls after it as they
     are."""
     real_table, real_row, real_argv, during = (
         tree_module._process_table,
@@ -676,10 +694,10 @@ def exec_between_a_polls_reads(monkeypatch, pid: int, act, done, stage: str) -> 
         return found
 
     def row(of):
-        return in_flight_row(of, stage) if of == pid and during[0] == 1 else real_row(of)
+        return exec_row(of, stage) if of == pid and during[0] == 1 else real_row(of)
 
     def argv(of):
-        return [] if of == pid and during[0] == 1 and stage != STAGES[2] else real_argv(of)
+        return [] if of == pid and during[0] == 1 and stage != COMMAND_LINE else real_argv(of)
 
     monkeypatch.setattr(tree_module, "_process_table", table)
     monkeypatch.setattr(tree_module, "_row_of", row)
@@ -716,6 +734,84 @@ def test_an_exec_that_a_polls_second_read_of_the_stack_finds_in_flight_is_one_im
         assert [(image["argv"], image["python"], image["forked"]) for image in record["images"]] == [
             (argv, True, False),
             (target, into == "itself", False),
+        ]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_proc_that_shows_no_code_stack_or_arguments_records_each_image_once(monkeypatch):
+    """Where /proc shows every process's code, stack and arguments 0 (a sandbox's /proc, or no permission to read
+    them), nothing tells an exec by them: a Python image is recorded once whatever the polls (not as a new image at
+    each), and an exec into another executable is one more image (its executable, as before)."""
+    argv = [sys.executable, "-S", "-c", EXEC_LINE]
+    target = [shutil.which("sleep"), "30"]
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE)
+    real_table, real_row = tree_module._process_table, tree_module._row_of
+
+    def zeroed(row):
+        return None if row is None else (*row[:5], 0, 0, False)
+
+    def table(skip):
+        listed, rows = real_table(skip)
+        return listed, {pid: zeroed(row) for pid, row in rows.items()}
+
+    monkeypatch.setattr(tree_module, "_process_table", table)
+    monkeypatch.setattr(tree_module, "_row_of", lambda pid: zeroed(real_row(pid)))
+    tree = ProcessTree()
+    try:
+        settled_exec(child.pid, argv)
+        for _ in range(2 * tree_module.TITLE_POLLS):
+            tree.poll()
+        exec_into(child, target)
+        deadline = time.monotonic() + 10
+        while READ_ARGV(child.pid) != target:
+            assert time.monotonic() < deadline, "the process did not exec"
+            time.sleep(0.01)
+        for _ in range(2 * tree_module.TITLE_POLLS):
+            tree.poll()
+        [record] = [record for record in tree.records() if record["pid"] == child.pid]
+        assert [(image["argv"], image["python"], image["forked"]) for image in record["images"]] == [
+            (argv, True, False),
+            (target, False, False),
+        ]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_that_lets_go_of_its_memory_between_a_polls_reads_is_not_taken_for_an_exec(monkeypatch):
+    """A process at its end shows its code, stack and arguments 0 once it has let go of its memory, as an exec does
+    before it sets the start of its arguments: where the poll's second read of the stat shows them so and its
+    executable can no longer be read, the process is ending, not exec'ing (a second image of Python would be one that
+    wrote no trace: a false INCOMPLETE)."""
+    argv = [sys.executable, "-S", "-c", EXEC_LINE]
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE)
+    real_row, real_exe, gone = tree_module._row_of, tree_module._executable, []
+
+    def row(pid):
+        found = real_row(pid)
+        if pid != child.pid or found is None:
+            return found
+        gone.append(pid)
+        return (*found[:5], 0, 0, False)
+
+    tree = ProcessTree()
+    try:
+        settled_exec(child.pid, argv)
+        for _ in range(tree_module.TITLE_POLLS):  # the next poll reads the command line and the stat again
+            tree.poll()
+        monkeypatch.setattr(tree_module, "_row_of", row)
+        monkeypatch.setattr(tree_module, "_executable", lambda pid: None if pid in gone else real_exe(pid))
+        tree.poll()
+        assert gone == [child.pid]
+        monkeypatch.setattr(tree_module, "_row_of", real_row)
+        monkeypatch.setattr(tree_module, "_executable", real_exe)
+        for _ in range(3):
+            tree.poll()
+        [record] = [record for record in tree.records() if record["pid"] == child.pid]
+        assert [(image["argv"], image["python"], image["forked"]) for image in record["images"]] == [
+            (argv, True, False)
         ]
     finally:
         child.kill()
