@@ -54,7 +54,7 @@ class Seen:
     alive: bool = True
     ended_by: str | None = None  # the signal mlacheck ended it with, where it had to
     images: list[dict] = field(default_factory=list)  # {exe, argv, python, forked, polls} of each image it ran
-    stack: int | None = None  # the start of its stack, which an exec changes (0 where it cannot be read)
+    stack: int | None = None  # the start of its stack, which an exec changes (in flight: of its arguments; 0: unknown)
 
 
 def become_subreaper() -> bool:
