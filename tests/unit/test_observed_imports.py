@@ -3,6 +3,7 @@ plain form (`mlacheck.rulefiles.plain`), and loads nothing of pydantic, typer or
 itself (redteam section 3: +116 to +292 ms a process before)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,39 @@ def observed(tmp_path, modules: tuple[str, ...]) -> tuple[list[str], str, str]:
     assert done.returncode == 0, done.stdout + done.stderr
     loaded, implementation = done.stdout.splitlines()[:2]
     return json.loads(loaded), "".join(t.read_text() for t in run_dir.glob("trace-*.jsonl")), implementation
+
+
+def test_an_observed_process_has_the_programs_own_sys_path_and_sitecustomize(tmp_path):
+    """Where mlacheck's .pth started the agent, the bootstrap folder that `mlacheck run` puts first on PYTHONPATH is
+    taken off sys.path (each later import of a top-level module looked there first: about 1 ms a spawned worker,
+    issue 29): the program's sys.path is the one it has without mlacheck, the sitecustomize the bootstrap's shadows
+    runs once and as `sitecustomize`, as it does unobserved; the environment keeps the folder for the children."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nprint('own sitecustomize', os.getpid())\n")
+    program = (
+        "import json, os, sys; print(json.dumps([sys.path, sys.modules['sitecustomize'].__file__, "
+        "os.environ['PYTHONPATH'].split(os.pathsep)[0], os.getpid()]))"
+    )
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", program],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = done.stdout.splitlines()
+    path, customize, first, pid = json.loads(next(line for line in lines if line.startswith("[")))
+    assert lines.count(f"own sitecustomize {pid}") == 1, done.stdout + done.stderr  # (the CLI's own runs it too)
+    bootstrap = ROOT / "mlacheck" / "program" / "bootstrap"
+    assert Path(first).resolve() == bootstrap  # the children's environment keeps it
+    assert not [entry for entry in path if entry and Path(entry).resolve() == bootstrap], path
+    assert str(ROOT) in path and str(site) in path
+    assert Path(customize).resolve() == (site / "sitecustomize.py").resolve()
+    assert any(run_dir.glob("trace-*.jsonl"))  # it was observed
 
 
 def test_a_process_that_imports_a_watched_library_loads_no_pydantic_typer_or_rich(tmp_path):
