@@ -88,6 +88,26 @@ def test_a_watched_import_loads_no_inspect_or_hashlib_where_its_family_needs_non
     assert '"type":"family"' in traces and '"type":"compile"' in traces  # installed, and it recorded
 
 
+def test_a_process_that_imports_triton_loads_its_key_reader_only_once_a_kernel_runs(tmp_path):
+    """Triton's watcher installs as Triton is imported; what reads a kernel's keys (`capture/triton/keys.py`, and the
+    regular expressions it compiles) is loaded when a watched kernel first makes a family, never in a worker that
+    imports Triton only for a library's sake (issue 29)."""
+    program = (
+        "import json, sys, triton; print(json.dumps([name in sys.modules for name in "
+        "('mlacheck.capture.triton.capture', 'mlacheck.capture.triton.keys')]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "mlacheck" / "rulefiles" / "bundled")]
+        + ["--run-dir", str(tmp_path / "run"), "--allow-incomplete", "--", sys.executable, "-c", program],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert json.loads(done.stdout.splitlines()[0]) == [True, False], done.stdout + done.stderr
+
+
 def test_capture_json_of_another_format_is_refused_in_the_observed_process_in_one_line(tmp_path):
     """A process whose capture.json another mlacheck wrote records why it could not watch: the run cannot pass."""
     from mlacheck.program.agent import Agent

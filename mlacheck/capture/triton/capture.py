@@ -26,7 +26,6 @@ from mlacheck.capture.stack import StackReader
 from mlacheck.capture.triton.compiles import CompileHooks, guarded
 from mlacheck.capture.triton.families import KernelFamily
 from mlacheck.capture.triton.kernels import Kernels
-from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
 from mlacheck.capture.triton.lookups import Lookups
 from mlacheck.capture.triton.runtime import TritonRuntime, kernel_name, load
 from mlacheck.capture.triton.slots import Slots
@@ -198,7 +197,11 @@ class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
         return family
 
     def _new_family(self, name: str, owner: object, jf: object, tuning: bool) -> KernelFamily:
-        """A kernel's family, keyed by its parameters and options; an autotuner's, by its tuning key."""
+        """A kernel's family, keyed by its parameters and options; an autotuner's, by its tuning key (`keys.py`,
+        loaded here: a process whose watched kernels never run, as a worker that imports Triton only for a library's
+        sake, never loads it)."""
+        from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
+
         if tuning:
             names = list(owner.keys)
             fields, describe_key = [*names, "dtypes"], lambda key: tuning_fields(names, key)
