@@ -13,19 +13,24 @@ it): walking its ancestors through /proc finds the nearest registered one, whate
 time tells a live root from a later process that reuses its pid. A registry folder that is a link, or that anyone
 else could write, is ignored before anything in it is looked at.
 
-Standard library only (os and stat, both loaded by every interpreter already).
+The bootstrap folder (mlacheck/program/bootstrap, on PYTHONPATH for a run's processes) is for an interpreter whose
+`site` never calls `start()`; where it does, `start()` takes the folder off sys.path (`leave_bootstrap`).
+
+Standard library only (os, stat and sys, all loaded by every interpreter already).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 
 ROOT = "/tmp"  # the registry's place where /run/user/<uid> is not a private folder of the user
 RUNTIME = "/run/user"
 ENV_RUN_DIR = "MLACHECK_RUN_DIR"
 MAX_ANCESTORS = 256
 ENTRY_LIMIT = 4096  # an entry holds a path
+BOOTSTRAP = os.path.join("mlacheck", "program", "bootstrap")  # under the folder this module is in
 
 
 def uid() -> int:
@@ -118,6 +123,7 @@ def start() -> None:
     if _tried:
         return
     _tried = True
+    leave_bootstrap()
     run_dir, found_by = None, "registry"
     try:
         run_dir = find_run()
@@ -133,3 +139,25 @@ def start() -> None:
         os.write(2, f"mlacheck: capture is off in process pid {os.getpid()}: {type(exc).__name__}: {exc}\n".encode())
         return
     join(run_dir, found_by)
+
+
+def leave_bootstrap() -> None:
+    """Take this mlacheck's bootstrap folder off sys.path: `start()` ran, so the folder's sitecustomize.py, which site
+    imports next, would only run the sitecustomize it shadows, and site finds that one itself once the folder is gone
+    (as the program's own interpreter would, by its own name). Every later import of a top-level module then skips a
+    folder that the program's sys.path does not have without mlacheck; the environment keeps it, for the processes
+    this one starts. Matched by identity (device and inode: the supervisor names the folder by its resolved path), a
+    stat for each entry named like it; where none is, sys.path is left as it is; never raises."""
+    try:
+        suffix = os.sep + BOOTSTRAP
+        named = [entry for entry in sys.path if isinstance(entry, str) and entry.rstrip(os.sep).endswith(suffix)]
+        if not named:
+            return
+        own = os.stat(os.path.join(os.path.dirname(os.path.abspath(__file__)), BOOTSTRAP))
+        for entry in named:
+            info = os.stat(entry)
+            if (info.st_dev, info.st_ino) == (own.st_dev, own.st_ino):
+                sys.path[:] = [other for other in sys.path if other != entry]
+                sys.path_importer_cache.pop(entry, None)
+    except (OSError, ValueError):
+        pass

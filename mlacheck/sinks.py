@@ -27,6 +27,8 @@ from mlacheck.events import (
 _checkpoints: dict[str, tuple[float, dict[str, dict]]] = {}  # trace path -> (its image's start, its state)
 
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# json.dumps(data, separators=(",", ":")), with its encoder made once (json.dumps makes one at every call)
+_compact = json.JSONEncoder(separators=(",", ":")).encode
 NOTE_SIZE = 256  # bytes of the note beside a trace (`_Note`)
 END_SLOT = 64  # of them, the last: how its process ended (program/_ending.c writes them)
 
@@ -87,7 +89,7 @@ class EventSink:
             state = {}
             _checkpoints[os.fspath(path)] = (run_started(), state)
         state.update(counts)
-        replace_file(checkpoint_path(path), json.dumps(checkpoint_state(state), separators=(",", ":")).encode())
+        replace_file(checkpoint_path(path), _compact(checkpoint_state(state)).encode())
 
     def close(self) -> None:
         pass
@@ -144,7 +146,7 @@ class JsonlSink(EventSink):
         self._note = _Note(lost_note_path(path))  # made now, while it can be
 
     def write(self, event: dict) -> None:
-        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+        line = (_compact(event) + "\n").encode()
         if not self._still_ours() and not self._open_again():
             self._refused(line, OSError(errno.EBADF, "the trace could not be opened again"))
             return
@@ -234,7 +236,7 @@ class JsonlSink(EventSink):
             self._note.write(self.lost, self._errors)
 
     def _lost_line(self, count: int) -> bytes:
-        return (json.dumps(lost_event(count, self._errors), separators=(",", ":")) + "\n").encode()
+        return (_compact(lost_event(count, self._errors)) + "\n").encode()
 
 
 def _open_regular(path: str | os.PathLike, flags: int, mode: int = 0o600) -> tuple[int, tuple[int, int]]:

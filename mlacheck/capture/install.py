@@ -128,8 +128,9 @@ class Patches:
     def replace_everywhere(self, package: str, original: object, replacement: object) -> None:
         """Replace `original` in every loaded module of `package` that holds it (its module and the re-exports), and
         where the package put it in sys.modules itself (sgl-deep-gemm makes `import deep_gemm.fp8_gemm_nt` work so)."""
+        inside = package + "."
         for name, module in list(sys.modules.items()):
-            if module is None or not (name == package or name.startswith(package + ".")):
+            if module is None or not (name == package or name.startswith(inside)):
                 continue
             if module is original:
                 self._replace_item(sys.modules, name, replacement)

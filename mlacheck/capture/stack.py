@@ -42,7 +42,7 @@ class StackReader:
         self._frames: dict[str, list[PhaseRule]] = {}
         for frame in frames:
             self._frames.setdefault(frame.qualname.rpartition(".")[2], []).append(frame)
-        self._skip = tuple(skip) + INSTRUMENTATION
+        self._skip = _Packages(tuple(skip) + INSTRUMENTATION)
 
     def read(self, frame: FrameType | None) -> Where:
         """Walk outward from `frame` (the caller of the cache operation)."""
@@ -56,6 +56,7 @@ class StackReader:
             None,
         )
         stack: list[str] = []
+        cwd = None  # (read once a stack read, where a site is made: each frame's site is relative to it)
         while frame is not None:
             code = frame.f_code
             if dispatch_depth is None and id(code) in self.dispatch_code_ids:
@@ -63,17 +64,19 @@ class StackReader:
             if phase != "capture":
                 phase = self._phase(frame) or phase
             module = frame.f_globals.get("__name__") or ""
-            if fallback is None and not _within(module, INSTRUMENTATION):
+            if fallback is None and not _INSTRUMENTATION.holds(module):
                 fallback = frame
-            if not _within(module, self._skip):
+            if (site is None or len(stack) < STACK_DEPTH) and not self._skip.holds(module):
+                cwd = os.getcwd() if cwd is None else cwd
+                here = frame_site(frame, cwd)
                 if site is None:
-                    site = frame_site(frame)
+                    site = here
                 if len(stack) < STACK_DEPTH:
-                    stack.append(f"{frame_site(frame)} {getattr(code, 'co_qualname', code.co_name)}")
+                    stack.append(f"{here} {getattr(code, 'co_qualname', code.co_name)}")
             frame = frame.f_back
             depth += 1
         if site is None and fallback is not None:
-            site = frame_site(fallback)
+            site = frame_site(fallback, cwd)
         return Where(dispatch_depth, dispatch_code, dispatch_frame, phase, site, stack)
 
     def _phase(self, frame: FrameType) -> str | None:
@@ -88,18 +91,31 @@ class StackReader:
         return None
 
 
-def _within(module: str, packages: tuple[str, ...]) -> bool:
-    return any(module == prefix or module.startswith(prefix + ".") for prefix in packages)
+class _Packages:
+    """Modules of some packages: each package's own and those under it (`holds`: one test of a set, one of str.startswith,
+    for each frame of a stack read)."""
+
+    __slots__ = ("names", "prefixes")
+
+    def __init__(self, packages: tuple[str, ...]) -> None:
+        self.names, self.prefixes = frozenset(packages), tuple(f"{package}." for package in packages)
+
+    def holds(self, module: str) -> bool:
+        return module in self.names or module.startswith(self.prefixes)
 
 
-def frame_site(frame: FrameType) -> str:
-    """`file:line` of a frame, with site-packages and the current folder cut off the path."""
-    return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+_INSTRUMENTATION = _Packages(INSTRUMENTATION)
 
 
-def short_path(path: str) -> str:
-    """A path relative to site-packages (an installed package), the working folder, or an import root."""
-    return _short_path(path, os.getcwd())
+def frame_site(frame: FrameType, cwd: str | None = None) -> str:
+    """`file:line` of a frame, with site-packages and the current folder (`cwd`, default: now's) cut off the path."""
+    return f"{short_path(frame.f_code.co_filename, cwd)}:{frame.f_lineno}"
+
+
+def short_path(path: str, cwd: str | None = None) -> str:
+    """A path relative to site-packages (an installed package), the working folder (`cwd`, default: now's), or an
+    import root."""
+    return _short_path(path, os.getcwd() if cwd is None else cwd)
 
 
 @functools.lru_cache(maxsize=4096)

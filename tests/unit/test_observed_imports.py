@@ -3,6 +3,7 @@ plain form (`mlacheck.rulefiles.plain`), and loads nothing of pydantic, typer or
 itself (redteam section 3: +116 to +292 ms a process before)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,39 @@ def observed(tmp_path, modules: tuple[str, ...]) -> tuple[list[str], str, str]:
     return json.loads(loaded), "".join(t.read_text() for t in run_dir.glob("trace-*.jsonl")), implementation
 
 
+def test_an_observed_process_has_the_programs_own_sys_path_and_sitecustomize(tmp_path):
+    """Where mlacheck's .pth started the agent, the bootstrap folder that `mlacheck run` puts first on PYTHONPATH is
+    taken off sys.path (each later import of a top-level module looked there first: about 1 ms a spawned worker,
+    issue 29): the program's sys.path is the one it has without mlacheck, the sitecustomize the bootstrap's shadows
+    runs once and as `sitecustomize`, as it does unobserved; the environment keeps the folder for the children."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nprint('own sitecustomize', os.getpid())\n")
+    program = (
+        "import json, os, sys; print(json.dumps([sys.path, sys.modules['sitecustomize'].__file__, "
+        "os.environ['PYTHONPATH'].split(os.pathsep)[0], os.getpid()]))"
+    )
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "tests" / "fixtures" / "synthetic.toml")]
+        + ["--run-dir", str(run_dir), "--allow-incomplete", "--", sys.executable, "-c", program],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = done.stdout.splitlines()
+    path, customize, first, pid = json.loads(next(line for line in lines if line.startswith("[")))
+    assert lines.count(f"own sitecustomize {pid}") == 1, done.stdout + done.stderr  # (the CLI's own runs it too)
+    bootstrap = ROOT / "mlacheck" / "program" / "bootstrap"
+    assert Path(first).resolve() == bootstrap  # the children's environment keeps it
+    assert not [entry for entry in path if entry and Path(entry).resolve() == bootstrap], path
+    assert str(ROOT) in path and str(site) in path
+    assert Path(customize).resolve() == (site / "sitecustomize.py").resolve()
+    assert any(run_dir.glob("trace-*.jsonl"))  # it was observed
+
+
 def test_a_process_that_imports_a_watched_library_loads_no_pydantic_typer_or_rich(tmp_path):
     loaded, traces, _ = observed(tmp_path, HEAVY)
     assert loaded == []
@@ -52,6 +86,26 @@ def test_a_watched_import_loads_no_inspect_or_hashlib_where_its_family_needs_non
     loaded, traces, implementation = observed(tmp_path, (*INSPECT, "hashlib", "_hashlib", "base64"))
     assert [m for m in loaded if implementation == "c" or m not in INSPECT] == []
     assert '"type":"family"' in traces and '"type":"compile"' in traces  # installed, and it recorded
+
+
+def test_a_process_that_imports_triton_loads_its_key_reader_only_once_a_kernel_runs(tmp_path):
+    """Triton's watcher installs as Triton is imported; what reads a kernel's keys (`capture/triton/keys.py`, and the
+    regular expressions it compiles) is loaded when a watched kernel first makes a family, never in a worker that
+    imports Triton only for a library's sake (issue 29)."""
+    program = (
+        "import json, sys, triton; print(json.dumps([name in sys.modules for name in "
+        "('mlacheck.capture.triton.capture', 'mlacheck.capture.triton.keys')]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mlacheck", "run", "-q", "--rules", str(ROOT / "mlacheck" / "rulefiles" / "bundled")]
+        + ["--run-dir", str(tmp_path / "run"), "--allow-incomplete", "--", sys.executable, "-c", program],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert json.loads(done.stdout.splitlines()[0]) == [True, False], done.stdout + done.stderr
 
 
 def test_capture_json_of_another_format_is_refused_in_the_observed_process_in_one_line(tmp_path):

@@ -1,14 +1,18 @@
 """What a hook in one of Triton's slots holds (`capture/triton/slots.py: _reaches`: whether it calls mlacheck's, read
-without calling it), the guarded listener slot (`slots.py: Outermost`: mlacheck's on top, whatever is put there), and
-which packages are laid out as Triton is (`program/post_import.py: triton_shaped`, `by_path`; `program/found.py`)."""
+without calling it), the guarded listener slot (`slots.py: Outermost`: mlacheck's on top, whatever is put there),
+which packages are laid out as Triton is (`program/post_import.py: triton_shaped`, `by_path`; `program/found.py`), and
+how the kernels made before install are found (`capture/triton/capture.py: instances`)."""
 
+import collections
 import functools
+import gc
 import importlib.machinery
 import importlib.util
 import sys
 import types
 from contextlib import contextmanager
 
+from mlacheck.capture.triton.capture import instances
 from mlacheck.capture.triton.slots import Outermost, _not_reentered, _reaches
 from mlacheck.program import found
 from mlacheck.program.post_import import by_path, triton_shaped
@@ -191,3 +195,30 @@ def test_a_triton_found_in_sys_modules_after_serving_start_is_named_unseen(monke
     found.rescan(agent, "at exit")  # (still not captured: the fake watch did not add it)
     [line] = agent.written
     assert line["type"] == "unseen" and "found only at exit" in str(line), line
+
+
+class Kernel:
+    def __init__(self, name):
+        self.name = name
+
+
+class Tuned(Kernel):
+    __slots__ = ("key",)
+
+
+def test_every_instance_is_found_however_it_was_made_and_held_in_the_order_of_a_walk_of_every_object():
+    """Made by its class, without __init__ (copy, pickle), of a subclass (with __slots__), held only in a container,
+    in a cycle or nowhere but a frame's local: each found once, as a walk of every object finds them (the same objects,
+    in the same order); an object that only holds a class is not one; a class made in C (not a heap type: its
+    instances do not refer to it) is looked for among every object."""
+    held = [Kernel("listed"), {"deep": (Kernel.__new__(Kernel), Tuned("tuned"))}]
+    cycle = Kernel("cycle")
+    cycle.me = cycle
+    local, classes = Kernel("local"), {Kernel, Tuned}
+    walked = [thing for thing in gc.get_objects() if type(thing) in classes]
+    found = instances(classes)
+    assert [id(thing) for thing in found] == [id(thing) for thing in walked]
+    assert {id(thing) for thing in [held[0], *held[1]["deep"], cycle, local]} <= {id(thing) for thing in found}
+    assert all(type(thing) in classes for thing in found)
+    ordered = collections.OrderedDict(a=1)  # a C type of the interpreter's own, not a heap type
+    assert any(thing is ordered for thing in instances({collections.OrderedDict}))

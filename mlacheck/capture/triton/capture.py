@@ -26,7 +26,6 @@ from mlacheck.capture.stack import StackReader
 from mlacheck.capture.triton.compiles import CompileHooks, guarded
 from mlacheck.capture.triton.families import KernelFamily
 from mlacheck.capture.triton.kernels import Kernels
-from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
 from mlacheck.capture.triton.lookups import Lookups
 from mlacheck.capture.triton.runtime import TritonRuntime, kernel_name, load
 from mlacheck.capture.triton.slots import Slots
@@ -35,6 +34,7 @@ from mlacheck.rulefiles.plain import PhaseRule, Triton
 from mlacheck.sinks import EventSink
 
 AUTOTUNE = ":autotune"
+HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 
 class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
@@ -119,13 +119,10 @@ class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
         self._write_target(self.policy.target_arch)
 
     def _adopt_existing(self, create_binder: Callable) -> None:
-        """The kernels and autotuners made before install: one walk of the objects, each matched by its type (not
-        isinstance, which reads __class__) among the classes and every subclass of theirs, the walk in C (a process
-        holds hundreds of thousands of objects)."""
+        """The kernels and autotuners made before install (`instances` of the classes and every subclass of theirs)."""
         kernels = _subclasses(self.runtime.jit.JITFunction)
         either = kernels | _subclasses(self.runtime.autotuner.Autotuner)
-        objects = gc.get_objects()
-        for thing in itertools.compress(objects, map(either.__contains__, map(type, objects))):
+        for thing in instances(either):
             if type(thing) in kernels:
                 self.safely("install", lambda jf=thing: self._adopt_kernel(jf, create_binder))
             else:
@@ -200,7 +197,11 @@ class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
         return family
 
     def _new_family(self, name: str, owner: object, jf: object, tuning: bool) -> KernelFamily:
-        """A kernel's family, keyed by its parameters and options; an autotuner's, by its tuning key."""
+        """A kernel's family, keyed by its parameters and options; an autotuner's, by its tuning key (`keys.py`,
+        loaded here: a process whose watched kernels never run, as a worker that imports Triton only for a library's
+        sake, never loads it)."""
+        from mlacheck.capture.triton.keys import OPTIONS, describe, tuning_fields
+
         if tuning:
             names = list(owner.keys)
             fields, describe_key = [*names, "dtypes"], lambda key: tuning_fields(names, key)
@@ -238,6 +239,20 @@ class TritonCapture(CompileHooks, Lookups, Kernels, Slots):
     def internal_error(self, where: str, error: object) -> None:
         """What capture could not see or do (the run then cannot pass); never raises."""
         sinks.write_internal_error(self.sink, f"{self.rule.module}: {where}", error)
+
+
+def instances(classes: set[type]) -> list:
+    """Every object the collector tracks whose type is one of `classes` (matched by its type, not by isinstance, which
+    reads __class__), in one walk of the objects in C (a process holds hundreds of thousands of them). An instance of
+    a heap type refers to its type (a class defined in Python does; one made in C must, since Python 3.9), so where
+    every class is one, the objects that refer to one of them hold them all: gc.get_referrers lists those without a
+    list of every object (in half the time of gc.get_objects, and a tenth of the instructions, in a worker that
+    imported Triton); else every object is looked at."""
+    if all(cls.__flags__ & HEAP_TYPE for cls in classes):
+        candidates = gc.get_referrers(*classes)
+    else:
+        candidates = gc.get_objects()
+    return list(itertools.compress(candidates, map(classes.__contains__, map(type, candidates))))
 
 
 def _subclasses(cls: type) -> set[type]:
