@@ -13,7 +13,6 @@ import os
 import re
 import sys
 from enum import Enum
-from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -370,8 +369,8 @@ def _finish(
 
     data, code = dumped(report), report.exit_code  # the JSON form every format renders, made once
     del report  # (the model's room goes to the documents)
-    shown = partial(render, data, consoles.console(stderr=any(path is None for _, path in specs)), detail)
-    _guard(lambda: write_outputs(data, specs, beside=shown), settings)
+    render(data, consoles.console(stderr=any(path is None for _, path in specs)), detail)
+    _guard(lambda: write_outputs(data, specs), settings)
     if refused is not None:
         _fail(refused)
     raise typer.Exit(code)

@@ -19,14 +19,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TextIO
 
 from mlacheck.errors import SETTING, MlacheckError
-from mlacheck.report import writers
 
 
 @dataclass(frozen=True)
@@ -137,56 +135,28 @@ def write_outputs(
     environ: Mapping[str, str] | None = None,
     options: Options = Options(),
     publish: bool = True,
-    beside: Callable[[], None] | None = None,
 ) -> None:
-    """Write the report once per (format, path), then (`publish`) let the format publish what else it writes.
-    `beside`: what this process does first (the terminal's report), while the files of a large report are written by
-    processes of their own (`writers`)."""
+    """Write the report once per (format, path), then (`publish`) let the format publish what else it writes."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
-    specs = list(specs)
-    files = [(fmt, path) for fmt, path in specs if path is not None]
-    shares = writers.shares(report, files) if beside is not None else []
-    here = shares.pop() if shares else files
-    started = []
-    try:
-        for share in shares:
-            for fmt, _ in share:
-                renderer(fmt)  # (imported here: a writer imports nothing; it ends by os._exit, its buffers unwritten)
-            written = partial(_output, report, stdout=stdout, options=options)
-            started.append(writers.Writer(written, share))
-        if beside is not None:
-            beside()
-        for fmt, path in specs:
-            if path is None or (fmt, path) in here:
-                _output(report, fmt, path, stdout, options)
-    except BaseException:
-        for writer in started:
-            writer.stop()
-        raise
-    writers.await_all(started)
-    for fmt, _ in specs if publish else []:
-        published = getattr(renderer(fmt), "publish", None)
+    for fmt, path in specs:
+        module = renderer(fmt)
+        encoded = path is not None and hasattr(module, "encoded")
+        document = module.encoded(report, options) if encoded else module.render(report, options)
+        try:
+            if path is None:
+                stdout.write(document)
+                stdout.flush()
+            else:
+                _write(path, document)
+        except OSError as exc:
+            raise MlacheckError(
+                f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
+            ) from None
+        published = getattr(module, "publish", None) if publish else None
         if published is not None:
             published(report, environ)
-
-
-def _output(report: dict, fmt: str, path: Path | None, stdout: TextIO, options: Options) -> None:
-    """Write one document: to its file, or (None) to `stdout`."""
-    module = renderer(fmt)
-    encoded = path is not None and hasattr(module, "encoded")
-    document = module.encoded(report, options) if encoded else module.render(report, options)
-    try:
-        if path is None:
-            stdout.write(document)
-            stdout.flush()
-        else:
-            _write(path, document)
-    except OSError as exc:
-        raise MlacheckError(
-            f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
-        ) from None
 
 
 WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice
