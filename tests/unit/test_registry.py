@@ -231,6 +231,7 @@ def between_a_polls_reads(monkeypatch, act, done) -> None:
     monkeypatch.setattr(tree_module, "_process_table", stats_then_act)
 
 
+WORKER_ARGV = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]  # what FORK_THEN_EXEC's child execs
 FORK_THEN_EXEC = """
 import os, sys, time
 child = os.fork()
@@ -242,14 +243,20 @@ time.sleep(30)
 """
 
 
+def forked_worker() -> tuple[subprocess.Popen, int]:
+    """A parent (FORK_THEN_EXEC) and the pid of its forked child, which execs WORKER_ARGV once the test writes a byte
+    to the parent."""
+    root = subprocess.Popen([sys.executable, "-S", "-c", FORK_THEN_EXEC], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return root, int(root.stdout.readline())
+
+
 def test_a_child_whose_exec_falls_between_a_polls_two_reads_is_its_own_python(monkeypatch):
     """A poll reads every stat first, then each process's executable and command line: a child that execs in between
     shows its parent's stack (a fork's) with its own command line. Seen at that one poll alone (a worker that ends
     before the next), its image is its own Python, not a fork's copy of its parent's: a worker started with -S that
     wrote no trace would otherwise be missed, and the run would pass."""
-    root = subprocess.Popen([sys.executable, "-S", "-c", FORK_THEN_EXEC], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    child = int(root.stdout.readline())
-    argv = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]
+    root, child = forked_worker()
+    argv = WORKER_ARGV
 
     def let_it_exec(table):
         assert table[1][child][5] == table[1][root.pid][5]  # the child has not exec'd: its parent's stack
@@ -499,9 +506,8 @@ def test_a_worker_seen_with_its_command_line_before_its_stack_settled_ran_one_im
     yet where it settles (at its arguments' start, a few hundred bytes above) runs one Python image of its own, not
     two: a second would be an image that wrote no trace, and a run whose every worker was observed would end
     INCOMPLETE (bench_spawned_processes.py, triton-8 under load 44: one worker in 64, once in 7 runs)."""
-    root = subprocess.Popen([sys.executable, "-S", "-c", FORK_THEN_EXEC], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    child = int(root.stdout.readline())
-    argv = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]
+    root, child = forked_worker()
+    argv = WORKER_ARGV
     tree = ProcessTree(root=root.pid)
     try:
         tree.poll()
@@ -602,9 +608,8 @@ def test_an_image_that_execs_itself_seen_in_flight_still_counts_each_image(monke
 def test_a_worker_seen_in_flight_and_never_settled_keeps_the_image_seen(monkeypatch, then, stage):
     """A worker seen only in flight (it ends before the next poll, or /proc shows it so at every poll) keeps the
     image the poll saw, a Python image of its own: left out, a worker started with -S that wrote no trace would pass."""
-    root = subprocess.Popen([sys.executable, "-S", "-c", FORK_THEN_EXEC], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    child = int(root.stdout.readline())
-    argv = [sys.executable, "-S", "-c", "import time; time.sleep(30)"]
+    root, child = forked_worker()
+    argv = WORKER_ARGV
     tree = ProcessTree(root=root.pid)
     try:
         tree.poll()
