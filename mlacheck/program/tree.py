@@ -355,7 +355,8 @@ def _image_stack(row: tuple) -> int:
 
 
 def _start_of(pid: int) -> int | None:
-    return _stat_field(pid, 19)
+    row = _row_of(pid)
+    return None if row is None else row[4]
 
 
 def _row_of(pid: int) -> tuple | None:
@@ -364,16 +365,6 @@ def _row_of(pid: int) -> tuple | None:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             row = _row(stat.read())
         return row if row[0] not in ("Z", "X") else None
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _stat_field(pid: int, index: int) -> int | None:
-    """A field of a live process's stat, counted after its state (None where it ended or cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        return int(fields[index]) if fields[0] not in (b"Z", b"X") else None
     except (OSError, IndexError, ValueError):
         return None
 
