@@ -57,10 +57,17 @@ def printable_report(value):
 UNREAD = ("timeline",)  # what the terminal, JUnit and GitHub renderers never read (each process's timed compiles)
 
 
-def printable_read(report: dict) -> dict:
+class Readable(dict):
+    """A report's part that the terminal, JUnit and GitHub renderers read, made printable (`printable_read`)."""
+
+
+def printable_read(report: dict) -> Readable:
     """`printable_report` of what the terminal, JUnit and GitHub renderers read of a report: all of it but `UNREAD` (a
-    timeline of 10^5 compiles is not checked for them)."""
-    return printable_report({name: value for name, value in report.items() if name not in UNREAD})
+    timeline of 10^5 compiles is not checked for them). A `Readable` is returned as it is: the renderers of one report
+    check its text once."""
+    if isinstance(report, Readable):
+        return report
+    return Readable(printable_report({name: value for name, value in report.items() if name not in UNREAD}))
 
 
 def _plain(value: dict | list) -> bool:

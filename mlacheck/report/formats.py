@@ -8,7 +8,9 @@ CLI's and the pytest plugin's help. A format module is a renderer (coverage.py's
   written to its file as it comes (a document of 10^5 variants is never held whole: json, sarif, junit); after some
   pieces it may raise `common.Rewrite` with the whole document written otherwise (the file starts again);
 - optionally `publish(report: dict, environ: Mapping[str, str]) -> None`: what else it writes once the document is
-  written (github appends the job summary to $GITHUB_STEP_SUMMARY).
+  written (github appends the job summary to $GITHUB_STEP_SUMMARY);
+- optionally `READS_PRINTABLE = True`: it renders `common.printable_read`'s part of the report (its text made
+  printable, the timeline left out), which is made once for every format of a report that reads it (junit, github).
 
 PATH "-" is stdout (github's usual place: GitHub reads annotations from the step's output). This module imports a
 format's module only when it renders, so the plugin's help costs nothing.
@@ -135,15 +137,22 @@ def write_outputs(
     environ: Mapping[str, str] | None = None,
     options: Options = Options(),
     publish: bool = True,
+    read: dict | None = None,
 ) -> None:
-    """Write the report once per (format, path), then (`publish`) let the format publish what else it writes."""
+    """Write the report once per (format, path), then (`publish`) let the format publish what else it writes. `read`:
+    the report's `printable_read` where the caller made it already."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     for fmt, path in specs:
         module = renderer(fmt)
+        given = report
+        if getattr(module, "READS_PRINTABLE", False):
+            from mlacheck.report.common import printable_read
+
+            read = given = printable_read(read if read is not None else report)
         encoded = path is not None and hasattr(module, "encoded")
-        document = module.encoded(report, options) if encoded else module.render(report, options)
+        document = module.encoded(given, options) if encoded else module.render(given, options)
         try:
             if path is None:
                 stdout.write(document)

@@ -18,6 +18,8 @@ from mlacheck.errors import MlacheckError
 from mlacheck.report.common import Repository, is_new, level, printable_read, process_text
 from mlacheck.report.markdown import to_markdown
 
+READS_PRINTABLE = True  # (report/formats.py)
+
 
 def escape_data(text: str) -> str:
     """A command's message: % -> %25, CR -> %0D, LF -> %0A."""

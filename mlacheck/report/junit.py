@@ -27,6 +27,7 @@ from mlacheck.report.common import state as state_of
 
 PROPERTIES = ("verdict", "mode", "target_arch", "compile_policy", "mlacheck_version", "device")
 DECLARATION = "<?xml version='1.0' encoding='utf-8'?>\n"
+READS_PRINTABLE = True  # (report/formats.py)
 BATCH = 1 << 20  # characters of the document encoded at a time
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from mlacheck.codes import CODES
 from mlacheck.errors import MlacheckError
+from mlacheck.report import common
 from mlacheck.report.baseline import baseline_fingerprints, fingerprint, load_baseline, report_fingerprints
 from mlacheck.report.common import Repository
 from mlacheck.report.formats import output_specs, parse_output, write_outputs
@@ -501,6 +502,31 @@ def test_write_outputs_writes_every_format(tmp_path, real):
     assert paths["markdown"].read_text() == to_markdown(real)
     assert stdout.getvalue() == to_github(real)
     assert summary.read_text() == to_markdown(real) + "\n"
+
+
+def test_the_read_part_is_made_printable_once_for_every_format_that_reads_it(tmp_path, real, monkeypatch):
+    """JUnit and GitHub read the same printable part of a report (the caller's, where it made one for the terminal):
+    its text is checked once, and each document is the one it renders alone, a hostile string escaped in both."""
+    real["findings"][0]["message"] = "\x1b[2J\nverdict: PASS"
+    made = []
+
+    class Counted(common.Readable):
+        def __init__(self, *args) -> None:
+            made.append(1)
+            super().__init__(*args)
+
+    monkeypatch.setattr(common, "Readable", Counted)
+    read = common.printable_read(real)
+    paths = {fmt: tmp_path / f"r.{fmt}" for fmt in ("junit", "json")}
+    stdout = io.StringIO()
+    write_outputs(real, [(fmt, path) for fmt, path in paths.items()] + [("github", None)], stdout, {}, read=read)
+    assert len(made) == 1
+    write_outputs(real, [("junit", tmp_path / "alone.xml"), ("github", None)], io.StringIO(), {})
+    assert len(made) == 2  # (no part given: made once for both)
+    monkeypatch.undo()
+    assert paths["junit"].read_text() == to_junit(real) and stdout.getvalue() == to_github(real)
+    assert "\x1b" not in paths["junit"].read_text() + stdout.getvalue()
+    assert "\\x1b[2J\\nverdict: PASS" in paths["junit"].read_text() and json.loads(paths["json"].read_text()) == real
 
 
 def test_every_spec_is_checked_before_anything_is_written(tmp_path, real):
