@@ -226,17 +226,19 @@ class _Images:
         counts: dict[str, tuple[int, dict]] = {}
         position = 0
         for position, event in kept:
-            if event["type"] == "run" and first is not None:
+            kind = event["type"]
+            if kind == "run" and first is not None:
                 yield from self._ended(first, counts, position, False)
                 first, counts = None, {}
             if first is None:
                 first = event
-                self.runs |= event["type"] == "run"
-            if event["type"] == "counts":
+                self.runs |= kind == "run"
+            if kind == "counts":
                 counts[event["family"]] = (position, event)
-            if event["type"] != "counts" or not self.defer:
-                self.count += 1
-                yield position, event
+                if self.defer:
+                    continue
+            self.count += 1
+            yield position, event
         if first is not None:
             yield from self._ended(first, counts, position, True)
         if self.read and self.state is not None:
@@ -380,14 +382,16 @@ class _Reader:
             if earlier is not None:
                 self.kept, self.size = self.kept - 1, self.size - earlier
             self.last_counts[(self.image, event["family"])] = size
-        self.kept, self.size = self.kept + 1, self.size + size
+        self.kept += 1
+        self.size += size
         if self.kept > self.limit or self.size > self.size_limit:
             raise MlacheckError(
                 f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
                 f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
-        if kind in RETAINED:
-            self._shared(event, *RETAINED[kind])
+        retained = RETAINED.get(kind)
+        if retained is not None:
+            self._shared(event, retained[0], retained[1])
         return None
 
     def _shared(self, event: dict, texts: tuple, stacked: bool) -> None:
