@@ -16,7 +16,7 @@ variant and phase, and all but the last `counts` of a family in an image, say no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -183,16 +183,16 @@ def _candidates(file: BinaryIO, number: int) -> Iterator[tuple[int, bytes]]:
             number, data, skipping = number + 1, data[end + 1 :], False
         cut = data.rfind(b"\n") + 1 if block else len(data)
         whole, pending = data[:cut], data[cut:]
-        yield from _holding(whole, number)
-        number += whole.count(b"\n")
+        number = yield from _holding(whole, number)
         if not block:
             return
         if len(pending) > LINE_LIMIT:
             pending, skipping = b"", True
 
 
-def _holding(whole: bytes, number: int) -> Iterator[tuple[int, bytes]]:
-    """(number, line) of each line of `whole` (lines after line `number`) that holds one of MAY_START."""
+def _holding(whole: bytes, number: int) -> Generator[tuple[int, bytes], None, int]:
+    """(number, line) of each line of `whole` (lines after line `number`) that holds one of MAY_START; returns the
+    number of its last line (its lines counted once, as it goes)."""
     spans = set()
     for pattern in MAY_START:
         at = whole.find(pattern)
@@ -206,6 +206,7 @@ def _holding(whole: bytes, number: int) -> Iterator[tuple[int, bytes]]:
         line = whole[start:end]
         if len(line) - line.endswith(b"\n") <= LINE_LIMIT:
             yield number + 1, line
+    return number + whole.count(b"\n", counted)
 
 
 class _Images:
