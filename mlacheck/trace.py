@@ -16,7 +16,7 @@ variant and phase, and all but the last `counts` of a family in an image, say no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -183,16 +183,16 @@ def _candidates(file: BinaryIO, number: int) -> Iterator[tuple[int, bytes]]:
             number, data, skipping = number + 1, data[end + 1 :], False
         cut = data.rfind(b"\n") + 1 if block else len(data)
         whole, pending = data[:cut], data[cut:]
-        yield from _holding(whole, number)
-        number += whole.count(b"\n")
+        number = yield from _holding(whole, number)
         if not block:
             return
         if len(pending) > LINE_LIMIT:
             pending, skipping = b"", True
 
 
-def _holding(whole: bytes, number: int) -> Iterator[tuple[int, bytes]]:
-    """(number, line) of each line of `whole` (lines after line `number`) that holds one of MAY_START."""
+def _holding(whole: bytes, number: int) -> Generator[tuple[int, bytes], None, int]:
+    """(number, line) of each line of `whole` (lines after line `number`) that holds one of MAY_START; returns the
+    number of its last line (its lines counted once, as it goes)."""
     spans = set()
     for pattern in MAY_START:
         at = whole.find(pattern)
@@ -206,6 +206,7 @@ def _holding(whole: bytes, number: int) -> Iterator[tuple[int, bytes]]:
         line = whole[start:end]
         if len(line) - line.endswith(b"\n") <= LINE_LIMIT:
             yield number + 1, line
+    return number + whole.count(b"\n", counted)
 
 
 class _Images:
@@ -226,17 +227,19 @@ class _Images:
         counts: dict[str, tuple[int, dict]] = {}
         position = 0
         for position, event in kept:
-            if event["type"] == "run" and first is not None:
+            kind = event["type"]
+            if kind == "run" and first is not None:
                 yield from self._ended(first, counts, position, False)
                 first, counts = None, {}
             if first is None:
                 first = event
-                self.runs |= event["type"] == "run"
-            if event["type"] == "counts":
+                self.runs |= kind == "run"
+            if kind == "counts":
                 counts[event["family"]] = (position, event)
-            if event["type"] != "counts" or not self.defer:
-                self.count += 1
-                yield position, event
+                if self.defer:
+                    continue
+            self.count += 1
+            yield position, event
         if first is not None:
             yield from self._ended(first, counts, position, True)
         if self.read and self.state is not None:
@@ -380,14 +383,16 @@ class _Reader:
             if earlier is not None:
                 self.kept, self.size = self.kept - 1, self.size - earlier
             self.last_counts[(self.image, event["family"])] = size
-        self.kept, self.size = self.kept + 1, self.size + size
+        self.kept += 1
+        self.size += size
         if self.kept > self.limit or self.size > self.size_limit:
             raise MlacheckError(
                 f"more than {self.limit} events (or {self.size_limit // MIB} MiB of them) to read in the traces, "
                 f"at a {kind} event: more than mlacheck reports on at once; report its run folders one at a time"
             )
-        if kind in RETAINED:
-            self._shared(event, *RETAINED[kind])
+        retained = RETAINED.get(kind)
+        if retained is not None:
+            self._shared(event, retained[0], retained[1])
         return None
 
     def _shared(self, event: dict, texts: tuple, stacked: bool) -> None:

@@ -17,6 +17,7 @@ from mlacheck.analysis.timeline import TimelineReader
 from mlacheck.analysis.unwatched import UnwatchedReader
 
 KEPT = ("unseen", "internal_error")  # the kinds of events kept as they are (few)
+USUAL = frozenset(("compile_start", "compile_end", "compile", "dispatch"))  # a variant's events: most of a trace's
 
 
 class Digest:
@@ -26,7 +27,7 @@ class Digest:
     def __init__(self, key_values: bool = False) -> None:
         self.marks: dict[int | None, int] = {}
         self.tables = TablesReader(self.marks)
-        self.timeline = TimelineReader(self.marks)
+        self.timeline = TimelineReader(self.marks, last=self.tables.last_t)  # (the tables keep each process's last t)
         self.unwatched = UnwatchedReader(self.marks)
         self.kept: dict[str, list[dict]] = {kind: [] for kind in KEPT}
         self.families: set[str] = set()  # every family a record names (not an unseen or internal error line)
@@ -44,9 +45,16 @@ class Digest:
         return digest
 
     def read(self, position: int, event: dict) -> None:
-        kind = event["type"]
-        self.tables.read(position, event)
-        self.timeline.read(event)
+        kind, proc, t = event["type"], event.get("proc"), event.get("t")
+        self.tables.take(position, event, kind, proc, t)
+        self.timeline.take(event, kind, proc, t)
+        if kind in USUAL:  # (most events: what the rest asks of them, at once)
+            if "family" in event:
+                self.families.add(event["family"])
+            if self.key_values is not None and kind in ("compile", "dispatch"):
+                for name, value in (event.get("key") or {}).items():
+                    self.key_values.setdefault(name, []).append(value)
+            return
         if kind in UnwatchedReader.KINDS:
             self.unwatched.read(position, event)
         if kind in KEPT:
@@ -58,9 +66,6 @@ class Digest:
         elif kind == "run" and self.run_arch is None:
             arch = event.get("target_arch") or event.get("cute_dsl_arch")
             self.run_arch = str(arch) if arch else None
-        elif kind in ("compile", "dispatch") and self.key_values is not None:
-            for name, value in (event.get("key") or {}).items():
-                self.key_values.setdefault(name, []).append(value)
 
     @property
     def target_arch(self) -> str | None:

@@ -228,34 +228,41 @@ class TablesReader:
         self.last_t: dict[int | None, float] = {}
 
     def read(self, index: int, event: dict) -> None:
-        proc, kind, t = event.get("proc"), event["type"], event.get("t")
-        fact = self.facts.get(proc)
-        if fact is None:
-            fact = self.facts[proc] = ProcessFacts(proc)
+        self.take(index, event, event["type"], event.get("proc"), event.get("t"))
+
+    def take(self, index: int, event: dict, kind: str, proc: int | None, t: object) -> None:
+        """`read` of an event whose kind, process and time (its "type", "proc" and "t") were looked up once (the digest
+        reads each event so); the event goes only to what reads its kind (`KINDS`, else `_other`)."""
+        if proc not in self.facts:
+            self.facts[proc] = ProcessFacts(proc)
         if isinstance(t, (int, float)):
-            self.last_t[proc] = max(self.last_t.get(proc, 0.0), t)
-        if kind in ("compile_start", "compile_end"):
-            self._bracket(index, event, proc)
-            return
-        raised = event.get("raised")  # (a net's compile that raised: its bracket closed already)
-        if (kind == "compile" and event.get("origin") == "compile") or (kind == "unwatched_compile" and not raised):
+            last = self.last_t.get(proc, 0.0)
+            self.last_t[proc] = t if t > last else last  # (max's own choice, without its call)
+        self.KINDS.get(kind, TablesReader._other)(self, index, event, proc, kind)
+
+    def _other(self, index: int, event: dict, proc: int | None, kind: str) -> None:
+        """A record closes the compile that returned and awaited it (an unwatched compile's, unless it raised: its
+        bracket closed already), a process's event says what it showed of itself, a family's goes to its table."""
+        if (kind == "compile" and event.get("origin") == "compile") or (
+            kind == "unwatched_compile" and not event.get("raised")
+        ):
             closed = self.awaited.closed(proc, event)
             if closed is not None:
                 self.awaited.remove(closed, self.starts.pop(closed)[1])
         if kind == "unwatched_compile" and event.get("entries") and type(event.get("net")) is str:
             self.netted.setdefault((proc, event["net"]), set()).update(event["entries"])  # a jit_dir family's net
         if kind in PROCESS_EVENTS:
-            PROCESS_EVENTS[kind](fact, event)
+            PROCESS_EVENTS[kind](self.facts[proc], event)
         if "family" in event and kind not in ("internal_error", "unseen"):
             self._family_event(index, event, proc, kind)
 
-    def _bracket(self, index: int, event: dict, proc: int | None) -> None:
+    def _bracket(self, index: int, event: dict, proc: int | None, kind: str) -> None:
         """A compile began, or ended (one that returned waits for its record)."""
         key = (proc, event["id"])
-        begun = self.starts.get(key) if event["type"] == "compile_start" else self.starts.pop(key, None)
+        begun = self.starts.get(key) if kind == "compile_start" else self.starts.pop(key, None)
         if begun is not None and begun[2] is not None:  # (it had returned: no longer awaited as it was)
             self.awaited.remove(key, begun[1])
-        if event["type"] == "compile_start":
+        if kind == "compile_start":
             self.starts[key] = (index, event, None)
         elif begun is not None and event.get("outcome", "returned") == "returned":
             self.starts[key] = (begun[0], begun[1], event)  # its record follows
@@ -270,16 +277,15 @@ class TablesReader:
         if kind == "counts":
             self.last_counts[(proc, event["family"])] = event
         elif kind in FAMILY_EVENTS:
-            FAMILY_EVENTS[kind](table, event, self._before_mark(proc, index))
+            FAMILY_EVENTS[kind](table, event, proc in self.marks and index < self.marks[proc])
 
-    def _before_mark(self, proc: int | None, index: int) -> bool:
-        return proc in self.marks and index < self.marks[proc]
+    KINDS = {"compile_start": _bracket, "compile_end": _bracket}  # (`_other`: every other kind)
 
     def finish(self) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
         """The compiles never ended (or never recorded), the last counts of each table, and what is exact."""
         for (proc, _), (index, start, end) in self.starts.items():
             if end is None or not self.facts[proc].exited:  # an exited process wrote every record it had
-                phase = settled(start["phase"], self._before_mark(proc, index))
+                phase = settled(start["phase"], proc in self.marks and index < self.marks[proc])
                 _unfinished(self.tables, self.facts[proc], start, end, phase, self.last_t)
         for (proc, family), event in self.last_counts.items():
             _counted(self.tables[(proc, family)], event)

@@ -33,14 +33,20 @@ class TimelineReader:
     processes that marked serving start (a compile before their mark was warm-up). Each compile's label is made at the
     end (`finish`), from its key."""
 
-    def __init__(self, marked) -> None:
+    def __init__(self, marked, last: dict | None = None) -> None:
         self.by_proc: dict[object, dict] = {}
         self.marked = marked
         self.unended: dict[tuple, dict] = {}  # (proc, id) -> a compile_start not ended (yet)
-        self.last: dict[object, float] = {}  # proc -> its last recorded moment
+        # proc -> its last recorded moment; `last`: where a reader given each event before this one keeps it already
+        self.last: dict[object, float] = {} if last is None else last
+        self.keeps_last = last is None
 
     def read(self, event: dict) -> None:
-        proc, t = event.get("proc"), event.get("t")
+        self.take(event, event["type"], event.get("proc"), event.get("t"))
+
+    def take(self, event: dict, kind: str, proc: object, t: object) -> None:
+        """`read` of an event whose kind, process and time (its "type", "proc" and "t") were looked up once (the digest
+        reads each event so)."""
         entry = self.by_proc.get(proc)
         if entry is None:
             entry = self.by_proc[proc] = {
@@ -52,14 +58,16 @@ class TimelineReader:
                 "compiles": [],
                 "steps": [],
             }
-        if isinstance(t, (int, float)):
-            self.last[proc] = max(self.last.get(proc, 0.0), t)
-        if event["type"] == "compile_start" and t is not None:
-            self.unended[(proc, event["id"])] = event
-        elif event["type"] == "compile_end":
+        if self.keeps_last and isinstance(t, (int, float)):
+            last = self.last.get(proc, 0.0)
+            self.last[proc] = t if t > last else last  # (max's own choice, without its call)
+        if kind == "compile_start":
+            if t is not None:
+                self.unended[(proc, event["id"])] = event
+        elif kind == "compile_end":
             self.unended.pop((proc, event.get("id")), None)
-        elif event["type"] in EVENTS:
-            EVENTS[event["type"]](self, entry, event, t)
+        elif kind in EVENTS:
+            EVENTS[kind](self, entry, event, t)
 
     def finish(self, label: Callable[[str, Key], str]) -> list[dict]:
         """Each compile its process died (or exited) in as a bar to its last moment (never before a mark), and the
@@ -110,7 +118,7 @@ def _compiled(drawn: TimelineReader, entry: dict, event: dict, t: float | None) 
     """A compile with its time, in the phase the analysis judges (before the process's later mark: warm-up)."""
     if t is None or event.get("phase") in phases.NOT_COMPILED_HERE:
         return
-    before_mark = event.get("proc") in drawn.marked and entry["serving_start"] is None
+    before_mark = entry["proc"] in drawn.marked and entry["serving_start"] is None
     seconds, phase = event.get("seconds"), phases.settled(event.get("phase") or phases.UNKNOWN, before_mark)
     if event.get("origin") == "wait" and phase != phases.SERVING:  # a warm-up launch's wait: its compile's bar shows it
         return

@@ -120,14 +120,18 @@ def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) ->
         loaded.digest.marks.update({first + image: position for image, position in stream.marks.items()})
         images: list[_Image] = []
         lost = _Lost()
+        digest = loaded.digest
         for position, event in stream:
-            if event["type"] == "run" or not images:
-                images.append(_Image(event, len(loaded.processes)))
+            kind = event["type"]
+            if kind == "run" or not images:
+                image = _Image(event, len(loaded.processes))
+                images.append(image)
                 loaded.processes.append({})
-            images[-1].read(event)
-            lost.read(event)
-            event["proc"] = images[-1].proc
-            loaded.digest.read(position, event)
+            image.read(event, kind)
+            if kind in _Lost.KINDS:
+                lost.read(event)
+            event["proc"] = image.proc
+            digest.read(position, event)
         events_left, bytes_left = events_left - stream.count, bytes_left - stream.size
         loaded.bad_lines += stream.bad_lines
         note = read_note(Path(lost_note_path(trace_file)))
@@ -158,17 +162,19 @@ class _Image:
         self.events = 0
         self.counts: list[dict] = []
 
-    def read(self, event: dict) -> None:
+    def read(self, event: dict, kind: str) -> None:
+        """One more event of the image (`kind`: its type)."""
         self.events += 1
-        kind = event["type"]
-        if kind == "counts":
+        if kind in WORK or (kind == "compile" and event.get("phase") not in ("inherited", "preexisting")):
+            self.worked = True
+        elif kind == "compile_end" or kind == "compile":
+            return
+        elif kind == "counts":
             self.counts.append(event)
         elif kind == "exit" and self.exit is None:
             self.exit = event
         elif kind == "exec":
             self.exec = event
-        elif kind in WORK or (kind == "compile" and event.get("phase") not in ("inherited", "preexisting")):
-            self.worked = True
         elif kind == "spawn":
             self.children.append(event["child"])
             if event.get("start_ticks") is not None:
@@ -230,6 +236,8 @@ class _Image:
 class _Lost:
     """What a trace says it could not hold: its `lost` events (cumulative within each image of the process) and the
     note beside it (events.lost_note_path), which the process writes where the trace refuses even that."""
+
+    KINDS = frozenset(("run", "lost"))  # the events it reads
 
     def __init__(self) -> None:
         self.total, self.errors, self.image = 0, {}, 0
