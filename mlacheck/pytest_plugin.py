@@ -195,15 +195,15 @@ class MlacheckSession:
             return
         verbose = self.config.getoption("verbose") > 0
         for finding in report.findings:
-            error = finding.severity == "error"
+            error = finding["severity"] == "error"
             write(
                 _finding_line(finding),
-                red=error and not finding.baselined and not finding.ignored,
+                red=error and not finding["baselined"] and not finding["ignored"],
                 yellow=not error,
             )
             if verbose:
-                write(f"    {finding.message}")
-                write(f"    fix: {finding.hint}")
+                write(f"    {finding['message']}")
+                write(f"    fix: {finding['hint']}")
         for reason in report.incomplete:
             write(f"incomplete: {reason}", purple=True)
         if report.not_checked:
@@ -227,15 +227,15 @@ class MlacheckSession:
             write(f"full report: mlacheck report {self.observation.run_dir}")
 
 
-def _finding_line(finding) -> str:
+def _finding_line(finding: dict) -> str:
     """A finding in one line: whether it is ignored or known, its code, family, summary, process and site."""
-    known = "ignored: " if finding.ignored else "known: " if finding.baselined else ""
-    line = f"{known}{finding.code} {finding.name} [{finding.severity}] {finding.family} "
-    line += finding.summary or finding.message
-    if finding.process:
-        rank = finding.process.get("rank")
-        line += f" [pid {finding.process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
-    return line + (f" at {finding.site}" if finding.site else "")
+    known = "ignored: " if finding["ignored"] else "known: " if finding["baselined"] else ""
+    line = f"{known}{finding['code']} {finding['name']} [{finding['severity']}] {finding['family']} "
+    line += finding["summary"] or finding["message"]
+    if process := finding["process"]:
+        rank = process.get("rank")
+        line += f" [pid {process.get('pid')}{f', rank {rank}' if rank is not None else ''}]"
+    return line + (f" at {finding['site']}" if finding["site"] else "")
 
 
 def _verdict_line(report) -> str:
@@ -246,6 +246,6 @@ def _verdict_line(report) -> str:
         + (f", {counts.baselined} known from the baseline" if counts.baselined else "")
         + (f", {counts.ignored} ignored" if counts.ignored else "")
         + (" (strict: warnings fail)" if report.strict else "")
-        + f"; {len(variants)} variant(s), {sum(v.precompiled for v in variants)} precompiled, "
-        f"{sum(v.dispatches for v in variants)} dispatch(es) in {len(report.processes)} process(es)"
+        + f"; {len(variants)} variant(s), {sum(v['precompiled'] for v in variants)} precompiled, "
+        f"{sum(v['dispatches'] for v in variants)} dispatch(es) in {len(report.processes)} process(es)"
     )

@@ -29,7 +29,7 @@ from mlacheck.program.run_folder import RunFolder
 from mlacheck.program.run_rules import run_rules
 from mlacheck.program.shells import kept_spawn, known, unseen_pythons
 from mlacheck.program.tree import python_images
-from mlacheck.report.model import Report, build_report
+from mlacheck.report.model import Report, build_report, read_report
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.rulefiles import RuleSet
 from mlacheck.trace import BYTES_LIMIT, EVENT_LIMIT, TraceStream
@@ -488,7 +488,7 @@ def load_report(path: Path) -> Report:
     if not isinstance(data, dict) or "families" not in data or "verdict" not in data:
         raise MlacheckError(f"{path}: not an mlacheck JSON report (no 'families' or 'verdict'); write one with --json")
     try:
-        return Report.model_validate(data)
+        return read_report(data)
     except RecursionError:
         raise MlacheckError(f"{path}: not an mlacheck JSON report: nested too deeply") from None
     except ValidationError as exc:

@@ -32,7 +32,9 @@ def manifest(report: Report, rules: RuleSet) -> dict:
         if rule is None:
             continue
         spec = rule.family
-        variants = [dict(v.key) for v in family.variants if v.dispatches or v.warmup_dispatches or v.captured]
+        variants = [
+            dict(v["key"]) for v in family.variants if v["dispatches"] or v["warmup_dispatches"] or v["captured"]
+        ]
         families.append(
             {
                 "name": spec.name,

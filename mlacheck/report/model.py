@@ -1,9 +1,10 @@
 """The report model: everything a report says, computed once; every output format renders its JSON form.
 
 `build_report` takes the analysis and the run's facts and decides the verdict, the counts, the baseline
-state of each finding (by fingerprint) and the exit code, in one place. `Report.model_dump(mode="json")`
-is the JSON report, and `Report.model_validate` reads a saved one back (of any format version: fields a
-later version dropped are ignored).
+state of each finding (by fingerprint) and the exit code, in one place. A report holds its findings and each family's
+variants in their JSON form already (dicts: 10^5 of them are made without a model each); `dumped` is the JSON report,
+and `read_report` reads a saved one back (of any format version: fields a later version dropped are ignored), each
+finding and variant checked against `FindingReport` and `VariantReport`.
 
 Verdicts: `fail` (a new error finding, or with --strict any new finding), else `incomplete` (the run did
 not see enough to compare: see `incomplete`; --allow-incomplete keeps the verdict and only changes the
@@ -20,7 +21,6 @@ import typing
 from collections.abc import Iterator
 from dataclasses import asdict
 from functools import cache
-from itertools import islice
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
@@ -73,7 +73,7 @@ FamilyReport = _reported(
     "FamilyReport",
     FamilyResult,
     FamilyResult(""),
-    variants=(list[VariantReport], []),
+    variants=(list[dict], []),  # each a VariantReport's JSON form
     mode=(str | None, None),  # in a run made in parts (mode "mixed"): this family's part's mode and target arch
     target_arch=(str | None, None),
 )
@@ -133,7 +133,7 @@ class Report(_Model):
     processes: list[dict] = []
     ranks: list[RankSummary] = []
     families: list[FamilyReport] = []
-    findings: list[FindingReport] = []
+    findings: list[dict] = []  # each a FindingReport's JSON form
     counts: Counts = Counts()
     baseline: dict | None = None
     incomplete: list[str] = []
@@ -158,26 +158,14 @@ def build_report(
 ) -> Report:
     """The report of one run (or several merged); `decide` gives it its verdict. The analysis is taken: its findings
     and each family's variants are let go of as the report's are made (10^5 of each are never held twice)."""
-    processes, given = processes or [], {}
-
-    def finding_of(finding: Finding) -> dict:
-        process = processes[finding.proc] if finding.proc is not None and finding.proc < len(processes) else None
-        return {
-            **reported(finding),
-            "severity": finding.severity.value,
-            "process": {name: process.get(name) for name in ("pid", "host", "rank")} if process else None,
-        }
-
-    findings = _validated(FindingReport, map(finding_of, _each_kept(analysis.findings)), given)
-    families = [
-        FamilyReport.model_validate(
-            {
-                **reported(family),
-                "variants": _validated(VariantReport, _each_kept(family.variants), given, from_attributes=True),
-            }
-        )
-        for family in analysis.families
-    ]
+    processes = processes or []
+    findings = [_finding_form(finding, processes) for finding in _each_kept(analysis.findings)]
+    families = []
+    for family in analysis.families:
+        variants, family.variants = family.variants, []
+        made = FamilyReport.model_validate(reported(family))
+        made.variants = [reported(variant) for variant in _each_kept(variants)]
+        families.append(made)
     report = Report(
         verdict="pass",
         versions={f.name: f.version for f in analysis.families},
@@ -195,6 +183,23 @@ def build_report(
     return decide(report, policy)
 
 
+def _finding_form(finding: Finding, processes: list[dict]) -> dict:
+    """A finding's JSON form, as `FindingReport` dumps it: what the analysis reports of it, its severity as text, the
+    process it came from (pid, host, rank); `decide` sets its fingerprint, `baselined` and `ignored`."""
+    proc = finding.proc
+    process = processes[proc] if proc is not None and proc < len(processes) else None
+    return {
+        **reported(finding),
+        "severity": finding.severity.value,
+        "process": {"pid": process.get("pid"), "host": process.get("host"), "rank": process.get("rank")}
+        if process
+        else None,
+        "fingerprint": "",
+        "baselined": False,
+        "ignored": False,
+    }
+
+
 def _unwatched(compiled: object) -> dict:
     """An unwatched compile as the report lists it: its stack left out (its finding has it), `raised` only where it
     raised."""
@@ -205,48 +210,42 @@ def _unwatched(compiled: object) -> dict:
 
 
 def dumped(report: Report) -> dict:
-    """`report.model_dump(mode="json")`, made a finding and a variant at a time, each model let go of once dumped: the
-    model and its JSON form are never both whole (10^5 variants). The report is left without its findings and
-    variants."""
+    """`report.model_dump(mode="json")` with the findings and variants it holds in their JSON form already: each list
+    taken as it is (never copied; the report is left without them)."""
     findings, families, report.findings, report.families = report.findings, report.families, [], []
     data = report.model_dump(mode="json")
-    data["findings"] = _each_dumped(findings)
+    data["findings"] = findings
     data["families"] = []
     for family in _each_kept(families):
         variants, family.variants = family.variants, []
         dumped_family = family.model_dump(mode="json")
-        dumped_family["variants"] = _each_dumped(variants)
+        dumped_family["variants"] = variants
         data["families"].append(dumped_family)
     return data  # (each list in its own place: a key given a new value keeps its place)
 
 
-def _each_dumped(models: list[BaseModel]) -> list[dict]:
-    """Each model's JSON form (a model of the list's first's type), a slice of them at a time (pydantic-core's loop)."""
-    if not models:
-        return []
-    adapter, dumped_models = _adapter(type(models[0])), []
-    for part in _slices(_each_kept(models)):
-        dumped_models += adapter.dump_python(part, mode="json")
-    return dumped_models
+def read_report(data: dict) -> Report:
+    """A saved JSON report read back: each finding and variant checked against `FindingReport` and `VariantReport`
+    (of any format version: a field it lacks takes its default, one a later version dropped is left out), in its
+    JSON form; pydantic's `ValidationError` where one does not fit."""
+    data = {**data, "findings": _checked(FindingReport, data.get("findings", []))}
+    if isinstance(data.get("families"), list):
+        data["families"] = [
+            {**family, "variants": _checked(VariantReport, family.get("variants", []))}
+            if isinstance(family, dict)
+            else family
+            for family in data["families"]
+        ]
+    return Report.model_validate(data)
 
 
-def _validated(
-    model: type[BaseModel], items: Iterator, given: dict[frozenset, set[str]], from_attributes: bool = False
-) -> list[BaseModel]:
-    """A model of each item (a dict; `from_attributes`: an object whose attributes are its fields, as `reported`
-    gives them), a slice of them at a time (pydantic-core's loop; never all of them as dicts too)."""
-    adapter, models = _adapter(model), []
-    for part in _slices(items):
-        models += [_lean(made, given) for made in adapter.validate_python(part, from_attributes=from_attributes)]
-    return models
-
-
-SLICE = 1024  # the models validated or dumped at a time
-
-
-def _slices(items: Iterator) -> Iterator[list]:
-    while part := list(islice(items, SLICE)):
-        yield part
+def _checked(model: type[BaseModel], items: object) -> object:
+    """The JSON form of each item as `model` reads and dumps it (items that are no list: as given, for the report's
+    own check to refuse)."""
+    if not isinstance(items, list):
+        return items
+    adapter = _adapter(model)
+    return adapter.dump_python(adapter.validate_python(items), mode="json")
 
 
 @cache
@@ -259,15 +258,6 @@ def _each_kept(items: list) -> Iterator:
     items.reverse()
     while items:
         yield items.pop()
-
-
-def _lean(model: BaseModel, given: dict[frozenset, set[str]]) -> BaseModel:
-    """The model, the set of the fields it was given (pydantic keeps one a model: some 700 bytes for 17 names) shared
-    with every model given the same: a report of 10^5 variants and findings holds it once. (A field assigned later
-    joins the set of each: `decide` assigns each finding the same ones.)"""
-    fields = model.__pydantic_fields_set__
-    object.__setattr__(model, "__pydantic_fields_set__", given.setdefault(frozenset(fields), fields))
-    return model
 
 
 JOINED = ("findings", "incomplete", "not_checked", "timeline", "unwatched_compiles", "internal_errors")
@@ -293,6 +283,9 @@ def combined(parts: list[Report], facts: dict, policy: ReportPolicy = ReportPoli
     return decide(parts[0].model_copy(update={**joined, **update, **facts}), policy)
 
 
+IDENTITY = ("code", "family", "key", "process")  # what a finding's fingerprint hashes
+
+
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     """The one place a verdict is made: fingerprints, baseline state and ignored codes, counts, verdict, exit code and
     its reason. An ignored finding (--ignore, --select) is listed and counted as ignored, never as an error, a
@@ -303,17 +296,17 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
         policy.known,
         policy.baseline,
     )
-    identities = [{"code": f.code, "family": f.family, "key": f.key, "process": f.process} for f in report.findings]
+    identities = [{name: f[name] for name in IDENTITY} for f in report.findings]
     for finding, print_ in zip(report.findings, report_fingerprints(identities)):  # (what a fingerprint hashes)
-        finding.fingerprint = print_
-        finding.ignored = policy.ignores(finding.code)
-        finding.baselined = known is not None and print_ in known and not finding.ignored
-    new = [f for f in report.findings if not f.baselined and not f.ignored]
+        finding["fingerprint"] = print_
+        finding["ignored"] = ignored = policy.ignores(finding["code"])
+        finding["baselined"] = known is not None and print_ in known and not ignored
+    new = [f for f in report.findings if not f["baselined"] and not f["ignored"]]
     counts = Counts(
-        errors=sum(f.severity == "error" for f in new),
-        warnings=sum(f.severity == "warning" for f in new),
-        baselined=sum(f.baselined for f in report.findings),
-        ignored=sum(f.ignored for f in report.findings),
+        errors=sum(f["severity"] == "error" for f in new),
+        warnings=sum(f["severity"] == "warning" for f in new),
+        baselined=sum(f["baselined"] for f in report.findings),
+        ignored=sum(f["ignored"] for f in report.findings),
     )
     failing = counts.errors + (counts.warnings if strict else 0)
     verdict = "fail" if failing else "incomplete" if report.incomplete else "pass"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mlacheck import arch
 from mlacheck.errors import MlacheckError
-from mlacheck.report.model import Report, combined
+from mlacheck.report.model import Report, combined, read_report
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.scenario.check import Watch, run_check
 from mlacheck.scenario.environment import device_capability
@@ -82,7 +82,7 @@ def traced_part(options: CheckOptions, kinds: tuple[str, ...], target: str) -> R
         data = json.loads(out.read_text())
     if "error" in data:
         raise MlacheckError(f"the traced part ({', '.join(kinds)} for {target}): {data['error']}")
-    return Report.model_validate(data)
+    return read_report(data)
 
 
 CHILD = "import sys; from mlacheck.scenario.parts import run_part; run_part(sys.argv[1], sys.argv[2])"

@@ -36,8 +36,8 @@ observation.stop()  # once stopped, again does nothing
 report = observation.report()
 print(json.dumps({{
     "verdict": report.verdict,
-    "codes": sorted(f.code for f in report.findings),
-    "in_the_child": all(f.process["pid"] != os.getpid() for f in report.findings),
+    "codes": sorted(f["code"] for f in report.findings),
+    "in_the_child": all(f["process"]["pid"] != os.getpid() for f in report.findings),
     "processes": len(report.processes),
     "restored": dict(os.environ) == before,
     "command": report.program["command"],

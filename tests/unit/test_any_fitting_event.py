@@ -156,7 +156,7 @@ def test_each_trace_below_cannot_pass_as_it_is(tmp_path, base):
     (tmp_path / "synthetic.toml").write_text(RULES_TEXT)
     _verdict(tmp_path, *written)
     report = program_report([tmp_path / "run"], load_rules(tmp_path / "synthetic.toml"))
-    assert (report.verdict, [f.code for f in report.findings]) == (verdict, codes)
+    assert (report.verdict, [f["code"] for f in report.findings]) == (verdict, codes)
 
 
 @SETTINGS

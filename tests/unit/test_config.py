@@ -10,7 +10,7 @@ from mlacheck.config import load_config
 from mlacheck.errors import MlacheckError
 from mlacheck.report.common import is_new
 from mlacheck.report.github import to_github
-from mlacheck.report.model import Report, decide
+from mlacheck.report.model import decide, read_report
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.report.sarif import to_sarif
 from tests.unit.test_formats import hand_made
@@ -89,7 +89,7 @@ def test_broken_toml_is_one_line(tmp_path):
 
 
 def decided(policy: ReportPolicy) -> dict:
-    return decide(Report.model_validate(copy.deepcopy(hand_made())), policy).model_dump(mode="json")
+    return decide(read_report(copy.deepcopy(hand_made())), policy).model_dump(mode="json")
 
 
 def test_an_ignored_code_is_listed_as_ignored_and_never_fails():

@@ -99,5 +99,5 @@ def test_decode_numerics_reach_the_report_model():
     ]
     report = build_report(analyse(events, load_rules()), {"mode": "execute"})
     [family] = report.families
-    assert family.variants[0].numerics == metrics
-    assert not [f for f in report.findings if f.code == "MLA005"]
+    assert family.variants[0]["numerics"] == metrics
+    assert not [f for f in report.findings if f["code"] == "MLA005"]

@@ -27,7 +27,7 @@ from mlacheck.report.formats import output_specs, parse_output, write_outputs
 from mlacheck.report.github import escape_property, publish, to_github
 from mlacheck.report.junit import to_junit
 from mlacheck.report.markdown import to_markdown
-from mlacheck.report.model import Report, decide
+from mlacheck.report.model import decide, read_report
 from mlacheck.report.policy import ReportPolicy
 from mlacheck.report.sarif import to_sarif
 from tests.gold import gold
@@ -153,7 +153,7 @@ def repository(tmp_path):
 def apply_baseline(report: dict, baseline: dict) -> dict:
     """The report decided again with the baseline's findings known, as `mlacheck report --baseline` does."""
     policy = ReportPolicy(strict=report.get("strict", False), known=frozenset(baseline_fingerprints(baseline)))
-    decided = decide(Report.model_validate(report), policy)
+    decided = decide(read_report(report), policy)
     return decided.model_dump(mode="json")
 
 

@@ -33,7 +33,7 @@ def verdict(tmp_path, rules, *measured: dict):
     written = [RUN, WARM, MARK, SERVED, *(_line(m) for m in measured), FINAL, EXIT]
     _verdict(folder, *written)  # writes the run folder
     report = program_report([folder / "run"], rules, policy=ReportPolicy(allow_incomplete=True))
-    return report.verdict, report.incomplete, [f.code for f in report.findings]
+    return report.verdict, report.incomplete, [f["code"] for f in report.findings]
 
 
 def measured(key: dict | None = KEY, **kernel: object) -> dict:
