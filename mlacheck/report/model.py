@@ -169,8 +169,6 @@ def build_report(
     report = Report(
         verdict="pass",
         versions={f.name: f.version for f in analysis.families},
-        families=families,
-        findings=findings,
         incomplete=list(analysis.incomplete),
         not_checked=analysis.not_checked,
         context_needed=analysis.context_needed,
@@ -180,6 +178,7 @@ def build_report(
         unwatched_compiles=[_unwatched(compiled) for compiled in analysis.unwatched_compiles],
         **facts,
     )
+    report.families, report.findings = families, findings  # (as they are: a model's check would copy each dict)
     return decide(report, policy)
 
 
