@@ -282,9 +282,6 @@ def combined(parts: list[Report], facts: dict, policy: ReportPolicy = ReportPoli
     return decide(parts[0].model_copy(update={**joined, **update, **facts}), policy)
 
 
-IDENTITY = ("code", "family", "key", "process")  # what a finding's fingerprint hashes
-
-
 def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
     """The one place a verdict is made: fingerprints, baseline state and ignored codes, counts, verdict, exit code and
     its reason. An ignored finding (--ignore, --select) is listed and counted as ignored, never as an error, a
@@ -295,8 +292,7 @@ def decide(report: Report, policy: ReportPolicy = ReportPolicy()) -> Report:
         policy.known,
         policy.baseline,
     )
-    identities = [{name: f[name] for name in IDENTITY} for f in report.findings]
-    for finding, print_ in zip(report.findings, report_fingerprints(identities)):  # (what a fingerprint hashes)
+    for finding, print_ in zip(report.findings, report_fingerprints(report.findings)):
         finding["fingerprint"] = print_
         finding["ignored"] = ignored = policy.ignores(finding["code"])
         finding["baselined"] = known is not None and print_ in known and not ignored
