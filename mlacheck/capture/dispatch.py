@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from mlacheck.capture import hotpath
 from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.hotpath_py import counting
 
 if TYPE_CHECKING:
     import inspect
@@ -47,6 +46,7 @@ def wrap_dispatch(
         import inspect  # here: only --dry needs a signature
 
         from mlacheck.capture.dry import zero_results  # here: only --dry loads it
+        from mlacheck.capture.hotpath_py import counting
 
         signature = inspect.signature(original)
 

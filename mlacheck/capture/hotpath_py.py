@@ -3,7 +3,7 @@
 `_hotpath.c` is the same objects compiled, without the Python frames (one frame costs 0.3-1 us inside a
 dispatch); this module is what runs where the build had no C compiler, and the contract both keep:
 
-- `counter(start=0)`: what the capture counts with, stepped by `next()`; `count_of` reads one without
+- `counter(start=0)`: what the capture counts with, stepped by `next()`; `hotpath.count_of` reads one without
   stepping it (the compiled one steps without making an int).
 - `ticks()`: a count of each thread's own, stepped by `next()` (each thread counts from 0): what a dispatch
   call's entry and a lookup step, so that a call is judged by what happened in its own thread.
@@ -17,7 +17,7 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 - `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
-- A launcher and an observed call show what they stand for (`shows`): `__wrapped__` is the kernel or operation, and
+- A launcher and an observed call show what they stand for (`hotpath.shows`): `__wrapped__` is the kernel or operation, and
   its name, documentation and attributes are read through them (the compiled ones look each up on it when read; here,
   as they were when the stand-in was made).
 - `observed_call(operation, head, state, positions, kinds, fast, ticks, flush, slow)`: what a native operation
@@ -77,12 +77,6 @@ class ticks(threading.local):
 
     def __next__(self) -> int:
         return next(self.count)
-
-
-def count_of(counter: itertools.count) -> int:
-    """How many times a counter was stepped (read without stepping it; `value` where it is a compiled one)."""
-    value = getattr(counter, "value", None)
-    return int(repr(counter)[6:-1]) if value is None else value
 
 
 def counting(original: Callable, calls, ticks, raised, unlooked=None) -> Callable:
@@ -180,12 +174,6 @@ def _parameter_lists(parameters: list[inspect.Parameter]) -> tuple[list[str], li
     return header, forward, defaults
 
 
-def shows(stand_in: Callable, target: object) -> Callable:
-    """The stand-in, showing what it stands for: its name, documentation, attributes (as they are now) and
-    `__wrapped__` (the compiled hot path looks each up on it when read)."""
-    return functools.update_wrapper(stand_in, target)
-
-
 def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Callable:
     def launch(*args: object, **kwargs: object) -> object:
         if next(counter) & FLUSH_EVERY == FLUSH_EVERY:
@@ -193,7 +181,7 @@ def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Cal
         next(ticks)
         return kernel(*args, **kwargs)
 
-    return shows(launch, kernel)
+    return functools.update_wrapper(launch, kernel)  # (what `hotpath.shows` does)
 
 
 _ITSELF = frozenset({type(None), bool, int, float, str})
@@ -239,7 +227,7 @@ def observed_call(operation: Callable, head, state: list, positions, kinds: dict
         next(ticks)
         return operation(*args)
 
-    return shows(observe, operation)
+    return functools.update_wrapper(observe, operation)  # (what `hotpath.shows` does)
 
 
 class GetitemDict(dict):

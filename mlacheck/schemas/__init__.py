@@ -11,20 +11,20 @@ nothing heavy (no dataclasses, which loads inspect and ast).
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
 
-EVENTS = Path(__file__).resolve().parent / "events"
 
-
-class Format(namedtuple("Format", "name current readable changes advice")):  # not a dataclass: see above
+class Format:  # not a dataclass, nor a named tuple (whose class is compiled when made): see above
     """One kind of file: the version written now (`current`), those read (`readable`), what changed in each version
     (`changes`: version -> what it changed, 0 where the file carried no version), and what to do with a file of a
     version this mlacheck cannot read (`advice`)."""
 
-    __slots__ = ()
+    __slots__ = ("name", "current", "readable", "changes", "advice")
+
+    def __init__(self, name: str, current: int, readable: tuple, changes: dict, advice: str) -> None:
+        self.name, self.current, self.readable, self.changes, self.advice = name, current, readable, changes, advice
 
     def changed_since(self, version: int) -> str:
         """What changed after `version`, up to the current one."""
@@ -137,4 +137,10 @@ def check(name: str, version: object, source: object) -> None:
 
 def event_schema(kind: str) -> dict:
     """The JSON Schema of one kind of trace event."""
-    return json.loads((EVENTS / f"{kind}.json").read_text(encoding="utf-8"))
+    return json.loads((__getattr__("EVENTS") / f"{kind}.json").read_text(encoding="utf-8"))
+
+
+def __getattr__(name: str) -> object:
+    if name == "EVENTS":  # the events' schemas' folder, made when asked (an observed process reads none)
+        return Path(__file__).resolve().parent / "events"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

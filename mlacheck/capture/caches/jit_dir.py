@@ -43,7 +43,7 @@ from mlacheck.capture import hotpath, phase, tensor_fields
 from mlacheck.capture.caches.jit_keys import KINDS, call_key, raw, text
 from mlacheck.capture.caches.jit_net import JitNet
 from mlacheck.capture.hooks import CaptureHooks
-from mlacheck.capture.hotpath_py import FLUSH_EVERY
+from mlacheck.capture.hotpath import FLUSH_EVERY
 from mlacheck.capture.install import Patches
 from mlacheck.rulefiles.plain import Family
 

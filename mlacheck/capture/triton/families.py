@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from mlacheck.capture import hotpath
 from mlacheck.capture.caches.retiring import RetiringDict
-from mlacheck.capture.hotpath_py import FLUSH_EVERY
+from mlacheck.capture.hotpath import FLUSH_EVERY
 from mlacheck.capture.ledger import Ledger
 from mlacheck.capture.stack import Where
 from mlacheck.sinks import EventSink
