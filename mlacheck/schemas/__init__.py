@@ -137,10 +137,15 @@ def check(name: str, version: object, source: object) -> None:
 
 def event_schema(kind: str) -> dict:
     """The JSON Schema of one kind of trace event."""
-    return json.loads((__getattr__("EVENTS") / f"{kind}.json").read_text(encoding="utf-8"))
+    return json.loads((_events() / f"{kind}.json").read_text(encoding="utf-8"))
+
+
+def _events() -> Path:
+    """The events' schemas' folder, made when asked (an observed process reads none)."""
+    return Path(__file__).resolve().parent / "events"
 
 
 def __getattr__(name: str) -> object:
-    if name == "EVENTS":  # the events' schemas' folder, made when asked (an observed process reads none)
-        return Path(__file__).resolve().parent / "events"
+    if name == "EVENTS":
+        return _events()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
