@@ -175,6 +175,7 @@ def _program(command: list[str], settings: Settings, policy, detail: str):
     consoles.say(f"mlacheck: run folder {printable(str(path))}", stderr=True)
     with consoles.progress(detail, live=False) as watch:
         _guard(lambda: observation.run(command, watch), settings)
+    gc.disable()  # the program ended: its report is made with collections off, as `mlacheck report`'s is
     return _guard(observation.report, settings)
 
 
