@@ -178,6 +178,7 @@ OPTIONAL = {
         "t": (int, float),
         "entries": list,
         "foreign": list,
+        "start": int,
     },
     "dispatch": {"spelling": dict, "site": str, "stack": list, "call": dict},
     "counts": {"dispatches": dict, "calls": dict, "final": bool},

@@ -18,7 +18,9 @@ The kinds (every event has "type"; the first event of a trace is "run" and carri
 - family: a family's hooks were installed (a Triton kernel, found at run time, adds kernel and every_lookup_counted)
 - compile_start / compile_end: a compile begins / ends (id pairs them; one with no end is a compile the process
   died in, or was still in when it exited)
-- compile: a variant entered the cache (phase: warmup | capture | serving | unknown | preexisting | inherited)
+- compile: a variant entered the cache (phase: warmup | capture | serving | unknown | preexisting | inherited); the
+  record of a watched compile that returned names its compile_start (`start`), and where the trace's next line after
+  the compile returned is that record, the record is its end too: no compile_end is written (`sinks.JsonlSink.end`)
 - dispatch: the first lookup of a variant in a phase
 - counts: a family's cumulative dispatches per "vid:phase" and calls per function (final: at exit)
 - dispatch_error / no_lookup: the first dispatch call of a kind that raised, or returned without a lookup
@@ -149,14 +151,20 @@ def compile_event(
     stack: list[str],
     entries: list[str] | None = None,
     foreign: list[str] | None = None,
+    start: int | None = None,
 ) -> dict:
     """A variant entered the cache, now. vid numbers the cache's own key in this process; key is {field: typed value};
     spelling is how a functools-cached call spelled its key (null for a dict key); origin is compile | skip | unknown
     (not made by a watched compile) | wait (a launch waited `seconds` for the variant's async compile, begun before it,
     to finish: Triton's AsyncCompileMode; the compile's own record precedes it); a variant there before install has site "before mlacheck". A disk cache's
     family (jit_dir) adds the `entries` the compile made, and the `foreign` entries its process found there since its
-    last record that no call of its own made."""
-    cache = {name: value for name, value in (("entries", entries), ("foreign", foreign)) if value is not None}
+    last record that no call of its own made; a watched compile that returned, the id of its `compile_start`
+    (`start`)."""
+    cache = {
+        name: value
+        for name, value in (("entries", entries), ("foreign", foreign), ("start", start))
+        if value is not None
+    }
     return {
         "type": "compile",
         "family": family,
@@ -201,7 +209,8 @@ def compile_start_event(
 
 def compile_end_event(start: int, seconds: float | None, outcome: str) -> dict:
     """The compile that `compile_start` `start` began ended, now: it returned (its `compile` or `unwatched_compile`
-    event follows), raised, was skipped, or was cached (it made nothing: the library found the variant on disk)."""
+    event follows; a trace folds a family's into its `compile` record where that is its next line), raised, was
+    skipped, or was cached (it made nothing: the library found the variant on disk)."""
     return {"type": "compile_end", "id": start, "seconds": seconds, "outcome": outcome, "t": run_clock()}
 
 

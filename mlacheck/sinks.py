@@ -75,6 +75,11 @@ class EventSink:
     def write(self, event: dict) -> None:
         raise NotImplementedError
 
+    def end(self, event: dict) -> None:
+        """A returned compile's `compile_end`, whose record (a `compile` event naming it as its `start`) may follow:
+        written now (a trace file holds it until its next line: `JsonlSink.end`)."""
+        self.write(event)
+
     def checkpoint(self, counts: dict[str, dict]) -> None:
         """Families' counts so far, {family: {"dispatches", "calls"}}: state, not a log. A sink that writes a trace
         file (its `path`) keeps the process's state in one file beside it (`checkpoint_path`), replaced at each
@@ -113,7 +118,8 @@ class JsonlSink(EventSink):
 
     Nothing is lost in silence: every write's result is checked. An event the file refuses (a full disk, a file-size
     limit, an I/O error) is counted, and the count goes into the trace as a `lost` event with the next write that
-    succeeds (and at `close`), and into a note beside the trace (`_Note`) at once, where the trace cannot take it. The
+    succeeds (and at `close`), and into a note beside the trace (`_Note`) at once, where the trace cannot take it. A
+    returned compile's end is held until the next line (`end`): one line says both where that is its record. The
     descriptor is checked to be the trace's before each write (device and inode, kept at open): one that the
     program closed or reused for a file of its own (`os.closerange`, daemonizing code) is never written into nor
     closed; the trace is opened again by its path. A trace deleted while open is made again, starting with `header`
@@ -132,6 +138,7 @@ class JsonlSink(EventSink):
         self._cut = False  # a refused write left part of a line: the next write ends it first
         self._note: _Note | None = None
         self.leave_note = False  # the note is left at close (whoever watches the process's end takes it away)
+        self._held: list[dict] = []  # the compile_end events held until the next line (`end`)
         self.reopen(path)
 
     def reopen(self, path: str | os.PathLike) -> None:
@@ -143,19 +150,47 @@ class JsonlSink(EventSink):
         self._release()
         self.path, self._fd, self._identity = path, fd, identity
         self.lost, self._reported, self._errors, self._cut = 0, 0, {}, False
+        self._held = []  # (a forked child's copy of its parent's: the parent writes them)
         self._note = _Note(lost_note_path(path))  # made now, while it can be
 
     def write(self, event: dict) -> None:
         line = (_compact(event) + "\n").encode()
+        if self._held:  # (written first, in the same write; the end that `event` names as its start is said by it)
+            held, count = self._unfolded(event.get("start") if event["type"] == "compile" else None)
+            self._put(held + line, count + 1)
+        else:
+            self._put(line, 1)
+
+    def end(self, event: dict) -> None:
+        """Hold a returned compile's `compile_end` until the next line: where that is the compile's own record (a
+        `compile` event whose `start` is the end's id), the record says both in one line; any other line (or `close`)
+        writes the end first. A process that dies before that line leaves the compile begun and never ended."""
+        self._held.append(event)
+
+    def _unfolded(self, start: object) -> tuple[bytes, int]:
+        """The held ends taken (each once, whatever thread takes it), as lines, but the one `start` names, and their
+        number."""
+        lines, count = b"", 0
+        while self._held:
+            try:
+                held = self._held.pop(0)
+            except IndexError:  # (another thread took it)
+                break
+            if held["id"] != start:
+                lines, count = lines + (_compact(held) + "\n").encode(), count + 1
+        return lines, count
+
+    def _put(self, lines: bytes, events: int) -> None:
+        """Write the lines of `events` events at once, after the lost event where there is news of one."""
         if not self._still_ours() and not self._open_again():
-            self._refused(line, OSError(errno.EBADF, "the trace could not be opened again"))
+            self._refused(OSError(errno.EBADF, "the trace could not be opened again"), events)
             return
         lost = self.lost
-        data = b"\n" * self._cut + (self._lost_line(lost) if lost > self._reported else b"") + line
+        data = b"\n" * self._cut + (self._lost_line(lost) if lost > self._reported else b"") + lines
         try:
             self._write_all(data)
         except OSError as exc:
-            self._refused(line, exc)
+            self._refused(exc, events)
             return
         self._cut, self._reported = False, lost
 
@@ -165,11 +200,13 @@ class JsonlSink(EventSink):
         try:
             EventSink.checkpoint(self, counts)
         except OSError as exc:
-            self._refused(b"", exc)
+            self._refused(exc)
 
     def close(self) -> None:
         """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours; the
-        note of a trace that lost nothing goes (unless `leave_note`)."""
+        note of a trace that lost nothing goes (unless `leave_note`). The ends held are written first."""
+        if self._held and self._fd >= 0:
+            self._put(*self._unfolded(None))
         if self.lost > self._reported and self._fd >= 0 and self._still_ours():
             try:
                 self._write_all(b"\n" * self._cut + self._lost_line(self.lost))
@@ -222,12 +259,13 @@ class JsonlSink(EventSink):
             self._cut = True
             view = view[written:]
 
-    def _refused(self, line: bytes, error: OSError) -> None:
-        """Count an event the trace refused, and say so in the note beside the trace at once."""
-        self.lost += 1
+    def _refused(self, error: OSError, events: int = 1) -> None:
+        """Count the events the trace refused, and say so in the note beside the trace at once."""
+        first = not self.lost
+        self.lost += events
         name = errno.errorcode.get(error.errno or 0, "error")
-        self._errors[name] = self._errors.get(name, 0) + 1
-        if self.lost == 1:
+        self._errors[name] = self._errors.get(name, 0) + events
+        if first:
             try:
                 sys.stderr.write(f"mlacheck: pid {os.getpid()} lost an event of its trace {self.path}: {error}\n")
             except Exception:  # noqa: BLE001 - the program's stderr may be closed too
@@ -338,6 +376,10 @@ class TeeSink(EventSink):
     def write(self, event: dict) -> None:
         for sink in self.sinks:
             sink.write(event)
+
+    def end(self, event: dict) -> None:
+        for sink in self.sinks:
+            sink.end(event)
 
     def checkpoint(self, counts: dict[str, dict]) -> None:
         for sink in self.sinks:

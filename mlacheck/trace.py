@@ -1,4 +1,4 @@
-"""Reading traces back: formats 3 and 2, and format 1 upgraded (`schemas.FORMATS["trace"]` says what changed); a
+"""Reading traces back: formats 4, 3 and 2, and format 1 upgraded (`schemas.FORMATS["trace"]` says what changed); a
 garbage line is lost alone, a cut-short last line is truncated, not an error. (`mlacheck.events` documents the event
 types; `mlacheck.event_kinds` what each holds.) The counts a process kept in its checkpoint (`events.checkpoint_path`,
 replaced while it ran) are the last state of each family of its image whose trace has no final counts: they become a

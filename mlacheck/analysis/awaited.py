@@ -1,11 +1,11 @@
-"""The compiles that returned and await their record (`TablesReader.starts`), found at once by the record that closes
+"""The compiles that returned and await their record (`Brackets.starts`), found at once by the record that closes
 them."""
 
 from __future__ import annotations
 
 
 class Awaited:
-    """The compiles that returned and whose record has not come yet (keys of `TablesReader.starts`), grouped by process
+    """The compiles that returned and whose record has not come yet (keys of `Brackets.starts`), grouped by process
     and family or net, and by variant too, each group in the order they returned: the one a record closes is found at
     once (a hostile trace of 10^5 of them is no 10^10 comparisons)."""
 

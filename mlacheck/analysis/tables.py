@@ -11,7 +11,8 @@ still ran) is never nothing: on the serving path with its key known, its variant
 lasted at least until the process's last recorded moment; any other is one of its process's `unfinished` compiles
 (`analysis.unfinished` reports them). So is one that ended (returned) in a process that died before the compile's own
 record (its `compile` or `unwatched_compile` event, written after `compile_end`) arrived: with its key known, a
-serving-path compile of that variant as long as it took; else an `unfinished` compile, `ended`.
+serving-path compile of that variant as long as it took; else an `unfinished` compile, `ended`. Which record closes
+which compile is `brackets`'s: a record that names its compile (format 4) and no compile of its process is a `stray`.
 
 A serving launch that waited for its variant's async compile, begun before it (Triton's AsyncCompileMode: a record of
 origin `wait`), stalled as a serving-path compile does: its variant is a serving-path compile, the wait its stall; a
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import ClassVar
 
-from mlacheck.analysis.awaited import Awaited
+from mlacheck.analysis.brackets import Brackets
 from mlacheck.analysis.figures import worst
 from mlacheck.capture.phase import NOT_COMPILED_HERE, SERVING, UNKNOWN, settled
 from mlacheck.keys import JsonValue, Key, key_identity
@@ -189,6 +190,8 @@ class ProcessFacts:
     serving_started: str | None = None  # how
     context: dict[str, str] = field(default_factory=dict)
     unfinished: list[UnfinishedCompile] = field(default_factory=list)
+    format_version: int | None = None  # its trace's (4 on: a watched compile's record names its compile_start)
+    strays: list[dict] = field(default_factory=list)  # compile records naming no open compile of theirs it began
 
 
 def first_marks(events: list[dict]) -> dict[int | None, int]:
@@ -220,10 +223,7 @@ class TablesReader:
         self.facts: dict[int | None, ProcessFacts] = {}
         self.marks = marks
         self.last_counts: dict[tuple, dict] = {}
-        # (proc, id) -> (index, compile_start, compile_end) of the compiles not ended, and of those that returned whose
-        # record has not arrived yet
-        self.starts: dict[tuple, tuple[int, dict, dict | None]] = {}
-        self.awaited = Awaited()  # of `starts`, those that returned: by family or net, and by variant
+        self.brackets = Brackets()  # the compiles not closed: not ended, or returned and awaiting their record
         self.netted: dict[tuple, set[str]] = {}  # (proc, net) -> the disk cache entries its netted compiles made
         self.last_t: dict[int | None, float] = {}
 
@@ -243,12 +243,14 @@ class TablesReader:
     def _other(self, index: int, event: dict, proc: int | None, kind: str) -> None:
         """A record closes the compile that returned and awaited it (an unwatched compile's, unless it raised: its
         bracket closed already), a process's event says what it showed of itself, a family's goes to its table."""
-        if (kind == "compile" and event.get("origin") == "compile") or (
-            kind == "unwatched_compile" and not event.get("raised")
-        ):
-            closed = self.awaited.closed(proc, event)
-            if closed is not None:
-                self.awaited.remove(closed, self.starts.pop(closed)[1])
+        if kind == "compile" and event.get("origin") == "compile":
+            if event.get("start") is not None:
+                if not self.brackets.named(proc, event):
+                    self.facts[proc].strays.append(event)
+            elif (self.facts[proc].format_version or 0) < 4:  # (from format 4 on, a record names its compile)
+                self.brackets.matched(proc, event)
+        elif kind == "unwatched_compile" and not event.get("raised"):
+            self.brackets.matched(proc, event)
         if kind == "unwatched_compile" and event.get("entries") and type(event.get("net")) is str:
             self.netted.setdefault((proc, event["net"]), set()).update(event["entries"])  # a jit_dir family's net
         if kind in PROCESS_EVENTS:
@@ -257,16 +259,7 @@ class TablesReader:
             self._family_event(index, event, proc, kind)
 
     def _bracket(self, index: int, event: dict, proc: int | None, kind: str) -> None:
-        """A compile began, or ended (one that returned waits for its record)."""
-        key = (proc, event["id"])
-        begun = self.starts.get(key) if kind == "compile_start" else self.starts.pop(key, None)
-        if begun is not None and begun[2] is not None:  # (it had returned: no longer awaited as it was)
-            self.awaited.remove(key, begun[1])
-        if kind == "compile_start":
-            self.starts[key] = (index, event, None)
-        elif begun is not None and event.get("outcome", "returned") == "returned":
-            self.starts[key] = (begun[0], begun[1], event)  # its record follows
-            self.awaited.add(key, begun[1])
+        self.brackets.take(index, event, proc, kind)
 
     def _family_event(self, index: int, event: dict, proc: int | None, kind: str) -> None:
         table = self.tables.get((proc, event["family"]))
@@ -283,7 +276,7 @@ class TablesReader:
 
     def finish(self) -> tuple[dict[tuple, ProcessFamily], dict[int | None, ProcessFacts]]:
         """The compiles never ended (or never recorded), the last counts of each table, and what is exact."""
-        for (proc, _), (index, start, end) in self.starts.items():
+        for proc, (index, start, end) in self.brackets.left():
             if end is None or not self.facts[proc].exited:  # an exited process wrote every record it had
                 phase = settled(start["phase"], proc in self.marks and index < self.marks[proc])
                 _unfinished(self.tables, self.facts[proc], start, end, phase, self.last_t)
@@ -299,7 +292,7 @@ class TablesReader:
 
 
 def _ran(fact: ProcessFacts, event: dict) -> None:
-    fact.pid, fact.host = event.get("pid"), event.get("host")
+    fact.pid, fact.host, fact.format_version = event.get("pid"), event.get("host"), event.get("format_version")
 
 
 def _exited(fact: ProcessFacts, event: dict) -> None:

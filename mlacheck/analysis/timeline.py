@@ -4,10 +4,10 @@ its engine's step function that were far slower than usual (`slow_step`), when t
 run event, the events' `t`; `started`, the run event's wall clock, lines processes up). The HTML report draws it.
 
 A compile event without `t` (a trace of an older mlacheck) leaves its compile out; a process with no timed
-compile has no timeline. A compile that began and never ended (a `compile_start` with no `compile_end`: its process
-died in it, or exited while it ran) is a bar from its start to the process's last recorded moment, origin
-"unfinished". A serving launch's wait for an async compile begun before it is a bar of its own, origin "wait" (a
-warm-up launch's wait is not: its compile's bar covers it).
+compile has no timeline. A compile that began and never ended (a `compile_start` with no `compile_end` and no record
+that names it: its process died in it, or exited while it ran) is a bar from its start to the process's last recorded
+moment, origin "unfinished". A serving launch's wait for an async compile begun before it is a bar of its own, origin
+"wait" (a warm-up launch's wait is not: its compile's bar covers it).
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ class TimelineReader:
         elif kind == "compile_end":
             self.unended.pop((proc, event.get("id")), None)
         elif kind in EVENTS:
+            if kind == "compile" and "start" in event:  # (a record that names its compile ends it: format 4)
+                begun = self.unended.get((proc, event["start"]))
+                if begun is not None and begun.get("family") == event["family"]:
+                    del self.unended[(proc, event["start"])]
             EVENTS[kind](self, entry, event, t)
 
     def finish(self, label: Callable[[str, Key], str]) -> list[dict]:

@@ -1,5 +1,6 @@
 """Compiles that began and never ended, or ended in a process that died before their record was written, that no
-variant stands for (`tables.UnfinishedCompile`): never nothing.
+variant stands for (`tables.UnfinishedCompile`): never nothing. Nor is a record that names a compile its process did
+not begin (`ProcessFacts.strays`): the run is incomplete.
 
 On the serving path, a watched family's (its key not known yet: its lookup comes after its compile) is MLA001 and a
 compile net's is MLA007 (`checks/`), each with a stall of at least the time from its start to its process's last
@@ -18,9 +19,15 @@ NOT_MEASURED = "serving-path compile, never finished (stall not measured)"  # su
 
 
 def unfinished_reasons(facts: dict[int | None, ProcessFacts]) -> list[str]:
-    """An incomplete reason per compile that never ended (or whose record never came) off the serving path."""
+    """An incomplete reason per compile that never ended (or whose record never came) off the serving path, and per
+    record that names a compile its process did not begin."""
     reasons = []
     for fact in facts.values():
+        for stray in fact.strays:
+            reasons.append(
+                f"pid {fact.pid}: a record of {stray['family']} names compile {stray['start']}, which its process did "
+                "not begin (or had closed, or began for another family): the trace is not whole"
+            )
         for compiled in fact.unfinished:
             if compiled.phase == SERVING:
                 continue

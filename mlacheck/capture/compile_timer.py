@@ -28,8 +28,8 @@ RECENT = 16
 class Compiling(Protocol):
     """What a compile timer asks of the family whose compile it times (`FamilyCapture`)."""
 
-    def compiling(self, frame: object) -> AbstractContextManager[None]:
-        """Around one compile called from `frame`."""
+    def compiling(self, frame: object) -> AbstractContextManager[int | None]:
+        """Around one compile called from `frame`; gives its compile_start's id (None: none written)."""
 
 
 class SkippedCompile:
@@ -40,7 +40,8 @@ class SkippedCompile:
 
 
 class CompileTimer:
-    """The wrapper of one compile function; remembers the compile time of its last few results."""
+    """The wrapper of one compile function; remembers the compile time of its last few results, and the compile_start
+    of each."""
 
     def __init__(self, owner: object, attribute: str, skip: bool) -> None:
         self.owner, self.attribute, self.skip = owner, attribute, skip
@@ -55,10 +56,10 @@ class CompileTimer:
         a SkippedCompile instead)."""
         if self.skip:
             return SkippedCompile()
-        with watched_compile(), family.compiling(frame):
+        with watched_compile(), family.compiling(frame) as start:
             started = time.perf_counter()
             kernel = compile_function(*args, **kwargs)
-            self._recent[id(kernel)] = (kernel, time.perf_counter() - started)
+            self._recent[id(kernel)] = (kernel, time.perf_counter() - started, start)
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
         return kernel
@@ -89,10 +90,11 @@ class CompileTimer:
             None,
         )
 
-    def seconds(self, value: object) -> float | None:
-        """The compile time of the compile that returned `value`, or None if none of ours did."""
+    def timed(self, value: object) -> tuple[float, int | None] | None:
+        """The compile time of the compile that returned `value` and its compile_start's id, or None if none of ours
+        did."""
         recent = self._recent.pop(id(value), None)
-        return recent[1] if recent is not None and recent[0] is value else None
+        return recent[1:] if recent is not None and recent[0] is value else None
 
 
 class TimedCompile:

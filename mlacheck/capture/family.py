@@ -182,20 +182,22 @@ class FamilyCapture:
         seconds: float | None = None,
         origin: str | None = None,
         phase: str | None = None,
+        start: int | None = None,
         **cache: list[str],
     ) -> None:
-        """A variant entered the cache (in `phase`, where the adapter knows it; else the stack's; `cache`: a disk
-        cache's entries and foreign entries)."""
+        """A variant entered the cache (in `phase`, where the adapter knows it; else the stack's; `start`: the id of
+        the compile that made it, where the adapter timed it; `cache`: a disk cache's entries and foreign entries)."""
         try:
             if origin is None:
-                timed = self._timer.seconds(value) if self._timer is not None else None
+                timed = self._timer.timed(value) if self._timer is not None else None
                 origin = "skip" if isinstance(value, SkippedCompile) else "compile" if timed is not None else "unknown"
-                seconds = timed
+                seconds, start = timed or (None, None)
             where = self._reader.read(frame)
             self._missed.pop(threading.get_ident(), None)
             vid = self.ledger.vid(key)
             self._stand_ins.pop(vid, None)
-            self.ledger.compiled(vid, phase or self.phase_at(where), seconds, origin, where.site, where.stack, **cache)
+            phase = phase or self.phase_at(where)
+            self.ledger.compiled(vid, phase, seconds, origin, where.site, where.stack, start, **cache)
             self.ledger.maybe_flush()
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("insert", exc)
@@ -258,14 +260,15 @@ class FamilyCapture:
             return value
 
     @contextlib.contextmanager
-    def compiling(self, frame: FrameType, key: object = NO_KEY, fresh: bool = True) -> Iterator[None]:
+    def compiling(self, frame: FrameType, key: object = NO_KEY, fresh: bool = True) -> Iterator[int | None]:
         """Around a compile called from `frame` (a `fresh` key's: one the cache may not hold yet): `compile_start` before
         it (with the key where it is known: given, or what a `contains` lookup of the same dispatch call missed),
-        `compile_end` after it, so that a process that dies in it leaves the compile behind."""
+        `compile_end` after it, so that a process that dies in it leaves the compile behind. Gives the compile_start's
+        id (None: none written), for the record of what the compile made."""
         start = self.compile_began(frame, key) if fresh else None
         started = time.perf_counter()
         try:
-            yield
+            yield start
         except BaseException:
             self.compile_ended(start, time.perf_counter() - started, "raised")
             raise

@@ -37,11 +37,12 @@ class CaptureHooks(Protocol):
         seconds: float | None = None,
         origin: str | None = None,
         phase: str | None = None,
+        start: int | None = None,
         **cache: list[str],
     ) -> None:
-        """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself; `phase`
-        where the adapter knows it better than the stack does; `cache`: a disk cache's `entries` the compile made and
-        `foreign` entries found since the last record)."""
+        """A variant entered the cache (`origin` and `seconds` where the adapter timed the compile itself, and `start`,
+        the id of its compile_start (`compiling`); `phase` where the adapter knows it better than the stack does;
+        `cache`: a disk cache's `entries` the compile made and `foreign` entries found since the last record)."""
 
     def looked_up(
         self, key: object, value: object, frame: FrameType, where: Where | None = None, count: bool = True
@@ -57,9 +58,9 @@ class CaptureHooks(Protocol):
     def launched(self, key: object, value: object, frame: FrameType) -> object:
         """What the value of a `contains` family's lookup is replaced by for a dispatch under a launch policy."""
 
-    def compiling(self, frame: FrameType, key: object = ..., fresh: bool = True) -> AbstractContextManager[None]:
+    def compiling(self, frame: FrameType, key: object = ..., fresh: bool = True) -> AbstractContextManager[int | None]:
         """Around a compile called from `frame` (of `key` where it is known; a `fresh` key's, that the cache may not
-        hold yet): its `compile_start` and `compile_end` events."""
+        hold yet): its `compile_start` and `compile_end` events; gives the compile_start's id (None: none written)."""
 
     def compile_began(self, frame: FrameType, key: object = ...) -> int | None:
         """A compile begins (`compile_start`); its id for `compile_ended`."""

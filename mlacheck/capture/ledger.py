@@ -83,11 +83,23 @@ class Ledger:
         self.write(events.unseen_event(self.name, what))
 
     def compiled(
-        self, vid: int, phase: str, seconds: float | None, origin: str, site: str | None, stack: list[str], **cache
+        self,
+        vid: int,
+        phase: str,
+        seconds: float | None,
+        origin: str,
+        site: str | None,
+        stack: list[str],
+        start: int | None = None,
+        **cache,
     ) -> None:
-        """A variant entered the cache (`cache`: a disk cache's entries and foreign entries, `events.compile_event`)."""
+        """A variant entered the cache (`start`: the id of the watched compile that made it, which returned; `cache`: a
+        disk cache's entries and foreign entries, `events.compile_event`)."""
         key, spelling = self.described[vid]
-        self.write(events.compile_event(self.name, vid, key, spelling, phase, seconds, origin, site, stack, **cache))
+        event = events.compile_event(
+            self.name, vid, key, spelling, phase, seconds, origin, site, stack, start=start, **cache
+        )
+        self.write(event)
 
     def compile_began(self, phase: str, site: str | None, stack: list[str], key: object = NO_KEY) -> int | None:
         """A compile begins (`key`: the cache key where it is known already): its `compile_start` event, written
@@ -103,9 +115,10 @@ class Ledger:
         return event["id"]
 
     def compile_ended(self, start: int | None, seconds: float | None, outcome: str) -> None:
-        """The compile `compile_began` said began ended (outcome: returned, raised or skipped)."""
+        """The compile `compile_began` said began ended (outcome: returned, raised or skipped). A returned one's end goes
+        to the sink's `end`: its record, named by `start`, may say it (`EventSink.end`)."""
         if start is not None:
-            self.write(events.compile_end_event(start, seconds, outcome))
+            self.write(events.compile_end_event(start, seconds, outcome), held=outcome == "returned")
 
     def dispatched(
         self, vid: int, phase: str, site: str | None, stack: list[str], call: dict | None = None, count: bool = True
@@ -121,10 +134,11 @@ class Ledger:
             self.write(events.dispatch_event(self.name, vid, key, spelling, phase, site, stack, call or {}))
         return counter
 
-    def write(self, event: dict) -> None:
-        """Write one event; a sink that fails loses the event (an internal error), never what the program does next."""
+    def write(self, event: dict, held: bool = False) -> None:
+        """Write one event (`held`: a returned compile's end, to the sink's `end`); a sink that fails loses the event
+        (an internal error), never what the program does next."""
         try:
-            self.sink.write(event)
+            (self.sink.end if held else self.sink.write)(event)
         except Exception as exc:  # noqa: BLE001 - capture never raises into the program
             self.internal_error("write", exc)
 

@@ -36,14 +36,16 @@ FORMATS = {
     for f in (
         Format(
             "trace",
-            3,
-            (1, 2, 3),
+            4,
+            (1, 2, 3, 4),
             {
                 1: "one event per dispatch, keys as lists of strings",
                 2: "typed keys, the first dispatch per variant and phase plus cumulative counts",
                 3: "compile_start and compile_end around every compile; phase unknown (was unmarked); counts are "
                 "state: kept while the process runs in trace-PID.counts.json beside the trace (replaced, not "
                 "appended), and a final counts event at exit",
+                4: "the compile record of a watched compile that returned names its compile_start (start); where it "
+                "is the line after the compile returned, it is the compile's end too (no compile_end)",
             },
             "record it again with this mlacheck, or read it with the mlacheck that wrote it",
         ),

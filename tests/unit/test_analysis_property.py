@@ -83,12 +83,13 @@ class Process:
     records: list[Record] = field(default_factory=list)
 
 
-def writes(proc: int, program: list[Step]) -> Process:
+def writes(proc: int, program: list[Step], folded: bool = False) -> Process:
     """The records the capture writes for one process's program, in order (events.py's kinds): the family event,
-    compile_start, compile_end and compile around each compile, the first dispatch of each variant in each phase, the
-    counts as state at each flush (the checkpoint) and a final counts event at the end, serving_start at the mark,
-    exit. Phases are capture.phase's: after the mark everything is serving; before it a warm-up frame decides, else a
-    dispatch is serving (warm-up once the mark comes later) and a compile outside one warm-up."""
+    compile_start, compile_end and compile around each compile (`folded`, trace format 4: compile_start, then the
+    compile record naming it, which says its end), the first dispatch of each variant in each phase, the counts as
+    state at each flush (the checkpoint) and a final counts event at the end, serving_start at the mark, exit. Phases
+    are capture.phase's: after the mark everything is serving; before it a warm-up frame decides, else a dispatch is
+    serving (warm-up once the mark comes later) and a compile outside one warm-up."""
     process, cache, vids, firsts = Process(proc), set(), {}, set()
     dispatches: dict[tuple[int, str], int] = {}
     calls = 0
@@ -111,6 +112,8 @@ def writes(proc: int, program: list[Step]) -> Process:
             checkpoint=not final,
         )
 
+    if folded:
+        write({"type": "run", "format_version": 4, "pid": proc})
     write({"type": "family", "family": FAMILY, "version": "0.2.0", "key_fields": ["dtype", "causal"], "preexisting": 0})
     mark = next((index for index, step in enumerate(program) if step.what == "mark"), None)
     for index, step in enumerate(program):
@@ -139,18 +142,20 @@ def writes(proc: int, program: list[Step]) -> Process:
                 site = f"t{step.thread}"
                 start = {"type": "compile_start", "id": starts, "phase": phase, "site": site, "stack": []}
                 write({**start, "family": FAMILY, "t": float(index)}, serving_compile=serving, variant=step.variant)
-                write(
-                    {"type": "compile_end", "id": starts, "seconds": 0.5, "outcome": "returned", "t": index + 0.5},
-                    serving_compile=serving,
-                    variant=step.variant,
-                )
-                starts += 1
+                if not folded:
+                    write(
+                        {"type": "compile_end", "id": starts, "seconds": 0.5, "outcome": "returned", "t": index + 0.5},
+                        serving_compile=serving,
+                        variant=step.variant,
+                    )
                 write(
                     {"type": "compile", "family": FAMILY, "vid": vid(step.variant), "key": key(step.variant),
-                     "phase": phase, "seconds": 0.5, "origin": "compile", "site": site, "stack": []},
+                     "phase": phase, "seconds": 0.5, "origin": "compile", "site": site, "stack": []}
+                    | ({"start": starts} if folded else {}),
                     serving_compile=serving,
                     variant=step.variant,
                 )  # fmt: skip
+                starts += 1
             if in_dispatch:
                 v = vid(step.variant)
                 dispatches[(v, phase)] = dispatches.get((v, phase), 0) + 1
@@ -230,7 +235,7 @@ def runs(draw):
     """Processes, each with its program and its damage; and how their records interleave on arrival."""
     processes = []
     for proc in range(draw(st.integers(1, 3))):
-        process = writes(100 + proc, draw(st.lists(steps, max_size=12)))
+        process = writes(100 + proc, draw(st.lists(steps, max_size=12)), draw(st.booleans()))
         processes.append((process, draw(damages(len(process.records)))))
     arrivals = [[r.event for r in delivered(p, d)[0]] for p, d in processes]
     order = draw(st.permutations([i for i, events in enumerate(arrivals) for _ in events]))
@@ -281,3 +286,20 @@ def test_a_serving_path_compile_that_ended_just_before_its_process_was_killed_is
     assert process.records[killed - 1].event["type"] == "compile_end"
     events, lost, problems = delivered(process, Damage({}, killed, False))
     assert problems and not passes([r.event for r in events], lost, 1)
+
+
+def test_a_serving_path_compile_that_returned_just_before_its_process_was_killed_is_seen_folded():
+    """The same, folded (trace format 4): the compile returned, and the process is killed before its one line (its
+    record, which says its end too): the compile_start alone says a serving-path compile ran that never ended."""
+    program = [Step("warm", 0, 0), Step("mark"), Step("dispatch", 0, 0), Step("flush"), Step("dispatch", 0, 1)]
+    process = writes(100, program, folded=True)
+    killed = max(index for index, record in enumerate(process.records) if record.event["type"] == "compile")
+    assert process.records[killed - 1].event["type"] == "compile_start"
+    events, lost, problems = delivered(process, Damage({}, killed, False))
+    assert problems and not passes([r.event for r in events], lost, 1)
+
+
+def test_a_clean_folded_run_passes_so_the_property_is_not_vacuous():
+    program = [Step("warm", 0, 0), Step("mark"), Step("dispatch", 1, 0), Step("flush")]
+    events, lost, problems = delivered(writes(100, program, folded=True), Damage({}, None, False))
+    assert problems == [] and passes([r.event for r in events], lost, 1)

@@ -98,4 +98,4 @@ def test_the_compile_a_record_closes_is_the_one_the_walk_closes(events):
             bracketed(starts, index, made["proc"], made)
         else:
             walked(starts, made["proc"], made)
-        assert list(reader.starts.items()) == list(starts.items())
+        assert list(reader.brackets.starts.items()) == list(starts.items())

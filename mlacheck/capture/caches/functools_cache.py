@@ -186,13 +186,13 @@ class FunctoolsCache:
                 self.skipped[key] = SkippedCompile()
                 capture.inserted(key, self.skipped[key], frame, seconds=None, origin="skip")
             return self.skipped[key]
-        with compile_timer.watched_compile(), capture.compiling(frame, key):
+        with compile_timer.watched_compile(), capture.compiling(frame, key) as start:
             started = perf_counter()
             value = self._function(*args, **kwargs)
             seconds = perf_counter() - started
         self._store[stored] = value
         self._accounted.add(stored)
-        capture.inserted(key, value, frame, seconds=seconds, origin="compile")
+        capture.inserted(key, value, frame, seconds=seconds, origin="compile", start=start)
         return value
 
     def _reading_launcher(self, key: tuple, value: object) -> Callable:

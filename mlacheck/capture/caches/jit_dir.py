@@ -255,7 +255,7 @@ class JitDir:
         made = _paths(folder, self._built(before, self._entries(folder)))
         capture.compile_ended(start, seconds, "returned" if made else "cached")
         if made:
-            capture.inserted(key, made, frame, seconds=seconds, origin="compile", entries=made)
+            capture.inserted(key, made, frame, seconds=seconds, origin="compile", entries=made, start=start)
         elif first:
             phase_now, found = self._built_nothing(where), _paths(folder, self._found)
             self._found.clear()

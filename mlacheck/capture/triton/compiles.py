@@ -219,8 +219,9 @@ class CompileHooks:
             pending.family.ledger.compile_ended(pending.start, time.perf_counter() - pending.started, "skipped")
 
     def _record(self, pending: _Pending, seconds: float | None, origin: str) -> None:
+        start = pending.start if origin != "skip" else None  # (a returned compile's record names it)
         pending.family.ledger.compile_ended(pending.start, seconds, "skipped" if origin == "skip" else "returned")
-        pending.family.compiled(pending.key, pending.phase, seconds, origin, pending.where)
+        pending.family.compiled(pending.key, pending.phase, seconds, origin, pending.where, start)
         if pending.launched:
             pending.family.dispatched(pending.key, pending.phase, pending.where)
         self.maybe_flush()

@@ -102,10 +102,18 @@ class KernelFamily:
             every_lookup_counted=self.every_lookup_counted,
         )
 
-    def compiled(self, key: object, phase: str, seconds: float | None, origin: str, where: Where | None) -> None:
-        """A variant entered the cache."""
+    def compiled(
+        self,
+        key: object,
+        phase: str,
+        seconds: float | None,
+        origin: str,
+        where: Where | None,
+        start: int | None = None,
+    ) -> None:
+        """A variant entered the cache (`start`: the id of the compile that made it, which returned)."""
         site, stack = (where.site, where.stack) if where is not None else (None, [])
-        self.ledger.compiled(self.ledger.vid(key), phase, seconds, origin, site, stack)
+        self.ledger.compiled(self.ledger.vid(key), phase, seconds, origin, site, stack, start)
 
     def dispatched(self, key: object, phase: str, where: Where) -> object:
         """A launch (or a lookup) of a variant in a phase: counted; the first of each (variant, phase) is an event.
