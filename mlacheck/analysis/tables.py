@@ -191,7 +191,8 @@ class ProcessFacts:
     context: dict[str, str] = field(default_factory=dict)
     unfinished: list[UnfinishedCompile] = field(default_factory=list)
     format_version: int | None = None  # its trace's (4 on: a watched compile's record names its compile_start)
-    strays: list[dict] = field(default_factory=list)  # compile records naming no open compile of theirs it began
+    strays: int = 0  # compile records naming no open compile of their family that the process began
+    first_stray: dict | None = None  # the first of them
 
 
 def first_marks(events: list[dict]) -> dict[int | None, int]:
@@ -246,7 +247,7 @@ class TablesReader:
         if kind == "compile" and event.get("origin") == "compile":
             if event.get("start") is not None:
                 if not self.brackets.named(proc, event):
-                    self.facts[proc].strays.append(event)
+                    _stray(self.facts[proc], event)
             elif (self.facts[proc].format_version or 0) < 4:  # (from format 4 on, a record names its compile)
                 self.brackets.matched(proc, event)
         elif kind == "unwatched_compile" and not event.get("raised"):
@@ -293,6 +294,12 @@ class TablesReader:
 
 def _ran(fact: ProcessFacts, event: dict) -> None:
     fact.pid, fact.host, fact.format_version = event.get("pid"), event.get("host"), event.get("format_version")
+
+
+def _stray(fact: ProcessFacts, event: dict) -> None:
+    """A record naming a compile its process did not begin: counted, the first kept (a hostile trace's 10^6 are not)."""
+    fact.strays += 1
+    fact.first_stray = fact.first_stray or event
 
 
 def _exited(fact: ProcessFacts, event: dict) -> None:

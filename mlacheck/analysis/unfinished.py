@@ -1,6 +1,6 @@
 """Compiles that began and never ended, or ended in a process that died before their record was written, that no
 variant stands for (`tables.UnfinishedCompile`): never nothing. Nor is a record that names a compile its process did
-not begin (`ProcessFacts.strays`): the run is incomplete.
+not begin (`ProcessFacts.strays`, one reason a process): the run is incomplete.
 
 On the serving path, a watched family's (its key not known yet: its lookup comes after its compile) is MLA001 and a
 compile net's is MLA007 (`checks/`), each with a stall of at least the time from its start to its process's last
@@ -23,10 +23,11 @@ def unfinished_reasons(facts: dict[int | None, ProcessFacts]) -> list[str]:
     record that names a compile its process did not begin."""
     reasons = []
     for fact in facts.values():
-        for stray in fact.strays:
+        if fact.first_stray is not None:
+            stray, more = fact.first_stray, f" (and {fact.strays - 1} more such)" if fact.strays > 1 else ""
             reasons.append(
                 f"pid {fact.pid}: a record of {stray['family']} names compile {stray['start']}, which its process did "
-                "not begin (or had closed, or began for another family): the trace is not whole"
+                f"not begin (or had closed, or began for another family){more}: the trace is not whole"
             )
         for compiled in fact.unfinished:
             if compiled.phase == SERVING:

@@ -136,6 +136,11 @@ def test_a_second_record_naming_the_same_compile_is_a_stray():
     assert len(found) == 1 and "names compile 0" in found[0]
 
 
+def test_many_strays_are_one_reason_that_counts_them():
+    [reason] = reasons(process(start(0), record(start=0), *[record(1, start=0)] * 3))
+    assert "names compile 0" in reason and "(and 2 more such)" in reason
+
+
 def test_a_record_naming_a_compile_that_raised_is_a_stray():
     found = reasons(process(start(0), end(0, outcome="raised"), record(start=0)))
     assert len(found) == 1 and "names compile 0" in found[0]
