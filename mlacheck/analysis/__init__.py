@@ -16,7 +16,8 @@ from mlacheck.analysis.completeness import cut_short_reasons, incomplete_reasons
 from mlacheck.analysis.declared import declared, found_tritons
 from mlacheck.analysis.digest import Digest
 from mlacheck.analysis.findings import Finding, teller
-from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant, merge
+from mlacheck.analysis.merging import merge
+from mlacheck.analysis.tables import ProcessFacts, ProcessFamily, Variant
 from mlacheck.analysis.unfinished import unfinished_reasons
 from mlacheck.analysis.unwatched import UnwatchedCompile, interpreted_tritons
 from mlacheck.analysis.view import FamilyView, RunView

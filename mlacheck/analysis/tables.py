@@ -392,7 +392,7 @@ def _unfinished(
     table = tables.get((fact.proc, start.get("family")))
     if phase == SERVING and table is not None and start.get("vid") is not None:
         variant = _variant(table, start)
-        _serving_path_compile(variant, at_least, start.get("site"), list(start.get("stack") or []), "compile")
+        serving_path_compile(variant, at_least, start.get("site"), list(start.get("stack") or []), "compile")
         if end is None:
             variant.unfinished = variant.unfinished or how
     else:
@@ -408,7 +408,7 @@ def _variant(table: ProcessFamily, event: dict) -> Variant:
 
 def _compiled(variant: Variant, event: dict, phase: str) -> None:
     if phase == "serving":
-        _serving_path_compile(
+        serving_path_compile(
             variant, event.get("seconds"), event.get("site"), list(event.get("stack") or []), event.get("origin")
         )
     elif not variant.precompiled:
@@ -416,7 +416,7 @@ def _compiled(variant: Variant, event: dict, phase: str) -> None:
         variant.captured |= phase == "capture"
 
 
-def _serving_path_compile(
+def serving_path_compile(
     variant: Variant, seconds: float | None, site: str | None, stack: list[str], origin: str | None
 ) -> None:
     """A serving-path compile: the longest stall is kept, and the site and origin of the first."""
@@ -464,36 +464,3 @@ def _at_least_once(variant: Variant) -> None:
         if phase in variant.first_phases and not getattr(variant, attribute):
             setattr(variant, attribute, 1)
             variant.at_least = True
-
-
-def merge(tables: list[ProcessFamily]) -> list[Variant]:
-    """One table over every process: variants of the same key and spelling summed."""
-    merged: dict[tuple, Variant] = {}
-    for table in tables:
-        for variant in table.variants.values():
-            identity = variant.identity
-            into = merged.get(identity)
-            if into is None:
-                merged[identity] = into = Variant(variant.key, variant.spelling)
-            into.procs.append(table.proc)
-            into.dispatches += variant.dispatches
-            into.warmup_dispatches += variant.warmup_dispatches
-            into.capture_dispatches += variant.capture_dispatches
-            into.at_least |= variant.at_least
-            into.captured |= variant.captured
-            into.unverified = (into.unverified or variant.unverified) and not into.dispatches
-            if into.first_dispatch_site is None:
-                into.first_dispatch_site, into.first_call = variant.first_dispatch_site, variant.first_call
-            if variant.precompiled:
-                precompiled(into, variant.compile_phase, variant.compile_s, variant.compiled_by)
-            if variant.serving_path_compile:
-                _serving_path_compile(
-                    into,
-                    variant.serving_path_compile_s,
-                    variant.serving_path_site,
-                    variant.serving_path_stack,
-                    variant.serving_path_origin,
-                )
-                into.unfinished = into.unfinished or variant.unfinished
-            into.numerics = worst(into.numerics, variant.numerics)
-    return list(merged.values())

@@ -3,7 +3,7 @@ registered never runs."""
 
 from pathlib import Path
 
-from mlacheck.analysis import analyse, checks, tables, view
+from mlacheck.analysis import analyse, checks, merging, tables, view
 from mlacheck.analysis.checks import CHECKS, run_checks
 from mlacheck.codes import CODES
 from mlacheck.rulefiles import load_rules
@@ -47,6 +47,6 @@ def test_a_serving_path_compile_is_found_by_its_registered_check_only():
     without = tuple(check for check in CHECKS if check.code != "MLA001")
     table_set, facts = tables.build_tables(served)
     [table] = table_set.values()
-    family = view.FamilyView(rules.families[0], [table], tables.merge([table]), [{}])
+    family = view.FamilyView(rules.families[0], [table], merging.merge([table]), [{}])
     judged = run_checks([family], view.RunView(facts, []), without)
     assert judged.findings == []
