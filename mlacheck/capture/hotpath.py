@@ -1,13 +1,11 @@
 """The capture's hot path: compiled (`_hotpath`, built with the package where a C compiler was there) or,
 failing that, pure Python (`hotpath_py`, which states the contract both keep; imported only where it runs: a module
 less in each observed process). MLACHECK_HOTPATH=python picks the pure Python one (to compare the two, or to rule the
-compiled one out). `count_of` and `shows` serve both."""
+compiled one out). `count_of` serves both."""
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 
 try:
     if os.environ.get("MLACHECK_HOTPATH") == "python":
@@ -51,12 +49,6 @@ def count_of(counter) -> int:
     return int(repr(counter)[6:-1]) if value is None else value
 
 
-def shows(stand_in: Callable, target: object) -> Callable:
-    """The stand-in, showing what it stands for: its name, documentation, attributes (as they are now) and
-    `__wrapped__` (the compiled hot path looks each up on it when read)."""
-    return functools.update_wrapper(stand_in, target)
-
-
 __all__ = [
     "FLUSH_EVERY",
     "IMPLEMENTATION",
@@ -70,6 +62,5 @@ __all__ = [
     "launcher",
     "observed_call",
     "read_tensors_natively",
-    "shows",
     "ticks",
 ]

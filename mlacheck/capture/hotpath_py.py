@@ -17,9 +17,9 @@ dispatch); this module is what runs where the build had no C compiler, and the c
 - `launcher(counter, kernel, ticks, flush)`: what a functools family's front holds for a variant seen in
   serving. Each call steps the variant's counter (calling `flush()` every FLUSH_EVERY + 1 steps) and the
   ticks, then calls the kernel.
-- A launcher and an observed call show what they stand for (`hotpath.shows`): `__wrapped__` is the kernel or operation, and
-  its name, documentation and attributes are read through them (the compiled ones look each up on it when read; here,
-  as they were when the stand-in was made).
+- A launcher and an observed call show what they stand for (`functools.update_wrapper`): `__wrapped__` is the
+  kernel or operation, and its name, documentation and attributes are read through them (the compiled ones look each
+  up on it when read; here, as they were when the stand-in was made).
 - `observed_call(operation, head, state, positions, kinds, fast, ticks, flush, slow)`: what a native operation
   becomes where its key is what Python passes it (a `jit_dir` family's operations). A call with positional arguments
   only is keyed `(head, state[0], *fields)`, a field for each position in `positions`: the argument there (None where
@@ -181,7 +181,7 @@ def launcher(counter, kernel: Callable, ticks, flush: Callable[[], None]) -> Cal
         next(ticks)
         return kernel(*args, **kwargs)
 
-    return functools.update_wrapper(launch, kernel)  # (what `hotpath.shows` does)
+    return functools.update_wrapper(launch, kernel)
 
 
 _ITSELF = frozenset({type(None), bool, int, float, str})
@@ -227,7 +227,7 @@ def observed_call(operation: Callable, head, state: list, positions, kinds: dict
         next(ticks)
         return operation(*args)
 
-    return functools.update_wrapper(observe, operation)  # (what `hotpath.shows` does)
+    return functools.update_wrapper(observe, operation)
 
 
 class GetitemDict(dict):

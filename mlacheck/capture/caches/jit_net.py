@@ -14,7 +14,7 @@ looking at the disk (the library keeps in memory what it built or loaded), unles
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import partial, update_wrapper
 from sys import _getframe
 from time import perf_counter
 
@@ -54,7 +54,7 @@ class JitNet:
             def netted(*args: object, **kwargs: object) -> object:
                 return slow(None, args, kwargs, _getframe(1))
 
-            return hotpath.shows(netted, operation)
+            return update_wrapper(netted, operation)  # (it shows what it stands for, as the hot path's do)
         positions = list(range(len(parameters)))
         tensor_fields.read_natively()
         return hotpath.observed_call(operation, name, self.state, positions, KINDS, self.fast, self._ticks, _no, slow)
