@@ -148,6 +148,39 @@ def test_a_process_killed_in_a_warm_up_compile_is_incomplete(tmp_path):
     assert any("synthetic (warmup)" in line and "never ended" in line for line in result.report["incomplete"])
 
 
+RETURNED_THEN_KILLED = (
+    "import signal\n"
+    "import mlacheck\n"
+    "from tests.fixtures import synthetic_kernels as k\n"
+    "k.warmup(dtypes=('fp8',), causal=(True,))\n"
+    "k.dispatch(1)\n"
+    "{serving}"
+    "kernel = k.compile_variant('bf16', True)  # a watched compile that returned, not in the cache yet\n"
+    "{kill}  # killed before its record\n"
+)
+"""A compile that returned and a process killed before its record: by a signal it raises itself, no line written
+between (trace format 4 holds the compile's end for its record: none is written), or by `os.kill`, whose `kill`
+event writes the held end first."""
+KILLS = ["signal.raise_signal(signal.SIGKILL)", "__import__('os').kill(__import__('os').getpid(), signal.SIGKILL)"]
+
+
+@pytest.mark.parametrize("kill", KILLS)
+def test_a_process_killed_after_a_warm_up_compile_returned_and_before_its_record_is_incomplete(tmp_path, kill):
+    result = observe(tmp_path, sys.executable, program(tmp_path, RETURNED_THEN_KILLED.format(serving="", kill=kill)))
+    assert_not_pass(result, "incomplete")
+    [line] = result.report["incomplete"]
+    assert "a compile of synthetic (warmup)" in line and "the process died" in line, line
+
+
+@pytest.mark.parametrize("kill", KILLS)
+def test_a_process_killed_after_a_serving_path_compile_returned_and_before_its_record_fails(tmp_path, kill):
+    text = RETURNED_THEN_KILLED.format(serving="mlacheck.serving_started()\n", kill=kill)
+    result = observe(tmp_path, sys.executable, program(tmp_path, text))
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert "began on the serving path" in finding["message"], finding["message"]
+
+
 REAL_WATCHDOG = """
 import multiprocessing, os, signal, sys, time
 
