@@ -37,6 +37,7 @@ class Nearest:
     def __init__(self, candidates: list[Key] | None = None) -> None:
         self.candidates: list[Key] = []
         self._indexes: dict[tuple, dict[tuple, int]] = {}  # (fields, left out) -> the others' values -> first candidate
+        self._levels: dict[tuple, list[tuple[tuple[str, ...], dict[tuple, int]]]] = {}  # (fields, size) -> its indexes
         for candidate in candidates or []:
             self.add(candidate)
 
@@ -44,7 +45,7 @@ class Nearest:
         position = len(self.candidates)
         self.candidates.append(candidate)
         for (fields, left_out), index in self._indexes.items():
-            kept = _kept(candidate, fields, left_out)
+            kept = _kept(candidate, _others(fields, left_out))
             if kept is not None:
                 index.setdefault(kept, position)
 
@@ -52,12 +53,19 @@ class Nearest:
         """What `nearest(key, candidates)` is."""
         fields = tuple(key)
         for size in range(min(LEFT_OUT, len(fields)) + 1):
-            ways = _ways(len(fields), size)
-            if len(ways) > INDEXES:
+            level = self._levels.get((fields, size)) or self._level(fields, size)
+            if not level:
                 break
-            found = [self._index(fields, left_out).get(_kept(key, fields, left_out), -1) for left_out in ways]
-            first = min((position for position in found if position >= 0), default=None)
-            if first is not None:
+            first = -1
+            for others, index in level:
+                try:
+                    position = index.get(tuple([key.get(name) for name in others]), -1)
+                except TypeError:  # (a list in it)
+                    values = _kept(key, others)
+                    position = -1 if values is None else index.get(values, -1)
+                if position >= 0 and (first < 0 or position < first):
+                    first = position
+            if first >= 0:
                 candidate = self.candidates[first]
                 diff = _diff(key, candidate)
                 if len(diff) == size:
@@ -65,12 +73,20 @@ class Nearest:
                 break  # values equal without being == (NaN): compare with every one
         return nearest(key, self.candidates)
 
+    def _level(self, fields: tuple[str, ...], size: int) -> list[tuple[tuple[str, ...], dict[tuple, int]]]:
+        """(the fields kept, their index) of each way to leave `size` fields out; none where the ways are too many."""
+        ways = _ways(len(fields), size)
+        level = [] if len(ways) > INDEXES else [(_others(fields, way), self._index(fields, way)) for way in ways]
+        self._levels[(fields, size)] = level
+        return level
+
     def _index(self, fields: tuple[str, ...], left_out: tuple[int, ...]) -> dict[tuple, int]:
         index = self._indexes.get((fields, left_out))
         if index is None:
             index = self._indexes[(fields, left_out)] = {}
+            others = _others(fields, left_out)
             for position, candidate in enumerate(self.candidates):
-                kept = _kept(candidate, fields, left_out)
+                kept = _kept(candidate, others)
                 if kept is not None:
                     index.setdefault(kept, position)
         return index
@@ -86,9 +102,9 @@ def _diff(key: Key, candidate: Key) -> Diff:
     return {name: [candidate.get(name), value] for name, value in key.items() if candidate.get(name) != value}
 
 
-def _kept(key: Key, fields: tuple[str, ...], left_out: tuple[int, ...]) -> tuple | None:
-    """The key's values on `fields` but those left out, as a hashable tuple (None where a value is not JSON)."""
-    values = tuple([key.get(name) for name in _others(fields, left_out)])
+def _kept(key: Key, names: tuple[str, ...]) -> tuple | None:
+    """The key's values on `names`, as a hashable tuple (None where a value is not JSON)."""
+    values = tuple([key.get(name) for name in names])
     try:
         hash(values)  # the usual key: no list in it, its values as they are
         return values
