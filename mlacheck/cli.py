@@ -371,8 +371,8 @@ def _finish(
     data, code = dumped(report), report.exit_code  # the JSON form every format renders, made once
     del report  # (the model's room goes to the documents)
     read = printable_read(data)  # (what the terminal reads, and JUnit and GitHub: made printable once)
-    render(read, consoles.console(stderr=any(path is None for _, path in specs)), detail)
-    _guard(lambda: write_outputs(data, specs, read=read), settings)
+    console = consoles.console(stderr=any(path is None for _, path in specs))
+    _guard(lambda: write_outputs(data, specs, read=read, meanwhile=lambda: render(read, console, detail)), settings)
     if refused is not None:
         _fail(refused)
     raise typer.Exit(code)

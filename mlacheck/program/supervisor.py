@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlacheck.errors import MlacheckError
+from mlacheck.forked import dies_with
 from mlacheck.program import registry
 from mlacheck.program.guard import Guard
 from mlacheck.program.layout import ENV_RUN_DIR
@@ -39,7 +40,6 @@ BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 10.0
 REMNANT_SECONDS = 2.0  # how long the rest of the program may take to end by itself after the main process
-PR_SET_PDEATHSIG = 1
 
 
 def observed_environment(run: RunFolder, base: dict[str, str]) -> dict[str, str]:
@@ -83,7 +83,9 @@ def run_program(
         sys.stderr.write(f"mlacheck: note: the run is {registered}\n")
     tree = Guarded(guard)
     try:
-        process = subprocess.Popen(command, env=environment, start_new_session=True, preexec_fn=_dies_with(os.getpid()))
+        process = subprocess.Popen(
+            command, env=environment, start_new_session=True, preexec_fn=dies_with(os.getpid(), signal.SIGTERM)
+        )
     except OSError as exc:
         if entry is not None:
             registry.unregister(entry)
@@ -274,24 +276,6 @@ class Guarded(ProcessTree):
     def poll(self) -> None:
         super().poll()
         self.guard.record(list(self.seen))
-
-
-def _dies_with(supervisor: int) -> Callable[[], None]:
-    """The program's main process gets SIGTERM when the supervisor dies (PR_SET_PDEATHSIG, Linux): its own
-    descendants are the guard's to end."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return lambda: None
-
-    def set_death_signal() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != supervisor:  # the supervisor died before the signal was set
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return set_death_signal
 
 
 def _start_of(pid: int) -> int:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from mlacheck.errors import SETTING, MlacheckError
+from mlacheck.forked import beside
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,16 @@ class Format:
     name: str  # FORMAT in --output FORMAT:PATH
     module: str  # mlacheck.report.<module>: render(), and publish() where it has one
     help: str  # what the document is, for the help and the docs
+    weight: int = 1  # how long a large report takes to write in it, relative to the others (`_shared`)
 
 
 REGISTRY = (
-    Format("json", "jsonreport", "the JSON report, which `mlacheck report` reads back"),
-    Format("junit", "junit", "JUnit XML: a testcase per variant"),
-    Format("sarif", "sarif", "SARIF 2.1.0 for code scanning"),
+    Format("json", "jsonreport", "the JSON report, which `mlacheck report` reads back", 2),
+    Format("junit", "junit", "JUnit XML: a testcase per variant", 3),
+    Format("sarif", "sarif", "SARIF 2.1.0 for code scanning", 2),
     Format("github", "github", "GitHub annotations, and the job summary to $GITHUB_STEP_SUMMARY"),
     Format("markdown", "markdown", "Markdown for a pull-request comment"),
-    Format("html", "html", "one HTML page with a compile timeline"),
+    Format("html", "html", "one HTML page with a compile timeline", 3),
 )
 FORMATS = tuple(entry.name for entry in REGISTRY)
 LINE_FORMATS = ("github", "markdown")  # read line by line: stdout shared with another program's lines keeps them whole
@@ -138,19 +140,69 @@ def write_outputs(
     options: Options = Options(),
     publish: bool = True,
     read: dict | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> None:
-    """Write the report once per (format, path), then (`publish`) let the format publish what else it writes. `read`:
-    the report's `printable_read` where the caller made it already."""
+    """Write the report once per (format, path), then (`publish`) let each format publish what else it writes. `read`:
+    the report's `printable_read` where the caller made it already. A large report's documents are shared with a
+    forked child where a second CPU is free (`_shared`); `meanwhile` (the terminal's report) is done here first."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
+    specs = list(specs)
+    if any(getattr(renderer(fmt), "READS_PRINTABLE", False) for fmt, _ in specs):
+        from mlacheck.report.common import printable_read
+
+        read = printable_read(read if read is not None else report)
+    forked, ours = _shared(specs, report)
+    child = beside(lambda: _documents(forked, report, read, stdout, options), _names(forked)) if forked else None
+    if child is None:
+        ours = specs
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        _documents(ours, report, read, stdout, options)
+    except BaseException as exc:
+        if child is not None:  # (its documents whole, unless this process was interrupted: this error is said)
+            child.wait(quiet=True) if isinstance(exc, Exception) else child.stop()
+        raise
+    if child is not None:
+        child.wait()
+    for fmt, _ in specs if publish else []:
+        published = getattr(renderer(fmt), "publish", None)
+        if published is not None:
+            published(report, environ)
+
+
+FORK_FROM = 10_000  # variants and findings from which a report's documents are shared with a forked child
+
+
+def _shared(specs: list[tuple[str, Path | None]], report: dict) -> tuple[list, list]:
+    """The documents a forked child writes, and those written here: a large report's files shared by their weights,
+    the heaviest first, each to the process that has less to write (stdout's document stays here)."""
+    items = len(report.get("findings") or []) + sum(len(f.get("variants") or []) for f in report.get("families") or [])
+    files = [spec for spec in specs if spec[1] is not None]
+    if items < FORK_FROM or len(files) < 2:
+        return [], specs
+    weight = {entry.name: entry.weight for entry in REGISTRY}
+    forked: list = []
+    ours = [spec for spec in specs if spec[1] is None]
+    loads = [0, sum(weight[fmt] for fmt, _ in ours)]
+    for spec in sorted(files, key=lambda spec: -weight[spec[0]]):
+        side = 0 if loads[0] <= loads[1] else 1
+        (forked, ours)[side].append(spec)
+        loads[side] += weight[spec[0]]
+    return forked, [spec for spec in specs if spec in ours]
+
+
+def _names(specs: list[tuple[str, Path | None]]) -> str:
+    return " and ".join(f"{fmt}:{path}" for fmt, path in specs)
+
+
+def _documents(specs: list, report: dict, read: dict | None, stdout: TextIO, options: Options) -> None:
+    """Each (format, path)'s document written (`read`: for a format that reads it)."""
     for fmt, path in specs:
         module = renderer(fmt)
-        given = report
-        if getattr(module, "READS_PRINTABLE", False):
-            from mlacheck.report.common import printable_read
-
-            read = given = printable_read(read if read is not None else report)
+        given = read if getattr(module, "READS_PRINTABLE", False) else report
         encoded = path is not None and hasattr(module, "encoded")
         document = module.encoded(given, options) if encoded else module.render(given, options)
         try:
@@ -163,9 +215,6 @@ def write_outputs(
             raise MlacheckError(
                 f"{SETTING}: cannot write {path or 'stdout'}: {exc.strerror or exc}", "output", f"{fmt}:{path or '-'}"
             ) from None
-        published = getattr(module, "publish", None) if publish else None
-        if published is not None:
-            published(report, environ)
 
 
 WRITTEN = 1 << 20  # characters encoded at a time: a document of 10^5 variants is never held twice
