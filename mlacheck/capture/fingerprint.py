@@ -3,6 +3,8 @@ and which distributions install the family's package (a fork can install the sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mlacheck.capture.install import Patches
 from mlacheck.capture.installed import answer
 from mlacheck.errors import MlacheckError
@@ -81,20 +83,36 @@ def distributions_of(package: str) -> tuple[str, ...]:
     by their RECORD (what `importlib.metadata.packages_distributions` reads, for one package: it parses every
     distribution's metadata and files, several times slower, in every observed process that imports a watched
     library); asked once (installed.py)."""
-    return tuple(answer(f"distributions {package}", lambda: _distributions_of(package)))
+    return tuple(answer(f"distributions {package}", lambda: _distributions_of((package,))[package]))
 
 
-def _distributions_of(package: str) -> list[str]:
+def ask_distributions(packages: Sequence[str]) -> None:
+    """`distributions_of` each of `packages` answered from one pass over the distributions' metadata (where any is not
+    answered yet), not one pass a package: the supervisor's `watch.ask_ahead`."""
+    found: dict[str, list[str]] = {}
+
+    def ask(package: str) -> list[str]:
+        if not found:  # the first question not answered yet reads the metadata for them all
+            found.update(_distributions_of(packages))
+        return found[package]
+
+    for package in packages:
+        answer(f"distributions {package}", lambda package=package: ask(package))
+
+
+def _distributions_of(packages: Sequence[str]) -> dict[str, list[str]]:
     from importlib import metadata
 
-    names = []
+    names: dict[str, list[str]] = {package: [] for package in packages}
     for dist in metadata.distributions():
         top = dist.read_text("top_level.txt")
         if top is not None:
-            provides = package in top.split()
+            provided = [package for package in top.split() if package in names]
         else:
             record = "\n" + (dist.read_text("RECORD") or "")
-            provides = f"\n{package}/" in record or f"\n{package}.py," in record
-        if provides:
-            names.append(dist.metadata["Name"])
-    return list(dict.fromkeys(names))
+            provided = [package for package in names if f"\n{package}/" in record or f"\n{package}.py," in record]
+        if provided:
+            name = dist.metadata["Name"]
+            for package in provided:
+                names[package].append(name)
+    return {package: list(dict.fromkeys(found)) for package, found in names.items()}

@@ -39,12 +39,23 @@ SHAPES: dict[str, Callable[[object], bool]] = {  # a question's first word -> wh
 }
 
 _answers: dict[str, object] = {}
-_shared: dict = {"path_for": None, "path": None, "installation": None, "loaded": False}
+_shared: dict = {"path_for": None, "path": None, "installation": None, "loaded": False, "held": False}
 
 
 def share(path_for: Callable[[str], str]) -> None:
     """Share answers through the file `path_for(digest of the installation)` (read at the first question)."""
     _shared.update(path_for=path_for, path=None, installation=None, loaded=False)
+
+
+def at_once(ask: Callable[[], None]) -> None:
+    """Call `ask`, the answers it gets written to the shared file once, as it returns, not once each (each write
+    reads the installation and the file again)."""
+    _shared["held"] = True
+    try:
+        ask()
+    finally:
+        _shared["held"] = False
+        _save()
 
 
 def answer(question: str, ask: Callable[[], object]) -> object:
@@ -56,7 +67,8 @@ def answer(question: str, ask: Callable[[], object]) -> object:
     if question in _answers:
         return _answers[question]
     value = _answers[question] = ask()
-    _save()
+    if not _shared["held"]:
+        _save()
     return value
 
 

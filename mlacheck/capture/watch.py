@@ -9,8 +9,9 @@ import importlib.util
 import os
 from types import SimpleNamespace
 
+from mlacheck.capture import installed
 from mlacheck.capture.family import FamilyCapture
-from mlacheck.capture.fingerprint import installed_version, providers
+from mlacheck.capture.fingerprint import ask_distributions, installed_version, providers
 from mlacheck.capture.hooks import LaunchPolicy
 from mlacheck.capture.layouts import choose, provider
 from mlacheck.capture.policy import CapturePolicy
@@ -68,9 +69,14 @@ def ask_ahead(config: dict) -> None:
     process that imports them (the provider of each family's module file, found without importing it; the versions
     and providers of its distribution): answers shared through capture/installed.py, which the program's processes
     then find ready, even a burst of workers started at once. A question asked here that a process does not ask, or
-    one this misses, costs only time."""
-    for data in config.get("families", []):
-        family = plain.rule_file(data).family
+    one this misses, costs only time. The packages' distributions are read in one pass, and the answers written once."""
+    installed.at_once(lambda: _ask_ahead(config))
+
+
+def _ask_ahead(config: dict) -> None:
+    families = [plain.rule_file(data).family for data in config.get("families", [])]
+    ask_distributions(list(dict.fromkeys(family.package for family in families)))
+    for family in families:
         path = _module_file(family.module)
         if path is not None:
             provider(SimpleNamespace(__name__=family.module, __file__=path))

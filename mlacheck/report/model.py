@@ -42,7 +42,7 @@ run folder); no other field changed."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 def _reported(name: str, source: type, sample: object | None = None, **own: tuple) -> type[BaseModel]:

@@ -110,8 +110,8 @@ def render(report, console: Console, detail: str = "normal") -> None:
 
 def _printer(console: Console):
     def say(lines: list[Text]) -> None:
-        for line in lines:
-            console.print(line, no_wrap=True, overflow="ignore", crop=False)
+        if lines:  # one print of the lines (rich's print costs as much as a line's layout)
+            console.print(Text("\n").join(lines), no_wrap=True, overflow="ignore", crop=False)
 
     return say
 

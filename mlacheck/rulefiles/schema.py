@@ -44,7 +44,7 @@ the methods named in `methods`, each with one of the other actions)."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 def _function_path(value: str) -> str:

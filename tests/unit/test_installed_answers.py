@@ -157,3 +157,38 @@ def installed_version() -> str:
     from importlib import metadata
 
     return metadata.version("mlacheck")
+
+
+def test_the_supervisor_asks_every_package_in_one_pass(tmp_path):
+    """`ask_distributions` answers each package as `distributions_of` alone does (by top_level.txt, else by RECORD),
+    from one pass over the distributions, and writes the shared file once."""
+    site, run_dir = tmp_path / "site", tmp_path / "run"
+    site.mkdir(), run_dir.mkdir()
+    install(site, "mlafake", "1.0")
+    install(site, "mlafork", "2.0")
+    (site / "mlafork-2.0.dist-info" / "top_level.txt").unlink()  # found by its RECORD
+    script = """
+import json, sys
+from unittest import mock
+from mlacheck.capture import fingerprint, installed
+
+installed.share(lambda digest: f"{sys.argv[1]}/installed-{digest}.json")
+packages = ["mlafake", "absent", "mlacheck"]
+alone = {package: list(fingerprint._distributions_of([package])[package]) for package in packages}
+with mock.patch.object(fingerprint, "_distributions_of", wraps=fingerprint._distributions_of) as passes:
+    with mock.patch.object(installed, "_save", wraps=installed._save) as saves:
+        installed.at_once(lambda: fingerprint.ask_distributions(packages))
+asked = {package: list(fingerprint.distributions_of(package)) for package in packages}
+print(json.dumps([alone, asked, passes.call_count, saves.call_count]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(run_dir)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    alone, asked, passes, saves = json.loads(done.stdout)
+    assert alone == asked and asked["mlafake"] == ["mlafake", "mlafork"] and asked["absent"] == []
+    assert passes == 1 and saves == 1
