@@ -23,7 +23,7 @@ from mlacheck import __version__
 from mlacheck.commands import consoles
 from mlacheck.config import SETTINGS, Settings
 from mlacheck.errors import MlacheckError, flag
-from mlacheck.report.common import printable, printable_read
+from mlacheck.report.common import printable
 from mlacheck.report.formats import OUTPUT_HELP
 from mlacheck.scenario.engines import ENGINES
 
@@ -370,9 +370,8 @@ def _finish(
 
     data, code = dumped(report), report.exit_code  # the JSON form every format renders, made once
     del report  # (the model's room goes to the documents)
-    read = printable_read(data)  # (what the terminal reads, and JUnit and GitHub: made printable once)
     console = consoles.console(stderr=any(path is None for _, path in specs))
-    _guard(lambda: write_outputs(data, specs, read=read, meanwhile=lambda: render(read, console, detail)), settings)
+    _guard(lambda: write_outputs(data, specs, meanwhile=lambda: render(data, console, detail)), settings)
     if refused is not None:
         _fail(refused)
     raise typer.Exit(code)

@@ -149,10 +149,6 @@ def write_outputs(
     environ = os.environ if environ is None else environ
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     specs = list(specs)
-    if any(getattr(renderer(fmt), "READS_PRINTABLE", False) for fmt, _ in specs):
-        from mlacheck.report.common import printable_read
-
-        read = printable_read(read if read is not None else report)
     forked, ours = _shared(specs, report)
     child = beside(lambda: _documents(forked, report, read, stdout, options), _names(forked)) if forked else None
     if child is None:
@@ -199,10 +195,15 @@ def _names(specs: list[tuple[str, Path | None]]) -> str:
 
 
 def _documents(specs: list, report: dict, read: dict | None, stdout: TextIO, options: Options) -> None:
-    """Each (format, path)'s document written (`read`: for a format that reads it)."""
+    """Each (format, path)'s document written (`read`: the report's `printable_read` for a format that reads it, made
+    here where not given)."""
     for fmt, path in specs:
         module = renderer(fmt)
-        given = read if getattr(module, "READS_PRINTABLE", False) else report
+        given = report
+        if getattr(module, "READS_PRINTABLE", False):
+            from mlacheck.report.common import printable_read
+
+            read = given = printable_read(read if read is not None else report)
         encoded = path is not None and hasattr(module, "encoded")
         document = module.encoded(given, options) if encoded else module.render(given, options)
         try:

@@ -23,6 +23,7 @@ from mlacheck.report.common import (
     MODELLED,
     compile_text,
     is_modelled,
+    printable,
     printable_read,
     program_runs,
     short_site,
@@ -81,9 +82,9 @@ NAME_WIDTH = 18  # the header's names column, at most ("library warnings" and tw
 
 def render(report, console: Console, detail: str = "normal") -> None:
     """Print the whole report."""
-    data = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
-    whole = printable_read(data)
+    whole = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     data, quiet = discovered.shown(whole, summarise=detail != "verbose")
+    data, quiet = printable_read(data), quiet and printable(quiet)  # (what is shown: a summary of 10^5 is small)
     width = max(console.width, 40)
     say = _printer(console)
     modelled = _modelled(data)
@@ -105,7 +106,7 @@ def render(report, console: Console, detail: str = "normal") -> None:
     for line in _unseen(data, detail):  # quiet: the incomplete reasons still (the verdict line points at them)
         if detail != "quiet" or line.plain.startswith("incomplete: "):
             say(wrap(line, width, 0, 4))
-    say(wrap(_verdict(whole), width, 0, 4))  # (its seconds over every variant, not the rows shown)
+    say(wrap(_verdict(data, whole), width, 0, 4))
 
 
 def _printer(console: Console):
@@ -376,13 +377,13 @@ def _unwatched(compiles: list[dict]) -> list[Text]:
     return lines
 
 
-def _verdict(data: dict) -> Text:
+def _verdict(data: dict, whole: dict) -> Text:
     """The verdict, the counts and the exit code; an incomplete run's reason is the `incomplete:` line above it, not
-    repeated here."""
+    repeated here. Its seconds are summed over every variant of the `whole` report, not the rows shown."""
     counts = data["counts"]
-    variants = [v for family in data["families"] for v in family["variants"]]
+    variants = [v for family in whole["families"] for v in family["variants"]]
     stall = sum(v.get("serving_path_compile_s") or 0.0 for v in variants)
-    wasted = _wasted(data)
+    wasted = _wasted(whole)
     text = Text("verdict: ")
     text.append(data["verdict"].upper(), style=VERDICT_STYLES[data["verdict"]])
     text.append(
