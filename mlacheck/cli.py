@@ -371,7 +371,7 @@ def _finish(
     data, code = dumped(report), report.exit_code  # the JSON form every format renders, made once
     del report  # (the model's room goes to the documents)
     console = consoles.console(stderr=any(path is None for _, path in specs))
-    _guard(lambda: write_outputs(data, specs, meanwhile=lambda: render(data, console, detail)), settings)
+    _guard(lambda: write_outputs(data, specs, meanwhile=lambda: render(data, console, detail), may_fork=True), settings)
     if refused is not None:
         _fail(refused)
     raise typer.Exit(code)

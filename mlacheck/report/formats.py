@@ -141,15 +141,17 @@ def write_outputs(
     publish: bool = True,
     read: dict | None = None,
     meanwhile: Callable[[], None] | None = None,
+    may_fork: bool = False,
 ) -> None:
     """Write the report once per (format, path), then (`publish`) let each format publish what else it writes. `read`:
-    the report's `printable_read` where the caller made it already. A large report's documents are shared with a
-    forked child where a second CPU is free (`_shared`); `meanwhile` (the terminal's report) is done here first."""
+    the report's `printable_read` where the caller made it already. `may_fork` (mlacheck's own process, the CLI's;
+    never a program's, whose libraries' threads a fork would not copy): a large report's documents are shared with a
+    forked child where a second CPU is free (`_shared`). `meanwhile` (the terminal's report) is done here first."""
     stdout = sys.stdout if stdout is None else stdout
     environ = os.environ if environ is None else environ
     report = report.model_dump(mode="json") if hasattr(report, "model_dump") else report
     specs = list(specs)
-    forked, ours = _shared(specs, report)
+    forked, ours = _shared(specs, report) if may_fork else ([], specs)
     child = beside(lambda: _documents(forked, report, read, stdout, options), _names(forked)) if forked else None
     if child is None:
         ours = specs

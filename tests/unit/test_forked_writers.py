@@ -45,7 +45,7 @@ def report(variants: int = 40) -> dict:
 def documents(folder: Path, data: dict, fork_from: int, monkeypatch) -> dict[str, bytes]:
     monkeypatch.setattr(formats, "FORK_FROM", fork_from)
     folder.mkdir()
-    write_outputs(data, [(fmt, folder / fmt) for fmt in FILES])
+    write_outputs(data, [(fmt, folder / fmt) for fmt in FILES], may_fork=True)
     return {fmt: (folder / fmt).read_bytes() for fmt in FILES}
 
 
@@ -82,7 +82,7 @@ def test_a_child_killed_while_writing_is_an_error_and_none_is_left(tmp_path, mon
     monkeypatch.setattr(junit, "BATCH", 64)
     monkeypatch.setattr(formats, "FORK_FROM", 1)
     with pytest.raises(MlacheckError, match=r"wrote junit:\S+ ended before it finished \(killed"):
-        write_outputs(report(), [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")])
+        write_outputs(report(), [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")], may_fork=True)
     assert (tmp_path / "r.json").read_text().endswith("}\n")
     assert not children()
 
@@ -135,7 +135,8 @@ def test_an_error_here_waits_for_the_child_whose_document_is_whole(tmp_path, mon
         raise RuntimeError("the terminal failed")
 
     with pytest.raises(RuntimeError, match="the terminal failed"):
-        write_outputs(report(), [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")], meanwhile=fails)
+        specs = [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")]
+        write_outputs(report(), specs, meanwhile=fails, may_fork=True)
     assert (tmp_path / "r.xml").read_text().endswith("</testsuites>\n")
     assert not children()
 
@@ -197,9 +198,14 @@ def test_no_child_while_another_thread_runs():
         thread.join()
 
 
-def test_a_small_report_is_written_here(tmp_path, monkeypatch):
-    monkeypatch.setattr(formats, "beside", lambda *a: pytest.fail("forked for a small report"))
-    write_outputs(report(), [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")])
+def test_a_small_report_and_a_program_s_process_are_written_here(tmp_path, monkeypatch):
+    """A small report; and a large one written in a program's process (the pytest plugin's), which did not say it may
+    fork."""
+    monkeypatch.setattr(formats, "beside", lambda *a: pytest.fail("forked"))
+    specs = [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")]
+    write_outputs(report(), specs, may_fork=True)
+    monkeypatch.setattr(formats, "FORK_FROM", 1)
+    write_outputs(report(), specs)
 
 
 NAMES = [entry.name for entry in REGISTRY]
