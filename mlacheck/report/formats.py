@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -175,21 +176,48 @@ FORK_FROM = 10_000  # variants and findings from which a report's documents are 
 
 
 def _shared(specs: list[tuple[str, Path | None]], report: dict) -> tuple[list, list]:
-    """The documents a forked child writes, and those written here: a large report's files shared by their weights,
-    the heaviest first, each to the process that has less to write (stdout's document stays here)."""
+    """The documents a forked child writes, and those written here: a large report's regular files shared by their
+    weights, the heaviest first, each to the process that has less to write. What is not a regular file (stdout, a
+    terminal's device, a FIFO) stays here, in its order after the terminal's report; two documents to one file are
+    never written at once (none is shared)."""
     items = len(report.get("findings") or []) + sum(len(f.get("variants") or []) for f in report.get("families") or [])
-    files = [spec for spec in specs if spec[1] is not None]
-    if items < FORK_FROM or len(files) < 2:
+    files = [number for number, (_, path) in enumerate(specs) if path is not None and _regular(path)]
+    if items < FORK_FROM or len(files) < 2 or not _distinct([path for _, path in specs if path is not None]):
         return [], specs
     weight = {entry.name: entry.weight for entry in REGISTRY}
-    forked: list = []
-    ours = [spec for spec in specs if spec[1] is None]
-    loads = [0, sum(weight[fmt] for fmt, _ in ours)]
-    for spec in sorted(files, key=lambda spec: -weight[spec[0]]):
+    sides: tuple[list[int], list[int]] = ([], [number for number in range(len(specs)) if number not in files])
+    loads = [0, sum(weight[specs[number][0]] for number in sides[1])]
+    for number in sorted(files, key=lambda number: -weight[specs[number][0]]):
         side = 0 if loads[0] <= loads[1] else 1
-        (forked, ours)[side].append(spec)
-        loads[side] += weight[spec[0]]
-    return forked, [spec for spec in specs if spec in ours]
+        sides[side].append(number)
+        loads[side] += weight[specs[number][0]]
+    return [specs[number] for number in sorted(sides[0])], [specs[number] for number in sorted(sides[1])]
+
+
+def _regular(path: Path) -> bool:
+    """Whether a document's path is a regular file, or nothing yet (it will be one)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _distinct(paths: list[Path]) -> bool:
+    """Whether no two paths name one file (the same real path, or the same file through a hard link)."""
+    seen: set = set()
+    for path in paths:
+        names = {os.path.realpath(path)}
+        try:
+            found = os.stat(path)
+            names.add((found.st_dev, found.st_ino))
+        except OSError:
+            pass
+        if names & seen:
+            return False
+        seen |= names
+    return True
 
 
 def _names(specs: list[tuple[str, Path | None]]) -> str:

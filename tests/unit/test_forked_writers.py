@@ -225,3 +225,28 @@ def test_every_document_is_written_once_and_stdout_here(files, to_stdout, place)
     if theirs:  # the heaviest file goes first to the child, and neither side holds more than it needs
         loads = [sum(weight[fmt] for fmt, _ in side) for side in (theirs, ours)]
         assert abs(loads[0] - loads[1]) <= max(weight[fmt] for fmt, _ in specs)
+
+
+def test_two_documents_to_one_file_are_never_written_at_once(tmp_path, monkeypatch):
+    """The same path twice, the same file through a symbolic or a hard link: nothing is shared (written one after the
+    other, the last document is the file, as without a fork)."""
+    monkeypatch.setattr(formats, "beside", lambda *a: pytest.fail("forked two documents of one file"))
+    monkeypatch.setattr(formats, "FORK_FROM", 1)
+    (tmp_path / "r.xml").write_text("")
+    (tmp_path / "link.xml").symlink_to(tmp_path / "r.xml")
+    os.link(tmp_path / "r.xml", tmp_path / "hard.xml")
+    for other in ("r.xml", "link.xml", "hard.xml"):
+        write_outputs(report(), [("json", tmp_path / other), ("junit", tmp_path / "r.xml")], may_fork=True)
+        assert (tmp_path / "r.xml").read_text().endswith("</testsuites>\n")
+
+
+def test_what_is_not_a_regular_file_is_written_here_after_the_terminal(tmp_path, monkeypatch):
+    """A document to a device (a terminal's /dev/stderr, here /dev/null) or a FIFO is never the child's: it would
+    interleave with the terminal's report."""
+    monkeypatch.setattr(formats, "FORK_FROM", 1)
+    specs = [("json", Path("/dev/null")), ("junit", tmp_path / "r.xml"), ("sarif", tmp_path / "r.sarif")]
+    theirs, ours = formats._shared(specs, report())
+    assert theirs == [specs[1]] and ours == [specs[0], specs[2]]
+    os.mkfifo(tmp_path / "fifo")
+    theirs, ours = formats._shared([("json", tmp_path / "fifo"), *specs[1:]], report())
+    assert theirs == [specs[1]] and ours[0] == ("json", tmp_path / "fifo")
