@@ -47,9 +47,10 @@ def install(site: Path, name: str, version: str) -> None:
     (info / "RECORD").write_text(f"mlafake/__init__.py,sha256={digest},{source.stat().st_size}\n{info.name}/RECORD,,\n")
 
 
-def ask(site: Path, run_dir: Path) -> dict:
+def ask(site: Path, run_dir: Path, script: str = ASK) -> object:
+    """What a fresh process with `site` on its path prints (JSON) running `script` with the run folder as argument."""
     done = subprocess.run(
-        [sys.executable, "-c", ASK, str(run_dir)],
+        [sys.executable, "-c", script, str(run_dir)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"},
         capture_output=True,
@@ -181,14 +182,6 @@ with mock.patch.object(fingerprint, "_distributions_of", wraps=fingerprint._dist
 asked = {package: list(fingerprint.distributions_of(package)) for package in packages}
 print(json.dumps([alone, asked, passes.call_count, saves.call_count]))
 """
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(run_dir)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    alone, asked, passes, saves = json.loads(done.stdout)
+    alone, asked, passes, saves = ask(site, run_dir, script)
     assert alone == asked and asked["mlafake"] == ["mlafake", "mlafork"] and asked["absent"] == []
     assert passes == 1 and saves == 1
