@@ -61,10 +61,15 @@ class Beside:
         self.said, self.what = open(said, "rb"), what  # noqa: SIM115 - closed by `wait` or `stop`
 
     def wait(self, quiet: bool = False) -> None:
-        """Wait for the child to end; raise what went wrong in it (`quiet`: say nothing of it)."""
-        with self.said:
+        """Wait for the child to end; raise what went wrong in it (`quiet`: say nothing of it). Interrupted while
+        waiting, it kills the child (`stop`)."""
+        try:
             message = self.said.read()
-        os.waitpid(self.pid, 0)
+            os.waitpid(self.pid, 0)
+        except BaseException:
+            self.stop()
+            raise
+        self.said.close()
         self.pid = None
         if quiet:
             return

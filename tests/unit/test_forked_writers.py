@@ -250,3 +250,17 @@ def test_what_is_not_a_regular_file_is_written_here_after_the_terminal(tmp_path,
     os.mkfifo(tmp_path / "fifo")
     theirs, ours = formats._shared([("json", tmp_path / "fifo"), *specs[1:]], report())
     assert theirs == [specs[1]] and ours[0] == ("json", tmp_path / "fifo")
+
+
+def test_an_interrupt_while_waiting_kills_the_child_and_reaps_it():
+    """Ctrl-C while mlacheck waits for its child (a SIGINT raised in the wait's read): the child is killed and reaped."""
+    child = forked.beside(lambda: time.sleep(60), "a document")
+    previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            child.wait()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert child.pid is None and not children()
