@@ -180,9 +180,8 @@ def _shared(specs: list[tuple[str, Path | None]], report: dict) -> tuple[list, l
     weights, the heaviest first, each to the process that has less to write. What is not a regular file (stdout, a
     terminal's device, a FIFO) stays here, in its order after the terminal's report; two documents to one file are
     never written at once (none is shared)."""
-    items = len(report.get("findings") or []) + sum(len(f.get("variants") or []) for f in report.get("families") or [])
     files = [number for number, (_, path) in enumerate(specs) if path is not None and _regular(path)]
-    if items < FORK_FROM or len(files) < 2 or not _distinct([path for _, path in specs if path is not None]):
+    if len(files) < 2 or _items(report) < FORK_FROM or not _distinct([path for _, path in specs if path is not None]):
         return [], specs
     weight = {entry.name: entry.weight for entry in REGISTRY}
     sides: tuple[list[int], list[int]] = ([], [number for number in range(len(specs)) if number not in files])
@@ -192,6 +191,11 @@ def _shared(specs: list[tuple[str, Path | None]], report: dict) -> tuple[list, l
         sides[side].append(number)
         loads[side] += weight[specs[number][0]]
     return [specs[number] for number in sorted(sides[0])], [specs[number] for number in sorted(sides[1])]
+
+
+def _items(report: dict) -> int:
+    """A report's variants and findings."""
+    return len(report.get("findings") or []) + sum(len(f.get("variants") or []) for f in report.get("families") or [])
 
 
 def _regular(path: Path) -> bool:
