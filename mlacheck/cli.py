@@ -23,6 +23,7 @@ from mlacheck import __version__
 from mlacheck.commands import consoles
 from mlacheck.config import SETTINGS, Settings
 from mlacheck.errors import MlacheckError, flag
+from mlacheck.forked import flush_standard_streams
 from mlacheck.report.common import printable
 from mlacheck.report.formats import OUTPUT_HELP
 from mlacheck.scenario.engines import ENGINES
@@ -461,6 +462,5 @@ def main() -> None:
             code = 2
     except KeyboardInterrupt:
         code = 130
-    sys.stdout.flush()
-    sys.stderr.flush()
+    flush_standard_streams()
     os._exit(code)

@@ -53,6 +53,17 @@ def dies_with(parent: int, signum: int) -> Callable[[], None]:
     return set_death_signal
 
 
+def flush_standard_streams() -> None:
+    """stdout and stderr flushed where they are open (a stream closed when the process began is None; one whose reader
+    left refuses): what a fork would write twice, or `os._exit` lose."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
 class Beside:
     """A forked child doing `what` (its name in an error) beside this process."""
 
@@ -105,8 +116,7 @@ def beside(work: Callable[[], None], what: str) -> Beside | None:
     does it itself."""
     if not forkable():
         return None
-    for stream in (sys.stdout, sys.stderr):  # (nothing buffered here is written twice)
-        stream.flush()
+    flush_standard_streams()  # (nothing buffered here is written twice)
     said, says = os.pipe()
     death_signal = dies_with(os.getpid(), signal.SIGKILL)
     pid = os.fork()

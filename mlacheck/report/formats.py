@@ -161,8 +161,8 @@ def write_outputs(
             meanwhile()
         _documents(ours, report, read, stdout, options)
     except BaseException as exc:
-        if child is not None:  # (its documents whole, unless this process was interrupted: this error is said)
-            child.wait(quiet=True) if isinstance(exc, Exception) else child.stop()
+        if child is not None:  # (its documents whole, unless Ctrl-C interrupted this process: this error is said)
+            child.stop() if isinstance(exc, KeyboardInterrupt) else child.wait(quiet=True)
         raise
     if child is not None:
         child.wait()

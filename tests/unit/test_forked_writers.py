@@ -31,6 +31,18 @@ pytestmark = pytest.mark.skipif(not forked.forkable(), reason="no fork, or one C
 FILES = ("json", "sarif", "junit", "html", "markdown")
 
 
+FORKING_CLI = textwrap.dedent(  # the `mlacheck` command, sharing any report's files with a child
+    """
+    import sys
+    from mlacheck.report import formats
+    formats.FORK_FROM = 1
+    from mlacheck.cli import main
+    sys.argv = ["mlacheck", *sys.argv[1:]]
+    main()
+    """
+)
+
+
 def report(variants: int = 40) -> dict:
     """A program's report: half its variants precompiled and never dispatched, half compiled on the serving path."""
     events = [{"type": "run", "format_version": 4, "pid": 7}, {"type": "family", "family": "synthetic", "version": "9"}]
@@ -94,19 +106,18 @@ def test_a_child_that_cannot_write_says_so_in_one_line(tmp_path):
         pytest.skip("no /dev/full")
     saved = tmp_path / "saved.json"
     saved.write_text(json.dumps(report()))
-    program = textwrap.dedent(
-        """
-        import sys
-        from mlacheck.report import formats
-        formats.FORK_FROM = 1
-        from mlacheck.cli import main
-        sys.argv = ["mlacheck", *sys.argv[1:]]
-        main()
-        """
-    )
     out = tmp_path / "r.json"
     done = subprocess.run(
-        [sys.executable, "-c", program, "report", "-q", str(saved), f"--output=json:{out}", "--output=junit:/dev/full"],
+        [
+            sys.executable,
+            "-c",
+            FORKING_CLI,
+            "report",
+            "-q",
+            str(saved),
+            f"--output=json:{out}",
+            "--output=junit:/dev/full",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -128,17 +139,62 @@ def test_what_fails_otherwise_in_the_child_is_an_internal_error_here():
     assert (raised.value.message, raised.value.setting, raised.value.value) == ("bad {setting}", "output", "x:y")
 
 
-def test_an_error_here_waits_for_the_child_whose_document_is_whole(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failure", [RuntimeError("the terminal failed"), SystemExit(1)], ids=["error", "exit"])
+def test_an_error_here_waits_for_the_child_whose_document_is_whole(tmp_path, monkeypatch, failure):
+    """An error in this process's share, or an exit (rich's console exits 1 on a broken pipe: `mlacheck report | head`),
+    is said once the child's document is whole."""
     monkeypatch.setattr(formats, "FORK_FROM", 1)
 
     def fails() -> None:
-        raise RuntimeError("the terminal failed")
+        raise failure
 
-    with pytest.raises(RuntimeError, match="the terminal failed"):
+    with pytest.raises(type(failure)):
         specs = [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")]
         write_outputs(report(), specs, meanwhile=fails, may_fork=True)
     assert (tmp_path / "r.xml").read_text().endswith("</testsuites>\n")
     assert not children()
+
+
+def test_ctrl_c_here_kills_the_child_at_once(tmp_path, monkeypatch):
+    """Ctrl-C while this process writes its share: the child, still writing, is killed and reaped, not waited for."""
+    parent = os.getpid()
+    encoded = junit.encoded
+
+    def slow(data, options=None):
+        if os.getpid() != parent:
+            time.sleep(60)
+        yield from encoded(data, options)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(junit, "encoded", slow)
+    monkeypatch.setattr(formats, "FORK_FROM", 1)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        specs = [("json", tmp_path / "r.json"), ("junit", tmp_path / "r.xml")]
+        write_outputs(report(), specs, meanwhile=interrupted, may_fork=True)
+    assert time.monotonic() - started < 10 and not children()
+
+
+def test_a_closed_stdout_still_gets_every_document_written(tmp_path):
+    """A real `mlacheck report` with its stdout closed (`>&-`), the files shared with a child: no traceback, both
+    documents whole, the verdict's exit code (this report fails: 1)."""
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(report()))
+    out = tmp_path / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-c", FORKING_CLI, "report", "-q", str(saved), f"--output=json:{out}"]
+        + [f"--output=junit:{tmp_path / 'r.xml'}"],
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(out.read_text())["findings"]
+    assert (tmp_path / "r.xml").read_text().endswith("</testsuites>\n")
 
 
 def test_an_interrupt_here_kills_the_child_and_waits_for_it():
