@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -84,6 +83,8 @@ class Beside:
         self.pid = None
         if quiet:
             return
+        import pickle  # (here, and in the child: a CLI that forks nothing never imports it)
+
         try:
             outcome = pickle.loads(message) if message else None  # (our own child's, forked from this process)
         except (pickle.UnpicklingError, EOFError, ValueError):
@@ -130,6 +131,8 @@ def beside(work: Callable[[], None], what: str) -> Beside | None:
 def _child(work: Callable[[], None], says: int, death_signal: Callable[[], None]) -> None:
     """The child: `work`, then how it ended, through the pipe; it ends without running any of the parent's exit
     handlers or flushing its buffers."""
+    import pickle
+
     outcome: tuple = ("failed", "it ended without saying how")
     try:
         gc.disable()  # (a collection would touch, and so copy, every page of the parent's objects)
@@ -149,6 +152,8 @@ def _child(work: Callable[[], None], says: int, death_signal: Callable[[], None]
 
 
 def _picklable(value: object) -> object:
+    import pickle
+
     try:
         pickle.dumps(value)
         return value
