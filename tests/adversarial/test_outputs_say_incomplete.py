@@ -17,6 +17,7 @@ from tests.adversarial.conftest import (
     program,
     read_outputs,
 )
+from tests.processes import alive
 
 
 def test_the_control_passes(tmp_path):
@@ -34,14 +35,6 @@ def test_allow_incomplete_passes_the_exit_code_but_no_document_says_pass(tmp_pat
     result = observe(tmp_path, sys.executable, program(tmp_path, text), options=("--allow-incomplete",))
     assert result.code == 0
     assert_not_pass(result, "incomplete", allow_incomplete=True)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 def test_a_run_whose_supervisor_was_killed_reads_incomplete_in_every_output(tmp_path):

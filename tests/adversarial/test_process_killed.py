@@ -9,6 +9,7 @@ import sys
 import time
 
 from tests.adversarial.conftest import ROOT, SYNTHETIC
+from tests.processes import alive
 
 A_TEST = """
 import os, subprocess, sys, time
@@ -18,14 +19,6 @@ def test_that_starts_a_detached_child():
     open({pids!r}, "w").write(str(child.pid))
     time.sleep(60)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 def test_a_killed_pytest_session_leaves_no_process_of_its_tests(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 from tests.fixtures.interpreters import without_site_packages
 from tests.integration.cli import ROOT, run_cli
+from tests.processes import alive
 
 RULES = str(ROOT / "tests" / "fixtures" / "synthetic.toml")
 ENV = {"PYTHONPATH": str(ROOT)}
@@ -47,14 +48,6 @@ def cleared_environment_server(tmp_path, interpreter: list[str], rank: int | Non
         WARM + "k.dispatch(1, 'fp8', True)\nimport subprocess\n"
         f"subprocess.run({interpreter!r} + ['-c', {WORKER!r}], env={env!r}, check=True)\n",
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 def test_mlacheck_installs_its_start_path():

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli import ROOT, run_cli
+from tests.processes import alive
 
 RULES = str(ROOT / "tests" / "fixtures" / "synthetic.toml")
 ENV = {"PYTHONPATH": str(ROOT)}
@@ -288,21 +289,13 @@ def test_a_signal_to_mlacheck_ends_the_whole_process_tree_and_still_reports(tmp_
     mlacheck.send_signal(signum)
     out, err = mlacheck.communicate(timeout=60)
     for pid in pids:
-        assert not _alive(pid), f"process {pid} outlived mlacheck"
+        assert not alive(pid), f"process {pid} outlived mlacheck"
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["forwarded"] == [signal.Signals(signum).name]
     report = json.loads(json_path.read_text())
     assert report["program"]["signal"] == signal.Signals(signum).name or report["program"]["exit_code"] is not None
     assert mlacheck.returncode == report["exit_code"] != 0
     assert report["families"][0]["variants"][0]["dispatches"] == 1
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 PHASES = """

@@ -21,20 +21,13 @@ from tests.integration.test_pytest_plugin import (
     run,
     section,
 )
+from tests.processes import alive
 
 inner = plugin_tests.inner  # the fixture: pytester with tests.fixtures importable, no observation inherited
 
 pytest_plugins = ["pytester"]
 
 OUTPUTS = ("--mlacheck-json=r.json", "--mlacheck-output=junit:r.xml", "--mlacheck-output=sarif:r.sarif")
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
 
 
 def assert_incomplete_everywhere(path, reason: str) -> dict:

@@ -26,6 +26,7 @@ from mlacheck.report.formats import REGISTRY, write_outputs
 from mlacheck.report.model import build_report, dumped
 from mlacheck.rulefiles import load_rules
 from tests.conftest import FIXTURES
+from tests.processes import alive
 
 pytestmark = pytest.mark.skipif(not forked.forkable(), reason="no fork, or one CPU: documents are written here alone")
 FILES = ("json", "sarif", "junit", "html", "markdown")
@@ -230,17 +231,9 @@ def test_a_child_dies_with_its_parent(tmp_path):
         parent.kill()
         parent.wait()
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, dead and not yet reaped by init, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+    assert not alive(child)
 
 
 def test_no_child_while_another_thread_runs():
