@@ -20,7 +20,24 @@ def console(stderr: bool = False) -> Console:
     made = Console(stderr=stderr, emoji=False, highlight=False)
     if not made.is_terminal and "COLUMNS" not in os.environ:
         made.width = LOG_WIDTH
+    made.on_broken_pipe = lambda: _reader_gone(made.file, made)
     return made
+
+
+def _reader_gone(stream, shown: Console | None = None) -> None:
+    """A stream whose reader left (`mlacheck report | head`): nothing more is shown on it (it is pointed at /dev/null),
+    and the run goes on, its files written, its exit code the verdict's. (rich's own handling exits 1 before any file
+    is written, and points stdout at /dev/null whichever stream broke: a document on stdout would be lost.)"""
+    if shown is not None:
+        shown.quiet = True
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a stream in memory): nothing to point elsewhere
+        pass
 
 
 def no_terminal(stream) -> bool:
@@ -39,8 +56,11 @@ def say(text: str, stderr: bool = False) -> None:
     terminal and the line plain ASCII."""
     stream = sys.stderr if stderr else sys.stdout
     if text.isascii() and text.isprintable() and no_terminal(stream):
-        stream.write(text + "\n")
-        stream.flush()
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except BrokenPipeError:
+            _reader_gone(stream)
     else:
         console(stderr).print(text, markup=False, soft_wrap=True)
 
