@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tests.conftest import checked_install
 from tests.integration.cli import ROOT, run_cli
 from tests.integration.published import cached_wheel, extracted_from, first_on_path
 
@@ -57,6 +58,7 @@ def run(tmp_path, published, warmup, **env):
     )  # fmt: skip
 
 
+@checked_install("tokenspeed_triton.toml", "triton")
 @pytest.mark.parametrize(
     ("warmup", "warmed"),
     [("published", None), ("one-chunk", "constexpr 16"), ("every-bucket", "every")],

@@ -170,8 +170,8 @@ def test_a_kill_is_written_once_sent_before_where_it_may_end_its_sender_and_not_
 
 def test_a_kill_reaches_the_live_members_of_its_target_with_their_starts():
     """Real processes: a child, a member of its group, and a zombie, which no kill reaches any more."""
-    leader = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(30)"], process_group=0)
-    member = subprocess.Popen(["sleep", "30"], process_group=leader.pid)
+    leader = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(30)"], preexec_fn=os.setpgrp)
+    member = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: os.setpgid(0, leader.pid))  # (3.10: no process_group)
     ended = subprocess.Popen(["true"])
     try:
         while reaps.process_stat(ended.pid)[0] != "Z":  # until it is a zombie (not reaped yet)
