@@ -2,16 +2,18 @@
 (TokenSpeed 0.1.1, through tokenspeed-kernel 0.1.4) and 2.0.3 (vLLM 0.34.0). A rule records the fingerprint of
 the code its key depends on, so MLA004 fires on changed code, not on a version number."""
 
-import importlib.util
+import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
-from mlacheck.capture.fingerprint import fingerprint as code_fingerprint
 from mlacheck.rulefiles import load_rules
 from mlacheck.rulefiles.versions import checks_version
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.network
 
@@ -46,18 +48,29 @@ def published(tmp_path_factory):
     return releases
 
 
+FINGERPRINT = """
+import importlib, sys
+from mlacheck.capture.fingerprint import fingerprint
+from mlacheck.rulefiles import load_rules
+module = importlib.import_module(sys.argv[2])
+print(fingerprint(module, load_rules().family(sys.argv[1]).family.key_functions))
+"""
+
+
 def fingerprint(family: str, source) -> str:
-    """The rule's fingerprint of `source`, loaded as a module of the installed package (so its imports resolve)."""
-    rule = load_rules().family(family)
-    name = f"tokenspeed_mla._published_{abs(hash(str(source)))}"
-    spec = importlib.util.spec_from_file_location(name, source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-        return code_fingerprint(module, rule.family.key_functions)
-    finally:
-        del sys.modules[name]
+    """The rule's fingerprint of `source` (a release's tokenspeed_mla/NAME.py), imported in a process of its own as a
+    module of its own release, whatever tokenspeed-mla is installed (its imports resolve within the release: 2.0.3's
+    decode imports a module 0.2.16 lacks, which Python 3.10 installs)."""
+    release = source.parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", FINGERPRINT, family, f"tokenspeed_mla.{source.stem}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(release), str(ROOT)])},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()[-1]
 
 
 @pytest.mark.parametrize("version", ["0.2.16", "2.0.3"])
