@@ -6,14 +6,8 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
-BUNDLED = ROOT / "mlacheck" / "rulefiles" / "bundled"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -28,17 +22,19 @@ def pytest_configure(config):
             signal.signal(signum, lambda number, frame: None)
 
 
-def checked_install(rule_file: str, table: str) -> pytest.MarkDecorator:
-    """Skip on Python 3.10 where the installed distribution that a bundled rule file's `table` names lies outside the
-    versions that rule was checked against: pip gives 3.10 no checked release of some (tokenspeed-triton 3.8), which
-    mlacheck rightly leaves unchecked, and the tests of what the rule watches need a checked one. (From 3.11 the test
-    runs: a new release there is the rule's to check, and the test's failure says so.)"""
-    rule = tomllib.loads((BUNDLED / rule_file).read_text())[table]
-    installed = metadata.version(rule["distribution"])
+def checked_triton(module: str) -> pytest.MarkDecorator:
+    """Skip on Python 3.10 where the installed Triton that the bundled rules' `[triton]` table of `module` names lies
+    outside the versions that rule was checked against: pip gives 3.10 no checked release of some (tokenspeed-triton
+    3.8), which mlacheck rightly leaves unchecked, and the tests of what the rule watches need a checked one. (From
+    3.11 the test runs: a new release there is the rule's to check, and the test's failure says so.)"""
+    from mlacheck.rulefiles import load_rules
+
+    rule = load_rules().tritons[module]
+    installed = metadata.version(rule.distribution)
     return pytest.mark.skipif(
-        sys.version_info < (3, 11) and installed not in SpecifierSet(rule["checked_versions"], prereleases=True),
-        reason=f"{rule['distribution']} {installed} (what pip gives this Python) lies outside the versions "
-        f"{rule_file} was checked against",
+        sys.version_info < (3, 11) and installed not in SpecifierSet(rule.checked_versions, prereleases=True),
+        reason=f"{rule.distribution} {installed} (what pip gives this Python) lies outside the versions the "
+        f"{module} rule was checked against",
     )
 
 

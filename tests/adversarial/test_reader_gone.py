@@ -9,26 +9,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from mlacheck.analysis import analyse
-from mlacheck.report.model import build_report, dumped
-from mlacheck.rulefiles import load_rules
 from tests.adversarial.conftest import ROOT, SYNTHETIC, WARM, program
+from tests.unit.test_forked_writers import CLI, report
 
-CLI = textwrap.dedent(  # the `mlacheck` command; a large report's files shared with a child where FORK_FROM says so
-    """
-    import sys
-    from mlacheck.report import formats
-    formats.FORK_FROM = int(sys.argv.pop(1))
-    from mlacheck.cli import main
-    sys.argv = ["mlacheck", *sys.argv[1:]]
-    main()
-    """
-)
 SHARED, HERE = 1, 10**9  # FORK_FROM: every report's files shared with a child, or all written here
 
 
@@ -39,19 +26,9 @@ def _importable(monkeypatch):
 
 
 def saved(tmp_path: Path, failing: bool) -> Path:
-    """A saved report of 40 variants: each precompiled and dispatched (it passes), or half precompiled and half
-    compiled on the serving path (it fails: 20 findings)."""
-    events = [{"type": "run", "format_version": 4, "pid": 7}, {"type": "family", "family": "synthetic", "version": "9"}]
-    for vid in range(40):
-        key = {"dtype": f"v{vid}", "causal": True}
-        phase = "serving" if failing and vid >= 20 else "warmup"
-        events.append({"type": "compile", "family": "synthetic", "vid": vid, "key": key, "phase": phase, "seconds": 1})
-        if not failing:
-            events.append({"type": "dispatch", "family": "synthetic", "vid": vid, "key": key, "phase": "serving"})
-    events.append({"type": "exit"})
-    report = dumped(build_report(analyse(events, load_rules(Path(SYNTHETIC))), {"mode": "program"}))
+    """A saved report of 40 variants that fails (20 findings) or passes (`test_forked_writers.report`)."""
     path = tmp_path / "saved.json"
-    path.write_text(json.dumps(report))
+    path.write_text(json.dumps(report(failing=failing)))
     return path
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import checked_install
+from tests.conftest import checked_triton
 from tests.integration.cli import ROOT, run_cli
 
 PROGRAM = str(ROOT / "tests" / "fixtures" / "programs" / "triton_kernels.py")
@@ -120,7 +120,7 @@ def fork_run(tmp_path, env_extra=None):
     )  # fmt: skip
 
 
-@checked_install("tokenspeed_triton.toml", "triton")
+@checked_triton("tokenspeed_triton")
 def test_kernels_compiled_through_tokenspeed_triton_are_watched_as_stock_triton_kernels_are(tmp_path):
     """TokenSpeed's Triton fork, found by the bundled tokenspeed_triton.toml ([triton] module = "tokenspeed_triton"):
     its kernels have their keys, a serving launch the warm-up missed is MLA001 naming the parameters that differ,
@@ -159,7 +159,7 @@ def test_under_the_interpreter_nothing_compiles_and_each_triton_is_named_never_a
     assert "not checked: tokenspeed_triton: the program ran its Triton kernels interpreted" in result.stdout
 
 
-@checked_install("tokenspeed_triton.toml", "triton")
+@checked_triton("tokenspeed_triton")
 def test_real_compiles_through_the_fork_on_the_cpu_time_its_stalls(tmp_path):
     """tokenspeed_triton compiles for sm_100a on this CPU with its own ptxas: the fork's serving-path stall is timed."""
     result = run_cli(

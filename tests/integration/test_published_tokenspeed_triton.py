@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import checked_install
+from tests.conftest import checked_triton
 from tests.integration.cli import ROOT, run_cli
 from tests.integration.published import cached_wheel, extracted_from, first_on_path
 
@@ -58,7 +58,7 @@ def run(tmp_path, published, warmup, **env):
     )  # fmt: skip
 
 
-@checked_install("tokenspeed_triton.toml", "triton")
+@checked_triton("tokenspeed_triton")
 @pytest.mark.parametrize(
     ("warmup", "warmed"),
     [("published", None), ("one-chunk", "constexpr 16"), ("every-bucket", "every")],

@@ -32,11 +32,11 @@ pytestmark = pytest.mark.skipif(not forked.forkable(), reason="no fork, or one C
 FILES = ("json", "sarif", "junit", "html", "markdown")
 
 
-FORKING_CLI = textwrap.dedent(  # the `mlacheck` command, sharing any report's files with a child
+CLI = textwrap.dedent(  # the `mlacheck` command, its first argument FORK_FROM (1: any report's files shared)
     """
     import sys
     from mlacheck.report import formats
-    formats.FORK_FROM = 1
+    formats.FORK_FROM = int(sys.argv.pop(1))
     from mlacheck.cli import main
     sys.argv = ["mlacheck", *sys.argv[1:]]
     main()
@@ -44,13 +44,16 @@ FORKING_CLI = textwrap.dedent(  # the `mlacheck` command, sharing any report's f
 )
 
 
-def report(variants: int = 40) -> dict:
-    """A program's report: half its variants precompiled and never dispatched, half compiled on the serving path."""
+def report(variants: int = 40, failing: bool = True) -> dict:
+    """A program's report: half its variants precompiled and never dispatched, half compiled on the serving path (it
+    fails); or, not `failing`, each precompiled and dispatched (it passes)."""
     events = [{"type": "run", "format_version": 4, "pid": 7}, {"type": "family", "family": "synthetic", "version": "9"}]
     for vid in range(variants):
-        phase = "serving" if vid >= variants // 2 else "warmup"
+        phase = "serving" if failing and vid >= variants // 2 else "warmup"
         key = {"dtype": f"v{vid}", "causal": True}
         events.append({"type": "compile", "family": "synthetic", "vid": vid, "key": key, "phase": phase, "seconds": 1})
+        if not failing:
+            events.append({"type": "dispatch", "family": "synthetic", "vid": vid, "key": key, "phase": "serving"})
     events.append({"type": "exit"})
     return dumped(build_report(analyse(events, load_rules(FIXTURES / "synthetic.toml")), {"mode": "program"}))
 
@@ -112,7 +115,8 @@ def test_a_child_that_cannot_write_says_so_in_one_line(tmp_path):
         [
             sys.executable,
             "-c",
-            FORKING_CLI,
+            CLI,
+            "1",
             "report",
             "-q",
             str(saved),
@@ -185,7 +189,7 @@ def test_a_closed_stdout_still_gets_every_document_written(tmp_path):
     saved.write_text(json.dumps(report()))
     out = tmp_path / "r.json"
     done = subprocess.run(
-        [sys.executable, "-c", FORKING_CLI, "report", "-q", str(saved), f"--output=json:{out}"]
+        [sys.executable, "-c", CLI, "1", "report", "-q", str(saved), f"--output=json:{out}"]
         + [f"--output=junit:{tmp_path / 'r.xml'}"],
         capture_output=False,
         stderr=subprocess.PIPE,

@@ -18,7 +18,7 @@ from mlacheck.capture.triton import TritonCapture
 from mlacheck.capture.triton.families import CountingCache
 from mlacheck.rulefiles import BUNDLED, load_rules
 from mlacheck.sinks import MemorySink
-from tests.conftest import checked_install
+from tests.conftest import checked_triton
 
 RULES = load_rules()
 DRY = CapturePolicy(compile="skip", replace_launch=True, dry=True, target_arch="sm_90a")
@@ -389,7 +389,7 @@ def test_interpreted_kernels_and_their_autotuners_compile_nothing_and_are_named(
     assert not [family for family in analysis.families if "add_one" in family.name]  # earlier tests' are preexisting
 
 
-@checked_install("tokenspeed_triton.toml", "triton")
+@checked_triton("tokenspeed_triton")
 def test_a_fork_of_triton_gets_the_same_capture_and_its_families_name_it():
     """tokenspeed_triton (TokenSpeed's fork, its own JITFunction, knobs and driver) beside stock Triton in one process:
     each Triton has a capture of its own, from its [triton] table; the same kernel compiled by both is two families,
