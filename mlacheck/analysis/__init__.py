@@ -12,7 +12,13 @@ from typing import ClassVar
 
 from mlacheck.analysis.borrowed import settle_borrowed
 from mlacheck.analysis.checks import run_checks
-from mlacheck.analysis.completeness import cut_short_reasons, incomplete_reasons, mark_unverified, unseen_reasons
+from mlacheck.analysis.completeness import (
+    cut_short_reasons,
+    incomplete_reasons,
+    mark_unverified,
+    unnamed_lines,
+    unseen_reasons,
+)
 from mlacheck.analysis.declared import declared, found_tritons
 from mlacheck.analysis.digest import Digest
 from mlacheck.analysis.findings import Finding, teller
@@ -100,7 +106,7 @@ def analyse(
 
     `context` is the run's own (the scenario's, or --context), over each rule file's defaults and over
     what each process showed; `observed` is how many processes wrote a trace (None: this process); `lost`
-    names the trace lines that could not be read; `dry`: the run took the dispatches past their lookup (--dry);
+    names the records the traces lost (the variants a process's counts name without a record are added here); `dry`: the run took the dispatches past their lookup (--dry);
     `interrupted`: the step a Ctrl-C stopped the run in (the rest never ran: nothing unused is dead warm-up);
     `cut_short`: the processes whose program ended before its traffic may have, each with how it ended (what they
     did not dispatch is not dead warm-up either).
@@ -127,7 +133,7 @@ def analyse(
         watched,
         len(facts) if observed is None else observed,
         unobserved or [],
-        lost or [],
+        [*(lost or []), *unnamed_lines(tables, facts)],
         len(internal),
         dry,
         bool(digest.kept["unseen"]),

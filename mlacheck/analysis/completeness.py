@@ -107,7 +107,7 @@ def incomplete_reasons(
 def _family_reasons(family_tables: dict[str, list[ProcessFamily]], dry: bool) -> list[str]:
     """What the loaded families' tables say was not compared: no lookup anywhere, or per family a precompiled family
     never looked up, dispatches that died before the lookup or returned without one, inserts capture did not see,
-    records lost."""
+    measurements no record matches."""
     reasons = []
     used = {name: tables for name, tables in family_tables.items() if any(t.used for t in tables)}
     counted = {name for name, tables in used.items() if all(t.every_lookup_counted is True for t in tables)}
@@ -124,7 +124,6 @@ def _family_reasons(family_tables: dict[str, list[ProcessFamily]], dry: bool) ->
             reasons += _not_looked_up(name, tables)
         reasons += [_died_line(name, *death, dry) for death in died[name]]
         reasons += _unlooked(name, tables) + _never_entered(name, tables) + _unsettled(name, tables)
-        reasons += _unnamed(name, tables)
         reasons += _unjudged(name, tables)
     return reasons
 
@@ -144,15 +143,21 @@ def _died_line(name: str, function: str, count: int, calls: int, error: str, dry
     )
 
 
-def _unnamed(name: str, tables: list[ProcessFamily]) -> list[str]:
-    """Variants the counts name that no compile or dispatch record shows: their records were lost."""
-    unnamed = sum(len(t.unnamed) for t in tables)
-    if not unnamed:
-        return []
-    return [
-        f"{name}: events were lost: the counts name {unnamed} variant(s) that no compile or dispatch record shows "
-        "(whether they compiled on the serving path is unknown)"
-    ]
+def unnamed_lines(tables: dict[tuple, ProcessFamily], facts: dict) -> list[str]:
+    """Per process and family, the variants its counts name that no compile or dispatch record shows: their records
+    were lost (one line each, as `incomplete_reasons`' `lost` takes them; every family's, declared or not)."""
+    lines = []
+    for (proc, name), table in tables.items():
+        if table.unnamed:
+            vids = sorted(table.unnamed)
+            fact = facts.get(proc)
+            named = f"pid {fact.pid}" if fact is not None and fact.pid is not None else "this process"
+            lines.append(
+                f"{named}: {name} dispatches of {len(vids)} variant(s) counted (vid "
+                f"{', '.join(map(str, vids[:5]))}{', ...' if len(vids) > 5 else ''}) whose compile and dispatch "
+                "records are missing (whether they compiled on the serving path is unknown)"
+            )
+    return lines
 
 
 def _unjudged(name: str, tables: list[ProcessFamily]) -> list[str]:

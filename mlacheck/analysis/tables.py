@@ -440,9 +440,10 @@ def _counted(table: ProcessFamily, event: dict) -> None:
     for label, count in (event.get("dispatches") or {}).items():
         vid_text, _, phase = label.partition(":")
         vid = int(vid_text)
-        if vid not in seen and count:
-            table.unnamed.add(vid)  # its compile and first dispatch records were lost
-        if vid not in seen or not count:
+        if vid not in seen:
+            table.unnamed.add(vid)  # its compile and first dispatch records were lost (counted or not)
+            continue
+        if not count:
             continue
         variant = table.variants[vid]
         if phase == "serving":

@@ -19,7 +19,6 @@ from mlacheck import __version__
 from mlacheck.analysis import analyse
 from mlacheck.analysis.context_check import check_context
 from mlacheck.analysis.digest import Digest
-from mlacheck.analysis.tables import ProcessFamily
 from mlacheck.errors import SETTING, MlacheckError, about
 from mlacheck.events import lost_note_path
 from mlacheck.files import REPORT_LIMIT, read_json, read_note
@@ -138,7 +137,7 @@ def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) ->
         loaded.lost += lost.lines(trace_file, note)
         for number, image in enumerate(images):
             loaded.processes[image.proc] = image.process(number, trace_file, stream, run.path)
-            loaded.lost += image.unaccounted(trace_file, loaded.digest.tables.tables)
+            loaded.lost += image.replaced(trace_file)
         ended = end_of(note)  # (of the image of that start: a reused pid's trace holds the images of two processes)
         for image in images if ended else []:
             if repr(image.first.get("started")) == ended[2]:
@@ -147,8 +146,8 @@ def _read_traces(run: RunFolder, loaded: LoadedRuns, budget: tuple[int, int]) ->
 
 
 class _Image:
-    """What a trace's image says of its process (`process`), and of the variants its counts name that no compile or
-    dispatch event shows (`unaccounted`), read event by event."""
+    """What a trace's image says of its process (`process`), and whether its trace was made again (`replaced`), read
+    event by event."""
 
     def __init__(self, first: dict, proc: int) -> None:
         self.first, self.proc = first, proc
@@ -160,7 +159,6 @@ class _Image:
         self.child_starts: list[list[int]] = []  # [pid, start] of each of them whose start its event names
         self.worked = False  # it compiled or dispatched something of its own (not what it inherited or found)
         self.events = 0
-        self.counts: list[dict] = []
 
     def read(self, event: dict, kind: str) -> None:
         """One more event of the image (`kind`: its type)."""
@@ -169,8 +167,6 @@ class _Image:
             self.worked = True
         elif kind == "compile_end" or kind == "compile":
             return
-        elif kind == "counts":
-            self.counts.append(event)
         elif kind == "exit" and self.exit is None:
             self.exit = event
         elif kind == "exec":
@@ -214,23 +210,11 @@ class _Image:
             "run": str(path),
         }
 
-    def unaccounted(self, trace_file: Path, tables: dict[tuple, ProcessFamily]) -> list[str]:
-        """Variants that the image counted dispatches of but wrote no compile or dispatch event for (their events were
-        lost: the image's table of the family has no variant of their vid), and a trace made again after it was deleted
-        (what it held is lost)."""
-        lines = []
+    def replaced(self, trace_file: Path) -> list[str]:
+        """A line where the trace was made again after it was deleted (what it held is lost)."""
         if self.first.get("trace_replaced"):
-            lines.append(f"{trace_file}: deleted while pid {self.first.get('pid')} ran; what it held before is lost")
-        for event in self.counts:
-            vids = sorted({int(label.partition(":")[0]) for label in event.get("dispatches") or {}})
-            table = tables.get((self.proc, event["family"]))
-            unseen = [vid for vid in vids if table is None or vid not in table.variants]
-            if unseen:
-                lines.append(
-                    f"{trace_file}: {event['family']} dispatches of {len(unseen)} variant(s) counted (vid "
-                    f"{', '.join(map(str, unseen[:5]))}{', ...' if len(unseen) > 5 else ''}) whose events are missing"
-                )
-        return lines
+            return [f"{trace_file}: deleted while pid {self.first.get('pid')} ran; what it held before is lost"]
+        return []
 
 
 class _Lost:
