@@ -27,7 +27,7 @@ class Digest:
     def __init__(self, key_values: bool = False) -> None:
         self.marks: dict[int | None, int] = {}
         self.tables = TablesReader(self.marks)
-        self.timeline = TimelineReader(self.marks, last=self.tables.last_t)  # (the tables keep each process's last t)
+        self.timeline = TimelineReader(self.marks, self.tables)  # (given each event after the tables)
         self.unwatched = UnwatchedReader(self.marks)
         self.kept: dict[str, list[dict]] = {kind: [] for kind in KEPT}
         self.families: set[str] = set()  # every family a record names (not an unseen or internal error line)

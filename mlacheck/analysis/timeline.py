@@ -14,38 +14,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mlacheck.analysis.tables import TablesReader
 from mlacheck.capture import phase as phases
 from mlacheck.keys import Key
 
 
-def timelines(events: list[dict], label: Callable[[str, Key], str]) -> list[dict]:
-    """One entry per process that compiled with times or had a slow step: {"proc", "pid", "rank", "started", "end",
-    "serving_start", "compiles": [{"family", "label", "phase", "start", "seconds", "origin"}], "steps": [{"function",
-    "start", "seconds", "usual", "serving"}]}, `label(family, key)` naming each variant."""
-    drawn = TimelineReader({event.get("proc") for event in events if event["type"] == "serving_start"})
-    for event in events:
-        drawn.read(event)
-    return drawn.finish(label)
-
-
 class TimelineReader:
-    """`timelines` event by event (`EVENTS`: what each kind of event adds to its process's entry); `marked`: the
-    processes that marked serving start (a compile before their mark was warm-up). Each compile's label is made at the
-    end (`finish`), from its key."""
+    """The timelines event by event (`EVENTS`: what each kind of event adds to its process's entry): one entry per
+    process that compiled with times or had a slow step, {"proc", "pid", "rank", "started", "end", "serving_start",
+    "compiles": [{"family", "label", "phase", "start", "seconds", "origin"}], "steps": [{"function", "start",
+    "seconds", "usual", "serving"}]}. `marked`: the processes that marked serving start (a compile before their mark
+    was warm-up); `tables`: the variant tables' reader, given each event before this one (each process's last moment,
+    and the compiles never closed: `Brackets`). Each compile's label is made at the end (`finish`), from its key."""
 
-    def __init__(self, marked, last: dict | None = None) -> None:
+    def __init__(self, marked, tables: TablesReader) -> None:
         self.by_proc: dict[object, dict] = {}
         self.marked = marked
-        self.unended: dict[tuple, dict] = {}  # (proc, id) -> a compile_start not ended (yet)
-        # proc -> its last recorded moment; `last`: where a reader given each event before this one keeps it already
-        self.last: dict[object, float] = {} if last is None else last
-        self.keeps_last = last is None
-
-    def read(self, event: dict) -> None:
-        self.take(event, event["type"], event.get("proc"), event.get("t"))
+        self.tables = tables
 
     def take(self, event: dict, kind: str, proc: object, t: object) -> None:
-        """`read` of an event whose kind, process and time (its "type", "proc" and "t") were looked up once (the digest
+        """Read an event whose kind, process and time (its "type", "proc" and "t") were looked up once (the digest
         reads each event so)."""
         entry = self.by_proc.get(proc)
         if entry is None:
@@ -58,19 +46,7 @@ class TimelineReader:
                 "compiles": [],
                 "steps": [],
             }
-        if self.keeps_last and isinstance(t, (int, float)):
-            last = self.last.get(proc, 0.0)
-            self.last[proc] = t if t > last else last  # (max's own choice, without its call)
-        if kind == "compile_start":
-            if t is not None:
-                self.unended[(proc, event["id"])] = event
-        elif kind == "compile_end":
-            self.unended.pop((proc, event.get("id")), None)
-        elif kind in EVENTS:
-            if kind == "compile" and "start" in event:  # (a record that names its compile ends it: format 4)
-                begun = self.unended.get((proc, event["start"]))
-                if begun is not None and begun.get("family") == event["family"]:
-                    del self.unended[(proc, event["start"])]
+        if kind in EVENTS:
             EVENTS[kind](self, entry, event, t)
 
     def finish(self, label: Callable[[str, Key], str]) -> list[dict]:
@@ -89,7 +65,10 @@ class TimelineReader:
                 }
                 for family, key, phase, start, s, o in entry["compiles"]
             ]
-        for (proc, _), start in self.unended.items():
+        last = self.tables.last_t
+        for proc, (_, start, end) in self.tables.brackets.left():
+            if end is not None or start.get("t") is None:  # (one that returned is drawn by its record, if it came)
+                continue
             family = start.get("family") or f"unwatched:{start.get('kernel')}"
             self.by_proc[proc]["compiles"].append(
                 {
@@ -97,7 +76,7 @@ class TimelineReader:
                     "label": label(family, start.get("key") or {}),
                     "phase": start.get("phase"),
                     "start": start["t"],
-                    "seconds": round(self.last[proc] - start["t"], 3),
+                    "seconds": round(last[proc] - start["t"], 3),
                     "origin": "unfinished",
                 }
             )
