@@ -163,8 +163,9 @@ class JsonlSink(EventSink):
 
     def end(self, event: dict) -> None:
         """Hold a returned compile's `compile_end` until the next line: where that is the compile's own record (a
-        `compile` event whose `start` is the end's id), the record says both in one line; any other line (or `close`)
-        writes the end first. A process that dies before that line leaves the compile begun and never ended."""
+        `compile` event whose `start` is the end's id), the record says both in one line; any other line (or a
+        checkpoint, or `close`) writes the end first. A process that dies before then leaves the compile begun and
+        never ended."""
         self._held.append(event)
 
     def _unfolded(self, start: object) -> tuple[bytes, int]:
@@ -195,8 +196,11 @@ class JsonlSink(EventSink):
         self._cut, self._reported = False, lost
 
     def checkpoint(self, counts: dict[str, dict]) -> None:
-        """As every sink's (`EventSink.checkpoint`); a checkpoint the folder refuses is a lost record, counted and said
-        as a refused event is."""
+        """As every sink's (`EventSink.checkpoint`), the ends held written first (a compile that returned long before
+        its process was killed is never one it died in); a checkpoint the folder refuses is a lost record, counted and
+        said as a refused event is."""
+        if self._held:
+            self._put(*self._unfolded(None))
         try:
             EventSink.checkpoint(self, counts)
         except OSError as exc:

@@ -181,6 +181,31 @@ def test_a_process_killed_after_a_serving_path_compile_returned_and_before_its_r
     assert "began on the serving path" in finding["message"], finding["message"]
 
 
+SERVED_ON = (
+    "import signal, time\n"
+    "import mlacheck\n"
+    "from tests.fixtures import synthetic_kernels as k\n"
+    "k.warmup(dtypes=('fp8',), causal=(True,))\n"
+    "mlacheck.serving_started()\n"
+    "k.dispatch(1)  # its serving dispatch event written: the loop below writes no line\n"
+    "kernel = k.compile_variant('bf16', True)  # a watched compile that returned, never put in the cache\n"
+    "deadline = time.monotonic() + 6.0  # past the 5 s counts checkpoint, dispatching a variant it knew (no line)\n"
+    "while time.monotonic() < deadline:\n"
+    "    k.dispatch(1)\n"
+    "signal.raise_signal(signal.SIGKILL)\n"
+)
+
+
+def test_a_compile_that_returned_long_before_its_process_was_killed_is_said_to_have_ended(tmp_path):
+    """The end a trace holds for the compile's record is written by the next counts checkpoint: the finding measures
+    the compile as it ran, never a stall it died in."""
+    result = observe(tmp_path, sys.executable, program(tmp_path, SERVED_ON))
+    assert_not_pass(result, "fail")
+    [finding] = serving_path_compiles(result)
+    assert "began on the serving path and compiled" in finding["message"], finding["message"]
+    assert finding["summary"].endswith("serving-path compile, its variant not recorded"), finding["summary"]
+
+
 REAL_WATCHDOG = """
 import multiprocessing, os, signal, sys, time
 

@@ -198,6 +198,18 @@ def test_the_trace_writes_the_end_first_where_another_line_comes_between(tmp_pat
     ]
 
 
+def test_a_counts_checkpoint_writes_the_held_end_first(tmp_path):
+    """A compile that returned and whose record has not come is held only until the next checkpoint: a process that
+    then dispatches variants it knew (no line) and is killed leaves its compile ended, not one it died in."""
+    sink = JsonlSink(tmp_path / "trace.jsonl")
+    sink.end(make.compile_end_event(3, 0.5, "returned"))
+    sink.checkpoint({"synthetic": {"dispatches": {"0:serving": 7}, "calls": {"dispatch": 7}}})
+    assert [(e["type"], e["id"]) for e in lines(tmp_path / "trace.jsonl")] == [("compile_end", 3)]
+    sink.write(make.compile_event("synthetic", 0, KEY, None, "serving", 0.5, "compile", "w.py:1", [], start=3))
+    sink.close()
+    assert [e["type"] for e in lines(tmp_path / "trace.jsonl")] == ["compile_end", "compile"]
+
+
 def test_a_refused_write_counts_the_held_end_it_carried(tmp_path):
     sink = JsonlSink(tmp_path / "trace.jsonl")
     sink.end(make.compile_end_event(0, 0.5, "returned"))
