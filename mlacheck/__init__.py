@@ -3,7 +3,7 @@
 PYTEST_DONT_REWRITE: in a process of a run, mlacheck is imported at interpreter start, before pytest could rewrite
 it; it holds no test assertions, so pytest need not try (nor warn that it cannot)."""
 
-__version__ = "0.13.1"
+__version__ = "0.13.2"
 
 
 def serving_started() -> None:
