@@ -26,20 +26,26 @@ import shlex
 import stat
 from collections.abc import Iterator
 
+from mlacheck.program.shell_syntax import ASSIGNMENT, KEYWORDS, simple_commands
 from mlacheck.program.spawns import python_named
 from mlacheck.program.tree import python_images
 from mlacheck.program.wrappers import WRAPPERS, unwrap
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh"})
-KEYWORDS = frozenset({"{", "}", "!", "if", "then", "else", "elif", "do", "while", "until", "coproc"})
 INERT = frozenset(
     "echo printf which type hash whereis pgrep pkill killall pidof grep test [ ls readlink realpath file stat ln cp mv "
     "rm cat alias unset export declare local readonly".split()
 )  # commands whose arguments are not run
 SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})  # a shell's options that take a value
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
-COMMENT = re.compile(r"(^|\s)#[^\n]*")  # a shell's comment: from a # that starts a word to the line's end
 SCRIPT_BYTES = 1 << 20  # of a shell's script file read
+PYENV = frozenset(
+    "commands completions global help hooks init latest local prefix rehash root sh-rehash sh-shell shims version "
+    "version-file version-file-read version-file-write version-name version-origin versions whence which".split()
+)
+"""pyenv's own commands (`libexec/pyenv-NAME`, beside its `pyenv`) that run no Python: its `python` shim runs `pyenv
+exec python`, which asks `pyenv-which` for the interpreter and execs it (the shim's own process becomes Python);
+`pyenv-which` and the others source their hooks (`source "$script"`), which cannot be read, so without this list every
+run through a pyenv shim whose poll saw one of them would be incomplete."""
 EXPANSION = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])|`[^`]*`")  # $P ${P} $(..) `..`
 POSITIONAL = re.compile(r'"\$\{?([0-9@*])\}?"|\$\{?([0-9@*])\}?')  # a shell's positional parameter, quoted or not
 INTERPRETERS = ("python", "python2", "python3", *(f"python3.{minor}" for minor in range(30)), "pypy", "pypy3")
@@ -132,7 +138,7 @@ def _shell_names_python(arguments: list[str]) -> bool:
     command_line, stdin, operands = read
     if command_line:
         return bool(operands) and _script_names_python(_with_parameters(operands[0], operands[1:]))
-    return stdin or not operands or _file_names_python(operands[0])
+    return stdin or not operands or (not _pyenvs_own(operands[0]) and _file_names_python(operands[0]))
 
 
 def shell_commands(argv: list[str]) -> list[list[str]] | None:
@@ -144,7 +150,7 @@ def shell_commands(argv: list[str]) -> list[list[str]] | None:
     read = _shell_arguments(argv[1:])
     if read is None or not read[0] or not read[2]:
         return None
-    commands = _commands(_with_parameters(read[2][0], read[2][1:]))
+    commands = simple_commands(_with_parameters(read[2][0], read[2][1:]))
     return None if commands is None else [words for words in map(_run_command, commands) if words]
 
 
@@ -194,6 +200,17 @@ def _with_parameters(script: str, parameters: list[str]) -> str:
     return POSITIONAL.sub(value, script)
 
 
+def _pyenvs_own(path: str) -> bool:
+    """Whether a script file is one of pyenv's own commands that run no Python (`PYENV`)."""
+    folder, name = os.path.split(path)
+    return (
+        name.startswith("pyenv-")
+        and name.removeprefix("pyenv-") in PYENV
+        and os.path.basename(folder) == "libexec"
+        and os.path.isfile(os.path.join(folder, "pyenv"))
+    )
+
+
 def _file_names_python(path: str) -> bool:
     """Whether a shell's script file runs Python; one that cannot be read at report time (gone, a path relative to
     another folder, not a regular file: /dev/stdin, a pipe) is named."""
@@ -211,36 +228,13 @@ def _script_names_python(script: str, text: str | None = None) -> bool:
     """Whether a shell command line runs a Python interpreter by name in one of its commands, or in a command
     substitution ($(...), `...`) of a word; `text` is the whole command line it is part of (itself where None)."""
     text = script if text is None else text
-    commands = _commands(script)
+    commands = simple_commands(script)
     if commands is None:  # an unbalanced quote (the shell refuses it too), or a here-document: by its words
         return _text_names_python(script)
     if any(_command_names_python(words, text) for words in commands):
         return True
     substituted = [word for words in commands for word in words if "$(" in word or "`" in word]
     return any(_script_names_python(word.replace("$(", " ; ").replace("`", " ; "), text) for word in substituted)
-
-
-def _commands(script: str) -> list[list[str]] | None:
-    """The words of each simple command of a shell command line, split at its operators (; & | && ( ) ...), past
-    redirections (> log); None where it cannot be split."""
-    lines = COMMENT.sub(r"\1", script.replace("\\\n", "")).replace("\n", " ; ")
-    lexer = shlex.shlex(lines, posix=True, punctuation_chars=True)
-    lexer.whitespace_split, lexer.commenters = True, ""  # a comment starts a word only (shlex's would in one: a#b)
-    commands: list[list[str]] = [[]]
-    redirected = False
-    try:
-        for token in lexer:
-            if redirected:
-                redirected = False
-            elif token.strip("();<>|&"):
-                commands[-1].append(token)
-            elif ("<" in token or ">" in token) and "(" not in token:
-                redirected = True  # its next word is the file
-            else:
-                commands.append([])
-    except ValueError:
-        return None
-    return commands
 
 
 def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) -> Iterator[tuple[int, str]]:

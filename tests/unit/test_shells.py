@@ -241,3 +241,65 @@ def test_a_shell_is_told_from_a_later_process_of_its_pid_by_its_start(traced, na
     shell = spawn(11, SHELL) | {"start_ticks": 500}
     spawner = pytest_process(shell) | {"child_starts": [[11, 500]]}
     assert bool(list(unseen_pythons([spawner, *traced], [], "h"))) is named
+
+
+# -- a shell's case arms and arrays: their patterns and elements are no commands, what they run is ----------------
+@pytest.mark.parametrize(
+    "script",
+    [
+        'case "$1" in a) ' + S + " ;; esac",
+        "case x in *) " + S + " ;; esac",
+        "case x in (x|y) " + S + ";; esac",
+        "case a in a) case b in b) " + S + ";; esac;; esac",
+        "case x in x) " + S + "\nesac",
+        "case x in x) echo;; *) exec " + S + ";; esac",
+        "case $(" + S + ") in x) ;; esac",
+        "case x in x) v=$(" + S + ");; esac",
+        "a=($(" + S + "))",
+        "a=(`" + S + "`)",
+        "a=(x $(" + S + ") y)",
+        'a+=( "$(' + S + ')" )',
+        "a=(x); " + S,
+        'a=(python3 -S); "${a[@]}" -c pass',  # (an array's words run as a command)
+        'declare -a cmd=(python3 -S -c pass); exec "${cmd[@]}"',
+    ],
+)
+def test_what_a_case_arm_or_an_array_runs_is_read(script):
+    assert names_python(["bash", "-c", script])
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'case "$1" in a) echo a ;; *) echo other ;; esac',
+        "case $x in python3) echo found ;; pytho[n]*|py*) ls ;; esac",
+        'case "$1" in --complete) exec ls ;; *) shift ;; esac',
+        "case x in\n  x)\n    ls\n    ;;\n  *) ;;\nesac",
+        "versions=(${V:-$(echo a)})",
+        "IFS=: scripts=(`ls x`)",
+        "a=(python3 -S)",  # (an array's words: text, run by nothing here)
+    ],
+)
+def test_a_case_arms_patterns_and_an_arrays_words_name_none(script, tmp_path):
+    assert not names_python(["bash", "-c", script])
+    file = tmp_path / "script.sh"
+    file.write_text("#!/bin/bash\n" + script + "\n")
+    assert not names_python(["bash", str(file), "x"])
+
+
+def test_pyenvs_own_scripts_run_no_python_but_through_its_exec(tmp_path):
+    """pyenv's `python` shim runs `pyenv exec python`, which asks `pyenv-which python` (a bash script that sources its
+    hooks: `source "$script"`, which cannot be read) for the interpreter and execs it: the shim's own process becomes
+    Python. A script of that text elsewhere is still named (what it sources is unknown)."""
+    text = '#!/usr/bin/env bash\nPYENV_COMMAND="$1"\nfor script in "${scripts[@]}"; do\n  source "$script"\ndone\n'
+    libexec = tmp_path / ".pyenv" / "libexec"
+    libexec.mkdir(parents=True)
+    for name in ("pyenv-which", "pyenv-version-name", "pyenv-hooks", "pyenv-exec", "pyenv"):
+        (libexec / name).write_text(text)
+    assert not names_python(["bash", str(libexec / "pyenv-which"), "python"])
+    assert not names_python(["bash", str(libexec / "pyenv-version-name")])
+    assert not names_python(["bash", str(libexec / "pyenv-hooks"), "exec"])
+    assert names_python(["bash", str(libexec / "pyenv-exec"), "python"])  # (it execs the interpreter: its own)
+    assert names_python(["bash", str(libexec / "pyenv"), "exec", "python"])
+    (tmp_path / "run.sh").write_text(text)
+    assert names_python(["bash", str(tmp_path / "run.sh"), "python"])
