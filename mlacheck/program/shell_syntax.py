@@ -29,6 +29,28 @@ def simple_commands(script: str) -> list[list[str]] | None:
     return split.commands
 
 
+def substitutions(words: list[str]) -> list[str]:
+    """The command substitutions among a command's words: each word that holds `$(`, or a backquote's text, whose
+    words a line split at its spaces (`` echo `nice python3 -S` ``: one text)."""
+    found, span = [], None
+    for word in words:
+        if span is not None:
+            span.append(word)
+            if word.count("`") % 2:
+                found.append(" ".join(span))
+                span = None
+        elif word.count("`") % 2:
+            span = [word]
+        elif "`" in word or "$(" in word:
+            found.append(word)
+    return found if span is None else [*found, " ".join(span)]  # (one not closed: as it is)
+
+
+def substituted(text: str) -> str:
+    """A substitution's text as a command line: each `$(` and backquote a command's start."""
+    return text.replace("$(", " ; ").replace("`", " ; ")
+
+
 class _Split:
     """The commands read so far, and what the reading is inside (a stack; empty: the line itself): a case's subject
     ("subject"), its patterns ("patterns"), an arm's commands ("arm"), an array's words ("array"), a command
@@ -38,6 +60,7 @@ class _Split:
         self.commands: list[list[str]] = [[]]
         self.inside: list[str] = []
         self.subject = 0  # the words read after a `case`
+        self.arrays: list[list[str]] = []  # the words of each array open
         self.redirected = False  # the next word is a redirection's file
         self.last = ""  # the token before
 
@@ -62,8 +85,7 @@ class _Split:
             if word == "esac":
                 self._end()
         elif where == "array":
-            if "`" in word or "$(" in word:  # a command substitution in a word (quoted, or split at its spaces)
-                self._add(simple_commands(word.replace("$(", " ; ").replace("`", " ; ")) or [[word]])
+            self.arrays[-1].append(word)
         elif where == "subject":
             self.commands[-1].append(word)
             self.subject += 1
@@ -98,11 +120,14 @@ class _Split:
             elif char == ")" and where == "patterns":
                 self.inside[-1] = "arm"
                 self._new()
+            elif char == ")" and where == "array":
+                self.inside.pop()
+                for text in substitutions(self.arrays.pop()):  # (what its words run)
+                    self._add(simple_commands(substituted(text)) or [[text]])
             elif char == ")":
-                if where in ("array", "substitution", "group"):
+                if where in ("substitution", "group"):
                     self.inside.pop()
-                if where != "array":
-                    self._new()
+                self._new()
             elif where not in ("patterns", "array"):
                 self._new()
             at += 1
@@ -117,6 +142,7 @@ class _Split:
             self._new()
         elif where == "array" or ARRAY.match(self.last):
             self.inside.append("array")
+            self.arrays.append([])
         else:
             self.inside.append("group")
             self._new()

@@ -26,7 +26,7 @@ import shlex
 import stat
 from collections.abc import Iterator
 
-from mlacheck.program.shell_syntax import ASSIGNMENT, KEYWORDS, simple_commands
+from mlacheck.program.shell_syntax import ASSIGNMENT, KEYWORDS, simple_commands, substituted, substitutions
 from mlacheck.program.spawns import python_named
 from mlacheck.program.tree import python_images
 from mlacheck.program.wrappers import WRAPPERS, unwrap
@@ -233,8 +233,8 @@ def _script_names_python(script: str, text: str | None = None) -> bool:
         return _text_names_python(script)
     if any(_command_names_python(words, text) for words in commands):
         return True
-    substituted = [word for words in commands for word in words if "$(" in word or "`" in word]
-    return any(_script_names_python(word.replace("$(", " ; ").replace("`", " ; "), text) for word in substituted)
+    inner = [found for words in commands for found in substitutions(words)]
+    return any(_script_names_python(substituted(found), text) for found in inner)
 
 
 def unseen_pythons(observed: list[dict], records: list[dict], host: str | None) -> Iterator[tuple[int, str]]:

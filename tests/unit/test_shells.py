@@ -2,6 +2,8 @@
 command was traced or seen, since one that ends between two polls of the process tree is not seen."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlacheck.program.shells import kept_spawn, names_python, unseen_pythons
 
@@ -48,6 +50,12 @@ S = "python3 -S -c pass"
         ["sh", "-c", 'echo "$(python3 -S -c pass)"'],
         ["sh", "-c", "echo `" + S + "`"],
         ["sh", "-c", "`echo python3` -S"],
+        [
+            "sh",
+            "-c",
+            "echo `exec python3 -S x.py`",
+        ],  # (a backquote's words: one command line, was read a word at a time)
+        ["sh", "-c", "echo `nice " + S + "`"],
         ["sh", "-c", "> log " + S],
         ["sh", "-c", "diff <(" + S + ") x"],
         ["sh", "-c", "f() { " + S + "; }; f"],
@@ -303,3 +311,55 @@ def test_pyenvs_own_scripts_run_no_python_but_through_its_exec(tmp_path):
     assert names_python(["bash", str(libexec / "pyenv"), "exec", "python"])
     (tmp_path / "run.sh").write_text(text)
     assert names_python(["bash", str(tmp_path / "run.sh"), "python"])
+
+
+# -- a property: no case, array or group around a command hides what it runs ---------------------------------------
+RUNS = st.sampled_from(
+    [
+        S,
+        "exec python3 -S x.py",
+        "/opt/venv/bin/python3 -I -c pass",
+        "env -i python3",
+        "timeout 5 python3.11 -S",
+        "nice python3",
+    ]  # fmt: skip
+)
+INERT_COMMANDS = st.sampled_from(["ls -l", "echo python3", "which python", "true", "v=(python3 -S)", "shift"])
+PATTERNS = st.sampled_from(["x", "*", "a|b", "(x)", "python3", "--complete", "py*"])
+
+
+@st.composite
+def around(draw, inner: str) -> str:
+    """`inner` somewhere a shell runs it: an arm of a case (among other arms), a command substitution in an array or
+    a case's subject, a group, a subshell, after other commands."""
+    before = draw(st.lists(INERT_COMMANDS, max_size=2))
+    arms = [f"{draw(PATTERNS)}) {command};;" for command in draw(st.lists(INERT_COMMANDS, max_size=2))]
+    at = draw(st.integers(0, len(arms)))
+    wrapped = draw(
+        st.sampled_from(
+            [
+                f"case $1 in {' '.join([*arms[:at], f'{draw(PATTERNS)}) {inner};;', *arms[at:]])} esac",
+                f"case $1 in\n  {draw(PATTERNS)})\n    {inner}\n    ;;\nesac",
+                f"v=(a $({inner}) b)",
+                f"v=(`{inner}`)",
+                f"case $({inner}) in x) ls;; esac",
+                f"{{ {inner}; }}",
+                f"( {inner} )",
+            ]
+        )
+    )
+    return "; ".join([*before, wrapped])
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None)
+def test_a_command_that_runs_python_is_named_wherever_a_shell_runs_it(data):
+    script = data.draw(around(data.draw(RUNS)))
+    assert names_python(["bash", "-c", script]), script
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None)
+def test_the_same_places_around_commands_that_run_nothing_name_none(data):
+    script = data.draw(around(data.draw(st.sampled_from(["ls -l", "echo done", "command -v python3"]))))
+    assert not names_python(["bash", "-c", script]), script
