@@ -26,24 +26,14 @@ def simple_commands(script: str) -> list[list[str]] | None:
             split.take(token)
     except ValueError:
         return None
+    if split.span is not None:  # a backquote never closed (the shell refuses it too): its text, as a word
+        split.take("`")
     return split.commands
 
 
 def substitutions(words: list[str]) -> list[str]:
-    """The command substitutions among a command's words: each word that holds `$(`, or a backquote's text, whose
-    words a line split at its spaces (`` echo `nice python3 -S` ``: one text)."""
-    found, span = [], None
-    for word in words:
-        if span is not None:
-            span.append(word)
-            if word.count("`") % 2:
-                found.append(" ".join(span))
-                span = None
-        elif word.count("`") % 2:
-            span = [word]
-        elif "`" in word or "$(" in word:
-            found.append(word)
-    return found if span is None else [*found, " ".join(span)]  # (one not closed: as it is)
+    """The words that hold a command substitution (`$(...)`, or a backquote: its words are one word, `_Split`)."""
+    return [word for word in words if "`" in word or "$(" in word]
 
 
 def substituted(text: str) -> str:
@@ -61,11 +51,21 @@ class _Split:
         self.inside: list[str] = []
         self.subject = 0  # the words read after a `case`
         self.arrays: list[list[str]] = []  # the words of each array open
+        self.span: list[str] | None = None  # the tokens of a backquote open, from the word that opened it
         self.redirected = False  # the next word is a redirection's file
         self.last = ""  # the token before
 
     def take(self, token: str) -> None:
-        if token.strip("();<>|&"):
+        word = bool(token.strip("();<>|&"))
+        if self.span is not None:  # inside a backquote: its tokens, operators too, are one word with it
+            self.span.append(token)
+            if not (word and token.count("`") % 2):
+                return
+            token, self.span = " ".join(self.span), None
+        elif word and token.count("`") % 2:
+            self.span = [token]
+            return
+        if word:
             self._word(token)
         elif ("<" in token or ">" in token) and "(" not in token:
             self.redirected = True

@@ -268,6 +268,8 @@ def test_a_shell_is_told_from_a_later_process_of_its_pid_by_its_start(traced, na
         "a=(x $(" + S + ") y)",
         'a+=( "$(' + S + ')" )',
         "a=(x); " + S,
+        "x=`ls | " + S + "`",
+        "v=`echo a`; " + S,
         'a=(python3 -S); "${a[@]}" -c pass',  # (an array's words run as a command)
         'declare -a cmd=(python3 -S -c pass); exec "${cmd[@]}"',
     ],
@@ -286,6 +288,8 @@ def test_what_a_case_arm_or_an_array_runs_is_read(script):
         "versions=(${V:-$(echo a)})",
         "IFS=: scripts=(`ls x`)",
         "a=(python3 -S)",  # (an array's words: text, run by nothing here)
+        "DATUM=`date +%Y%m%d`; prog=`basename $0`",  # (a backquote's words are one word: here an assignment's)
+        "n=`ls | grep -c python3`",
     ],
 )
 def test_a_case_arms_patterns_and_an_arrays_words_name_none(script, tmp_path):
