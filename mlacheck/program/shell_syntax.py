@@ -2,7 +2,9 @@
 ...), past redirections (> log), comments and line continuations. What a shell never runs is no command: a case
 arm's patterns (`case $1 in a|b) ...;; *) ...;; esac`) and an array's words (`v=(a b)`); what runs inside them is (an
 arm's commands, a command substitution among an array's words: `v=($(cmd))`, `` v=(`cmd`) ``). Read by shlex, not
-by a shell: a line it cannot split is None (the caller then reads its words)."""
+by a shell: a line it cannot split is None (the caller then reads its words). A line with a here-document (`<<`) is
+read without knowing case arms and arrays (a here-document's text is read as commands, and must never put the reading
+inside a case's patterns)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def simple_commands(script: str) -> list[list[str]] | None:
     lines = COMMENT.sub(r"\1", script.replace("\\\n", "")).replace("\n", " ; ")
     lexer = shlex.shlex(lines, posix=True, punctuation_chars=True)
     lexer.whitespace_split, lexer.commenters = True, ""  # a comment starts a word only (shlex's would in one: a#b)
-    split = _Split()
+    split = _Split(plain="<<" in lines)
     try:
         for token in lexer:
             split.take(token)
@@ -44,9 +46,11 @@ def substituted(text: str) -> str:
 class _Split:
     """The commands read so far, and what the reading is inside (a stack; empty: the line itself): a case's subject
     ("subject"), its patterns ("patterns"), an arm's commands ("arm"), an array's words ("array"), a command
-    substitution ("substitution"), a subshell or a group ("group")."""
+    substitution ("substitution"), a subshell or a group ("group"); `plain`: no case or array is known (every word is
+    read as a command's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plain: bool = False) -> None:
+        self.plain = plain
         self.commands: list[list[str]] = [[]]
         self.inside: list[str] = []
         self.subject = 0  # the words read after a `case`
@@ -94,7 +98,7 @@ class _Split:
                 if word == "in":
                     self.inside.append("patterns")
                     self._new()
-        elif word == "case" and self._at_start():
+        elif word == "case" and not self.plain and self._at_start():
             self.commands[-1].append(word)
             self.inside.append("subject")
             self.subject = 0
@@ -140,7 +144,7 @@ class _Split:
         if self.last.endswith("$"):
             self.inside.append("substitution")
             self._new()
-        elif where == "array" or ARRAY.match(self.last):
+        elif where == "array" or (ARRAY.match(self.last) and not self.plain):
             self.inside.append("array")
             self.arrays.append([])
         else:

@@ -269,6 +269,8 @@ def test_a_shell_is_told_from_a_later_process_of_its_pid_by_its_start(traced, na
         'a+=( "$(' + S + ')" )',
         "a=(x); " + S,
         "x=`ls | " + S + "`",
+        "cat <<EOF\ncase x in\nEOF\n" + S,  # (a here-document's text never opens a case: read as commands)
+        "cat <<'EOF'\nv=(\nEOF\n" + S + "\n)",
         "v=`echo a`; " + S,
         'a=(python3 -S); "${a[@]}" -c pass',  # (an array's words run as a command)
         'declare -a cmd=(python3 -S -c pass); exec "${cmd[@]}"',
@@ -328,15 +330,20 @@ RUNS = st.sampled_from(
         "nice python3",
     ]  # fmt: skip
 )
-INERT_COMMANDS = st.sampled_from(["ls -l", "echo python3", "which python", "true", "v=(python3 -S)", "shift"])
+INERT_COMMANDS = st.sampled_from(
+    ["ls -l", "echo python3", "which python", "true", "v=(python3 -S)", "shift", "d=`date`"]
+)
+HERE_DOCUMENTS = st.sampled_from(
+    ["cat <<EOF\ncase x in\nEOF", "cat <<'EOF'\nv=(\nEOF"]
+)  # (their text: no case, no array)
 PATTERNS = st.sampled_from(["x", "*", "a|b", "(x)", "python3", "--complete", "py*"])
 
 
 @st.composite
-def around(draw, inner: str) -> str:
+def around(draw, inner: str, before=INERT_COMMANDS) -> str:
     """`inner` somewhere a shell runs it: an arm of a case (among other arms), a command substitution in an array or
-    a case's subject, a group, a subshell, after other commands."""
-    before = draw(st.lists(INERT_COMMANDS, max_size=2))
+    a case's subject, a group, a subshell, after other commands (`before`: each on a line of its own)."""
+    before = draw(st.lists(before, max_size=2))
     arms = [f"{draw(PATTERNS)}) {command};;" for command in draw(st.lists(INERT_COMMANDS, max_size=2))]
     at = draw(st.integers(0, len(arms)))
     wrapped = draw(
@@ -352,13 +359,13 @@ def around(draw, inner: str) -> str:
             ]
         )
     )
-    return "; ".join([*before, wrapped])
+    return "\n".join([*before, wrapped])
 
 
 @given(st.data())
 @settings(max_examples=300, deadline=None)
 def test_a_command_that_runs_python_is_named_wherever_a_shell_runs_it(data):
-    script = data.draw(around(data.draw(RUNS)))
+    script = data.draw(around(data.draw(RUNS), st.one_of(INERT_COMMANDS, HERE_DOCUMENTS)))
     assert names_python(["bash", "-c", script]), script
 
 
