@@ -181,6 +181,11 @@ class JsonlSink(EventSink):
                 lines, count = lines + (_compact(held) + "\n").encode(), count + 1
         return lines, count
 
+    def _write_held(self) -> None:
+        """Write the ends held, each on its own line (no record follows to say them)."""
+        if self._held:
+            self._put(*self._unfolded(None))
+
     def _put(self, lines: bytes, events: int) -> None:
         """Write the lines of `events` events at once, after the lost event where there is news of one."""
         if not self._still_ours() and not self._open_again():
@@ -199,8 +204,7 @@ class JsonlSink(EventSink):
         """As every sink's (`EventSink.checkpoint`), the ends held written first (a compile that returned long before
         its process was killed is never one it died in); a checkpoint the folder refuses is a lost record, counted and
         said as a refused event is."""
-        if self._held:
-            self._put(*self._unfolded(None))
+        self._write_held()
         try:
             EventSink.checkpoint(self, counts)
         except OSError as exc:
@@ -209,8 +213,8 @@ class JsonlSink(EventSink):
     def close(self) -> None:
         """Say what was lost (in the trace, else in the note beside it), then close the trace if it is still ours; the
         note of a trace that lost nothing goes (unless `leave_note`). The ends held are written first."""
-        if self._held and self._fd >= 0:
-            self._put(*self._unfolded(None))
+        if self._fd >= 0:
+            self._write_held()
         if self.lost > self._reported and self._fd >= 0 and self._still_ours():
             try:
                 self._write_all(b"\n" * self._cut + self._lost_line(self.lost))

@@ -33,6 +33,14 @@ def simple_commands(script: str) -> list[list[str]] | None:
     return split.commands
 
 
+def past_prefix(words: list[str]) -> list[str]:
+    """A simple command's words from the one it runs: past assignments (A=1) and shell keywords (then, do, {, !)."""
+    at = 0
+    while at < len(words) and (words[at] in KEYWORDS or ASSIGNMENT.match(words[at])):
+        at += 1
+    return words[at:]
+
+
 def substitutions(words: list[str]) -> list[str]:
     """The words that hold a command substitution (`$(...)`, or a backquote: its words are one word, `_Split`)."""
     return [word for word in words if "`" in word or "$(" in word]
@@ -158,7 +166,7 @@ class _Split:
 
     def _at_start(self) -> bool:
         """Whether the command read so far has only keywords and assignments (the next word is the one it runs)."""
-        return all(word in KEYWORDS or ASSIGNMENT.match(word) for word in self.commands[-1])
+        return not past_prefix(self.commands[-1])
 
     def _new(self) -> None:
         if self.commands[-1]:

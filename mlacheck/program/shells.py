@@ -26,7 +26,7 @@ import shlex
 import stat
 from collections.abc import Iterator
 
-from mlacheck.program.shell_syntax import ASSIGNMENT, KEYWORDS, simple_commands, substituted, substitutions
+from mlacheck.program.shell_syntax import past_prefix, simple_commands, substituted, substitutions
 from mlacheck.program.spawns import python_named
 from mlacheck.program.tree import python_images
 from mlacheck.program.wrappers import WRAPPERS, unwrap
@@ -63,7 +63,7 @@ def names_python(argv: list[str]) -> bool:
 def _command_names_python(words: list[str], text: str | None) -> bool:
     """Whether a simple command (its words, from its first) is a Python interpreter or runs one; `text` is the shell
     command line it is part of (None: an argv, run without a shell)."""
-    words = _past_prefix(words)
+    words = past_prefix(words)
     return bool(words) and (python_named(words[0]) or _runs_python(words[0], words[1:], text))
 
 
@@ -110,14 +110,6 @@ def _made_names_python(command: str, text: str) -> bool:
     return any(fnmatch.fnmatchcase(interpreter, name) for interpreter in INTERPRETERS)
 
 
-def _past_prefix(words: list[str]) -> list[str]:
-    """A simple command's words from the one it runs: past assignments (A=1) and shell keywords (then, do, {, !)."""
-    at = 0
-    while at < len(words) and (words[at] in KEYWORDS or ASSIGNMENT.match(words[at])):
-        at += 1
-    return words[at:]
-
-
 def _interpreter_word(word: str) -> bool:
     """Whether a word is a Python interpreter's name or path (python3, ./python, /opt/venv/bin/python3), not a folder
     named after one (a compiler's -isystem /usr/include/python3.11, ninja -C build/python3)."""
@@ -156,12 +148,12 @@ def shell_commands(argv: list[str]) -> list[list[str]] | None:
 
 def _run_command(words: list[str]) -> list[str]:
     """The words of the command a simple command runs: past its prefix, and past each wrapper read by its table."""
-    words = _past_prefix(words)
+    words = past_prefix(words)
     while words and os.path.basename(words[0]) in WRAPPERS:
         run = unwrap(WRAPPERS[os.path.basename(words[0])], words[1:])
         if not run.known or run.command == words:
             break
-        words = _past_prefix(run.command)
+        words = past_prefix(run.command)
     return words
 
 
